@@ -1,0 +1,110 @@
+# sluice - one plain, non-recursive Makefile.
+#
+#   make            build build/libsluice.so, build/sluiced, build/sluice
+#   make run        the demo: several processes' connections released at a fixed rate
+#   make test       unit and integration tests (what .ci/run runs)
+#   make bench      figures: admission cost, shim overhead, release error
+#   make asan       everything built with AddressSanitizer + UBSan, then the tests
+#   make install    PREFIX=/usr/local DESTDIR=
+#
+# The first three install missing Debian packages through scripts/deps.sh.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD ?= build
+CC ?= cc
+CFLAGS ?= -O2 -g
+LDFLAGS ?=
+
+SANITIZERS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SAN_FLAGS = $(if $(SAN),$(SANITIZERS))
+
+# Evaluated when a recipe runs, so after scripts/deps.sh has installed the packages.
+INIH_CFLAGS = $(shell pkg-config --cflags inih 2>/dev/null)
+INIH_LIBS = $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
+EV_LIBS = $(shell pkg-config --libs libev 2>/dev/null || echo -lev)
+CMOCKA_CFLAGS = $(shell pkg-config --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+
+# Core objects go into the shim too: position independent, hidden by default.
+SL_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC -fvisibility=hidden \
+	-D_GNU_SOURCE -Iinclude $(INIH_CFLAGS) $(SAN_FLAGS)
+
+CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
+	src/core/config.c src/core/limiter.c src/core/shm.c src/core/admit.c \
+	src/core/stats.c src/core/log.c src/core/ctl.c
+SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
+	src/shim/hold.c src/shim/connect.c src/shim/resolve.c
+DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
+SLUICED_SRC = src/daemon/sluiced.c
+CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c
+UNIT_TESTS = test_config test_match test_limiter test_shm
+BENCH_SRC = bench/admit_bench.c bench/connect_loop.c
+
+obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
+CORE_OBJ = $(call obj,$(CORE_SRC))
+SHIM_OBJ = $(call obj,$(SHIM_SRC))
+DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
+
+all: $(BUILD)/libsluice.so $(BUILD)/sluiced $(BUILD)/sluice
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/obj/%.o: src/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(SL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libsluicecore.a: $(CORE_OBJ)
+	$(AR) rcs $@ $^
+
+# Only the hooks are exported (exports.map); inih is linked in statically and hidden.
+$(BUILD)/libsluice.so: $(SHIM_OBJ) $(BUILD)/libsluicecore.a src/shim/exports.map
+	$(CC) -shared $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -Wl,--version-script=src/shim/exports.map \
+		-Wl,--exclude-libs,ALL -Wl,-z,now -o $@ $(SHIM_OBJ) $(BUILD)/libsluicecore.a \
+		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
+
+$(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicecore.a
+	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EV_LIBS) $(INIH_LIBS)
+
+$(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicecore.a
+	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EV_LIBS) $(INIH_LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluicecore.a | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluicecore.a \
+		$(CMOCKA_LIBS) $(INIH_LIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libsluicecore.a | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(SL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluicecore.a $(INIH_LIBS)
+
+UNIT_BINS = $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
+BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+run: all
+	@examples/demo.sh $(BUILD)
+
+test: all $(UNIT_BINS)
+	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
+
+bench: all $(BENCH_BINS)
+	@BUILD=$(BUILD) bench/run.sh
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" test
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sluice \
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/sluice
+	install -m 0755 $(BUILD)/sluice $(BUILD)/sluiced $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(BUILD)/libsluice.so $(DESTDIR)$(PREFIX)/lib/sluice/
+	install -m 0644 man/sluice.1 man/sluiced.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 conf/sluice.ini README.md $(DESTDIR)$(PREFIX)/share/doc/sluice/
+
+clean:
+	rm -rf build build-asan
+
+.PHONY: all deps run test bench asan install clean
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,65 @@
+/*
+ * admit.h - deciding, across every section that applies, when a request may go.
+ *
+ * The sequence for one request (the shim's, and `sluice acquire`'s):
+ *   sl_admit_match()    lock-free: which sections apply to the destination;
+ *   sl_admit_reserve()  under the lock: one slot in every applicable section at the
+ *                       latest of their release times, or a refusal that charges none;
+ *   (sleep until ticket.release_ns, without any lock)
+ *   sl_admit_release()  under the lock: the strict check that actual releases never
+ *                       run closer than the limit allows (a late waker cannot bunch
+ *                       with the next one); asks for more sleep if they would;
+ *   sl_admit_refund()   instead of release, when the caller gives up: returns each
+ *                       slot that is still the last one handed out.
+ * Every function takes `now` from the caller (injectable clock).
+ */
+#ifndef SLUICE_ADMIT_H
+#define SLUICE_ADMIT_H
+
+#include "sluice/match.h"
+#include "sluice/shm-t.h"
+
+#include <stdint.h>
+
+struct sl_match {
+	uint64_t mask;                    /* bit i: section i applies */
+	uint32_t serial[SL_MAX_SECTIONS]; /* each section's serial when it matched */
+};
+
+struct sl_ticket {
+	uint64_t mask;        /* enforcing sections charged by this ticket */
+	int64_t arrival_ns;   /* when the request asked */
+	int64_t release_ns;   /* the slot it was given */
+	int refuse_errno;     /* on refusal: the refusing section's errno (0 = default) */
+	int refusing_section; /* on refusal: its index */
+	struct {
+		uint32_t serial;
+		int64_t prev_tat, new_tat;
+	} sec[SL_MAX_SECTIONS];
+};
+
+/* Fill `m` with the sections matching `d`.  Lock-free; retried when a reload runs
+ * concurrently.  Returns the number of matching sections, or -EAGAIN when no stable
+ * read could be had (the caller passes through). */
+int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m);
+
+/* Reserve a slot in every matched section.  Returns 0 with t->release_ns set (which
+ * may be `now`), -ECONNREFUSED when the wait would exceed some section's max_wait
+ * (t->refuse_errno says which errno the section wants; nothing is charged), -ESTALE
+ * when every matched section changed meanwhile, or -ETIMEDOUT when the lock could not
+ * be had.  Sections in observe mode are counted, never charged against the caller. */
+int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                     int32_t self, struct sl_ticket *t);
+
+/* At or after t->release_ns: returns 0 when the request may go now (and counts it),
+ * or 1 with *retry_ns set when an earlier late waker means it must sleep longer. */
+int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
+                     int64_t *retry_ns);
+
+/* Give the reservation back (signal, timeout, death of the waiter). */
+void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);
+
+/* Charge every matched section in refusal mode (fallback = closed): counts refusals. */
+void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m);
+
+#endif

@@ -1,0 +1,24 @@
+/*
+ * clock.h - the time sources sluice uses.
+ *
+ * Every limiter function takes "now" as an argument, so tests inject any clock they
+ * like; only the callers at the edges (shim, daemon, CLI) read the real clocks here.
+ * CLOCK_MONOTONIC is system-wide on Linux, so values compare across processes.
+ */
+#ifndef SLUICE_CLOCK_H
+#define SLUICE_CLOCK_H
+
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
+int64_t sl_clock_mono_ns(void);
+
+/* CLOCK_REALTIME (UTC) in nanoseconds; used only to align fixed windows and to print. */
+int64_t sl_clock_real_ns(void);
+
+/* Sleep until the absolute CLOCK_MONOTONIC time `deadline_ns`.  Returns 0 when the
+ * deadline has passed, or -EINTR when a signal handler ran first (the caller decides
+ * whether to resume). */
+int sl_clock_sleep_until(int64_t deadline_ns);
+
+#endif

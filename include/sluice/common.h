@@ -1,0 +1,33 @@
+/*
+ * common.h - small helpers shared by every part of sluice.
+ *
+ * Conventions: internal functions return 0 (or a count) on success and -errno on
+ * failure; only the shim's exported hooks and the programs' main() turn that into
+ * errno or an exit status.  Times are int64_t nanoseconds of CLOCK_MONOTONIC unless a
+ * name says otherwise.
+ */
+#ifndef SLUICE_COMMON_H
+#define SLUICE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_NS_PER_US 1000LL
+#define SL_NS_PER_MS 1000000LL
+#define SL_NS_PER_S 1000000000LL
+
+#define SL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define SL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SL_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define sl_likely(x) __builtin_expect(!!(x), 1)
+#define sl_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* Symbols visible outside libsluice.so; everything else is hidden. */
+#define SL_EXPORT __attribute__((visibility("default")))
+
+/* Copy a C string into a fixed buffer, always terminated; returns -ENAMETOOLONG
+ * (and writes nothing) when it does not fit. */
+int sl_strlcpy(char *dst, const char *src, size_t size);
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * config.h - the configuration model and its INI parser (SPEC §3).
+ *
+ * Parsing is two passes: inih hands us every key with its line number and we keep
+ * the raw text; each section is then compiled into a struct sl_spec (shm-t.h), the
+ * same record the shared segment holds, so the shim, the daemon and `sluice check`
+ * all see one compiled form.  Every problem is reported as "FILE:LINE: message";
+ * parsing goes on after an error so a user sees them all at once.
+ */
+#ifndef SLUICE_CONFIG_H
+#define SLUICE_CONFIG_H
+
+#include "sluice/shm-t.h"
+
+#include <stdio.h>
+
+enum sl_fallback {
+	SL_FALLBACK_LOCAL = 0,  /* no segment: each process limits itself from the config */
+	SL_FALLBACK_OPEN = 1,   /* no segment: shape nothing */
+	SL_FALLBACK_CLOSED = 2, /* no segment: refuse every matched request */
+};
+
+enum sl_log_level { SL_LOG_ERROR, SL_LOG_WARNING, SL_LOG_NOTICE, SL_LOG_INFO, SL_LOG_DEBUG };
+
+struct sl_global {
+	char shm_name[SL_PATH_MAX];
+	char control_socket[108]; /* sizeof(sun_path) */
+	unsigned shm_mode;
+	int fallback;  /* enum sl_fallback */
+	int log_level; /* enum sl_log_level */
+};
+
+struct sl_section_conf {
+	struct sl_spec spec;
+	int line; /* line of the [header] */
+};
+
+#define SL_CONFIG_MAX_ERRORS 32
+#define SL_CONFIG_ERROR_LEN 320
+
+struct sl_config {
+	char path[SL_PATH_MAX];
+	struct sl_global global;
+	unsigned nsections;
+	struct sl_section_conf sections[SL_MAX_SECTIONS];
+	unsigned nerrors; /* may exceed SL_CONFIG_MAX_ERRORS; only that many are kept */
+	char errors[SL_CONFIG_MAX_ERRORS][SL_CONFIG_ERROR_LEN];
+};
+
+/* Defaults of the [sluice] section. */
+void sl_config_defaults(struct sl_config *cfg);
+
+/* Parse `path` into `cfg` (which the caller allocates: it is large).  Returns 0, or
+ * -EINVAL when cfg->nerrors > 0, or -errno when the file cannot be read (also
+ * recorded as an error). */
+int sl_config_load(struct sl_config *cfg, const char *path);
+
+/* Same from a string, reported under the name `path`; for tests and fuzzing. */
+int sl_config_load_string(struct sl_config *cfg, const char *path, const char *text);
+
+/* Print every recorded error, one per line. */
+void sl_config_print_errors(const struct sl_config *cfg, FILE *out);
+
+/* Print the compiled configuration (`sluice check`). */
+void sl_config_dump(const struct sl_config *cfg, FILE *out);
+
+/* Print one compiled section's settings, one "key value" per line, each prefixed
+ * by `indent`. */
+void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out);
+
+/* Names for enum values (also used by stats). */
+const char *sl_meter_name(unsigned meter);
+const char *sl_strategy_name(unsigned strategy);
+const char *sl_fallback_name(int fallback);
+
+/* Whether two specs describe the same limit, so reload keeps its state: same name,
+ * patterns, meter, strategy and window (SPEC §3). */
+int sl_spec_same_identity(const struct sl_spec *a, const struct sl_spec *b);
+
+/* Print every key with its default and meaning (`sluice check --keys`). */
+void sl_config_list_keys(FILE *out);
+
+/* Edit distance, for "did you mean" hints. */
+unsigned sl_edit_distance(const char *a, const char *b);
+
+#endif

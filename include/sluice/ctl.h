@@ -1,0 +1,27 @@
+/*
+ * ctl.h - the daemon's control socket protocol.
+ *
+ * A client connects to the Unix stream socket, writes one command line and reads
+ * the reply until the daemon closes the connection.  Commands:
+ *   ping            -> "pong PID GENERATION"
+ *   info            -> "pid=..\nshm_name=..\nconfig=..\ngeneration=..\n"
+ *   stat [json]     -> the table or JSON of sl_stats_render()
+ *   reload          -> "ok generation N", or "error" and the config's errors
+ *                      (only root or the daemon's own user; checked by SO_PEERCRED)
+ * A reply starting with "error" is a failure.
+ */
+#ifndef SLUICE_CTL_H
+#define SLUICE_CTL_H
+
+#include <stddef.h>
+
+#define SL_CTL_MAX_REPLY (1 << 20)
+
+/* Send `cmd` and read the whole reply into a malloc'd, NUL-terminated *reply.
+ * Returns 0, or -errno (-ECONNREFUSED / -ENOENT when no daemon listens). */
+int sl_ctl_request(const char *path, const char *cmd, char **reply, int timeout_ms);
+
+/* From an "info" reply, the value of `key` copied into `out`; 0 or -ENOENT. */
+int sl_ctl_info_value(const char *reply, const char *key, char *out, size_t size);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * daemon.h - the daemon's state and event loop, shared by `sluiced` and the embedded
+ * daemon of `sluice run`.
+ *
+ * The daemon owns the segment: it compiles the config into it, beats a heartbeat,
+ * frees the segment lock when its holder died, reloads on SIGHUP (a bad config is
+ * refused and the old one kept) and answers the control socket.  Shaping itself never
+ * needs it: shims coordinate through the segment alone.
+ */
+#ifndef SLUICE_DAEMON_H
+#define SLUICE_DAEMON_H
+
+#include "sluice/config.h"
+#include "sluice/shm.h"
+
+#include <ev.h>
+#include <sys/types.h>
+
+struct sl_daemon_opts {
+	const char *config_path;
+	const char *shm_name;   /* NULL: the config's shm_name */
+	int control;            /* serve the config's control socket */
+	int unlink_shm_on_exit; /* embedded daemons remove their private segment */
+	int handle_signals;     /* SIGHUP reloads, SIGTERM/SIGINT stop */
+};
+
+struct sl_daemon {
+	struct ev_loop *loop;
+	struct sl_daemon_opts opts;
+	char config_path[SL_PATH_MAX]; /* absolute */
+	char shm_name[SL_PATH_MAX];
+	struct sl_config *cfg; /* the configuration in force */
+	struct sl_shm shm;
+	int ctl_fd;
+	char ctl_path[108];
+	ev_io ctl_watcher;
+	ev_timer heartbeat;
+	ev_signal sig_hup, sig_term, sig_int;
+};
+
+/* Load the config, create or re-attach the segment, bind the control socket, and
+ * register the watchers on `loop`.  Returns 0, -EINVAL for a bad config (errors are
+ * printed), or -errno. */
+int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_daemon_opts *o);
+
+/* Re-read the config file; on any error keep the current one.  Returns 0 or -EINVAL;
+ * when `errors` is given, the errors are also written there. */
+int sl_daemon_reload(struct sl_daemon *d, FILE *errors);
+
+/* Stop the watchers, remove the control socket (and the segment when embedded). */
+void sl_daemon_stop(struct sl_daemon *d);
+
+#endif

@@ -1,0 +1,42 @@
+/*
+ * limiter.h - the arithmetic of the leaky-bucket queue (SPEC §4), kept pure.
+ *
+ * GCRA ("virtual scheduling"): each limit keeps one timestamp, tat, the theoretical
+ * arrival time of the next request.  With interval I = WINDOW/AMOUNT and tolerance
+ * T = (burst-1)*I, a request arriving at `now` may go at max(now, tat - T), and
+ * charging it at time `at` moves tat to max(tat, at) + I*cost.  A token bucket of
+ * capacity `burst` refilled at the same rate admits exactly the same sequences, so
+ * strategy = token-bucket is this arithmetic with burst defaulting to AMOUNT.
+ * No function here reads a clock: `now` is always passed in.
+ */
+#ifndef SLUICE_LIMITER_H
+#define SLUICE_LIMITER_H
+
+#include "sluice/shm-t.h"
+
+#include <stdint.h>
+
+/* I*cost, rounded up so that rounding never lets the rate be exceeded; 0 if the
+ * spec has no rate. */
+int64_t sl_gcra_increment(const struct sl_spec *s, uint64_t cost);
+
+/* T = (burst-1)*I. */
+int64_t sl_gcra_tolerance(const struct sl_spec *s);
+
+/* Earliest time a request arriving at `now` may go. */
+static inline int64_t sl_gcra_slot(int64_t tat, int64_t tol, int64_t now)
+{
+	return tat - tol > now ? tat - tol : now;
+}
+
+/* tat after charging a request released at `at` with increment `inc`. */
+static inline int64_t sl_gcra_charge(int64_t tat, int64_t at, int64_t inc)
+{
+	return (tat > at ? tat : at) + inc;
+}
+
+/* How many reservations are handed out but not yet due at `now`: the queue length
+ * a user would see.  Derived from tat, so it stays right when a waiter dies. */
+uint64_t sl_gcra_queued(int64_t tat, int64_t tol, int64_t inc, int64_t now);
+
+#endif

@@ -1,0 +1,152 @@
+/*
+ * shm-t.h - the layout of the shared segment (types only).
+ *
+ * One segment per machine (or per `sluice run`) holds every compiled section: its
+ * config (written only by the daemon, under the segment lock and the spec seqlock) and
+ * its state (written by any shim, under the segment lock).  Layout rules:
+ *   - fixed-size records, found by index, never by pointer;
+ *   - explicit padding and a reserved tail, so a minor version can grow into it;
+ *   - every size and offset a reader depends on is pinned by _Static_assert;
+ *   - a reader that sees another magic, major version or size passes traffic through
+ *     untouched (see sl_shm_validate());
+ *   - an all-zero section is a valid, unused slot.
+ * Any process may scribble on the segment, so readers bounds-check every index and
+ * length they take from it.
+ */
+#ifndef SLUICE_SHM_T_H
+#define SLUICE_SHM_T_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
+#define SL_SHM_MAJOR 1           /* incompatible layout changes */
+#define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
+
+#define SL_MAX_SECTIONS 64  /* a destination's matches fit one uint64_t mask */
+#define SL_MAX_PATTERNS 16  /* patterns per section */
+#define SL_SECTION_NAME_MAX 64
+#define SL_HOST_MAX 256     /* 253 characters of DNS name, NUL, padding */
+#define SL_WAIT_BUCKETS 64  /* wait histogram, see sl_stats_bucket() */
+#define SL_PATH_MAX 256
+
+/* Pattern kinds.  A zero kind is "no pattern". */
+enum sl_pattern_kind {
+	SL_PAT_NONE = 0,
+	SL_PAT_ANY = 1,    /* "*": every destination */
+	SL_PAT_NAME = 2,   /* exact host name, lower case, no trailing dot */
+	SL_PAT_SUFFIX = 3, /* "*.example.com": stored as ".example.com" */
+	SL_PAT_V4 = 4,     /* IPv4 address or CIDR; addr[0..3] */
+	SL_PAT_V6 = 5,     /* IPv6 address or CIDR; addr[0..15] */
+};
+
+enum sl_meter {
+	SL_METER_CONNECTIONS = 0,
+	SL_METER_REQUESTS = 1,
+	SL_METER_BYTES = 2,
+	SL_METER_DATAGRAMS = 3,
+};
+
+enum sl_strategy {
+	SL_STRAT_LEAKY_BUCKET = 0,
+	SL_STRAT_TOKEN_BUCKET = 1,
+	SL_STRAT_FIXED_WINDOW = 2,
+	SL_STRAT_SLIDING_WINDOW = 3,
+	SL_STRAT_SESSION_WINDOW = 4,
+};
+
+enum sl_mode {
+	SL_MODE_ENFORCE = 0,
+	SL_MODE_OBSERVE = 1,
+};
+
+struct sl_pattern {
+	uint8_t kind;     /* enum sl_pattern_kind */
+	uint8_t prefix;   /* CIDR prefix length in bits (32 or 128 for one address) */
+	uint16_t port_lo; /* inclusive port range in host order; 0-65535 = any port */
+	uint16_t port_hi;
+	uint16_t name_len; /* bytes of name[] in use, < SL_HOST_MAX */
+	uint8_t addr[16];  /* network byte order */
+	char name[SL_HOST_MAX];
+};
+_Static_assert(sizeof(struct sl_pattern) == 280, "sl_pattern is part of the shm ABI");
+_Static_assert(offsetof(struct sl_pattern, addr) == 8, "sl_pattern is part of the shm ABI");
+
+/* A section's compiled config.  Written by the daemon only; read by shims under the
+ * header's spec seqlock. */
+struct sl_spec {
+	char name[SL_SECTION_NAME_MAX];
+	uint32_t npatterns; /* <= SL_MAX_PATTERNS; readers clamp */
+	uint32_t meter;     /* enum sl_meter */
+	uint32_t strategy;  /* enum sl_strategy */
+	uint32_t mode;      /* enum sl_mode */
+	int32_t refuse;     /* errno for a refused call; 0 = the call's default */
+	uint32_t concurrency; /* 0 = no concurrency limit */
+	uint64_t amount;    /* requests (or bytes) per window; 0 = no rate limit */
+	int64_t window_ns;  /* length of the rate's window */
+	uint64_t burst;     /* how many may go back to back after an idle spell, >= 1 */
+	int64_t max_wait_ns; /* longest hold; 0 = refuse rather than wait; <0 = forever */
+	uint8_t reserved[32];
+	struct sl_pattern patterns[SL_MAX_PATTERNS];
+};
+_Static_assert(offsetof(struct sl_spec, amount) == 88, "sl_spec is part of the shm ABI");
+_Static_assert(offsetof(struct sl_spec, patterns) == 152, "sl_spec is part of the shm ABI");
+
+/* A section's live state.  tat_ns/rel_tat_ns change under the segment lock only;
+ * the counters are atomic and may be bumped without it. */
+struct sl_state {
+	int64_t tat_ns;     /* scheduling: earliest slot the next request may get (GCRA) */
+	int64_t rel_tat_ns; /* enforcement: GCRA over actual release instants, so a late
+	                     * waker can never bunch with the next one */
+	uint64_t admitted;  /* requests released (count) */
+	uint64_t held;      /* of those, requests that had to wait (count) */
+	uint64_t refused;   /* requests refused: max_wait exceeded or fallback closed */
+	uint64_t given_up;  /* reservations returned by callers that gave up */
+	uint64_t observed;  /* mode = observe: requests that would have waited */
+	uint64_t wait_max_ns;
+	uint64_t wait_sum_ns;
+	uint64_t wait_hist[SL_WAIT_BUCKETS]; /* counts per bucket of sl_stats_bucket() */
+	uint8_t reserved[64];
+};
+_Static_assert(sizeof(struct sl_state) == 72 + 8 * SL_WAIT_BUCKETS + 64, "sl_state ABI");
+
+struct sl_section {
+	uint32_t in_use;  /* 1 when the slot holds a configured section */
+	uint32_t serial;  /* bumped whenever the slot's state is reset or reassigned; a
+	                   * shim that matched under one serial charges only that one */
+	struct sl_spec spec;
+	struct sl_state state;
+};
+_Static_assert(offsetof(struct sl_section, spec) == 8, "sl_section ABI");
+_Static_assert(sizeof(struct sl_section) % 8 == 0, "sl_section keeps 8-byte alignment");
+
+struct sl_shm_header {
+	uint32_t magic;        /* SL_SHM_MAGIC */
+	uint16_t major;        /* SL_SHM_MAJOR */
+	uint16_t minor;        /* SL_SHM_MINOR */
+	uint64_t size;         /* total bytes of the segment */
+	uint32_t header_size;  /* sizeof(struct sl_shm_header) */
+	uint32_t section_size; /* sizeof(struct sl_section) */
+	uint32_t sections_off; /* byte offset of sections[0] from the segment start */
+	uint32_t max_sections; /* SL_MAX_SECTIONS */
+	uint64_t generation;   /* config generation: +1 per successful load or reload */
+	uint32_t spec_seq;     /* seqlock over every spec: odd while the daemon writes */
+	uint32_t lock;         /* segment lock: pid of the holder, 0 when free */
+	uint32_t lock_waiters; /* processes sleeping on the lock's futex */
+	int32_t daemon_pid;    /* pid of the daemon that last attached (0: none) */
+	int64_t heartbeat_ns;  /* CLOCK_MONOTONIC of the daemon's last beat */
+	uint32_t has_names;    /* some section matches by host name */
+	uint32_t fallback;     /* the config's fallback, for information */
+	uint64_t lock_recoveries; /* times a dead holder's lock was taken over (count) */
+	char config_path[SL_PATH_MAX]; /* config the daemon loaded, for `sluice run` */
+	uint8_t reserved[176];
+};
+_Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, lock) == 44, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, config_path) == 80, "sl_shm_header ABI");
+
+#define SL_SHM_SECTIONS_OFF 4096 /* sections start on their own page */
+#define SL_SHM_SIZE ((size_t)SL_SHM_SECTIONS_OFF + SL_MAX_SECTIONS * sizeof(struct sl_section))
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * shm.h - creating, attaching, validating and locking the shared segment (SPEC §6).
+ *
+ * The segment is untrusted input for everyone but its creator: after
+ * sl_shm_validate() succeeds, readers still index it only with compile-time bounds
+ * (SL_MAX_SECTIONS, SL_MAX_PATTERNS), never with values read from it.
+ *
+ * Locking: one lock word per segment holds the holder's pid.  A waiter that finds
+ * the holder dead (kill(pid, 0) == ESRCH) takes the lock over, so a process killed
+ * -9 inside the critical section never wedges the others.  Waiters sleep on the
+ * word's futex in short slices and give up after a deadline: a corrupt segment can
+ * slow a call down, never hang it.  Critical sections are a few hundred nanoseconds
+ * of arithmetic; nobody sleeps or blocks while holding the lock.
+ */
+#ifndef SLUICE_SHM_H
+#define SLUICE_SHM_H
+
+#include "sluice/config.h"
+#include "sluice/shm-t.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sl_shm {
+	struct sl_shm_header *hdr; /* NULL when not attached */
+	size_t size;
+	int anonymous; /* a process-private segment (fallback = local, tests) */
+};
+
+/* Whether `base` (of `size` mapped bytes) holds a segment this build understands.
+ * Returns 0 or -EPROTO (wrong magic/version/layout) / -EINVAL (too small). */
+int sl_shm_validate(const void *base, size_t size);
+
+/* Attach an existing segment read-write (shim) or read-only (stat).  Keeps no fd
+ * open.  Returns 0, -errno from shm_open/mmap, or -EPROTO for a layout we do not
+ * know (the caller passes traffic through). */
+int sl_shm_attach(struct sl_shm *shm, const char *name, int writable);
+
+/* Daemon: create the segment, or re-attach it with its state when it already holds
+ * a valid one.  *reattached tells which.  An invalid segment is re-initialised. */
+int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached);
+
+/* A fresh segment in private anonymous memory (not shared across fork's copy). */
+int sl_shm_create_anonymous(struct sl_shm *shm);
+
+void sl_shm_detach(struct sl_shm *shm);
+
+/* Section `i`, or NULL when out of range. */
+struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i);
+
+/* Take the segment lock as process `self`.  Returns 0, 1 when the lock was taken
+ * over from a dead holder, or -ETIMEDOUT after `timeout_ns`. */
+int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns);
+void sl_shm_unlock(struct sl_shm_header *h, int32_t self);
+
+/* Daemon, at each heartbeat: free the lock if its holder is dead. Returns 1 if it did. */
+int sl_shm_reap_lock(struct sl_shm_header *h);
+
+/* Compile `cfg` into the segment (load and reload).  A section whose identity is
+ * unchanged keeps its state; others start from zero (SPEC §3).  Takes the lock and
+ * the spec seqlock.  Returns 0 or -ETIMEDOUT. */
+int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self);
+
+#endif

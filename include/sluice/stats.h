@@ -1,0 +1,29 @@
+/*
+ * stats.h - per-section counters and their rendering for `sluice stat`.
+ *
+ * Waits go into a log-scale histogram (two buckets per power of two of
+ * microseconds), so percentiles are read with at most ~41% relative error in the
+ * bucket bound and the histogram is a fixed array of atomic counters in the segment.
+ */
+#ifndef SLUICE_STATS_H
+#define SLUICE_STATS_H
+
+#include "sluice/shm-t.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+unsigned sl_stats_bucket(int64_t wait_ns);
+int64_t sl_stats_bucket_upper_ns(unsigned bucket);
+
+/* Count one released request that waited `wait_ns` (0 = not held). */
+void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns);
+
+/* The q-quantile (0..1) of the waits recorded in `st`, as a bucket's upper bound,
+ * clamped to the maximum seen. */
+int64_t sl_stats_wait_quantile(const struct sl_state *st, double q);
+
+/* Print every section of the segment: a table, or JSON when `json` is set. */
+void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * units.h - the value syntaxes of the config: durations, rates, counts, errno names.
+ * Parsers return 0 or -EINVAL and write a short reason into `err`.
+ */
+#ifndef SLUICE_UNITS_H
+#define SLUICE_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "250ms", "30s", "10m", "1h", "2d", "1.5s", "0"; "forever" gives -1 when allowed. */
+int sl_parse_duration(const char *s, int allow_forever, int64_t *ns, char *err, size_t errlen);
+
+/* "10/s", "600/m", "3/5m", "1/250ms", "512K/s" (K, M, G are 1024-based and only
+ * allowed when `allow_size` is set). */
+int sl_parse_rate(const char *s, int allow_size, uint64_t *amount, int64_t *window_ns,
+                  char *err, size_t errlen);
+
+/* A positive integer no larger than `max`. */
+int sl_parse_count(const char *s, uint64_t max, uint64_t *out, char *err, size_t errlen);
+
+/* "ECONNREFUSED" (or a number) to an errno value. */
+int sl_parse_errno(const char *s, int *out, char *err, size_t errlen);
+const char *sl_errno_name(int e);
+
+/* Print a duration compactly ("250ms", "30s", "1h", "forever"). */
+int sl_format_duration(int64_t ns, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,54 @@
+#!/bin/sh
+# Install the Debian packages sluice needs to build and test, only those missing.
+#   scripts/deps.sh          check, and install what is missing (needs root or sudo)
+#   scripts/deps.sh --check  only check; exit 1 if something is missing
+# Fails loudly: a missing package that cannot be installed stops the build.
+set -eu
+
+# Package, and the file or command that shows it is present.
+PACKAGES="
+gcc:/usr/bin/gcc
+make:/usr/bin/make
+pkg-config:/usr/bin/pkg-config
+libev-dev:/usr/include/ev.h
+libinih-dev:/usr/include/ini.h
+libcmocka-dev:/usr/include/cmocka.h
+curl:/usr/bin/curl
+python3:/usr/bin/python3
+procps:/usr/bin/pkill
+"
+
+missing=""
+for entry in $PACKAGES; do
+	pkg=${entry%%:*}
+	path=${entry#*:}
+	[ -e "$path" ] || missing="$missing $pkg"
+done
+
+[ -z "$missing" ] && exit 0
+if [ "${1:-}" = "--check" ]; then
+	echo "missing Debian packages:$missing" >&2
+	exit 1
+fi
+
+echo "sluice: installing missing Debian packages:$missing" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null 2>&1 || {
+		echo "sluice: need root (or sudo) to install:$missing" >&2
+		exit 1
+	}
+	SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+# An empty or stale package list makes installs fail; refresh it first.
+$SUDO apt-get update -q || { echo "sluice: apt-get update failed" >&2; exit 1; }
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing || {
+	echo "sluice: apt-get install$missing failed" >&2
+	exit 1
+}
+for entry in $PACKAGES; do
+	path=${entry#*:}
+	[ -e "$path" ] || { echo "sluice: ${entry%%:*} still missing after install" >&2; exit 1; }
+done

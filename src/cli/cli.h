@@ -1,0 +1,23 @@
+/* Sub-commands of the `sluice` program (one file each) and what they share. */
+#ifndef SLUICE_CLI_H
+#define SLUICE_CLI_H
+
+#include "sluice/config.h"
+
+#define SL_DEFAULT_CONFIG "/etc/sluice/sluice.ini"
+
+/* Exit statuses: 0 fine, 1 runtime failure, 2 bad usage or bad config. */
+enum { SL_EXIT_OK = 0, SL_EXIT_FAIL = 1, SL_EXIT_USAGE = 2 };
+
+int sl_cmd_run(int argc, char **argv);
+int sl_cmd_check(int argc, char **argv);
+int sl_cmd_stat(int argc, char **argv);
+int sl_cmd_reload(int argc, char **argv);
+
+/* The config path a command should use: -c, else $SLUICE_CONFIG, else the default. */
+const char *sl_cli_config_path(const char *given);
+
+/* Load `path` into a new config; on errors print them and return NULL. */
+struct sl_config *sl_cli_load(const char *path);
+
+#endif

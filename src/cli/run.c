@@ -1,0 +1,220 @@
+/*
+ * `sluice run`: put the shim in front of a command.
+ *
+ * If a daemon answers on the config's control socket and serves this very config,
+ * the command joins its segment and sluice execs it directly.  Otherwise sluice hosts
+ * an embedded daemon on a private segment for as long as the command runs; every
+ * process the command starts inherits the environment and so shares that segment.
+ * sluice then exits with the command's status (128+N when a signal N killed it).
+ */
+#include "cli.h"
+#include "sluice/ctl.h"
+#include "sluice/daemon.h"
+#include "sluice/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct run {
+	pid_t child;
+	int status;
+	ev_child child_watcher;
+	ev_signal forward[4];
+};
+
+/* libsluice.so: $SLUICE_LIB, else beside this program (build tree), else the
+ * installed ../lib/sluice/. */
+static int find_shim(char *out, size_t size)
+{
+	static const char *const rel[] = {"libsluice.so", "../lib/sluice/libsluice.so",
+	                                  "../lib/libsluice.so"};
+	const char *env = getenv("SLUICE_LIB");
+	char exe[PATH_MAX], *slash;
+	ssize_t n;
+
+	if (env && *env) {
+		if (access(env, R_OK) != 0)
+			return -errno;
+		snprintf(out, size, "%s", env);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	slash[1] = '\0';
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char cand[PATH_MAX + 64];
+
+		snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
+		if (access(cand, R_OK) == 0 && realpath(cand, out))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+static int set_env(const char *lib, const char *config, const char *shm_name)
+{
+	const char *old = getenv("LD_PRELOAD");
+	char *preload;
+
+	/* Appended, so a sanitizer runtime that must come first stays first. */
+	if (old && *old && strstr(old, lib))
+		preload = strdup(old);
+	else if (old && *old && asprintf(&preload, "%s:%s", old, lib) < 0)
+		preload = NULL;
+	else if (!(old && *old))
+		preload = strdup(lib);
+	if (!preload)
+		return -ENOMEM;
+	if (setenv("LD_PRELOAD", preload, 1) != 0 || setenv("SLUICE_CONFIG", config, 1) != 0 ||
+	    setenv("SLUICE_SHM", shm_name, 1) != 0) {
+		free(preload);
+		return -errno;
+	}
+	free(preload);
+	return 0;
+}
+
+static void exec_command(char **cmd)
+{
+	execvp(cmd[0], cmd);
+	fprintf(stderr, "sluice: cannot run %s: %s\n", cmd[0], strerror(errno));
+	_exit(errno == ENOENT ? 127 : 126);
+}
+
+/* A daemon serving this config, if one answers: its segment name in `shm`. */
+static int find_daemon(const struct sl_config *cfg, const char *config, char *shm, size_t size)
+{
+	char *reply = NULL, served[PATH_MAX];
+	int rc = sl_ctl_request(cfg->global.control_socket, "info", &reply, 1000);
+
+	if (rc == 0 && sl_ctl_info_value(reply, "config", served, sizeof(served)) == 0 &&
+	    strcmp(served, config) == 0 && sl_ctl_info_value(reply, "shm_name", shm, size) == 0)
+		rc = 0;
+	else if (rc == 0)
+		rc = -ESRCH;
+	free(reply);
+	return rc;
+}
+
+static void on_child(struct ev_loop *loop, ev_child *w, int revents)
+{
+	struct run *r = w->data;
+
+	(void)revents;
+	r->status = w->rstatus;
+	ev_child_stop(loop, w);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_forward(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct run *r = w->data;
+
+	(void)loop;
+	(void)revents;
+	kill(r->child, w->signum);
+}
+
+static int run_embedded(const char *config, const char *lib, char **cmd)
+{
+	static const int forwarded[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+	struct sl_daemon_opts o = {.config_path = config, .unlink_shm_on_exit = 1};
+	static struct sl_daemon d;
+	struct run r = {0};
+	struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
+	char shm_name[64];
+	sigset_t none;
+
+	if (!loop) {
+		fprintf(stderr, "sluice: cannot start the event loop\n");
+		return SL_EXIT_FAIL;
+	}
+	snprintf(shm_name, sizeof(shm_name), "/sluice-run-%d", (int)getpid());
+	o.shm_name = shm_name;
+	switch (sl_daemon_start(&d, loop, &o)) {
+	case 0: break;
+	case -EINVAL: return SL_EXIT_USAGE;
+	default: return SL_EXIT_FAIL;
+	}
+	if (set_env(lib, d.config_path, shm_name) < 0) {
+		sl_daemon_stop(&d);
+		return SL_EXIT_FAIL;
+	}
+	r.child = fork();
+	if (r.child < 0) {
+		perror("sluice: fork");
+		sl_daemon_stop(&d);
+		return SL_EXIT_FAIL;
+	}
+	if (r.child == 0) {
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		exec_command(cmd);
+	}
+	ev_child_init(&r.child_watcher, on_child, r.child, 0);
+	r.child_watcher.data = &r;
+	ev_child_start(loop, &r.child_watcher);
+	for (int i = 0; i < 4; i++) {
+		ev_signal_init(&r.forward[i], on_forward, forwarded[i]);
+		r.forward[i].data = &r;
+		ev_signal_start(loop, &r.forward[i]);
+	}
+	ev_run(loop, 0);
+	for (int i = 0; i < 4; i++)
+		ev_signal_stop(loop, &r.forward[i]);
+	sl_daemon_stop(&d);
+	if (WIFEXITED(r.status))
+		return WEXITSTATUS(r.status);
+	return WIFSIGNALED(r.status) ? 128 + WTERMSIG(r.status) : SL_EXIT_FAIL;
+}
+
+int sl_cmd_run(int argc, char **argv)
+{
+	const char *path = NULL;
+	char config[PATH_MAX], lib[PATH_MAX], shm[SL_PATH_MAX];
+	struct sl_config *cfg;
+	int opt, rc;
+
+	while ((opt = getopt(argc, argv, "+c:v")) != -1) {
+		switch (opt) {
+		case 'c': path = optarg; break;
+		case 'v': setenv("SLUICE_DEBUG", "1", 1); break;
+		default: goto usage;
+		}
+	}
+	if (optind >= argc)
+		goto usage;
+	path = sl_cli_config_path(path);
+	cfg = sl_cli_load(path);
+	if (!cfg)
+		return SL_EXIT_USAGE;
+	if (!realpath(path, config))
+		snprintf(config, sizeof(config), "%s", path);
+	if ((rc = find_shim(lib, sizeof(lib))) < 0) {
+		fprintf(stderr, "sluice: cannot find libsluice.so (set SLUICE_LIB): %s\n", strerror(-rc));
+		free(cfg);
+		return SL_EXIT_FAIL;
+	}
+	if (find_daemon(cfg, config, shm, sizeof(shm)) == 0) {
+		free(cfg);
+		if (set_env(lib, config, shm) < 0)
+			return SL_EXIT_FAIL;
+		exec_command(argv + optind);
+	}
+	free(cfg);
+	return run_embedded(config, lib, argv + optind);
+usage:
+	fprintf(stderr, "usage: sluice run [-c FILE] [-v] -- CMD [ARG...]\n");
+	return SL_EXIT_USAGE;
+}

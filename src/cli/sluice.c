@@ -1,0 +1,130 @@
+/*
+ * sluice - run programs under the shim, check configs, show the queues.
+ *
+ *   sluice run [-c FILE] [-v] -- CMD [ARG...]
+ *   sluice check [-c FILE] [--keys]
+ *   sluice stat [-c FILE] [--shm NAME] [--json]
+ *   sluice reload [-c FILE]
+ */
+#include "cli.h"
+#include "sluice/ctl.h"
+#include "sluice/log.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int usage(FILE *out, int status)
+{
+	fprintf(out,
+	        "usage: sluice run [-c FILE] [-v] -- CMD [ARG...]   run CMD with its traffic shaped\n"
+	        "       sluice check [-c FILE] [--keys]            validate a config, print it compiled\n"
+	        "       sluice stat [-c FILE] [--shm NAME] [--json] show every section's queue\n"
+	        "       sluice reload [-c FILE]                    make the daemon re-read its config\n"
+	        "FILE defaults to $SLUICE_CONFIG, then " SL_DEFAULT_CONFIG ".\n");
+	return status;
+}
+
+const char *sl_cli_config_path(const char *given)
+{
+	const char *env = getenv("SLUICE_CONFIG");
+
+	if (given)
+		return given;
+	return env && *env ? env : SL_DEFAULT_CONFIG;
+}
+
+struct sl_config *sl_cli_load(const char *path)
+{
+	struct sl_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (!cfg) {
+		fprintf(stderr, "sluice: out of memory\n");
+		return NULL;
+	}
+	if (sl_config_load(cfg, path) != 0) {
+		sl_config_print_errors(cfg, stderr);
+		free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
+
+int sl_cmd_check(int argc, char **argv)
+{
+	static const struct option longopts[] = {{"keys", no_argument, NULL, 'k'}, {0}};
+	const char *path = NULL;
+	struct sl_config *cfg;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "c:k", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': path = optarg; break;
+		case 'k': sl_config_list_keys(stdout); return SL_EXIT_OK;
+		default: return usage(stderr, SL_EXIT_USAGE);
+		}
+	}
+	if (optind != argc)
+		return usage(stderr, SL_EXIT_USAGE);
+	cfg = sl_cli_load(sl_cli_config_path(path));
+	if (!cfg)
+		return SL_EXIT_USAGE;
+	sl_config_dump(cfg, stdout);
+	free(cfg);
+	return SL_EXIT_OK;
+}
+
+int sl_cmd_reload(int argc, char **argv)
+{
+	const char *path = NULL;
+	struct sl_config *cfg;
+	char *reply = NULL;
+	int opt, rc;
+
+	while ((opt = getopt(argc, argv, "c:")) != -1) {
+		if (opt != 'c')
+			return usage(stderr, SL_EXIT_USAGE);
+		path = optarg;
+	}
+	cfg = sl_cli_load(sl_cli_config_path(path));
+	if (!cfg)
+		return SL_EXIT_USAGE;
+	rc = sl_ctl_request(cfg->global.control_socket, "reload", &reply, 5000);
+	if (rc < 0) {
+		fprintf(stderr, "sluice: no daemon answers on %s: %s\n", cfg->global.control_socket,
+		        strerror(-rc));
+		free(cfg);
+		return SL_EXIT_FAIL;
+	}
+	fputs(reply, strncmp(reply, "ok", 2) == 0 ? stdout : stderr);
+	rc = strncmp(reply, "ok", 2) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
+	free(reply);
+	free(cfg);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+
+	sl_log_init("sluice", 1, SL_LOG_WARNING);
+	if (argc < 2)
+		return usage(stderr, SL_EXIT_USAGE);
+	cmd = argv[1];
+	argc--;
+	argv++;
+	if (strcmp(cmd, "run") == 0)
+		return sl_cmd_run(argc, argv);
+	if (strcmp(cmd, "check") == 0)
+		return sl_cmd_check(argc, argv);
+	if (strcmp(cmd, "stat") == 0)
+		return sl_cmd_stat(argc, argv);
+	if (strcmp(cmd, "reload") == 0)
+		return sl_cmd_reload(argc, argv);
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0)
+		return usage(stdout, SL_EXIT_OK);
+	fprintf(stderr, "sluice: unknown command '%s'\n", cmd);
+	return usage(stderr, SL_EXIT_USAGE);
+}

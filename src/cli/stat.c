@@ -1,0 +1,68 @@
+/* `sluice stat`: ask the daemon; when it does not answer, read the segment directly
+ * (shaping and its counters live there, not in the daemon). */
+#include "cli.h"
+#include "sluice/clock.h"
+#include "sluice/ctl.h"
+#include "sluice/shm.h"
+#include "sluice/stats.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int render_segment(const char *name, int json)
+{
+	struct sl_shm shm;
+	int rc = sl_shm_attach(&shm, name, 0);
+
+	if (rc < 0) {
+		fprintf(stderr, "sluice: cannot read segment %s: %s\n", name,
+		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+		return SL_EXIT_FAIL;
+	}
+	sl_stats_render(shm.hdr, json, sl_clock_mono_ns(), stdout);
+	sl_shm_detach(&shm);
+	return SL_EXIT_OK;
+}
+
+int sl_cmd_stat(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, 'j'}, {"shm", required_argument, NULL, 's'}, {0}};
+	const char *path = NULL, *shm_name = NULL;
+	struct sl_config *cfg;
+	char *reply = NULL;
+	int json = 0, opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "c:js:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': path = optarg; break;
+		case 'j': json = 1; break;
+		case 's': shm_name = optarg; break;
+		default:
+			fprintf(stderr, "usage: sluice stat [-c FILE] [--shm NAME] [--json]\n");
+			return SL_EXIT_USAGE;
+		}
+	}
+	if (shm_name)
+		return render_segment(shm_name, json);
+	cfg = sl_cli_load(sl_cli_config_path(path));
+	if (!cfg)
+		return SL_EXIT_USAGE;
+	rc = sl_ctl_request(cfg->global.control_socket, json ? "stat json" : "stat", &reply, 3000);
+	if (rc == 0 && strncmp(reply, "error", 5) != 0) {
+		fputs(reply, stdout);
+		rc = SL_EXIT_OK;
+	} else {
+		if (!json)
+			fprintf(stderr, "sluice: no daemon answers on %s; reading segment %s\n",
+			        cfg->global.control_socket, cfg->global.shm_name);
+		rc = render_segment(cfg->global.shm_name, json);
+	}
+	free(reply);
+	free(cfg);
+	return rc;
+}

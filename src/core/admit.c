@@ -1,0 +1,199 @@
+#include "sluice/admit.h"
+#include "sluice/common.h"
+#include "sluice/limiter.h"
+#include "sluice/shm.h"
+#include "sluice/stats.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define A(p) ((_Atomic __typeof__(*(p)) *)(p))
+#define LOCK_TIMEOUT_NS (2 * SL_NS_PER_S)
+#define MATCH_TRIES 64
+
+/* Match against one section's spec, which a reload may be rewriting: every length is
+ * clamped, so a torn read yields a wrong answer (discarded by the seqlock check), never
+ * an out-of-bounds access. */
+static int spec_matches(const struct sl_spec *s, const struct sl_dest *d)
+{
+	uint32_t n = SL_MIN(s->npatterns, SL_MAX_PATTERNS);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (sl_pattern_match(&s->patterns[i], d))
+			return 1;
+	return 0;
+}
+
+int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m)
+{
+	for (int attempt = 0; attempt < MATCH_TRIES; attempt++) {
+		uint32_t seq = atomic_load_explicit(A(&h->spec_seq), memory_order_acquire);
+		int count = 0;
+
+		if (seq & 1) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		m->mask = 0;
+		for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+			struct sl_section *sec = sl_shm_section(h, i);
+
+			if (!sec->in_use || !spec_matches(&sec->spec, d))
+				continue;
+			m->mask |= 1ULL << i;
+			m->serial[i] = sec->serial;
+			count++;
+		}
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) == seq)
+			return count;
+	}
+	return -EAGAIN;
+}
+
+/* The section at index i if it is still the one the caller matched. */
+static struct sl_section *live_section(struct sl_shm_header *h, unsigned i, uint32_t serial)
+{
+	struct sl_section *sec = sl_shm_section(h, i);
+
+	return sec && sec->in_use && sec->serial == serial ? sec : NULL;
+}
+
+int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                     int32_t self, struct sl_ticket *t)
+{
+	int64_t release = now, max_wait = -1;
+	int limiting = -1, live = 0;
+	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
+
+	if (rc < 0)
+		return rc;
+	t->mask = 0;
+	t->arrival_ns = now;
+	t->refuse_errno = 0;
+	t->refusing_section = -1;
+	/* Pass 1: the latest slot over enforcing sections, the tightest max_wait. */
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+		int64_t slot;
+
+		if (!(m->mask & (1ULL << i)) || !(sec = live_section(h, i, m->serial[i])))
+			continue;
+		live++;
+		if (sec->spec.amount == 0)
+			continue;
+		slot = sl_gcra_slot(sec->state.tat_ns, sl_gcra_tolerance(&sec->spec), now);
+		if (sec->spec.mode == SL_MODE_OBSERVE) {
+			/* Model what enforcing would do, without holding anyone. */
+			if (slot > now)
+				atomic_fetch_add_explicit(A(&sec->state.observed), 1, memory_order_relaxed);
+			if (sec->spec.max_wait_ns >= 0 && slot - now > sec->spec.max_wait_ns)
+				atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+			else
+				sec->state.tat_ns = sl_gcra_charge(sec->state.tat_ns, slot,
+				                                   sl_gcra_increment(&sec->spec, 1));
+			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
+			continue;
+		}
+		t->mask |= 1ULL << i;
+		t->sec[i].serial = m->serial[i];
+		if (slot > release || limiting < 0) {
+			release = SL_MAX(release, slot);
+			limiting = (int)i;
+		}
+		if (sec->spec.max_wait_ns >= 0 && (max_wait < 0 || sec->spec.max_wait_ns < max_wait))
+			max_wait = sec->spec.max_wait_ns;
+	}
+	if (live == 0) {
+		rc = -ESTALE;
+		goto out;
+	}
+	if (max_wait >= 0 && release - now > max_wait) {
+		struct sl_section *sec = sl_shm_section(h, (unsigned)limiting);
+
+		t->refusing_section = limiting;
+		t->refuse_errno = sec->spec.refuse;
+		for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
+			if (t->mask & (1ULL << i))
+				atomic_fetch_add_explicit(A(&sl_shm_section(h, i)->state.refused), 1,
+				                          memory_order_relaxed);
+		t->mask = 0;
+		rc = -ECONNREFUSED;
+		goto out;
+	}
+	/* Pass 2: charge every enforcing section at the common release time. */
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if (!(t->mask & (1ULL << i)))
+			continue;
+		sec = sl_shm_section(h, i);
+		t->sec[i].prev_tat = sec->state.tat_ns;
+		sec->state.tat_ns = sl_gcra_charge(sec->state.tat_ns, release,
+		                                   sl_gcra_increment(&sec->spec, 1));
+		t->sec[i].new_tat = sec->state.tat_ns;
+	}
+	t->release_ns = release;
+out:
+	sl_shm_unlock(h, self);
+	return rc;
+}
+
+int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
+                     int64_t *retry_ns)
+{
+	int64_t wait = now - t->arrival_ns, later = now;
+	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
+
+	if (rc < 0)
+		return 0; /* cannot check: the scheduled slot was honoured already */
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+			continue;
+		later = SL_MAX(later, sl_gcra_slot(sec->state.rel_tat_ns, sl_gcra_tolerance(&sec->spec), now));
+	}
+	if (later > now) {
+		sl_shm_unlock(h, self);
+		*retry_ns = later;
+		return 1;
+	}
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+			continue;
+		sec->state.rel_tat_ns = sl_gcra_charge(sec->state.rel_tat_ns, now,
+		                                       sl_gcra_increment(&sec->spec, 1));
+		sl_stats_record_wait(&sec->state, wait);
+	}
+	sl_shm_unlock(h, self);
+	return 0;
+}
+
+void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self)
+{
+	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+			continue;
+		/* Only the last slot handed out can be returned: later callers hold theirs. */
+		if (sec->state.tat_ns == t->sec[i].new_tat)
+			sec->state.tat_ns = t->sec[i].prev_tat;
+		atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
+	}
+	sl_shm_unlock(h, self);
+}
+
+void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)
+{
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
+		if (m->mask & (1ULL << i))
+			atomic_fetch_add_explicit(A(&sl_shm_section(h, i)->state.refused), 1,
+			                          memory_order_relaxed);
+}

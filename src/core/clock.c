@@ -1,0 +1,38 @@
+#include "sluice/clock.h"
+#include "sluice/common.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t read_clock(clockid_t id)
+{
+	struct timespec ts;
+
+	if (clock_gettime(id, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * SL_NS_PER_S + ts.tv_nsec;
+}
+
+int64_t sl_clock_mono_ns(void)
+{
+	return read_clock(CLOCK_MONOTONIC);
+}
+
+int64_t sl_clock_real_ns(void)
+{
+	return read_clock(CLOCK_REALTIME);
+}
+
+int sl_clock_sleep_until(int64_t deadline_ns)
+{
+	struct timespec ts;
+	int rc;
+
+	if (deadline_ns <= 0)
+		return 0;
+	ts.tv_sec = deadline_ns / SL_NS_PER_S;
+	ts.tv_nsec = deadline_ns % SL_NS_PER_S;
+	rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	return rc == 0 ? 0 : -rc;
+}

@@ -1,0 +1,662 @@
+#include "sluice/config.h"
+#include "sluice/common.h"
+#include "sluice/match.h"
+#include "sluice/units.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Key identifiers, generated from config_keys.def. */
+enum key_id {
+#define SL_GLOBAL_KEY(name, def, help) KEY_G_##name,
+#define SL_SECTION_KEY(name, def, help)
+#include "sluice/config_keys.def"
+#undef SL_GLOBAL_KEY
+#undef SL_SECTION_KEY
+#define SL_GLOBAL_KEY(name, def, help)
+#define SL_SECTION_KEY(name, def, help) KEY_S_##name,
+#include "sluice/config_keys.def"
+#undef SL_GLOBAL_KEY
+#undef SL_SECTION_KEY
+	KEY_COUNT
+};
+
+struct key_info {
+	const char *name;
+	const char *def;
+	const char *help;
+	int global;
+};
+
+static const struct key_info keys[KEY_COUNT] = {
+#define SL_GLOBAL_KEY(name, def, help) [KEY_G_##name] = {#name, def, help, 1},
+#define SL_SECTION_KEY(name, def, help) [KEY_S_##name] = {#name, def, help, 0},
+#include "sluice/config_keys.def"
+#undef SL_GLOBAL_KEY
+#undef SL_SECTION_KEY
+};
+
+#define RAW_MAX 4096 /* a value, with match continuation lines appended */
+
+/* A key's text as written, kept until the section is compiled. */
+struct raw_value {
+	int line; /* 0 = not given */
+	char text[RAW_MAX];
+};
+
+struct parse_state {
+	struct sl_config *cfg;
+	const char *text; /* load_string: remaining input */
+	FILE *file;
+	int line;      /* line number of the line inih is processing */
+	int indented;  /* that line started with white space (a continuation) */
+	int in_global; /* current section is [sluice] */
+	int in_section; /* current section is a limit section */
+	int skip;      /* current section is a duplicate or has a bad name */
+	int last_key;  /* key of the previous key line, for continuations; -1 none */
+	int header_line;
+	char section[SL_SECTION_NAME_MAX + 32];
+	struct raw_value raw[KEY_COUNT];
+};
+
+static void add_error(struct sl_config *cfg, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void add_error(struct sl_config *cfg, int line, const char *fmt, ...)
+{
+	char msg[SL_CONFIG_ERROR_LEN], full[SL_CONFIG_ERROR_LEN];
+	va_list ap;
+
+	if (cfg->nerrors++ >= SL_CONFIG_MAX_ERRORS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line > 0)
+		snprintf(full, sizeof(full), "%s:%d: %s", cfg->path, line, msg);
+	else
+		snprintf(full, sizeof(full), "%s: %s", cfg->path, msg);
+	memcpy(cfg->errors[cfg->nerrors - 1], full, sizeof(full));
+}
+
+unsigned sl_edit_distance(const char *a, const char *b)
+{
+	unsigned row[64], la = (unsigned)strlen(a), lb = (unsigned)strlen(b);
+
+	if (la >= SL_ARRAY_LEN(row) || lb >= SL_ARRAY_LEN(row))
+		return 99;
+	for (unsigned j = 0; j <= lb; j++)
+		row[j] = j;
+	for (unsigned i = 1; i <= la; i++) {
+		unsigned diag = row[0];
+
+		row[0] = i;
+		for (unsigned j = 1; j <= lb; j++) {
+			unsigned up = row[j];
+			unsigned cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+
+			row[j] = SL_MIN(SL_MIN(row[j] + 1, row[j - 1] + 1), diag + cost);
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* The valid key of the given scope nearest to `name`. */
+static const char *nearest_key(const char *name, int global)
+{
+	const char *best = NULL;
+	unsigned best_d = ~0u;
+
+	for (int k = 0; k < KEY_COUNT; k++) {
+		unsigned d;
+
+		if (keys[k].global != global)
+			continue;
+		d = sl_edit_distance(name, keys[k].name);
+		if (d < best_d) {
+			best_d = d;
+			best = keys[k].name;
+		}
+	}
+	return best;
+}
+
+static int find_key(const char *name, int global)
+{
+	for (int k = 0; k < KEY_COUNT; k++)
+		if (keys[k].global == global && strcmp(keys[k].name, name) == 0)
+			return k;
+	return -1;
+}
+
+void sl_config_defaults(struct sl_config *cfg)
+{
+	struct sl_global *g = &cfg->global;
+
+	memset(g, 0, sizeof(*g));
+	sl_strlcpy(g->shm_name, keys[KEY_G_shm_name].def, sizeof(g->shm_name));
+	sl_strlcpy(g->control_socket, keys[KEY_G_control_socket].def, sizeof(g->control_socket));
+	g->shm_mode = 0660;
+	g->fallback = SL_FALLBACK_LOCAL;
+	g->log_level = SL_LOG_INFO;
+}
+
+static const char *const meter_names[] = {"connections", "requests", "bytes", "datagrams"};
+static const char *const strategy_names[] = {"leaky-bucket", "token-bucket", "fixed-window",
+                                              "sliding-window", "session-window"};
+static const char *const fallback_names[] = {"local", "open", "closed"};
+static const char *const level_names[] = {"error", "warning", "notice", "info", "debug"};
+static const char *const mode_names[] = {"enforce", "observe"};
+
+static int lookup_name(const char *const *names, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], s) == 0)
+			return (int)i;
+	return -1;
+}
+
+const char *sl_meter_name(unsigned m)
+{
+	return m < SL_ARRAY_LEN(meter_names) ? meter_names[m] : "?";
+}
+
+const char *sl_strategy_name(unsigned s)
+{
+	return s < SL_ARRAY_LEN(strategy_names) ? strategy_names[s] : "?";
+}
+
+const char *sl_fallback_name(int f)
+{
+	return f >= 0 && (size_t)f < SL_ARRAY_LEN(fallback_names) ? fallback_names[f] : "?";
+}
+
+/* Parse a value that must be one of `names`; report the choices otherwise. */
+static int parse_choice(struct sl_config *cfg, int line, const char *key,
+                        const char *const *names, size_t n, const char *value)
+{
+	char choices[160] = "";
+	int v = lookup_name(names, n, value);
+
+	if (v >= 0)
+		return v;
+	for (size_t i = 0; i < n; i++) {
+		strncat(choices, names[i], sizeof(choices) - strlen(choices) - 1);
+		if (i + 1 < n)
+			strncat(choices, " | ", sizeof(choices) - strlen(choices) - 1);
+	}
+	add_error(cfg, line, "bad %s '%s' (want %s)", key, value, choices);
+	return -1;
+}
+
+static void compile_global(struct parse_state *ps, int k, const char *v, int line)
+{
+	struct sl_global *g = &ps->cfg->global;
+	int c;
+
+	switch (k) {
+	case KEY_G_shm_name:
+		if (v[0] != '/' || strchr(v + 1, '/') || v[1] == '\0' || strlen(v) > 250)
+			add_error(ps->cfg, line, "bad shm_name '%s' (want /name, one slash, at most 250 characters)", v);
+		else
+			sl_strlcpy(g->shm_name, v, sizeof(g->shm_name));
+		break;
+	case KEY_G_control_socket:
+		if (v[0] == '\0' || sl_strlcpy(g->control_socket, v, sizeof(g->control_socket)) < 0)
+			add_error(ps->cfg, line, "bad control_socket '%s' (want a path of at most %zu bytes)",
+			          v, sizeof(g->control_socket) - 1);
+		break;
+	case KEY_G_shm_mode: {
+		char *end;
+		unsigned long m = strtoul(v, &end, 8);
+
+		if (*v < '0' || *v > '7' || *end != '\0' || m > 0777)
+			add_error(ps->cfg, line, "bad shm_mode '%s' (want octal permissions such as 0660)", v);
+		else
+			g->shm_mode = (unsigned)m;
+		break;
+	}
+	case KEY_G_fallback:
+		if ((c = parse_choice(ps->cfg, line, "fallback", fallback_names,
+		                      SL_ARRAY_LEN(fallback_names), v)) >= 0)
+			g->fallback = c;
+		break;
+	case KEY_G_log_level:
+		if ((c = parse_choice(ps->cfg, line, "log_level", level_names,
+		                      SL_ARRAY_LEN(level_names), v)) >= 0)
+			g->log_level = c;
+		break;
+	}
+}
+
+static void compile_match(struct parse_state *ps, struct sl_spec *s)
+{
+	struct raw_value *r = &ps->raw[KEY_S_match];
+	char *save = NULL, *tok;
+
+	for (tok = strtok_r(r->text, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+		char err[200];
+
+		if (s->npatterns >= SL_MAX_PATTERNS) {
+			add_error(ps->cfg, r->line, "too many patterns in match (at most %d)", SL_MAX_PATTERNS);
+			return;
+		}
+		if (sl_pattern_parse(&s->patterns[s->npatterns], tok, err, sizeof(err)) < 0)
+			add_error(ps->cfg, r->line, "match: %s", err);
+		else
+			s->npatterns++;
+	}
+	if (s->npatterns == 0 && ps->cfg->nerrors == 0)
+		add_error(ps->cfg, r->line, "match has no patterns");
+}
+
+/* Compile the raw keys of the section that just ended into cfg->sections[]. */
+static void finish_section(struct parse_state *ps)
+{
+	struct sl_config *cfg = ps->cfg;
+	struct raw_value *raw = ps->raw;
+	struct sl_section_conf *sc;
+	struct sl_spec *s;
+	char err[200];
+	int c;
+	unsigned before = cfg->nerrors;
+
+	if (!ps->in_section || ps->skip)
+		goto out;
+	sc = &cfg->sections[cfg->nsections];
+	memset(sc, 0, sizeof(*sc));
+	sc->line = ps->header_line;
+	s = &sc->spec;
+	sl_strlcpy(s->name, ps->section, sizeof(s->name));
+	s->max_wait_ns = 30 * SL_NS_PER_S;
+
+	if (!raw[KEY_S_match].line)
+		add_error(cfg, ps->header_line, "[%s] has no match (which destinations does it limit?)", s->name);
+	else
+		compile_match(ps, s);
+
+	if (raw[KEY_S_meter].line &&
+	    (c = parse_choice(cfg, raw[KEY_S_meter].line, "meter", meter_names,
+	                      SL_ARRAY_LEN(meter_names), raw[KEY_S_meter].text)) >= 0) {
+		s->meter = (uint32_t)c;
+		if (c != SL_METER_CONNECTIONS)
+			add_error(cfg, raw[KEY_S_meter].line,
+			          "meter = %s is not supported yet (this version meters connections only)",
+			          meter_names[c]);
+	}
+	if (raw[KEY_S_strategy].line &&
+	    (c = parse_choice(cfg, raw[KEY_S_strategy].line, "strategy", strategy_names,
+	                      SL_ARRAY_LEN(strategy_names), raw[KEY_S_strategy].text)) >= 0) {
+		s->strategy = (uint32_t)c;
+		if (c != SL_STRAT_LEAKY_BUCKET && c != SL_STRAT_TOKEN_BUCKET)
+			add_error(cfg, raw[KEY_S_strategy].line,
+			          "strategy = %s is not supported yet (use leaky-bucket or token-bucket)",
+			          strategy_names[c]);
+	}
+	if (raw[KEY_S_mode].line &&
+	    (c = parse_choice(cfg, raw[KEY_S_mode].line, "mode", mode_names,
+	                      SL_ARRAY_LEN(mode_names), raw[KEY_S_mode].text)) >= 0)
+		s->mode = (uint32_t)c;
+	if (raw[KEY_S_rate].line &&
+	    sl_parse_rate(raw[KEY_S_rate].text, s->meter == SL_METER_BYTES, &s->amount,
+	                  &s->window_ns, err, sizeof(err)) < 0)
+		add_error(cfg, raw[KEY_S_rate].line, "rate: %s", err);
+	if (raw[KEY_S_concurrency].line) {
+		uint64_t n;
+
+		if (sl_parse_count(raw[KEY_S_concurrency].text, 1000000, &n, err, sizeof(err)) < 0)
+			add_error(cfg, raw[KEY_S_concurrency].line, "concurrency: %s", err);
+		else
+			add_error(cfg, raw[KEY_S_concurrency].line,
+			          "concurrency is not supported yet (this version limits rates only)");
+	}
+	if (!raw[KEY_S_rate].line && !raw[KEY_S_concurrency].line)
+		add_error(cfg, ps->header_line, "[%s] needs a rate (e.g. rate = 10/s) or a concurrency", s->name);
+	if (raw[KEY_S_burst].line) {
+		if (!raw[KEY_S_rate].line)
+			add_error(cfg, raw[KEY_S_burst].line, "burst needs a rate");
+		else if (sl_parse_count(raw[KEY_S_burst].text, 1000000000, &s->burst, err, sizeof(err)) < 0)
+			add_error(cfg, raw[KEY_S_burst].line, "burst: %s", err);
+	} else {
+		s->burst = s->strategy == SL_STRAT_TOKEN_BUCKET && s->amount ? s->amount : 1;
+	}
+	if (raw[KEY_S_max_wait].line &&
+	    sl_parse_duration(raw[KEY_S_max_wait].text, 1, &s->max_wait_ns, err, sizeof(err)) < 0)
+		add_error(cfg, raw[KEY_S_max_wait].line, "max_wait: %s", err);
+	if (raw[KEY_S_refuse].line &&
+	    sl_parse_errno(raw[KEY_S_refuse].text, &c, err, sizeof(err)) == 0)
+		s->refuse = c;
+	else if (raw[KEY_S_refuse].line)
+		add_error(cfg, raw[KEY_S_refuse].line, "refuse: %s", err);
+
+	if (cfg->nerrors == before)
+		cfg->nsections++;
+out:
+	memset(ps->raw, 0, sizeof(ps->raw));
+	ps->in_section = ps->in_global = ps->skip = 0;
+	ps->last_key = -1;
+}
+
+static int valid_section_name(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (len == 0 || len >= SL_SECTION_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)n[i]) && !strchr("-_.", n[i]))
+			return 0;
+	return 1;
+}
+
+static void begin_section(struct parse_state *ps, const char *name)
+{
+	struct sl_config *cfg = ps->cfg;
+
+	finish_section(ps);
+	ps->header_line = ps->line;
+	snprintf(ps->section, sizeof(ps->section), "%s", name);
+	if (strcmp(name, "sluice") == 0) {
+		ps->in_global = 1;
+		return;
+	}
+	ps->in_section = 1;
+	if (!valid_section_name(name)) {
+		add_error(cfg, ps->line, "bad section name [%s] (letters, digits, '-', '_', '.'; at most %d)",
+		          name, SL_SECTION_NAME_MAX - 1);
+		ps->skip = 1;
+		return;
+	}
+	for (unsigned i = 0; i < cfg->nsections; i++) {
+		if (strcmp(cfg->sections[i].spec.name, name) == 0) {
+			add_error(cfg, ps->line, "duplicate section [%s] (first at line %d)", name,
+			          cfg->sections[i].line);
+			ps->skip = 1;
+			return;
+		}
+	}
+	if (cfg->nsections >= SL_MAX_SECTIONS) {
+		add_error(cfg, ps->line, "too many sections (at most %d)", SL_MAX_SECTIONS);
+		ps->skip = 1;
+	}
+}
+
+/* inih's handler: returns nonzero to carry on (inih's convention). */
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+	struct parse_state *ps = user;
+	struct sl_config *cfg = ps->cfg;
+	struct raw_value *r;
+	int k;
+
+	(void)section; /* the reader tracks sections itself, with their line numbers */
+	if (!ps->in_global && !ps->in_section) {
+		add_error(cfg, ps->line, "'%s' is outside any section (put it under [sluice] or a limit section)", name);
+		return 1;
+	}
+	if (ps->skip)
+		return 1;
+	k = find_key(name, ps->in_global);
+	if (k < 0) {
+		if (find_key(name, !ps->in_global) >= 0)
+			add_error(cfg, ps->line, "'%s' belongs in %s, not in [%s]", name,
+			          ps->in_global ? "a limit section" : "[sluice]", ps->section);
+		else
+			add_error(cfg, ps->line, "unknown key '%s' in [%s] (did you mean '%s'?)", name,
+			          ps->section, nearest_key(name, ps->in_global));
+		ps->last_key = -1;
+		return 1;
+	}
+	r = &ps->raw[k];
+	if (ps->indented && k == ps->last_key) {
+		/* A continuation line: inih hands it over as another value of the key. */
+		if (k != KEY_S_match) {
+			add_error(cfg, ps->line, "only match may continue on an indented line");
+			return 1;
+		}
+		if (strlen(r->text) + strlen(value) + 2 > sizeof(r->text)) {
+			add_error(cfg, ps->line, "match is too long");
+			return 1;
+		}
+		strcat(r->text, " ");
+		strcat(r->text, value);
+		return 1;
+	}
+	ps->last_key = k;
+	if (r->line) {
+		add_error(cfg, ps->line, "duplicate key '%s' in [%s] (first at line %d)", name,
+		          ps->section, r->line);
+		return 1;
+	}
+	if (value[0] == '\0') {
+		add_error(cfg, ps->line, "'%s' has no value", name);
+		return 1;
+	}
+	r->line = ps->line;
+	snprintf(r->text, sizeof(r->text), "%s", value);
+	if (ps->in_global)
+		compile_global(ps, k, value, ps->line);
+	return 1;
+}
+
+/* Look at each raw line before inih does: count lines, spot section headers (so
+ * empty and duplicate sections get their line), flag indented lines and lines too
+ * long for inih's buffer. */
+static void inspect_line(struct parse_state *ps, char *line, int num)
+{
+	size_t len = strlen(line);
+	char *p = line, *close;
+
+	ps->line++;
+	if (len == (size_t)num - 1 && line[len - 1] != '\n') {
+		add_error(ps->cfg, ps->line, "line longer than %d characters (continue match on an indented line)",
+		          num - 2);
+		line[0] = '\0';
+		return; /* inih reads the rest as following lines; the error stands */
+	}
+	ps->indented = (*p == ' ' || *p == '\t');
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p != '[')
+		return;
+	close = strchr(p, ']');
+	if (!close)
+		return; /* inih reports the syntax error */
+	{
+		char name[SL_SECTION_NAME_MAX + 32];
+		size_t n = (size_t)(close - p - 1);
+		char *s = p + 1;
+
+		while (n > 0 && isspace((unsigned char)*s)) {
+			s++;
+			n--;
+		}
+		while (n > 0 && isspace((unsigned char)s[n - 1]))
+			n--;
+		if (n >= sizeof(name))
+			n = sizeof(name) - 1;
+		memcpy(name, s, n);
+		name[n] = '\0';
+		begin_section(ps, name);
+	}
+}
+
+static char *read_file_line(char *str, int num, void *stream)
+{
+	struct parse_state *ps = stream;
+
+	if (!fgets(str, num, ps->file))
+		return NULL;
+	if (strlen(str) == (size_t)num - 1 && str[num - 2] != '\n' && feof(ps->file))
+		str[num - 1] = '\0'; /* last line without newline that just fits */
+	inspect_line(ps, str, num);
+	return str;
+}
+
+static char *read_string_line(char *str, int num, void *stream)
+{
+	struct parse_state *ps = stream;
+	const char *nl;
+	size_t n;
+
+	if (*ps->text == '\0')
+		return NULL;
+	nl = strchr(ps->text, '\n');
+	n = nl ? (size_t)(nl - ps->text + 1) : strlen(ps->text);
+	if (n > (size_t)num - 1)
+		n = (size_t)num - 1;
+	memcpy(str, ps->text, n);
+	str[n] = '\0';
+	ps->text += n;
+	inspect_line(ps, str, num);
+	return str;
+}
+
+static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader,
+                      struct parse_state *ps)
+{
+	int rc;
+
+	memset(cfg->sections, 0, sizeof(cfg->sections));
+	cfg->nsections = 0;
+	cfg->nerrors = 0;
+	snprintf(cfg->path, sizeof(cfg->path), "%s", path);
+	sl_config_defaults(cfg);
+	ps->cfg = cfg;
+	ps->last_key = -1;
+	rc = ini_parse_stream(reader, ps, on_key, ps);
+	finish_section(ps);
+	if (rc > 0) {
+		/* inih's own syntax error; ours were recorded already with better words. */
+		int already = 0;
+
+		for (unsigned i = 0; i < SL_MIN(cfg->nerrors, SL_CONFIG_MAX_ERRORS); i++) {
+			char tag[32];
+
+			snprintf(tag, sizeof(tag), ":%d: ", rc);
+			if (strstr(cfg->errors[i], tag))
+				already = 1;
+		}
+		if (!already)
+			add_error(cfg, rc, "syntax error (want '[section]', 'key = value' or a ; comment)");
+	} else if (rc < 0) {
+		add_error(cfg, 0, "cannot parse (out of memory)");
+	}
+	if (cfg->nerrors == 0 && cfg->nsections == 0)
+		add_error(cfg, 0, "no limit sections: nothing to shape");
+	return cfg->nerrors ? -EINVAL : 0;
+}
+
+int sl_config_load(struct sl_config *cfg, const char *path)
+{
+	struct parse_state *ps = calloc(1, sizeof(*ps));
+	int rc;
+
+	if (!ps)
+		return -ENOMEM;
+	ps->file = fopen(path, "re");
+	if (!ps->file) {
+		rc = -errno;
+		snprintf(cfg->path, sizeof(cfg->path), "%s", path);
+		cfg->nerrors = 0;
+		cfg->nsections = 0;
+		add_error(cfg, 0, "cannot read: %s", strerror(-rc));
+		free(ps);
+		return rc;
+	}
+	rc = parse_with(cfg, path, read_file_line, ps);
+	fclose(ps->file);
+	free(ps);
+	return rc;
+}
+
+int sl_config_load_string(struct sl_config *cfg, const char *path, const char *text)
+{
+	struct parse_state *ps = calloc(1, sizeof(*ps));
+	int rc;
+
+	if (!ps)
+		return -ENOMEM;
+	ps->text = text;
+	rc = parse_with(cfg, path, read_string_line, ps);
+	free(ps);
+	return rc;
+}
+
+void sl_config_print_errors(const struct sl_config *cfg, FILE *out)
+{
+	for (unsigned i = 0; i < SL_MIN(cfg->nerrors, SL_CONFIG_MAX_ERRORS); i++)
+		fprintf(out, "%s\n", cfg->errors[i]);
+	if (cfg->nerrors > SL_CONFIG_MAX_ERRORS)
+		fprintf(out, "%s: ... and %u more errors\n", cfg->path,
+		        cfg->nerrors - SL_CONFIG_MAX_ERRORS);
+}
+
+void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out)
+{
+	char buf[SL_HOST_MAX + 32], win[32], wait[32];
+	const char *e;
+
+	fprintf(out, "%smatch       ", indent);
+	for (uint32_t i = 0; i < SL_MIN(s->npatterns, SL_MAX_PATTERNS); i++) {
+		sl_pattern_format(&s->patterns[i], buf, sizeof(buf));
+		fprintf(out, "%s%s", i ? ", " : "", buf);
+	}
+	fprintf(out, "\n%smeter       %s\n", indent, sl_meter_name(s->meter));
+	fprintf(out, "%sstrategy    %s\n", indent, sl_strategy_name(s->strategy));
+	if (s->amount) {
+		sl_format_duration(s->window_ns, win, sizeof(win));
+		fprintf(out, "%srate        %llu/%s", indent, (unsigned long long)s->amount, win);
+		sl_format_duration(s->window_ns / (int64_t)s->amount, buf, sizeof(buf));
+		fprintf(out, " (one every %s)\n", buf);
+		fprintf(out, "%sburst       %llu\n", indent, (unsigned long long)s->burst);
+	}
+	if (s->concurrency)
+		fprintf(out, "%sconcurrency %u\n", indent, s->concurrency);
+	sl_format_duration(s->max_wait_ns, wait, sizeof(wait));
+	fprintf(out, "%smax_wait    %s\n", indent, wait);
+	fprintf(out, "%smode        %s\n", indent, s->mode < SL_ARRAY_LEN(mode_names) ? mode_names[s->mode] : "?");
+	e = s->refuse ? sl_errno_name(s->refuse) : NULL;
+	if (s->refuse && e)
+		fprintf(out, "%srefuse      %s\n", indent, e);
+	else if (s->refuse)
+		fprintf(out, "%srefuse      %d\n", indent, s->refuse);
+	else
+		fprintf(out, "%srefuse      ECONNREFUSED (connect), ECONNRESET (send)\n", indent);
+}
+
+void sl_config_dump(const struct sl_config *cfg, FILE *out)
+{
+	const struct sl_global *g = &cfg->global;
+
+	fprintf(out, "%s: OK, %u section%s\n", cfg->path, cfg->nsections,
+	        cfg->nsections == 1 ? "" : "s");
+	fprintf(out, "[sluice]\n  shm_name       %s\n  control_socket %s\n  shm_mode       %04o\n"
+	        "  fallback       %s\n  log_level      %s\n",
+	        g->shm_name, g->control_socket, g->shm_mode, sl_fallback_name(g->fallback),
+	        level_names[g->log_level]);
+	for (unsigned i = 0; i < cfg->nsections; i++) {
+		fprintf(out, "[%s]  (line %d)\n", cfg->sections[i].spec.name, cfg->sections[i].line);
+		sl_spec_dump(&cfg->sections[i].spec, "  ", out);
+	}
+}
+
+int sl_spec_same_identity(const struct sl_spec *a, const struct sl_spec *b)
+{
+	return strcmp(a->name, b->name) == 0 && a->npatterns == b->npatterns &&
+	       memcmp(a->patterns, b->patterns, sizeof(a->patterns)) == 0 &&
+	       a->meter == b->meter && a->strategy == b->strategy && a->window_ns == b->window_ns &&
+	       a->concurrency == b->concurrency;
+}
+
+void sl_config_list_keys(FILE *out)
+{
+	for (int k = 0; k < KEY_COUNT; k++)
+		fprintf(out, "%-9s %-15s default %-28s %s\n", keys[k].global ? "[sluice]" : "[limit]",
+		        keys[k].name, keys[k].def, keys[k].help);
+}

@@ -1,0 +1,29 @@
+#include "sluice/limiter.h"
+
+int64_t sl_gcra_increment(const struct sl_spec *s, uint64_t cost)
+{
+	unsigned __int128 num;
+
+	if (s->amount == 0 || s->window_ns <= 0)
+		return 0;
+	num = (unsigned __int128)cost * (uint64_t)s->window_ns;
+	num = (num + s->amount - 1) / s->amount;
+	return num > (unsigned __int128)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)num;
+}
+
+int64_t sl_gcra_tolerance(const struct sl_spec *s)
+{
+	uint64_t burst = s->burst ? s->burst : 1;
+	unsigned __int128 t = (unsigned __int128)(burst - 1) * (uint64_t)sl_gcra_increment(s, 1);
+
+	return t > (unsigned __int128)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)t;
+}
+
+uint64_t sl_gcra_queued(int64_t tat, int64_t tol, int64_t inc, int64_t now)
+{
+	int64_t ahead = tat - tol - now;
+
+	if (inc <= 0 || ahead <= 0)
+		return 0;
+	return (uint64_t)((ahead + inc - 1) / inc);
+}

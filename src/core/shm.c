@@ -1,0 +1,291 @@
+#include "sluice/shm.h"
+#include "sluice/clock.h"
+#include "sluice/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define A(p) ((_Atomic __typeof__(*(p)) *)(p))
+
+int sl_shm_validate(const void *base, size_t size)
+{
+	const struct sl_shm_header *h = base;
+
+	if (base == NULL || size < sizeof(*h))
+		return -EINVAL;
+	if (atomic_load_explicit(A(&((struct sl_shm_header *)h)->magic), memory_order_acquire) !=
+	        SL_SHM_MAGIC ||
+	    h->major != SL_SHM_MAJOR || h->header_size != sizeof(*h) ||
+	    h->section_size != sizeof(struct sl_section) ||
+	    h->sections_off != SL_SHM_SECTIONS_OFF || h->max_sections != SL_MAX_SECTIONS ||
+	    h->size != SL_SHM_SIZE || size < SL_SHM_SIZE)
+		return -EPROTO;
+	return 0;
+}
+
+static void init_header(struct sl_shm_header *h)
+{
+	memset(h, 0, SL_SHM_SIZE);
+	h->major = SL_SHM_MAJOR;
+	h->minor = SL_SHM_MINOR;
+	h->size = SL_SHM_SIZE;
+	h->header_size = sizeof(*h);
+	h->section_size = sizeof(struct sl_section);
+	h->sections_off = SL_SHM_SECTIONS_OFF;
+	h->max_sections = SL_MAX_SECTIONS;
+	/* Magic last: a reader never takes a half-initialised segment for a valid one. */
+	atomic_store_explicit(A(&h->magic), SL_SHM_MAGIC, memory_order_release);
+}
+
+static int map_fd(struct sl_shm *shm, int fd, int writable)
+{
+	void *p = mmap(NULL, SL_SHM_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+	               MAP_SHARED, fd, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	shm->hdr = p;
+	shm->size = SL_SHM_SIZE;
+	shm->anonymous = 0;
+	return 0;
+}
+
+int sl_shm_attach(struct sl_shm *shm, const char *name, int writable)
+{
+	struct stat st;
+	int fd, rc;
+
+	shm->hdr = NULL;
+	fd = shm_open(name, writable ? O_RDWR : O_RDONLY, 0);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	if ((size_t)st.st_size < SL_SHM_SIZE) {
+		rc = -EPROTO; /* also guards against SIGBUS on a truncated object */
+		goto out;
+	}
+	rc = map_fd(shm, fd, writable);
+	if (rc == 0 && (rc = sl_shm_validate(shm->hdr, shm->size)) < 0)
+		sl_shm_detach(shm);
+out:
+	close(fd);
+	return rc;
+}
+
+int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached)
+{
+	struct stat st;
+	int fd, rc;
+
+	*reattached = 0;
+	fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, mode) != 0 || fstat(fd, &st) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	if ((size_t)st.st_size != SL_SHM_SIZE && ftruncate(fd, SL_SHM_SIZE) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = map_fd(shm, fd, 1);
+	if (rc < 0)
+		goto out;
+	if ((size_t)st.st_size == SL_SHM_SIZE && sl_shm_validate(shm->hdr, shm->size) == 0)
+		*reattached = 1;
+	else
+		init_header(shm->hdr);
+out:
+	close(fd);
+	return rc;
+}
+
+int sl_shm_create_anonymous(struct sl_shm *shm)
+{
+	void *p = mmap(NULL, SL_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	shm->hdr = p;
+	shm->size = SL_SHM_SIZE;
+	shm->anonymous = 1;
+	init_header(shm->hdr);
+	return 0;
+}
+
+void sl_shm_detach(struct sl_shm *shm)
+{
+	if (shm->hdr)
+		munmap(shm->hdr, shm->size);
+	shm->hdr = NULL;
+}
+
+struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i)
+{
+	if (i >= SL_MAX_SECTIONS)
+		return NULL;
+	return (struct sl_section *)((char *)h + SL_SHM_SECTIONS_OFF) + i;
+}
+
+static int pid_is_dead(int32_t pid)
+{
+	return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+static void futex_wait(uint32_t *word, uint32_t val, int64_t ns)
+{
+	struct timespec ts = {.tv_sec = ns / SL_NS_PER_S, .tv_nsec = ns % SL_NS_PER_S};
+
+	/* Shared futex: waiters live in different processes. */
+	syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
+{
+	_Atomic uint32_t *word = A(&h->lock);
+	int64_t deadline = 0;
+	int saved = errno;
+
+	for (unsigned spin = 0;; spin++) {
+		uint32_t cur = 0;
+
+		if (atomic_compare_exchange_weak_explicit(word, &cur, (uint32_t)self,
+		                                          memory_order_acquire, memory_order_relaxed))
+			return 0;
+		if (spin < 64) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		if (cur != 0 && (int32_t)cur != self && pid_is_dead((int32_t)cur)) {
+			if (atomic_compare_exchange_strong_explicit(word, &cur, (uint32_t)self,
+			                                            memory_order_acquire,
+			                                            memory_order_relaxed)) {
+				atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
+				errno = saved;
+				return 1;
+			}
+			continue;
+		}
+		if (deadline == 0)
+			deadline = sl_clock_mono_ns() + timeout_ns;
+		else if (sl_clock_mono_ns() > deadline) {
+			errno = saved;
+			return -ETIMEDOUT;
+		}
+		if (cur == 0)
+			continue;
+		atomic_fetch_add_explicit(A(&h->lock_waiters), 1, memory_order_relaxed);
+		futex_wait(&h->lock, cur, 2 * SL_NS_PER_MS);
+		atomic_fetch_sub_explicit(A(&h->lock_waiters), 1, memory_order_relaxed);
+	}
+}
+
+void sl_shm_unlock(struct sl_shm_header *h, int32_t self)
+{
+	uint32_t expect = (uint32_t)self;
+	int saved = errno;
+
+	/* Only the holder releases; a lock taken over meanwhile stays with its new owner. */
+	if (atomic_compare_exchange_strong_explicit(A(&h->lock), &expect, 0, memory_order_release,
+	                                            memory_order_relaxed) &&
+	    atomic_load_explicit(A(&h->lock_waiters), memory_order_relaxed) != 0)
+		syscall(SYS_futex, &h->lock, FUTEX_WAKE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
+int sl_shm_reap_lock(struct sl_shm_header *h)
+{
+	uint32_t cur = atomic_load_explicit(A(&h->lock), memory_order_relaxed);
+
+	if (cur == 0 || !pid_is_dead((int32_t)cur))
+		return 0;
+	if (!atomic_compare_exchange_strong(A(&h->lock), &cur, 0))
+		return 0;
+	atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
+	syscall(SYS_futex, &h->lock, FUTEX_WAKE, 1, NULL, NULL, 0);
+	return 1;
+}
+
+static int find_new(const struct sl_config *cfg, const char *name)
+{
+	for (unsigned j = 0; j < cfg->nsections; j++)
+		if (strcmp(cfg->sections[j].spec.name, name) == 0)
+			return (int)j;
+	return -1;
+}
+
+int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self)
+{
+	int placed[SL_MAX_SECTIONS] = {0};
+	uint32_t has_names = 0;
+	int rc = sl_shm_lock(h, self, SL_NS_PER_S);
+
+	if (rc < 0)
+		return rc;
+	atomic_fetch_add_explicit(A(&h->spec_seq), 1, memory_order_relaxed); /* odd: writing */
+	atomic_thread_fence(memory_order_release);
+
+	/* Pass 1: sections that stay keep their slot; changed identities reset it. */
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+		int j;
+
+		if (!sec->in_use)
+			continue;
+		sec->spec.name[SL_SECTION_NAME_MAX - 1] = '\0';
+		j = find_new(cfg, sec->spec.name);
+		if (j < 0 || placed[j]) {
+			sec->in_use = 0;
+			sec->serial++;
+			memset(&sec->state, 0, sizeof(sec->state));
+			continue;
+		}
+		if (!sl_spec_same_identity(&sec->spec, &cfg->sections[j].spec)) {
+			sec->serial++;
+			memset(&sec->state, 0, sizeof(sec->state));
+		}
+		sec->spec = cfg->sections[j].spec;
+		placed[j] = 1;
+	}
+	/* Pass 2: new sections take free slots with zeroed state. */
+	for (unsigned j = 0; j < cfg->nsections; j++) {
+		for (unsigned i = 0; !placed[j] && i < SL_MAX_SECTIONS; i++) {
+			struct sl_section *sec = sl_shm_section(h, i);
+
+			if (sec->in_use)
+				continue;
+			sec->serial++;
+			memset(&sec->state, 0, sizeof(sec->state));
+			sec->spec = cfg->sections[j].spec;
+			sec->in_use = 1;
+			placed[j] = 1;
+		}
+	}
+	for (unsigned j = 0; j < cfg->nsections; j++)
+		for (unsigned p = 0; p < cfg->sections[j].spec.npatterns; p++)
+			if (cfg->sections[j].spec.patterns[p].kind == SL_PAT_NAME ||
+			    cfg->sections[j].spec.patterns[p].kind == SL_PAT_SUFFIX)
+				has_names = 1;
+	h->has_names = has_names;
+	h->fallback = (uint32_t)cfg->global.fallback;
+	snprintf(h->config_path, sizeof(h->config_path), "%s", cfg->path);
+	h->generation++;
+
+	atomic_thread_fence(memory_order_release);
+	atomic_fetch_add_explicit(A(&h->spec_seq), 1, memory_order_relaxed); /* even: done */
+	sl_shm_unlock(h, self);
+	return 0;
+}

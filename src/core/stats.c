@@ -1,0 +1,216 @@
+#include "sluice/stats.h"
+#include "sluice/common.h"
+#include "sluice/config.h"
+#include "sluice/limiter.h"
+#include "sluice/match.h"
+#include "sluice/shm.h"
+#include "sluice/units.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <errno.h>
+
+#define A(p) ((_Atomic __typeof__(*(p)) *)(p))
+
+unsigned sl_stats_bucket(int64_t wait_ns)
+{
+	uint64_t us = wait_ns > 0 ? (uint64_t)wait_ns / 1000 : 0;
+	unsigned log2, half;
+
+	if (us == 0)
+		return 0;
+	log2 = 63u - (unsigned)__builtin_clzll(us);
+	half = log2 > 0 ? (unsigned)((us >> (log2 - 1)) & 1) : 0;
+	return SL_MIN(1 + 2 * log2 + half, SL_WAIT_BUCKETS - 1);
+}
+
+int64_t sl_stats_bucket_upper_ns(unsigned b)
+{
+	unsigned log2;
+
+	if (b == 0)
+		return 1000;
+	log2 = (b - 1) / 2;
+	if (log2 > 40)
+		return INT64_MAX;
+	/* bucket 1+2k holds [2^k, 1.5*2^k) us, bucket 2+2k holds [1.5*2^k, 2^(k+1)) us */
+	return (int64_t)(((b - 1) % 2 ? 2ULL << log2 : (3ULL << log2) / 2)) * 1000;
+}
+
+void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns)
+{
+	uint64_t w = wait_ns > 0 ? (uint64_t)wait_ns : 0;
+	uint64_t max = atomic_load_explicit(A(&st->wait_max_ns), memory_order_relaxed);
+
+	atomic_fetch_add_explicit(A(&st->admitted), 1, memory_order_relaxed);
+	/* A release within 50us of asking was not held in any sense a user would notice. */
+	if (w > 50 * SL_NS_PER_US)
+		atomic_fetch_add_explicit(A(&st->held), 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(A(&st->wait_sum_ns), w, memory_order_relaxed);
+	atomic_fetch_add_explicit(A(&st->wait_hist[sl_stats_bucket((int64_t)w)]), 1,
+	                          memory_order_relaxed);
+	while (w > max && !atomic_compare_exchange_weak_explicit(A(&st->wait_max_ns), &max, w,
+	                                                         memory_order_relaxed,
+	                                                         memory_order_relaxed))
+		;
+}
+
+int64_t sl_stats_wait_quantile(const struct sl_state *st, double q)
+{
+	uint64_t total = 0, seen = 0, want;
+
+	for (unsigned b = 0; b < SL_WAIT_BUCKETS; b++)
+		total += st->wait_hist[b];
+	if (total == 0)
+		return 0;
+	want = (uint64_t)(q * (double)total + 0.999999);
+	if (want == 0)
+		want = 1;
+	for (unsigned b = 0; b < SL_WAIT_BUCKETS; b++) {
+		seen += st->wait_hist[b];
+		if (seen >= want)
+			return SL_MIN(sl_stats_bucket_upper_ns(b), (int64_t)st->wait_max_ns);
+	}
+	return (int64_t)st->wait_max_ns;
+}
+
+/* A consistent copy of slot i (spec under the seqlock); 0 if unused. */
+static int snapshot(struct sl_shm_header *h, unsigned i, struct sl_section *out)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		uint32_t seq = atomic_load_explicit(A(&h->spec_seq), memory_order_acquire);
+
+		if (seq & 1)
+			continue;
+		memcpy(out, sl_shm_section(h, i), sizeof(*out));
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) == seq) {
+			out->spec.name[SL_SECTION_NAME_MAX - 1] = '\0';
+			out->spec.npatterns = SL_MIN(out->spec.npatterns, SL_MAX_PATTERNS);
+			return out->in_use != 0;
+		}
+	}
+	return 0;
+}
+
+static void json_string(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\u%04x", *s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+static void format_match(const struct sl_spec *s, char *buf, size_t size)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (uint32_t p = 0; p < s->npatterns && used + 4 < size; p++) {
+		char one[SL_HOST_MAX + 32];
+
+		sl_pattern_format(&s->patterns[p], one, sizeof(one));
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", p ? "," : "", one);
+	}
+}
+
+static void format_rate(const struct sl_spec *s, char *buf, size_t size)
+{
+	char win[32];
+
+	if (!s->amount) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	sl_format_duration(s->window_ns, win, sizeof(win));
+	if (strcmp(win, "1s") == 0 || strcmp(win, "1m") == 0 || strcmp(win, "1h") == 0 ||
+	    strcmp(win, "1d") == 0)
+		snprintf(buf, size, "%llu/%s", (unsigned long long)s->amount, win + 1);
+	else
+		snprintf(buf, size, "%llu/%s", (unsigned long long)s->amount, win);
+}
+
+void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
+{
+	static struct sl_section sec; /* large: keep it off the stack */
+	int32_t dpid = h->daemon_pid;
+	int alive = dpid > 0 && (kill(dpid, 0) == 0 || errno == EPERM);
+	int64_t age = h->heartbeat_ns ? now - h->heartbeat_ns : -1;
+	int first = 1;
+
+	if (json)
+		fprintf(out, "{\"generation\":%llu,\"config\":", (unsigned long long)h->generation);
+	if (json) {
+		char path[SL_PATH_MAX];
+
+		memcpy(path, h->config_path, sizeof(path));
+		path[sizeof(path) - 1] = '\0';
+		json_string(out, path);
+		fprintf(out, ",\"daemon_pid\":%d,\"daemon_alive\":%s,\"heartbeat_age_ms\":%lld,"
+		        "\"lock_recoveries\":%llu,\"sections\":[",
+		        dpid, alive ? "true" : "false", (long long)(age < 0 ? -1 : age / SL_NS_PER_MS),
+		        (unsigned long long)h->lock_recoveries);
+	} else {
+		fprintf(out, "generation %llu, daemon %s (pid %d), lock recoveries %llu\n",
+		        (unsigned long long)h->generation, alive ? "alive" : "not running", dpid,
+		        (unsigned long long)h->lock_recoveries);
+		fprintf(out, "%-20s %-8s %-12s %-10s %7s %9s %9s %9s %9s %10s %10s %10s\n", "SECTION",
+		        "METER", "STRATEGY", "RATE", "QUEUED", "ADMITTED", "HELD", "REFUSED",
+		        "GAVE_UP", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
+	}
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		char match[1024], rate[64], p50[32], p99[32], max[32];
+		const struct sl_state *st = &sec.state;
+		uint64_t queued;
+
+		if (!snapshot(h, i, &sec))
+			continue;
+		queued = sl_gcra_queued(st->tat_ns, sl_gcra_tolerance(&sec.spec),
+		                        sl_gcra_increment(&sec.spec, 1), now);
+		format_match(&sec.spec, match, sizeof(match));
+		format_rate(&sec.spec, rate, sizeof(rate));
+		if (json) {
+			fprintf(out, "%s{\"name\":", first ? "" : ",");
+			json_string(out, sec.spec.name);
+			fprintf(out, ",\"match\":");
+			json_string(out, match);
+			fprintf(out, ",\"meter\":\"%s\",\"strategy\":\"%s\",\"rate\":\"%s\","
+			        "\"amount\":%llu,\"window_ns\":%lld,\"burst\":%llu,\"mode\":\"%s\","
+			        "\"queued\":%llu,\"admitted\":%llu,\"held\":%llu,\"refused\":%llu,"
+			        "\"given_up\":%llu,\"observed\":%llu,\"wait_p50_us\":%lld,"
+			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld}",
+			        sl_meter_name(sec.spec.meter), sl_strategy_name(sec.spec.strategy), rate,
+			        (unsigned long long)sec.spec.amount, (long long)sec.spec.window_ns,
+			        (unsigned long long)sec.spec.burst,
+			        sec.spec.mode == SL_MODE_OBSERVE ? "observe" : "enforce",
+			        (unsigned long long)queued, (unsigned long long)st->admitted,
+			        (unsigned long long)st->held, (unsigned long long)st->refused,
+			        (unsigned long long)st->given_up, (unsigned long long)st->observed,
+			        (long long)(sl_stats_wait_quantile(st, 0.5) / 1000),
+			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
+			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns);
+		} else {
+			sl_format_duration(sl_stats_wait_quantile(st, 0.5) / 1000 * 1000, p50, sizeof(p50));
+			sl_format_duration(sl_stats_wait_quantile(st, 0.99) / 1000 * 1000, p99, sizeof(p99));
+			sl_format_duration((int64_t)st->wait_max_ns / 1000 * 1000, max, sizeof(max));
+			fprintf(out, "%-20s %-8.8s %-12s %-10s %7llu %9llu %9llu %9llu %9llu %10s %10s %10s\n",
+			        sec.spec.name, sl_meter_name(sec.spec.meter),
+			        sl_strategy_name(sec.spec.strategy), rate, (unsigned long long)queued,
+			        (unsigned long long)st->admitted, (unsigned long long)st->held,
+			        (unsigned long long)st->refused, (unsigned long long)st->given_up,
+			        p50, p99, max);
+			fprintf(out, "  match %s%s\n", match,
+			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
+		}
+		first = 0;
+	}
+	if (json)
+		fprintf(out, "]}\n");
+}

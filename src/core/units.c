@@ -1,0 +1,203 @@
+#include "sluice/units.h"
+#include "sluice/common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct unit {
+	const char *suffix;
+	int64_t ns;
+};
+
+/* Longest suffix first so "ms" wins over "m". */
+static const struct unit time_units[] = {
+	{"ms", SL_NS_PER_MS}, {"us", SL_NS_PER_US}, {"s", SL_NS_PER_S},
+	{"m", 60 * SL_NS_PER_S}, {"h", 3600 * SL_NS_PER_S}, {"d", 86400 * SL_NS_PER_S},
+};
+
+/* Durations up to a year are plenty and keep every product below 2^63. */
+#define MAX_DURATION_NS (366LL * 86400 * SL_NS_PER_S)
+
+static int reject(char *err, size_t errlen, const char *what, const char *s)
+{
+	snprintf(err, errlen, "%s '%s'", what, s);
+	return -EINVAL;
+}
+
+static int parse_number_unit(const char *s, int need_unit, int64_t *ns)
+{
+	char *end;
+	double v;
+
+	if (!((*s >= '0' && *s <= '9') || *s == '.'))
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v < 0)
+		return -EINVAL;
+	if (*end == '\0') {
+		if (need_unit && v != 0)
+			return -EINVAL;
+		*ns = (int64_t)v; /* only a bare 0 comes through here */
+		return 0;
+	}
+	for (size_t i = 0; i < SL_ARRAY_LEN(time_units); i++) {
+		if (strcmp(end, time_units[i].suffix) == 0) {
+			double total = v * (double)time_units[i].ns;
+
+			if (total > (double)MAX_DURATION_NS)
+				return -ERANGE;
+			*ns = (int64_t)(total + 0.5);
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int sl_parse_duration(const char *s, int allow_forever, int64_t *ns, char *err, size_t errlen)
+{
+	int rc;
+
+	if (allow_forever && strcmp(s, "forever") == 0) {
+		*ns = -1;
+		return 0;
+	}
+	rc = parse_number_unit(s, 1, ns);
+	if (rc == -ERANGE)
+		return reject(err, errlen, "duration longer than a year:", s);
+	if (rc < 0)
+		return reject(err, errlen, allow_forever
+		              ? "bad duration (want e.g. 250ms, 30s, 10m, 1h, 0 or forever):"
+		              : "bad duration (want e.g. 250ms, 30s, 10m, 1h):", s);
+	return 0;
+}
+
+int sl_parse_count(const char *s, uint64_t max, uint64_t *out, char *err, size_t errlen)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return reject(err, errlen, "not a positive integer:", s);
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end != '\0' || v == 0)
+		return reject(err, errlen, "not a positive integer:", s);
+	if (v > max) {
+		snprintf(err, errlen, "'%s' is larger than %llu", s, (unsigned long long)max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int sl_parse_rate(const char *s, int allow_size, uint64_t *amount, int64_t *window_ns,
+                  char *err, size_t errlen)
+{
+	char num[32];
+	const char *slash = strchr(s, '/');
+	size_t n;
+	uint64_t mult = 1, v;
+	int64_t w;
+
+	if (!slash || slash == s)
+		return reject(err, errlen, "bad rate (want AMOUNT/WINDOW, e.g. 10/s, 5000/h):", s);
+	n = (size_t)(slash - s);
+	if (n >= sizeof(num))
+		return reject(err, errlen, "bad rate amount in", s);
+	memcpy(num, s, n);
+	num[n] = '\0';
+	switch (num[n - 1]) {
+	case 'K': case 'k': mult = 1024; break;
+	case 'M': mult = 1024 * 1024; break;
+	case 'G': case 'g': mult = 1024ULL * 1024 * 1024; break;
+	}
+	if (mult != 1) {
+		if (!allow_size)
+			return reject(err, errlen, "K/M/G amounts are for meter = bytes only:", s);
+		num[n - 1] = '\0';
+	}
+	if (sl_parse_count(num, (1ULL << 40) / mult, &v, err, errlen) < 0)
+		return reject(err, errlen, "bad rate amount in", s);
+	/* WINDOW is a unit ("s") or a number and unit ("5m", "250ms"). */
+	{
+		char win[32];
+		const char *ws = slash + 1;
+
+		if (strlen(ws) + 2 > sizeof(win))
+			return reject(err, errlen, "bad rate window in", s);
+		if (*ws >= 'a' && *ws <= 'z')
+			snprintf(win, sizeof(win), "1%s", ws);
+		else
+			snprintf(win, sizeof(win), "%s", ws);
+		if (parse_number_unit(win, 1, &w) < 0 || w <= 0)
+			return reject(err, errlen, "bad rate window (want s, m, h, d, 5m, 250ms) in", s);
+	}
+	if (w / (int64_t)(v * mult) < 1 && mult == 1)
+		return reject(err, errlen, "rate faster than one per nanosecond:", s);
+	*amount = v * mult;
+	*window_ns = w;
+	return 0;
+}
+
+struct errno_name {
+	const char *name;
+	int value;
+};
+
+static const struct errno_name errno_names[] = {
+	{"ECONNREFUSED", ECONNREFUSED}, {"ECONNRESET", ECONNRESET},
+	{"ECONNABORTED", ECONNABORTED}, {"ETIMEDOUT", ETIMEDOUT},
+	{"EAGAIN", EAGAIN},             {"EWOULDBLOCK", EWOULDBLOCK},
+	{"EHOSTUNREACH", EHOSTUNREACH}, {"ENETUNREACH", ENETUNREACH},
+	{"EACCES", EACCES},             {"EPERM", EPERM},
+	{"ENOBUFS", ENOBUFS},           {"EPIPE", EPIPE},
+	{"EBUSY", EBUSY},               {"EADDRNOTAVAIL", EADDRNOTAVAIL},
+	{"ENETDOWN", ENETDOWN},         {"EINTR", EINTR},
+};
+
+int sl_parse_errno(const char *s, int *out, char *err, size_t errlen)
+{
+	char *end;
+	long v;
+
+	for (size_t i = 0; i < SL_ARRAY_LEN(errno_names); i++) {
+		if (strcmp(s, errno_names[i].name) == 0) {
+			*out = errno_names[i].value;
+			return 0;
+		}
+	}
+	v = strtol(s, &end, 10);
+	if (*s >= '1' && *s <= '9' && *end == '\0' && v > 0 && v < 4096) {
+		*out = (int)v;
+		return 0;
+	}
+	return reject(err, errlen, "unknown errno name (want e.g. ECONNREFUSED, ETIMEDOUT):", s);
+}
+
+const char *sl_errno_name(int e)
+{
+	for (size_t i = 0; i < SL_ARRAY_LEN(errno_names); i++)
+		if (errno_names[i].value == e)
+			return errno_names[i].name;
+	return NULL;
+}
+
+int sl_format_duration(int64_t ns, char *buf, size_t size)
+{
+	static const struct unit out[] = {
+		{"d", 86400 * SL_NS_PER_S}, {"h", 3600 * SL_NS_PER_S}, {"m", 60 * SL_NS_PER_S},
+		{"s", SL_NS_PER_S}, {"ms", SL_NS_PER_MS}, {"us", SL_NS_PER_US},
+	};
+
+	if (ns < 0)
+		return snprintf(buf, size, "forever");
+	if (ns == 0)
+		return snprintf(buf, size, "0");
+	for (size_t i = 0; i < SL_ARRAY_LEN(out); i++)
+		if (ns % out[i].ns == 0)
+			return snprintf(buf, size, "%lld%s", (long long)(ns / out[i].ns), out[i].suffix);
+	return snprintf(buf, size, "%lldns", (long long)ns);
+}

@@ -1,0 +1,197 @@
+/*
+ * The daemon's control socket (protocol in ctl.h).  Each client sends one short
+ * command; the reply is written with a send timeout and the connection closed, so
+ * a stuck client costs one second at most and never blocks shaping (which does not
+ * go through the daemon at all).
+ */
+#include "control.h"
+#include "sluice/clock.h"
+#include "sluice/common.h"
+#include "sluice/ctl.h"
+#include "sluice/daemon.h"
+#include "sluice/log.h"
+#include "sluice/stats.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct client {
+	ev_io io;
+	struct sl_daemon *d;
+	size_t len;
+	char buf[256];
+};
+
+
+static void send_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static int may_change(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return 0;
+	return cred.uid == 0 || cred.uid == geteuid();
+}
+
+static void handle(struct sl_daemon *d, int fd, char *cmd)
+{
+	char *out = NULL;
+	size_t outlen = 0;
+	FILE *f = open_memstream(&out, &outlen);
+
+	if (!f)
+		return;
+	cmd[strcspn(cmd, "\r\n")] = '\0';
+	if (strcmp(cmd, "ping") == 0) {
+		fprintf(f, "pong %d %llu\n", (int)getpid(), (unsigned long long)d->shm.hdr->generation);
+	} else if (strcmp(cmd, "info") == 0) {
+		fprintf(f, "pid=%d\nshm_name=%s\nconfig=%s\ngeneration=%llu\n", (int)getpid(),
+		        d->shm_name, d->config_path, (unsigned long long)d->shm.hdr->generation);
+	} else if (strcmp(cmd, "stat") == 0 || strcmp(cmd, "stat json") == 0) {
+		sl_stats_render(d->shm.hdr, cmd[4] != '\0', sl_clock_mono_ns(), f);
+	} else if (strcmp(cmd, "reload") == 0) {
+		if (!may_change(fd)) {
+			fprintf(f, "error: only root or the daemon's user may reload\n");
+		} else {
+			char *errs = NULL;
+			size_t errlen = 0;
+			FILE *ef = open_memstream(&errs, &errlen);
+
+			if (ef && sl_daemon_reload(d, ef) == 0)
+				fprintf(f, "ok generation %llu\n", (unsigned long long)d->shm.hdr->generation);
+			else if (ef) {
+				fclose(ef);
+				ef = NULL;
+				fprintf(f, "error: reload refused, previous configuration kept\n%s", errs ? errs : "");
+			}
+			if (ef)
+				fclose(ef);
+			free(errs);
+		}
+	} else {
+		fprintf(f, "error: unknown command '%.60s' (ping, info, stat, stat json, reload)\n", cmd);
+	}
+	fclose(f);
+	send_all(fd, out, outlen);
+	free(out);
+}
+
+static void on_client(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct client *c = (struct client *)w;
+	ssize_t n;
+
+	(void)revents;
+	n = recv(w->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len, 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0)
+		c->len += (size_t)n;
+	c->buf[c->len] = '\0';
+	if (n > 0 && !strchr(c->buf, '\n') && c->len < sizeof(c->buf) - 1)
+		return; /* wait for the rest of the line */
+	if (c->len > 0)
+		handle(c->d, w->fd, c->buf);
+	ev_io_stop(loop, w);
+	close(w->fd);
+	free(c);
+}
+
+static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct sl_daemon *d = w->data;
+	struct timeval tv = {.tv_sec = 1};
+	struct client *c;
+	int fd;
+
+	(void)revents;
+	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->d = d;
+	ev_io_init(&c->io, on_client, fd, EV_READ);
+	ev_io_start(loop, &c->io);
+}
+
+int sl_control_open(struct sl_daemon *d)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	const char *path = d->cfg->global.control_socket;
+	char *reply = NULL;
+	mode_t old;
+	int fd;
+
+	if (sl_strlcpy(sun.sun_path, path, sizeof(sun.sun_path)) < 0) {
+		sl_log_warnx("control socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	/* Refuse to start when another daemon answers; a dead one's socket is stale. */
+	if (sl_ctl_request(path, "ping", &reply, 1000) == 0) {
+		sl_log_warnx("another sluiced answers on %s (%s)", path, reply ? strtok(reply, "\n") : "");
+		free(reply);
+		return -EADDRINUSE;
+	}
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	old = umask(0177); /* no window in which others could connect before chmod */
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		int e = errno;
+
+		umask(old);
+		close(fd);
+		errno = e;
+		sl_log_warn("cannot bind control socket %s", path);
+		return -e;
+	}
+	umask(old);
+	/* Stats are for everyone the segment is shared with; changes are checked per call. */
+	chmod(path, (d->cfg->global.shm_mode & 0770) | 0600);
+	if (listen(fd, 16) != 0) {
+		close(fd);
+		return -errno;
+	}
+	d->ctl_fd = fd;
+	sl_strlcpy(d->ctl_path, path, sizeof(d->ctl_path));
+	ev_io_init(&d->ctl_watcher, on_accept, fd, EV_READ);
+	d->ctl_watcher.data = d;
+	ev_io_start(d->loop, &d->ctl_watcher);
+	return 0;
+}
+
+void sl_control_close(struct sl_daemon *d)
+{
+	if (d->ctl_fd < 0)
+		return;
+	ev_io_stop(d->loop, &d->ctl_watcher);
+	close(d->ctl_fd);
+	unlink(d->ctl_path);
+	d->ctl_fd = -1;
+}

@@ -1,0 +1,163 @@
+#include "sluice/daemon.h"
+#include "control.h"
+#include "sluice/clock.h"
+#include "sluice/common.h"
+#include "sluice/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+
+#define HEARTBEAT_S 0.5 /* reclaim what dead processes held within a second */
+
+static void beat(struct sl_daemon *d)
+{
+	struct sl_shm_header *h = d->shm.hdr;
+
+	h->daemon_pid = (int32_t)getpid();
+	h->heartbeat_ns = sl_clock_mono_ns();
+	if (sl_shm_reap_lock(h))
+		sl_log_warnx("took the segment lock back from a process that died holding it");
+}
+
+static void on_heartbeat(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	beat(w->data);
+}
+
+static void on_hup(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	sl_daemon_reload(w->data, NULL);
+}
+
+static void on_term(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)revents;
+	sl_log_info("signal %d: stopping", w->signum);
+	sl_daemon_stop(w->data);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static int load(struct sl_daemon *d, struct sl_config *cfg, FILE *errors)
+{
+	int rc = sl_config_load(cfg, d->config_path);
+
+	if (rc != 0) {
+		for (unsigned i = 0; i < SL_MIN(cfg->nerrors, (unsigned)SL_CONFIG_MAX_ERRORS); i++)
+			sl_log_warnx("%s", cfg->errors[i]);
+		if (errors)
+			sl_config_print_errors(cfg, errors);
+	}
+	return rc;
+}
+
+int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_daemon_opts *o)
+{
+	int reattached = 0, rc;
+
+	memset(d, 0, sizeof(*d));
+	d->loop = loop;
+	d->opts = *o;
+	d->ctl_fd = -1;
+	if (!realpath(o->config_path, d->config_path))
+		snprintf(d->config_path, sizeof(d->config_path), "%s", o->config_path);
+	d->cfg = calloc(1, sizeof(*d->cfg));
+	if (!d->cfg)
+		return -ENOMEM;
+	if ((rc = load(d, d->cfg, NULL)) != 0)
+		goto fail;
+	snprintf(d->shm_name, sizeof(d->shm_name), "%s", o->shm_name ? o->shm_name : d->cfg->global.shm_name);
+
+	if (o->control && (rc = sl_control_open(d)) < 0)
+		goto fail;
+	rc = sl_shm_open_or_create(&d->shm, d->shm_name, d->cfg->global.shm_mode, &reattached);
+	if (rc < 0) {
+		errno = -rc;
+		sl_log_warn("cannot create segment %s", d->shm_name);
+		goto fail;
+	}
+	if ((rc = sl_shm_apply_config(d->shm.hdr, d->cfg, (int32_t)getpid())) < 0) {
+		sl_log_warnx("segment %s: lock unavailable", d->shm_name);
+		goto fail;
+	}
+	beat(d);
+	sl_log_info("%s segment %s, %u sections from %s (generation %llu)",
+	            reattached ? "re-attached" : "created", d->shm_name, d->cfg->nsections,
+	            d->config_path, (unsigned long long)d->shm.hdr->generation);
+
+	ev_timer_init(&d->heartbeat, on_heartbeat, 0., HEARTBEAT_S);
+	d->heartbeat.data = d;
+	ev_timer_again(loop, &d->heartbeat);
+	if (o->handle_signals) {
+		ev_signal_init(&d->sig_hup, on_hup, SIGHUP);
+		ev_signal_init(&d->sig_term, on_term, SIGTERM);
+		ev_signal_init(&d->sig_int, on_term, SIGINT);
+		d->sig_hup.data = d->sig_term.data = d->sig_int.data = d;
+		ev_signal_start(loop, &d->sig_hup);
+		ev_signal_start(loop, &d->sig_term);
+		ev_signal_start(loop, &d->sig_int);
+	}
+	return 0;
+fail:
+	sl_control_close(d);
+	sl_shm_detach(&d->shm);
+	free(d->cfg);
+	d->cfg = NULL;
+	return rc;
+}
+
+int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
+{
+	struct sl_config *next = calloc(1, sizeof(*next));
+	int rc;
+
+	if (!next)
+		return -ENOMEM;
+	if ((rc = load(d, next, errors)) != 0) {
+		sl_log_warnx("reload refused: keeping the configuration of generation %llu",
+		             (unsigned long long)d->shm.hdr->generation);
+		free(next);
+		return -EINVAL;
+	}
+	if (strcmp(next->global.shm_name, d->cfg->global.shm_name) != 0)
+		sl_log_warnx("shm_name changed to %s: takes effect at restart", next->global.shm_name);
+	if ((rc = sl_shm_apply_config(d->shm.hdr, next, (int32_t)getpid())) < 0) {
+		sl_log_warnx("reload failed: segment lock unavailable");
+		free(next);
+		return rc;
+	}
+	free(d->cfg);
+	d->cfg = next;
+	sl_log_set_level(next->global.log_level);
+	sl_log_info("reloaded %s: %u sections (generation %llu)", d->config_path, next->nsections,
+	            (unsigned long long)d->shm.hdr->generation);
+	return 0;
+}
+
+void sl_daemon_stop(struct sl_daemon *d)
+{
+	if (!d->cfg)
+		return;
+	ev_timer_stop(d->loop, &d->heartbeat);
+	if (d->opts.handle_signals) {
+		ev_signal_stop(d->loop, &d->sig_hup);
+		ev_signal_stop(d->loop, &d->sig_term);
+		ev_signal_stop(d->loop, &d->sig_int);
+	}
+	sl_control_close(d);
+	if (d->shm.hdr && d->shm.hdr->daemon_pid == (int32_t)getpid())
+		d->shm.hdr->daemon_pid = 0;
+	sl_shm_detach(&d->shm);
+	if (d->opts.unlink_shm_on_exit)
+		shm_unlink(d->shm_name);
+	free(d->cfg);
+	d->cfg = NULL;
+}

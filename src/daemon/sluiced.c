@@ -1,0 +1,107 @@
+/*
+ * sluiced - the sluice daemon.
+ *
+ *   sluiced -c FILE [-f] [-n]
+ *     -c FILE  configuration (default /etc/sluice/sluice.ini)
+ *     -f       stay in the foreground and log to stderr
+ *     -n       check the configuration and exit (0 good, 2 bad)
+ */
+#include "sluice/daemon.h"
+#include "sluice/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: sluiced [-c FILE] [-f] [-n]\n");
+	exit(2);
+}
+
+static void detach(void)
+{
+	int fd;
+
+	switch (fork()) {
+	case -1:
+		sl_fatal("fork");
+	case 0:
+		break;
+	default:
+		_exit(0);
+	}
+	setsid();
+	if (chdir("/") != 0)
+		sl_fatal("chdir /");
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *config = "/etc/sluice/sluice.ini";
+	int foreground = 0, check_only = 0, opt;
+	struct sl_daemon_opts o = {0};
+	static struct sl_daemon d;
+	struct ev_loop *loop;
+
+	while ((opt = getopt(argc, argv, "c:fnh")) != -1) {
+		switch (opt) {
+		case 'c': config = optarg; break;
+		case 'f': foreground = 1; break;
+		case 'n': check_only = 1; break;
+		default: usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+	sl_log_init("sluiced", 1, SL_LOG_INFO);
+	if (check_only) {
+		static struct sl_config cfg;
+
+		if (sl_config_load(&cfg, config) != 0) {
+			sl_config_print_errors(&cfg, stderr);
+			return 2;
+		}
+		printf("%s: OK, %u sections\n", config, cfg.nsections);
+		return 0;
+	}
+	if (!foreground) {
+		static struct sl_config cfg; /* check before detaching, so errors are seen */
+
+		if (sl_config_load(&cfg, config) != 0) {
+			sl_config_print_errors(&cfg, stderr);
+			return 2;
+		}
+		detach();
+		sl_log_init("sluiced", 0, cfg.global.log_level);
+	}
+	loop = ev_default_loop(EVFLAG_AUTO);
+	if (!loop)
+		sl_fatalx("cannot start the event loop");
+	o.config_path = config;
+	o.control = 1;
+	o.handle_signals = 1;
+	switch (sl_daemon_start(&d, loop, &o)) {
+	case 0:
+		break;
+	case -EINVAL:
+		return 2;
+	default:
+		return 1;
+	}
+	sl_log_set_level(d.cfg->global.log_level);
+	ev_run(loop, 0);
+	sl_daemon_stop(&d);
+	return 0;
+}

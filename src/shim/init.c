@@ -1,0 +1,132 @@
+/*
+ * Start-up of the shim: read the environment, attach the daemon's segment or apply
+ * the config's fallback, and keep that state right across fork.
+ *
+ * Environment:
+ *   SLUICE_SHM       segment to attach (default: the config's shm_name, else /sluice)
+ *   SLUICE_CONFIG    config file: names the segment, and is what fallback = local uses
+ *   SLUICE_FALLBACK  overrides the config's fallback: local | open | closed
+ *   SLUICE_DEBUG     1: log each decision to stderr
+ *   SLUICE_LOG       file to append debug lines to instead of stderr
+ */
+#include "shim.h"
+#include "sluice/config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct sl_shim sl_shim;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static int parse_fallback(const char *s, int dflt)
+{
+	if (!s || !*s)
+		return dflt;
+	if (strcmp(s, "local") == 0)
+		return SL_FALLBACK_LOCAL;
+	if (strcmp(s, "open") == 0)
+		return SL_FALLBACK_OPEN;
+	if (strcmp(s, "closed") == 0)
+		return SL_FALLBACK_CLOSED;
+	sl_debug("SLUICE_FALLBACK='%s' is not local, open or closed; using the config's", s);
+	return dflt;
+}
+
+/* No segment: compile the config into process-private memory, the same layout the
+ * daemon's segment has, so the rest of the shim does not care which it is. */
+static int start_fallback(const struct sl_config *cfg, int fallback)
+{
+	if (fallback == SL_FALLBACK_OPEN) {
+		sl_debug("no segment; fallback = open: shaping nothing");
+		return SL_SHIM_OFF;
+	}
+	if (sl_shm_create_anonymous(&sl_shim.shm) < 0 ||
+	    sl_shm_apply_config(sl_shim.shm.hdr, cfg, sl_shim.pid) < 0) {
+		sl_debug("no segment and no memory for a local one: shaping nothing");
+		sl_shm_detach(&sl_shim.shm);
+		return SL_SHIM_OFF;
+	}
+	if (fallback == SL_FALLBACK_CLOSED) {
+		sl_debug("no segment; fallback = closed: refusing every matched request");
+		return SL_SHIM_CLOSED;
+	}
+	sl_debug("no segment; fallback = local: this process limits itself (%u sections)",
+	         cfg->nsections);
+	return SL_SHIM_LOCAL;
+}
+
+static void at_fork_child(void)
+{
+	sl_shim.pid = (int32_t)getpid();
+	sl_namemap_after_fork();
+	/* A private segment's lock may have been held by a thread that does not exist in
+	 * the child; no other process can hold it. */
+	if (sl_shim.shm.hdr && sl_shim.shm.anonymous)
+		sl_shim.shm.hdr->lock = 0;
+}
+
+static void init_once_body(void)
+{
+	const char *cfg_path = getenv("SLUICE_CONFIG");
+	const char *shm_name = getenv("SLUICE_SHM");
+	const char *dbg = getenv("SLUICE_DEBUG");
+	const char *log = getenv("SLUICE_LOG");
+	struct sl_config *cfg = NULL;
+	int fallback = SL_FALLBACK_LOCAL, rc;
+
+	sl_real_resolve();
+	sl_shim.pid = (int32_t)getpid();
+	sl_shim.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+	if (log && sl_strlcpy(sl_shim.log_path, log, sizeof(sl_shim.log_path)) < 0)
+		sl_shim.log_path[0] = '\0';
+	pthread_atfork(NULL, NULL, at_fork_child);
+
+	if (cfg_path && *cfg_path) {
+		cfg = calloc(1, sizeof(*cfg));
+		if (cfg && sl_config_load(cfg, cfg_path) != 0) {
+			for (unsigned i = 0; i < SL_MIN(cfg->nerrors, (unsigned)SL_CONFIG_MAX_ERRORS); i++)
+				sl_debug("%s", cfg->errors[i]);
+			sl_debug("SLUICE_CONFIG unusable: the config is ignored");
+			free(cfg);
+			cfg = NULL;
+		}
+		if (cfg) {
+			fallback = cfg->global.fallback;
+			if (!shm_name || !*shm_name)
+				shm_name = cfg->global.shm_name;
+		}
+	}
+	fallback = parse_fallback(getenv("SLUICE_FALLBACK"), fallback);
+	if (!shm_name || !*shm_name)
+		shm_name = "/sluice";
+
+	rc = sl_shm_attach(&sl_shim.shm, shm_name, 1);
+	if (rc == 0) {
+		sl_shim.mode = SL_SHIM_SHARED;
+		sl_debug("attached segment %s (generation %llu)", shm_name,
+		         (unsigned long long)sl_shim.shm.hdr->generation);
+	} else {
+		sl_debug("cannot attach segment %s: %s", shm_name,
+		         rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+		if (cfg)
+			sl_shim.mode = start_fallback(cfg, fallback);
+		else
+			sl_debug("no usable SLUICE_CONFIG either: shaping nothing");
+	}
+	free(cfg);
+	atomic_store_explicit(&sl_shim.ready, 2, memory_order_release);
+}
+
+void sl_shim_init(void)
+{
+	pthread_once(&init_once, init_once_body);
+}
+
+__attribute__((constructor)) static void sl_shim_constructor(void)
+{
+	sl_shim_init();
+}

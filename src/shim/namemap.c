@@ -1,0 +1,112 @@
+/*
+ * The process-wide address -> host name map, filled by the resolver hooks and read
+ * by connect.  Resolvers often run on another thread than the one that connects
+ * (curl's threaded resolver, asyncio's executor), so the map is global.
+ *
+ * Readers are lock-free: each entry has a sequence counter, odd while written, and a
+ * reader retries when it changes under it.  Writers (the resolver path, never the hot
+ * path) serialise on a mutex.  Fixed size, no allocation: a full bucket overwrites its
+ * oldest entry, which only costs a name-based match for a long-forgotten address.
+ */
+#include "shim.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define NAMEMAP_SLOTS 1024 /* power of two */
+#define NAMEMAP_WAYS 4
+
+struct name_entry {
+	_Atomic uint32_t seq;
+	uint8_t family;
+	uint8_t addr[16];
+	uint16_t len;
+	uint32_t stamp; /* insertion order, to pick the oldest way */
+	char name[SL_HOST_MAX];
+};
+
+static struct name_entry table[NAMEMAP_SLOTS];
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t next_stamp;
+
+static unsigned addr_len(int family)
+{
+	return family == AF_INET6 ? 16 : 4;
+}
+
+static unsigned bucket(int family, const uint8_t *addr)
+{
+	uint32_t h = 2166136261u ^ (uint32_t)family;
+
+	for (unsigned i = 0; i < addr_len(family); i++)
+		h = (h ^ addr[i]) * 16777619u;
+	return (h & (NAMEMAP_SLOTS - 1)) & ~(unsigned)(NAMEMAP_WAYS - 1);
+}
+
+void sl_namemap_put(int family, const void *addr, const char *name)
+{
+	size_t len = strlen(name);
+	unsigned b = bucket(family, addr), victim = b;
+	struct name_entry *e;
+
+	if (len == 0 || len >= SL_HOST_MAX)
+		return;
+	pthread_mutex_lock(&write_lock);
+	for (unsigned w = 0; w < NAMEMAP_WAYS; w++) {
+		e = &table[b + w];
+		if (e->family == family && memcmp(e->addr, addr, addr_len(family)) == 0) {
+			victim = b + w;
+			break;
+		}
+		if (e->stamp < table[victim].stamp)
+			victim = b + w;
+	}
+	e = &table[victim];
+	atomic_fetch_add_explicit(&e->seq, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	e->family = (uint8_t)family;
+	memcpy(e->addr, addr, addr_len(family));
+	memcpy(e->name, name, len + 1);
+	e->len = (uint16_t)sl_name_normalise(e->name, len);
+	e->stamp = ++next_stamp;
+	atomic_thread_fence(memory_order_release);
+	atomic_fetch_add_explicit(&e->seq, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&write_lock);
+}
+
+size_t sl_namemap_get(int family, const void *addr, char *out, size_t size)
+{
+	unsigned b = bucket(family, addr);
+
+	for (unsigned w = 0; w < NAMEMAP_WAYS; w++) {
+		struct name_entry *e = &table[b + w];
+
+		for (int tries = 0; tries < 16; tries++) {
+			uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
+			size_t len;
+			int hit;
+
+			if (seq & 1)
+				continue;
+			hit = e->family == family && memcmp(e->addr, addr, addr_len(family)) == 0;
+			len = SL_MIN((size_t)e->len, size - 1);
+			if (hit)
+				memcpy(out, e->name, len);
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&e->seq, memory_order_relaxed) != seq)
+				continue;
+			if (!hit)
+				break;
+			out[len] = '\0';
+			return len;
+		}
+	}
+	return 0;
+}
+
+void sl_namemap_after_fork(void)
+{
+	/* The child has one thread; a writer caught mid-way in the parent left its entry
+	 * odd, which readers skip until it is rewritten. */
+	pthread_mutex_init(&write_lock, NULL);
+}

@@ -1,0 +1,88 @@
+/*
+ * shim.h - internals of libsluice.so shared by its files (nothing here is exported).
+ *
+ * State is set once by sl_shim_init() (constructor, or the first hook to run when
+ * another library's constructor calls us earlier) and read lock-free afterwards.
+ * The exported hooks are thin trampolines; the decisions live in hold.c.
+ */
+#ifndef SLUICE_SHIM_H
+#define SLUICE_SHIM_H
+
+#include "sluice/admit.h"
+#include "sluice/common.h"
+#include "sluice/match.h"
+#include "sluice/shm.h"
+
+#include <netdb.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+enum sl_shim_mode {
+	SL_SHIM_OFF = 0,    /* nothing to shape: every call passes straight through */
+	SL_SHIM_SHARED = 1, /* attached to the daemon's segment */
+	SL_SHIM_LOCAL = 2,  /* fallback = local: a private segment from SLUICE_CONFIG */
+	SL_SHIM_CLOSED = 3, /* fallback = closed: refuse every matched request */
+};
+
+struct sl_shim {
+	atomic_int ready;  /* 0 not started, 1 initialising, 2 done */
+	int mode;          /* enum sl_shim_mode */
+	int debug;         /* SLUICE_DEBUG */
+	int32_t pid;       /* getpid(), refreshed in the fork child */
+	struct sl_shm shm;
+	char log_path[256]; /* SLUICE_LOG: debug lines go here instead of stderr */
+};
+
+extern struct sl_shim sl_shim;
+
+/* Real libc functions, resolved with dlsym(RTLD_NEXT) in the constructor and lazily
+ * on first use; NULL when they cannot be resolved (the hook then passes through by
+ * other means, or fails with ENOSYS, and never crashes). */
+struct sl_real {
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+	struct hostent *(*gethostbyname)(const char *);
+	struct hostent *(*gethostbyname2)(const char *, int);
+	int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t, struct hostent **, int *);
+	int (*gethostbyname2_r)(const char *, int, struct hostent *, char *, size_t,
+	                        struct hostent **, int *);
+};
+
+extern struct sl_real sl_real;
+
+void sl_real_resolve(void);
+void *sl_real_lookup(const char *name, void *hook);
+
+#define SL_REAL(fn, hook)                                                                  \
+	(sl_likely(sl_real.fn) ? sl_real.fn                                                    \
+	                       : (sl_real.fn = (__typeof__(sl_real.fn))sl_real_lookup(#fn, (void *)(hook))))
+
+void sl_shim_init(void);
+
+/* True when there is something to shape; initialises on first use. */
+static inline int sl_shim_active(void)
+{
+	if (sl_unlikely(atomic_load_explicit(&sl_shim.ready, memory_order_acquire) != 2))
+		sl_shim_init();
+	return sl_shim.mode != SL_SHIM_OFF;
+}
+
+/* Debug log line (only when SLUICE_DEBUG is set).  Never allocates a FILE. */
+void sl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* address -> host name, process-wide (namemap.c). */
+void sl_namemap_put(int family, const void *addr, const char *name);
+size_t sl_namemap_get(int family, const void *addr, char *out, size_t size);
+void sl_namemap_after_fork(void);
+
+/* The hold decision for one request (hold.c).  sl_hold_match() is the cheap part every
+ * call runs: a count of matching sections (0 = pass through).  sl_hold_wait() runs only
+ * for matched requests: returns 0 to go ahead, or -errno to fail the call with. */
+int sl_hold_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m);
+int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
+                 int default_refuse);
+
+/* Text for a destination in debug lines. */
+void sl_dest_format(const struct sl_dest *d, char *buf, size_t size);
+
+#endif
