@@ -32,6 +32,7 @@ struct sl_ticket {
 	int64_t release_ns;   /* the slot it was given */
 	int refuse_errno;     /* on refusal: the refusing section's errno (0 = default) */
 	int refusing_section; /* on refusal: its index */
+	int held;             /* sluice made it wait: a later slot, or a strict re-check */
 	struct {
 		uint32_t serial;
 		int64_t prev_tat, new_tat;

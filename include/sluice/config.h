@@ -44,7 +44,8 @@ struct sl_config {
 	unsigned nsections;
 	struct sl_section_conf sections[SL_MAX_SECTIONS];
 	unsigned nerrors; /* may exceed SL_CONFIG_MAX_ERRORS; only that many are kept */
-	char errors[SL_CONFIG_MAX_ERRORS][SL_CONFIG_ERROR_LEN];
+	char errors[SL_CONFIG_MAX_ERRORS][SL_CONFIG_ERROR_LEN]; /* sorted by line */
+	int error_lines[SL_CONFIG_MAX_ERRORS];
 };
 
 /* Defaults of the [sluice] section. */

@@ -135,6 +135,7 @@ int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t 
 		t->sec[i].new_tat = sec->state.tat_ns;
 	}
 	t->release_ns = release;
+	t->held = release > now;
 out:
 	sl_shm_unlock(h, self);
 	return rc;
@@ -157,6 +158,7 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 	}
 	if (later > now) {
 		sl_shm_unlock(h, self);
+		t->held = 1;
 		*retry_ns = later;
 		return 1;
 	}
@@ -167,7 +169,7 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 			continue;
 		sec->state.rel_tat_ns = sl_gcra_charge(sec->state.rel_tat_ns, now,
 		                                       sl_gcra_increment(&sec->spec, 1));
-		sl_stats_record_wait(&sec->state, wait);
+		sl_stats_record_wait(&sec->state, wait, t->held);
 	}
 	sl_shm_unlock(h, self);
 	return 0;

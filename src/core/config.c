@@ -58,6 +58,8 @@ struct parse_state {
 	int in_section; /* current section is a limit section */
 	int skip;      /* current section is a duplicate or has a bad name */
 	int last_key;  /* key of the previous key line, for continuations; -1 none */
+	int truncated; /* the line did not fit inih's buffer */
+	int had_key;   /* a key line was seen in this section: indented lines continue it */
 	int header_line;
 	char section[SL_SECTION_NAME_MAX + 32];
 	struct raw_value raw[KEY_COUNT];
@@ -81,6 +83,7 @@ static void add_error(struct sl_config *cfg, int line, const char *fmt, ...)
 	else
 		snprintf(full, sizeof(full), "%s: %s", cfg->path, msg);
 	memcpy(cfg->errors[cfg->nerrors - 1], full, sizeof(full));
+	cfg->error_lines[cfg->nerrors - 1] = line;
 }
 
 unsigned sl_edit_distance(const char *a, const char *b)
@@ -338,7 +341,7 @@ static void finish_section(struct parse_state *ps)
 		cfg->nsections++;
 out:
 	memset(ps->raw, 0, sizeof(ps->raw));
-	ps->in_section = ps->in_global = ps->skip = 0;
+	ps->in_section = ps->in_global = ps->skip = ps->had_key = 0;
 	ps->last_key = -1;
 }
 
@@ -401,6 +404,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	}
 	if (ps->skip)
 		return 1;
+	if (!ps->indented)
+		ps->had_key = 1;
 	k = find_key(name, ps->in_global);
 	if (k < 0) {
 		if (find_key(name, !ps->in_global) >= 0)
@@ -413,7 +418,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		return 1;
 	}
 	r = &ps->raw[k];
-	if (ps->indented && k == ps->last_key) {
+	if (ps->indented && ps->had_key && k == ps->last_key) {
 		/* A continuation line: inih hands it over as another value of the key. */
 		if (k != KEY_S_match) {
 			add_error(cfg, ps->line, "only match may continue on an indented line");
@@ -457,12 +462,14 @@ static void inspect_line(struct parse_state *ps, char *line, int num)
 		add_error(ps->cfg, ps->line, "line longer than %d characters (continue match on an indented line)",
 		          num - 2);
 		line[0] = '\0';
-		return; /* inih reads the rest as following lines; the error stands */
+		ps->truncated = 1; /* the reader skips the rest of the physical line */
+		return;
 	}
 	ps->indented = (*p == ' ' || *p == '\t');
 	while (*p == ' ' || *p == '\t')
 		p++;
-	if (*p != '[')
+	/* As in inih: an indented line after a key continues that key's value. */
+	if (*p != '[' || (ps->indented && ps->had_key))
 		return;
 	close = strchr(p, ']');
 	if (!close)
@@ -492,9 +499,14 @@ static char *read_file_line(char *str, int num, void *stream)
 
 	if (!fgets(str, num, ps->file))
 		return NULL;
-	if (strlen(str) == (size_t)num - 1 && str[num - 2] != '\n' && feof(ps->file))
-		str[num - 1] = '\0'; /* last line without newline that just fits */
+	ps->truncated = 0;
 	inspect_line(ps, str, num);
+	if (ps->truncated) {
+		int c;
+
+		while ((c = fgetc(ps->file)) != EOF && c != '\n')
+			;
+	}
 	return str;
 }
 
@@ -508,13 +520,31 @@ static char *read_string_line(char *str, int num, void *stream)
 		return NULL;
 	nl = strchr(ps->text, '\n');
 	n = nl ? (size_t)(nl - ps->text + 1) : strlen(ps->text);
-	if (n > (size_t)num - 1)
-		n = (size_t)num - 1;
-	memcpy(str, ps->text, n);
-	str[n] = '\0';
-	ps->text += n;
+	memcpy(str, ps->text, SL_MIN(n, (size_t)num - 1));
+	str[SL_MIN(n, (size_t)num - 1)] = '\0';
+	ps->text += n; /* a line too long for the buffer is skipped whole */
+	ps->truncated = 0;
 	inspect_line(ps, str, num);
 	return str;
+}
+
+/* Errors are found section by section; a user reads them top to bottom. */
+static void sort_errors(struct sl_config *cfg)
+{
+	unsigned n = SL_MIN(cfg->nerrors, (unsigned)SL_CONFIG_MAX_ERRORS);
+
+	for (unsigned i = 1; i < n; i++) {
+		for (unsigned j = i; j > 0 && cfg->error_lines[j - 1] > cfg->error_lines[j]; j--) {
+			char tmp[SL_CONFIG_ERROR_LEN];
+			int line = cfg->error_lines[j];
+
+			memcpy(tmp, cfg->errors[j], sizeof(tmp));
+			memcpy(cfg->errors[j], cfg->errors[j - 1], sizeof(tmp));
+			memcpy(cfg->errors[j - 1], tmp, sizeof(tmp));
+			cfg->error_lines[j] = cfg->error_lines[j - 1];
+			cfg->error_lines[j - 1] = line;
+		}
+	}
 }
 
 static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader,
@@ -549,6 +579,7 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 	}
 	if (cfg->nerrors == 0 && cfg->nsections == 0)
 		add_error(cfg, 0, "no limit sections: nothing to shape");
+	sort_errors(cfg);
 	return cfg->nerrors ? -EINVAL : 0;
 }
 
@@ -610,8 +641,8 @@ void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out)
 	fprintf(out, "\n%smeter       %s\n", indent, sl_meter_name(s->meter));
 	fprintf(out, "%sstrategy    %s\n", indent, sl_strategy_name(s->strategy));
 	if (s->amount) {
-		sl_format_duration(s->window_ns, win, sizeof(win));
-		fprintf(out, "%srate        %llu/%s", indent, (unsigned long long)s->amount, win);
+		sl_format_rate(s->amount, s->window_ns, win, sizeof(win));
+		fprintf(out, "%srate        %s", indent, win);
 		sl_format_duration(s->window_ns / (int64_t)s->amount, buf, sizeof(buf));
 		fprintf(out, " (one every %s)\n", buf);
 		fprintf(out, "%sburst       %llu\n", indent, (unsigned long long)s->burst);

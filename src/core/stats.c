@@ -38,14 +38,13 @@ int64_t sl_stats_bucket_upper_ns(unsigned b)
 	return (int64_t)(((b - 1) % 2 ? 2ULL << log2 : (3ULL << log2) / 2)) * 1000;
 }
 
-void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns)
+void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns, int held)
 {
 	uint64_t w = wait_ns > 0 ? (uint64_t)wait_ns : 0;
 	uint64_t max = atomic_load_explicit(A(&st->wait_max_ns), memory_order_relaxed);
 
 	atomic_fetch_add_explicit(A(&st->admitted), 1, memory_order_relaxed);
-	/* A release within 50us of asking was not held in any sense a user would notice. */
-	if (w > 50 * SL_NS_PER_US)
+	if (held)
 		atomic_fetch_add_explicit(A(&st->held), 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(A(&st->wait_sum_ns), w, memory_order_relaxed);
 	atomic_fetch_add_explicit(A(&st->wait_hist[sl_stats_bucket((int64_t)w)]), 1,
@@ -121,22 +120,6 @@ static void format_match(const struct sl_spec *s, char *buf, size_t size)
 	}
 }
 
-static void format_rate(const struct sl_spec *s, char *buf, size_t size)
-{
-	char win[32];
-
-	if (!s->amount) {
-		snprintf(buf, size, "-");
-		return;
-	}
-	sl_format_duration(s->window_ns, win, sizeof(win));
-	if (strcmp(win, "1s") == 0 || strcmp(win, "1m") == 0 || strcmp(win, "1h") == 0 ||
-	    strcmp(win, "1d") == 0)
-		snprintf(buf, size, "%llu/%s", (unsigned long long)s->amount, win + 1);
-	else
-		snprintf(buf, size, "%llu/%s", (unsigned long long)s->amount, win);
-}
-
 void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 {
 	static struct sl_section sec; /* large: keep it off the stack */
@@ -175,7 +158,10 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 		queued = sl_gcra_queued(st->tat_ns, sl_gcra_tolerance(&sec.spec),
 		                        sl_gcra_increment(&sec.spec, 1), now);
 		format_match(&sec.spec, match, sizeof(match));
-		format_rate(&sec.spec, rate, sizeof(rate));
+		if (sec.spec.amount)
+			sl_format_rate(sec.spec.amount, sec.spec.window_ns, rate, sizeof(rate));
+		else
+			snprintf(rate, sizeof(rate), "-");
 		if (json) {
 			fprintf(out, "%s{\"name\":", first ? "" : ",");
 			json_string(out, sec.spec.name);
@@ -197,9 +183,9 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
 			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns);
 		} else {
-			sl_format_duration(sl_stats_wait_quantile(st, 0.5) / 1000 * 1000, p50, sizeof(p50));
-			sl_format_duration(sl_stats_wait_quantile(st, 0.99) / 1000 * 1000, p99, sizeof(p99));
-			sl_format_duration((int64_t)st->wait_max_ns / 1000 * 1000, max, sizeof(max));
+			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
+			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(st, 0.99) / 1e6);
+			snprintf(max, sizeof(max), "%.1fms", (double)st->wait_max_ns / 1e6);
 			fprintf(out, "%-20s %-8.8s %-12s %-10s %7llu %9llu %9llu %9llu %9llu %10s %10s %10s\n",
 			        sec.spec.name, sl_meter_name(sec.spec.meter),
 			        sl_strategy_name(sec.spec.strategy), rate, (unsigned long long)queued,

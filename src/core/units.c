@@ -201,3 +201,14 @@ int sl_format_duration(int64_t ns, char *buf, size_t size)
 			return snprintf(buf, size, "%lld%s", (long long)(ns / out[i].ns), out[i].suffix);
 	return snprintf(buf, size, "%lldns", (long long)ns);
 }
+
+int sl_format_rate(uint64_t amount, int64_t window_ns, char *buf, size_t size)
+{
+	char win[32];
+
+	sl_format_duration(window_ns, win, sizeof(win));
+	/* "1s" reads better as "s", as in the config's own "10/s". */
+	if (win[0] == '1' && win[1] >= 'a' && win[1] <= 'z' && strcmp(win + 1, "us") != 0)
+		return snprintf(buf, size, "%llu/%s", (unsigned long long)amount, win + 1);
+	return snprintf(buf, size, "%llu/%s", (unsigned long long)amount, win);
+}

@@ -1,0 +1,299 @@
+/* Config parsing: every good form of SPEC §3, and bad inputs with their messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sluice/config.h"
+#include "sluice/common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct sl_config *cfg;
+
+static int setup(void **state)
+{
+	(void)state;
+	cfg = calloc(1, sizeof(*cfg));
+	return cfg ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(cfg);
+	return 0;
+}
+
+static const struct sl_spec *section(const char *name)
+{
+	for (unsigned i = 0; i < cfg->nsections; i++)
+		if (strcmp(cfg->sections[i].spec.name, name) == 0)
+			return &cfg->sections[i].spec;
+	fail_msg("no section [%s]", name);
+	return NULL;
+}
+
+static void test_full_sample(void **state)
+{
+	const char *text =
+		"; global settings\n"
+		"[sluice]\n"
+		"shm_name       = /sluice-test    ; POSIX shared-memory name\n"
+		"control_socket = /tmp/sl.sock\n"
+		"shm_mode       = 0640\n"
+		"fallback       = closed\n"
+		"log_level      = debug\n"
+		"\n"
+		"[github-spacing]\n"
+		"match    = api.github.com\n"
+		"rate     = 10/s\n"
+		"burst    = 1\n"
+		"# hash comments too\n"
+		"[tok]\n"
+		"match = *.example.com:443, 203.0.113.0/24, [2001:db8::/32]:8000-8999\n"
+		"rate = 3/5m\n"
+		"strategy = token-bucket\n"
+		"max_wait = forever\n"
+		"mode = observe\n"
+		"refuse = ETIMEDOUT\n"
+		"[short]\n"
+		"match = *\n"
+		"rate = 1/250ms\n"
+		"max_wait = 0\n";
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", text), 0);
+	assert_int_equal(cfg->nerrors, 0);
+	assert_int_equal(cfg->nsections, 3);
+	assert_string_equal(cfg->global.shm_name, "/sluice-test");
+	assert_string_equal(cfg->global.control_socket, "/tmp/sl.sock");
+	assert_int_equal(cfg->global.shm_mode, 0640);
+	assert_int_equal(cfg->global.fallback, SL_FALLBACK_CLOSED);
+	assert_int_equal(cfg->global.log_level, SL_LOG_DEBUG);
+
+	const struct sl_spec *g = section("github-spacing");
+	assert_int_equal(g->amount, 10);
+	assert_int_equal(g->window_ns, SL_NS_PER_S);
+	assert_int_equal(g->burst, 1);
+	assert_int_equal(g->max_wait_ns, 30 * SL_NS_PER_S);
+	assert_int_equal(g->npatterns, 1);
+	assert_int_equal(g->patterns[0].kind, SL_PAT_NAME);
+	assert_string_equal(g->patterns[0].name, "api.github.com");
+
+	const struct sl_spec *t = section("tok");
+	assert_int_equal(t->strategy, SL_STRAT_TOKEN_BUCKET);
+	assert_int_equal(t->burst, 3); /* token-bucket: burst defaults to AMOUNT */
+	assert_int_equal(t->window_ns, 300 * SL_NS_PER_S);
+	assert_true(t->max_wait_ns < 0);
+	assert_int_equal(t->mode, SL_MODE_OBSERVE);
+	assert_int_equal(t->refuse, ETIMEDOUT);
+	assert_int_equal(t->npatterns, 3);
+	assert_int_equal(t->patterns[0].kind, SL_PAT_SUFFIX);
+	assert_int_equal(t->patterns[0].port_lo, 443);
+	assert_int_equal(t->patterns[1].kind, SL_PAT_V4);
+	assert_int_equal(t->patterns[1].prefix, 24);
+	assert_int_equal(t->patterns[2].kind, SL_PAT_V6);
+	assert_int_equal(t->patterns[2].prefix, 32);
+	assert_int_equal(t->patterns[2].port_lo, 8000);
+	assert_int_equal(t->patterns[2].port_hi, 8999);
+
+	const struct sl_spec *s = section("short");
+	assert_int_equal(s->window_ns, 250 * SL_NS_PER_MS);
+	assert_int_equal(s->max_wait_ns, 0);
+	assert_int_equal(s->patterns[0].kind, SL_PAT_ANY);
+}
+
+static void test_defaults_and_continuation(void **state)
+{
+	const char *text = "[a]\n"
+	                   "match = one.example\n"
+	                   "  two.example, 10.0.0.1\n"
+	                   "\t[::1]:443\n"
+	                   "rate = 600/m\n";
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(cfg, "c.ini", text), 0);
+	assert_string_equal(cfg->global.shm_name, "/sluice");
+	assert_string_equal(cfg->global.control_socket, "/run/sluice.sock");
+	assert_int_equal(cfg->global.fallback, SL_FALLBACK_LOCAL);
+	assert_int_equal(cfg->global.shm_mode, 0660);
+	const struct sl_spec *a = section("a");
+	assert_int_equal(a->npatterns, 4);
+	assert_int_equal(a->amount, 600);
+	assert_int_equal(a->window_ns, 60 * SL_NS_PER_S);
+	assert_int_equal(a->meter, SL_METER_CONNECTIONS);
+	assert_int_equal(a->strategy, SL_STRAT_LEAKY_BUCKET);
+	assert_int_equal(a->mode, SL_MODE_ENFORCE);
+	assert_int_equal(a->refuse, 0);
+}
+
+static void test_rate_forms(void **state)
+{
+	static const struct {
+		const char *rate;
+		uint64_t amount;
+		int64_t window;
+	} forms[] = {
+		{"10/s", 10, SL_NS_PER_S},           {"600/m", 600, 60 * SL_NS_PER_S},
+		{"5000/h", 5000, 3600 * SL_NS_PER_S}, {"10000/d", 10000, 86400 * SL_NS_PER_S},
+		{"3/5m", 3, 300 * SL_NS_PER_S},      {"1/250ms", 1, 250 * SL_NS_PER_MS},
+		{"7/1.5s", 7, 1500 * SL_NS_PER_MS},
+	};
+	char text[256];
+
+	(void)state;
+	for (size_t i = 0; i < SL_ARRAY_LEN(forms); i++) {
+		snprintf(text, sizeof(text), "[r]\nmatch = *\nrate = %s\n", forms[i].rate);
+		assert_int_equal(sl_config_load_string(cfg, "r.ini", text), 0);
+		assert_int_equal(section("r")->amount, forms[i].amount);
+		assert_int_equal(section("r")->window_ns, forms[i].window);
+	}
+}
+
+static int has_error(const char *want)
+{
+	for (unsigned i = 0; i < SL_MIN(cfg->nerrors, (unsigned)SL_CONFIG_MAX_ERRORS); i++)
+		if (strstr(cfg->errors[i], want))
+			return 1;
+	return 0;
+}
+
+/* Each bad input must fail with status -EINVAL, name the right line, and say why. */
+static void test_bad_inputs(void **state)
+{
+	static const struct {
+		const char *text;
+		const char *expect; /* substring of the first error */
+	} bad[] = {
+		{"[a]\nmatch = *\nrat = 10/s\n", "t.ini:3: unknown key 'rat' in [a] (did you mean 'rate'?)"},
+		{"[sluice]\nshm_nmae = /x\n[a]\nmatch=*\nrate=1/s\n", "t.ini:2: unknown key 'shm_nmae' in [sluice] (did you mean 'shm_name'?)"},
+		{"[a]\nmatch = *\nrate = 10\n", "t.ini:3: rate: bad rate"},
+		{"[a]\nmatch = *\nrate = 10/fortnight\n", "t.ini:3: rate: bad rate window"},
+		{"[a]\nmatch = *\nrate = 0/s\n", "t.ini:3: rate: bad rate amount"},
+		{"[a]\nmatch = *\nrate = -1/s\n", "t.ini:3: rate: bad rate amount"},
+		{"[a]\nmatch = *\nrate = 5K/s\n", "K/M/G amounts are for meter = bytes only"},
+		{"[a]\nrate = 10/s\n", "t.ini:1: [a] has no match"},
+		{"[a]\nmatch = *\n", "t.ini:1: [a] needs a rate"},
+		{"[a]\nmatch = 300.1.1.1\nrate=1/s\n", "t.ini:2: match: bad IPv4 address"},
+		{"[a]\nmatch = 10.0.0.0/33\nrate=1/s\n", "t.ini:2: match: bad prefix length"},
+		{"[a]\nmatch = host:0\nrate=1/s\n", "port out of range"},
+		{"[a]\nmatch = host:70000\nrate=1/s\n", "port out of range"},
+		{"[a]\nmatch = host:90-80\nrate=1/s\n", "runs backwards"},
+		{"[a]\nmatch = [2001:db8::1\nrate=1/s\n", "missing ']'"},
+		{"[a]\nmatch = *.\nrate=1/s\n", "bad wildcard"},
+		{"[a]\nmatch = exa mple!.com\nrate=1/s\n", "bad host name"},
+		{"[a]\nmatch = *\nrate = 1/s\nburst = 0\n", "t.ini:4: burst: not a positive integer"},
+		{"[a]\nmatch = *\nrate = 1/s\nmax_wait = soon\n", "t.ini:4: max_wait: bad duration"},
+		{"[a]\nmatch = *\nrate = 1/s\nmode = loud\n", "t.ini:4: bad mode 'loud' (want enforce | observe)"},
+		{"[a]\nmatch = *\nrate = 1/s\nrefuse = EBOGUS\n", "t.ini:4: refuse: unknown errno name"},
+		{"[a]\nmatch = *\nrate = 1/s\nmeter = packets\n", "t.ini:4: bad meter 'packets'"},
+		{"[a]\nmatch = *\nrate = 1/s\nmeter = requests\n", "meter = requests is not supported yet"},
+		{"[a]\nmatch = *\nrate = 1/s\nstrategy = fixed-window\n", "strategy = fixed-window is not supported yet"},
+		{"[a]\nmatch = *\nconcurrency = 3\n", "concurrency is not supported yet"},
+		{"[a]\nmatch = *\nrate = 1/s\nrate = 2/s\n", "t.ini:4: duplicate key 'rate' in [a] (first at line 3)"},
+		{"[a]\nmatch = *\nrate = 1/s\n[a]\nmatch=*\nrate=1/s\n", "t.ini:4: duplicate section [a] (first at line 1)"},
+		{"match = *\n", "t.ini:1: 'match' is outside any section"},
+		{"[a]\nmatch = *\nrate = 1/s\nfallback = open\n", "t.ini:4: 'fallback' belongs in [sluice], not in [a]"},
+		{"[sluice]\nfallback = maybe\n[a]\nmatch=*\nrate=1/s\n", "t.ini:2: bad fallback 'maybe' (want local | open | closed)"},
+		{"[sluice]\nshm_name = noslash\n[a]\nmatch=*\nrate=1/s\n", "t.ini:2: bad shm_name"},
+		{"[sluice]\nshm_mode = 999\n[a]\nmatch=*\nrate=1/s\n", "t.ini:2: bad shm_mode"},
+		{"[a]\nmatch = *\nrate 10/s\n", "t.ini:3: syntax error"},
+		{"[a\nmatch = *\n", "t.ini:1: syntax error"},
+		{"[bad name!]\nmatch = *\nrate=1/s\n", "t.ini:1: bad section name"},
+		{"[a]\nmatch =\nrate=1/s\n", "t.ini:2: 'match' has no value"},
+		{"[a]\nmatch = *\nrate = 1/s\n  2/s\n", "only match may continue"},
+		{"", "no limit sections"},
+		{"[sluice]\n", "no limit sections"},
+		{"[a]\nmatch = *\nrate = 1/s\nburst = 99999999999\n", "burst: '99999999999' is larger"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
+		int rc = sl_config_load_string(cfg, "t.ini", bad[i].text);
+
+		if (rc != -EINVAL || cfg->nerrors == 0)
+			fail_msg("input %zu was accepted: %s", i, bad[i].text);
+		if (!has_error(bad[i].expect))
+			fail_msg("input %zu: got \"%s\", want \"%s\"", i, cfg->errors[0], bad[i].expect);
+	}
+}
+
+static void test_too_long_line(void **state)
+{
+	char text[1024];
+
+	(void)state;
+	snprintf(text, sizeof(text), "[a]\nmatch = %0400d\nrate = 1/s\nmode = x\n", 7);
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", text), -EINVAL);
+	assert_true(has_error("t.ini:2: line longer than"));
+	assert_true(has_error("t.ini:4: bad mode")); /* line numbers stay right after it */
+}
+
+static void test_every_error_reported(void **state)
+{
+	const char *text = "[a]\nmatch = *\nrate = x\nburst = y\nmode = z\n";
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", text), -EINVAL);
+	assert_int_equal(cfg->nerrors, 3);
+	/* all three, in line order */
+	assert_non_null(strstr(cfg->errors[0], "t.ini:3: rate"));
+	assert_non_null(strstr(cfg->errors[1], "t.ini:4: burst"));
+	assert_non_null(strstr(cfg->errors[2], "t.ini:5: bad mode"));
+}
+
+static void test_missing_file(void **state)
+{
+	(void)state;
+	assert_int_equal(sl_config_load(cfg, "/nonexistent/sluice.ini"), -ENOENT);
+	assert_non_null(strstr(cfg->errors[0], "/nonexistent/sluice.ini: cannot read"));
+}
+
+static void test_identity(void **state)
+{
+	struct sl_spec a, b;
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch=*\nrate=10/s\n"), 0);
+	a = cfg->sections[0].spec;
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch=*\nrate=20/s\nburst=5\n"), 0);
+	b = cfg->sections[0].spec;
+	assert_true(sl_spec_same_identity(&a, &b)); /* amount and burst keep state */
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch=*\nrate=10/m\n"), 0);
+	b = cfg->sections[0].spec;
+	assert_false(sl_spec_same_identity(&a, &b)); /* a new window starts from zero */
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch=host\nrate=10/s\n"), 0);
+	b = cfg->sections[0].spec;
+	assert_false(sl_spec_same_identity(&a, &b)); /* so does a new match */
+}
+
+static void test_edit_distance(void **state)
+{
+	(void)state;
+	assert_int_equal(sl_edit_distance("rate", "rate"), 0);
+	assert_int_equal(sl_edit_distance("rat", "rate"), 1);
+	assert_int_equal(sl_edit_distance("max-wait", "max_wait"), 1);
+	assert_int_equal(sl_edit_distance("", "abc"), 3);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_full_sample),
+		cmocka_unit_test(test_defaults_and_continuation),
+		cmocka_unit_test(test_rate_forms),
+		cmocka_unit_test(test_bad_inputs),
+		cmocka_unit_test(test_too_long_line),
+		cmocka_unit_test(test_every_error_reported),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_identity),
+		cmocka_unit_test(test_edit_distance),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,317 @@
+/* The queue of SPEC §4 with an injected clock: spacing, burst, max_wait refusal,
+ * several sections reserved together, refund, the strict release check, reload. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sluice/admit.h"
+#include "sluice/common.h"
+#include "sluice/limiter.h"
+#include "sluice/shm.h"
+#include "sluice/stats.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MS SL_NS_PER_MS
+#define T0 (1000 * SL_NS_PER_S) /* an arbitrary "now" for the injected clock */
+
+static struct sl_shm shm;
+static struct sl_config *cfg;
+
+static void load(const char *text)
+{
+	if (sl_config_load_string(cfg, "t.ini", text) != 0) {
+		sl_config_print_errors(cfg, stderr);
+		fail_msg("bad test config");
+	}
+	assert_int_equal(sl_shm_apply_config(shm.hdr, cfg, (int32_t)getpid()), 0);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	cfg = calloc(1, sizeof(*cfg));
+	return cfg ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(cfg);
+	return 0;
+}
+
+/* Each test starts on a fresh segment. */
+static int fresh_segment(void **state)
+{
+	(void)state;
+	return sl_shm_create_anonymous(&shm) == 0 ? 0 : -1;
+}
+
+static int drop_segment(void **state)
+{
+	(void)state;
+	sl_shm_detach(&shm);
+	return 0;
+}
+
+static struct sl_dest dest(const char *addr, uint16_t port)
+{
+	struct sl_dest d = {.family = AF_INET, .port = port};
+
+	inet_pton(AF_INET, addr, d.addr);
+	return d;
+}
+
+/* Reserve for 10.0.0.1:80 at `now`; returns the release time or -errno. */
+static int64_t reserve(int64_t now, struct sl_ticket *t)
+{
+	struct sl_dest d = dest("10.0.0.1", 80);
+	struct sl_match m;
+	int rc;
+
+	assert_true(sl_admit_match(shm.hdr, &d, &m) > 0);
+	rc = sl_admit_reserve(shm.hdr, &m, now, (int32_t)getpid(), t);
+	return rc < 0 ? rc : t->release_ns;
+}
+
+static struct sl_section *section(const char *name)
+{
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *s = sl_shm_section(shm.hdr, i);
+
+		if (s->in_use && strcmp(s->spec.name, name) == 0)
+			return s;
+	}
+	fail_msg("no section %s", name);
+	return NULL;
+}
+
+static void test_gcra_arithmetic(void **state)
+{
+	struct sl_spec s = {.amount = 3, .window_ns = SL_NS_PER_S, .burst = 4};
+
+	(void)state;
+	assert_int_equal(sl_gcra_increment(&s, 1), 333333334); /* rounded up: never faster */
+	assert_int_equal(sl_gcra_tolerance(&s), 3 * 333333334LL);
+	assert_int_equal(sl_gcra_slot(0, 0, T0), T0);
+	assert_int_equal(sl_gcra_slot(T0 + 5, 0, T0), T0 + 5);
+	assert_int_equal(sl_gcra_slot(T0 + 5, 10, T0), T0);
+	assert_int_equal(sl_gcra_charge(0, T0, 7), T0 + 7);
+	assert_int_equal(sl_gcra_charge(T0 + 100, T0, 7), T0 + 107);
+	assert_int_equal(sl_gcra_queued(T0 + 250, 0, 100, T0), 3);
+	assert_int_equal(sl_gcra_queued(T0 - 1, 0, 100, T0), 0);
+}
+
+static void test_spacing(void **state)
+{
+	struct sl_ticket t;
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
+	/* 20 callers arriving together are released exactly 100 ms apart, in order. */
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(reserve(T0, &t), T0 + i * 100 * MS);
+	assert_int_equal(sl_gcra_queued(section("a")->state.tat_ns, 0, 100 * MS, T0), 20);
+	/* After the queue drains and an idle spell, the next one goes at once. */
+	assert_int_equal(reserve(T0 + 10 * SL_NS_PER_S, &t), T0 + 10 * SL_NS_PER_S);
+}
+
+static void test_burst(void **state)
+{
+	struct sl_ticket t;
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nburst = 5\n");
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(reserve(T0, &t), T0); /* five back to back */
+	assert_int_equal(reserve(T0, &t), T0 + 100 * MS); /* then the rate */
+	assert_int_equal(reserve(T0, &t), T0 + 200 * MS);
+	/* Idle for a second refills the whole burst, never more. */
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(reserve(T0 + 5 * SL_NS_PER_S, &t), T0 + 5 * SL_NS_PER_S);
+	assert_int_equal(reserve(T0 + 5 * SL_NS_PER_S, &t), T0 + 5 * SL_NS_PER_S + 100 * MS);
+}
+
+static void test_max_wait_refusal(void **state)
+{
+	struct sl_ticket t;
+	int64_t tat;
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 250ms\nrefuse = ETIMEDOUT\n");
+	assert_int_equal(reserve(T0, &t), T0);
+	assert_int_equal(reserve(T0, &t), T0 + 100 * MS);
+	assert_int_equal(reserve(T0, &t), T0 + 200 * MS);
+	tat = section("a")->state.tat_ns;
+	assert_int_equal(reserve(T0, &t), -ECONNREFUSED); /* would wait 300 ms */
+	assert_int_equal(t.refuse_errno, ETIMEDOUT);
+	assert_int_equal(section("a")->state.tat_ns, tat); /* nothing consumed */
+	assert_int_equal(section("a")->state.refused, 1);
+	assert_int_equal(reserve(T0 + 60 * MS, &t), T0 + 300 * MS); /* 240 ms: fits */
+
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/m\nmax_wait = 0\n");
+	assert_int_equal(reserve(T0, &t), T0);
+	assert_int_equal(reserve(T0, &t), -ECONNREFUSED);
+	assert_int_equal(t.refuse_errno, 0); /* the caller's default errno */
+}
+
+static void test_multi_section(void **state)
+{
+	struct sl_ticket t;
+
+	(void)state;
+	load("[fast]\nmatch = 10.0.0.0/8\nrate = 10/s\n"
+	     "[slow]\nmatch = 10.0.0.1:80\nrate = 2/s\nburst = 2\n"
+	     "[other]\nmatch = 192.0.2.1\nrate = 1/s\n");
+	assert_int_equal(reserve(T0, &t), T0);
+	assert_int_equal(reserve(T0, &t), T0 + 100 * MS); /* fast's spacing; slow's burst */
+	assert_int_equal(reserve(T0, &t), T0 + 500 * MS); /* slow's rate now rules */
+	/* Both sections are charged at the common release time. */
+	assert_int_equal(section("fast")->state.tat_ns, T0 + 600 * MS);
+	assert_int_equal(section("slow")->state.tat_ns, T0 + 1500 * MS);
+	assert_int_equal(section("other")->state.tat_ns, 0);
+}
+
+static void test_refusal_charges_nothing(void **state)
+{
+	struct sl_ticket t;
+
+	(void)state;
+	load("[loose]\nmatch = 10.0.0.0/8\nrate = 100/s\n"
+	     "[tight]\nmatch = 10.0.0.1\nrate = 1/s\nmax_wait = 0\n");
+	assert_int_equal(reserve(T0, &t), T0);
+	assert_int_equal(section("loose")->state.tat_ns, T0 + 10 * MS);
+	assert_int_equal(reserve(T0 + 1 * MS, &t), -ECONNREFUSED);
+	/* tight refused it, so loose gave nothing either. */
+	assert_int_equal(section("loose")->state.tat_ns, T0 + 10 * MS);
+	assert_int_equal(section("tight")->state.tat_ns, T0 + SL_NS_PER_S);
+}
+
+static void test_refund(void **state)
+{
+	struct sl_ticket a, b, c;
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
+	assert_int_equal(reserve(T0, &a), T0);
+	assert_int_equal(reserve(T0, &b), T0 + 100 * MS);
+	assert_int_equal(reserve(T0, &c), T0 + 200 * MS);
+	/* b gives up: not the last slot, so it stays spent (c keeps its place). */
+	sl_admit_refund(shm.hdr, &b, (int32_t)getpid());
+	assert_int_equal(section("a")->state.tat_ns, T0 + 300 * MS);
+	/* c gives up: the last one handed out comes back. */
+	sl_admit_refund(shm.hdr, &c, (int32_t)getpid());
+	assert_int_equal(section("a")->state.tat_ns, T0 + 200 * MS);
+	assert_int_equal(reserve(T0, &c), T0 + 200 * MS);
+	assert_int_equal(section("a")->state.given_up, 2);
+}
+
+static void test_release_is_strict(void **state)
+{
+	struct sl_ticket a, b;
+	int64_t retry = 0;
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
+	assert_int_equal(reserve(T0, &a), T0);
+	assert_int_equal(reserve(T0, &b), T0 + 100 * MS);
+	/* a's process woke 30 ms late; b wakes on time and must wait for a + interval. */
+	assert_int_equal(sl_admit_release(shm.hdr, &a, T0 + 30 * MS, (int32_t)getpid(), &retry), 0);
+	assert_int_equal(sl_admit_release(shm.hdr, &b, T0 + 100 * MS, (int32_t)getpid(), &retry), 1);
+	assert_int_equal(retry, T0 + 130 * MS);
+	assert_int_equal(sl_admit_release(shm.hdr, &b, T0 + 130 * MS, (int32_t)getpid(), &retry), 0);
+	assert_int_equal(section("a")->state.admitted, 2);
+	assert_int_equal(section("a")->state.held, 1); /* a's own lateness is not a hold */
+	assert_int_equal(section("a")->state.wait_max_ns, 130 * MS);
+}
+
+static void test_reload_keeps_state(void **state)
+{
+	struct sl_ticket t;
+	uint32_t serial;
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n[b]\nmatch = 10.0.0.1\nrate = 1/s\n");
+	assert_int_equal(reserve(T0, &t), T0);
+	assert_int_equal(reserve(T0, &t), T0 + SL_NS_PER_S); /* b's 1/s rules */
+	serial = section("a")->serial;
+	/* A new amount and burst keep a's queue; b's new window starts it afresh. */
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 20/s\nburst = 2\n[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
+	assert_int_equal(section("a")->serial, serial);
+	assert_int_equal(section("a")->state.tat_ns, T0 + 1100 * MS);
+	assert_int_equal(section("b")->state.tat_ns, 0);
+	/* A ticket matched before a section was replaced charges nothing in it. */
+	{
+		struct sl_dest d = dest("10.0.0.1", 80);
+		struct sl_match m;
+
+		assert_int_equal(sl_admit_match(shm.hdr, &d, &m), 2);
+		load("[a]\nmatch = 10.0.0.0/16\nrate = 20/s\n[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
+		assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, (int32_t)getpid(), &t), 0);
+		assert_int_equal(section("a")->state.tat_ns, 0);
+	}
+	/* A removed section frees its slot. */
+	load("[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
+	for (unsigned i = 0, n = 0; i < SL_MAX_SECTIONS; i++)
+		if (sl_shm_section(shm.hdr, i)->in_use)
+			assert_int_equal(++n, 1);
+}
+
+static void test_observe(void **state)
+{
+	struct sl_ticket t;
+
+	(void)state;
+	load("[o]\nmatch = 10.0.0.0/8\nrate = 1/s\nmode = observe\n");
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(reserve(T0, &t), T0); /* nobody is held */
+		assert_int_equal(t.mask, 0);
+	}
+	assert_int_equal(section("o")->state.observed, 4);
+	assert_int_equal(section("o")->state.admitted, 5);
+}
+
+static void test_histogram(void **state)
+{
+	struct sl_state st;
+
+	(void)state;
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(sl_stats_bucket(0), 0);
+	assert_true(sl_stats_bucket(1 * MS) < sl_stats_bucket(2 * MS));
+	for (int i = 1; i <= 100; i++)
+		sl_stats_record_wait(&st, i * MS, 1);
+	assert_int_equal(st.admitted, 100);
+	assert_int_equal(st.held, 100);
+	assert_int_equal(st.wait_max_ns, 100 * MS);
+	/* Bucket bounds are within a factor 1.5 of the true quantile. */
+	assert_true(sl_stats_wait_quantile(&st, 0.5) >= 50 * MS);
+	assert_true(sl_stats_wait_quantile(&st, 0.5) <= 75 * MS);
+	assert_int_equal(sl_stats_wait_quantile(&st, 1.0), 100 * MS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_gcra_arithmetic, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_spacing, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_burst, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_max_wait_refusal, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_multi_section, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_refusal_charges_nothing, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_refund, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_release_is_strict, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_reload_keeps_state, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_observe, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_histogram, fresh_segment, drop_segment),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

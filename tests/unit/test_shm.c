@@ -1,0 +1,222 @@
+/* The shared segment: creation and re-attachment, validation of untrusted segments,
+ * and a lock that survives its holder being killed -9 inside the critical section. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sluice/admit.h"
+#include "sluice/common.h"
+#include "sluice/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char name[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(name, sizeof(name), "/sluice-unit-%d", (int)getpid());
+	shm_unlink(name);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	shm_unlink(name);
+	return 0;
+}
+
+static void test_create_and_reattach(void **state)
+{
+	struct sl_shm a, b, c;
+	int reattached = -1;
+
+	(void)state;
+	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	assert_int_equal(reattached, 0);
+	assert_int_equal(sl_shm_validate(a.hdr, a.size), 0);
+	sl_shm_section(a.hdr, 3)->state.tat_ns = 12345;
+	sl_shm_detach(&a);
+	/* A restarted daemon finds its state where it left it. */
+	assert_int_equal(sl_shm_open_or_create(&b, name, 0600, &reattached), 0);
+	assert_int_equal(reattached, 1);
+	assert_int_equal(sl_shm_section(b.hdr, 3)->state.tat_ns, 12345);
+	/* A shim attaches the same memory. */
+	assert_int_equal(sl_shm_attach(&c, name, 1), 0);
+	assert_ptr_not_equal(c.hdr, b.hdr);
+	assert_int_equal(sl_shm_section(c.hdr, 3)->state.tat_ns, 12345);
+	sl_shm_detach(&b);
+	sl_shm_detach(&c);
+}
+
+static void test_bounds(void **state)
+{
+	struct sl_shm a;
+
+	(void)state;
+	assert_int_equal(sl_shm_create_anonymous(&a), 0);
+	assert_non_null(sl_shm_section(a.hdr, SL_MAX_SECTIONS - 1));
+	assert_null(sl_shm_section(a.hdr, SL_MAX_SECTIONS));
+	assert_null(sl_shm_section(a.hdr, ~0u));
+	sl_shm_detach(&a);
+}
+
+/* Segments a shim must refuse (and so pass traffic through). */
+static void test_untrusted_segments(void **state)
+{
+	struct sl_shm a, s;
+	int fd;
+
+	(void)state;
+	assert_int_equal(sl_shm_attach(&s, "/sluice-does-not-exist", 1), -ENOENT);
+	assert_int_equal(sl_shm_attach(&s, "no-slash/../x", 1) < 0, 1);
+
+	/* Too small: rejected before mapping, so no SIGBUS past its end. */
+	shm_unlink(name);
+	fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 100), 0);
+	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
+	/* Right size, all zero: not initialised. */
+	assert_int_equal(ftruncate(fd, (off_t)SL_SHM_SIZE), 0);
+	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
+	close(fd);
+
+	assert_int_equal(sl_shm_create_anonymous(&a), 0);
+	assert_int_equal(sl_shm_validate(a.hdr, a.size), 0);
+	assert_int_equal(sl_shm_validate(a.hdr, 10), -EINVAL);
+	assert_int_equal(sl_shm_validate(NULL, a.size), -EINVAL);
+	a.hdr->major = SL_SHM_MAJOR + 1;
+	assert_int_equal(sl_shm_validate(a.hdr, a.size), -EPROTO);
+	a.hdr->major = SL_SHM_MAJOR;
+	a.hdr->section_size++;
+	assert_int_equal(sl_shm_validate(a.hdr, a.size), -EPROTO);
+	a.hdr->section_size--;
+	a.hdr->magic ^= 1;
+	assert_int_equal(sl_shm_validate(a.hdr, a.size), -EPROTO);
+	a.hdr->magic ^= 1;
+	assert_int_equal(sl_shm_validate(a.hdr, a.size), 0);
+
+	/* Scribbled sections: counts clamped, garbage patterns never match or crash. */
+	{
+		struct sl_section *sec = sl_shm_section(a.hdr, 0);
+		struct sl_dest d = {.family = AF_INET, .port = 80};
+		struct sl_match m;
+
+		memset(sec, 0xa5, sizeof(*sec));
+		sec->in_use = 1;
+		sec->spec.npatterns = 0xffffffff;
+		assert_true(sl_admit_match(a.hdr, &d, &m) >= 0);
+	}
+	sl_shm_detach(&a);
+}
+
+static void test_lock_basic(void **state)
+{
+	struct sl_shm a;
+	int32_t me = (int32_t)getpid();
+
+	(void)state;
+	assert_int_equal(sl_shm_create_anonymous(&a), 0);
+	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 0);
+	assert_int_equal(a.hdr->lock, (uint32_t)me);
+	sl_shm_unlock(a.hdr, me);
+	assert_int_equal(a.hdr->lock, 0);
+	/* Held by a live process (ourselves, as another "holder"): times out, no hang. */
+	a.hdr->lock = (uint32_t)getppid();
+	assert_int_equal(sl_shm_lock(a.hdr, me, 20 * SL_NS_PER_MS), -ETIMEDOUT);
+	sl_shm_detach(&a);
+}
+
+/* A child takes the lock, signals, and is killed -9 inside the critical section; the
+ * parent must still get the lock, promptly, and see the recovery counted. */
+static void test_lock_holder_killed(void **state)
+{
+	struct sl_shm a;
+	int reattached, pipefd[2];
+	pid_t child;
+	char c;
+
+	(void)state;
+	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	assert_int_equal(pipe(pipefd), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		if (sl_shm_lock(a.hdr, (int32_t)getpid(), SL_NS_PER_S) != 0)
+			_exit(1);
+		if (write(pipefd[1], "L", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause(); /* inside the critical section until killed */
+	}
+	assert_int_equal(read(pipefd[0], &c, 1), 1);
+	assert_int_equal(a.hdr->lock, (uint32_t)child);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	assert_int_equal(sl_shm_lock(a.hdr, (int32_t)getpid(), SL_NS_PER_S), 1);
+	assert_int_equal(a.hdr->lock_recoveries, 1);
+	sl_shm_unlock(a.hdr, (int32_t)getpid());
+	/* The daemon's reaper does the same without taking the lock itself. */
+	a.hdr->lock = (uint32_t)child;
+	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
+	assert_int_equal(a.hdr->lock, 0);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	sl_shm_detach(&a);
+}
+
+/* Two processes hammer one counter under the lock: no update is lost. */
+static void test_lock_mutual_exclusion(void **state)
+{
+	struct sl_shm a;
+	int reattached, status;
+	pid_t child;
+	uint64_t *counter;
+
+	(void)state;
+	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	counter = &sl_shm_section(a.hdr, 0)->state.admitted;
+	*counter = 0;
+	child = fork();
+	assert_true(child >= 0);
+	for (int i = 0; i < 100000; i++) {
+		int32_t me = (int32_t)getpid();
+
+		if (sl_shm_lock(a.hdr, me, SL_NS_PER_S) < 0)
+			_exit(3);
+		(*(volatile uint64_t *)counter)++;
+		sl_shm_unlock(a.hdr, me);
+	}
+	if (child == 0)
+		_exit(0);
+	waitpid(child, &status, 0);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(*counter, 200000);
+	sl_shm_detach(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_create_and_reattach),
+		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_untrusted_segments),
+		cmocka_unit_test(test_lock_basic),
+		cmocka_unit_test(test_lock_holder_killed),
+		cmocka_unit_test(test_lock_mutual_exclusion),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
