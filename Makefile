@@ -85,7 +85,7 @@ BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 run: all
 	@examples/demo.sh $(BUILD)
 
-test: all $(UNIT_BINS)
+test: all $(UNIT_BINS) $(BENCH_BINS)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
 
 bench: all $(BENCH_BINS)

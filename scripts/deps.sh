@@ -16,6 +16,7 @@ libcmocka-dev:/usr/include/cmocka.h
 curl:/usr/bin/curl
 python3:/usr/bin/python3
 procps:/usr/bin/pkill
+strace:/usr/bin/strace
 "
 
 missing=""

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""A local HTTP receiver for sluice's tests and demo.
+
+Binds 127.0.0.1 (or ::1 with --ipv6) on a free port, writes the port to --port-file,
+and answers every GET or POST with a small body naming the path.  Each request's
+arrival is appended to --log as "MONOTONIC_NS PATH" (time.monotonic_ns() reads
+CLOCK_MONOTONIC, the clock the shim uses, so times compare directly).  Exits by
+itself after --lifetime seconds so a failed test never leaves it behind.
+"""
+import argparse
+import http.server
+import os
+import socket
+import threading
+import time
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self):
+        now = time.monotonic_ns()
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        body = ("hello %s\n" % self.path).encode()
+        if self.server.log_path:
+            with self.server.log_lock, open(self.server.log_path, "a") as f:
+                f.write("%d %s\n" % (now, self.path))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = _answer
+    do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+class Server6(Server):
+    address_family = socket.AF_INET6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--log")
+    ap.add_argument("--ipv6", action="store_true")
+    ap.add_argument("--lifetime", type=float, default=300)
+    args = ap.parse_args()
+    cls = Server6 if args.ipv6 else Server
+    srv = cls(("::1" if args.ipv6 else "127.0.0.1", 0), Handler)
+    srv.log_path = args.log
+    srv.log_lock = threading.Lock()
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % srv.server_address[1])
+    os.rename(tmp, args.port_file)
+    threading.Timer(args.lifetime, srv.shutdown).start()
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

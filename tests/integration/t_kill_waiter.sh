@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# (e) A process killed -9 while it waits in the queue does not disturb the others:
+# they keep their spacing, finish, and nothing is left locked.
+. "$(dirname "$0")/lib.sh"
+
+start_server
+write_config "$T/e.ini" <<EOF
+[q]
+match = 127.0.0.1:$PORT
+rate = 10/s
+max_wait = 1m
+EOF
+start=$(now_ms)
+SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/e.ini" -- bash -c '
+	port=$1 dir=$2 t=$3
+	python3 "$dir/fetch.py" "http://127.0.0.1:$port/a" 10 & a=$!
+	python3 "$dir/fetch.py" "http://127.0.0.1:$port/b" 10 & b=$!
+	sleep 0.5
+	# These queue behind a and b; kill them while they wait.
+	python3 "$dir/fetch.py" "http://127.0.0.1:$port/victim" 5 3 & v=$!
+	python3 "$dir/fetch.py" "http://127.0.0.1:$port/victim2" 5 & v2=$!
+	sleep 0.5
+	kill -9 $v $v2
+	python3 "$dir/fetch.py" "http://127.0.0.1:$port/c" 10 & c=$!
+	rc=0
+	for p in $a $b $c; do wait $p || rc=1; done
+	exit $rc
+' _ "$PORT" "$HELPERS" "$T" || fail "a surviving client failed"
+elapsed=$(($(now_ms) - start))
+note "survivors finished in $elapsed ms"
+survivors=$(grep -c -E ' /(a|b|c)/' "$SERVER_LOG")
+[ "$survivors" -eq 30 ] || fail "survivors made $survivors requests, not 30"
+grep -q "/victim" "$SERVER_LOG" && note "(victims got $(grep -c /victim "$SERVER_LOG") through before the kill)"
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --slack-ms 1 || fail "spacing"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run every test: the cmocka unit tests, then the integration scripts.  Each test
+# has a time limit; the last line is the summary CI reads: "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export BUILD
+
+if [ -n "${SAN:-}" ]; then
+	# The shim is built with ASan: its runtime must be the first library of every
+	# program it is loaded into.
+	LIBASAN=$(${CC:-cc} -print-file-name=libasan.so)
+	export SLUICE_TEST_PRELOAD="$LIBASAN"
+	export ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1
+	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+fi
+
+passed=0
+failed=0
+failures=()
+
+run_one() {
+	local name=$1 limit=$2
+	shift 2
+	local start=$SECONDS out rc
+	out=$(timeout -k 5 "$limit" "$@" 2>&1)
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		passed=$((passed + 1))
+		printf 'ok   %-36s %3ds\n' "$name" $((SECONDS - start))
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		[ $rc -eq 124 ] && out="$out"$'\n'"TIMEOUT after ${limit}s"
+		printf 'FAIL %-36s %3ds\n' "$name" $((SECONDS - start))
+		printf '%s\n' "$out" | tail -40 | sed 's/^/     | /'
+	fi
+}
+
+echo "== unit tests"
+for t in "$BUILD"/tests/test_*; do
+	run_one "unit/$(basename "$t")" 120 "$t"
+done
+
+echo "== integration tests"
+for t in tests/integration/t_*.sh; do
+	[ -n "${ONLY:-}" ] && [[ "$t" != *"$ONLY"* ]] && continue
+	run_one "integration/$(basename "$t" .sh)" 180 bash "$t"
+done
+
+echo
+[ $failed -gt 0 ] && printf 'failed: %s\n' "${failures[*]}"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
