@@ -2,15 +2,18 @@
  * `sluice run`: put the shim in front of a command.
  *
  * If a daemon answers on the config's control socket and serves this very config,
- * the command joins its segment and sluice execs it directly.  Otherwise sluice hosts
+ * or its segment is still there though the daemon died, the command joins that
+ * segment and sluice execs it directly.  Otherwise sluice hosts
  * an embedded daemon on a private segment for as long as the command runs; every
  * process the command starts inherits the environment and so shares that segment.
  * sluice then exits with the command's status (128+N when a signal N killed it).
  */
 #include "cli.h"
+#include "sluice/common.h"
 #include "sluice/ctl.h"
 #include "sluice/daemon.h"
 #include "sluice/log.h"
+#include "sluice/shm.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -104,6 +107,25 @@ static int find_daemon(const struct sl_config *cfg, const char *config, char *sh
 	else if (rc == 0)
 		rc = -ESRCH;
 	free(reply);
+	return rc;
+}
+
+/* No daemon answers, but its segment may still be there: a dead daemon stops reloads
+ * and stats, not shaping, so processes started now must join the same queue as
+ * those already running.  Joined only when the segment was compiled from this very
+ * config file. */
+static int find_segment(const struct sl_config *cfg, const char *config)
+{
+	struct sl_shm shm;
+	char served[SL_PATH_MAX];
+	int rc = sl_shm_attach(&shm, cfg->global.shm_name, 0);
+
+	if (rc < 0)
+		return rc;
+	memcpy(served, shm.hdr->config_path, sizeof(served));
+	served[sizeof(served) - 1] = '\0';
+	rc = strcmp(served, config) == 0 ? 0 : -ESRCH;
+	sl_shm_detach(&shm);
 	return rc;
 }
 
@@ -206,7 +228,9 @@ int sl_cmd_run(int argc, char **argv)
 		free(cfg);
 		return SL_EXIT_FAIL;
 	}
-	if (find_daemon(cfg, config, shm, sizeof(shm)) == 0) {
+	if (find_daemon(cfg, config, shm, sizeof(shm)) == 0 ||
+	    (find_segment(cfg, config) == 0 &&
+	     sl_strlcpy(shm, cfg->global.shm_name, sizeof(shm)) == 0)) {
 		free(cfg);
 		if (set_env(lib, config, shm) < 0)
 			return SL_EXIT_FAIL;

@@ -24,6 +24,7 @@ cleanup() {
 	rm -rf "$T"
 }
 trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap "echo kept $T" EXIT
 
 fail() {
 	echo "FAIL: $*"

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Bad environment and bad segments: the host program runs as without the shim (or
+# with its documented fallback), never crashes, and SLUICE_DEBUG says why.
+. "$(dirname "$0")/lib.sh"
+
+start_server
+write_config "$T/e.ini" <<EOF
+[api]
+match = 127.0.0.1:$PORT
+rate = 1/m
+max_wait = 0
+EOF
+url="http://127.0.0.1:$PORT"
+# run_curl N ENV...: N sequential curls under the shim; prints how many succeeded.
+run_curl() {
+	local n=$1 ok=0
+	shift
+	for i in $(seq "$n"); do
+		env LD_PRELOAD="$PRELOAD" "$@" curl -s -o /dev/null --max-time 20 "$url/e$i" && ok=$((ok + 1))
+	done
+	echo $ok
+}
+expect_ok() { # N ENV...: all N connections go through, unshaped
+	local got
+	got=$(run_curl "$@")
+	[ "$got" -eq "$1" ] || fail "with ${*:2}: $got of $1 connections went through"
+}
+
+# Nonsense in every variable: nothing to attach, nothing to load -> pass through.
+long=$(printf '/%05000d' 0)
+expect_ok 3 SLUICE_SHM=/sluice-absent-$$
+expect_ok 3 SLUICE_SHM=no-slash SLUICE_CONFIG=/nonexistent/sluice.ini
+expect_ok 3 SLUICE_SHM="$long" SLUICE_CONFIG="$long"
+expect_ok 3 SLUICE_SHM= SLUICE_CONFIG= SLUICE_DEBUG=yes SLUICE_LOG=/nonexistent/dir/log
+expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T" SLUICE_FALLBACK=sideways
+printf '[api]\nmatch = 127.0.0.1:%s\nrate = fast\n' "$PORT" >"$T/broken.ini"
+expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/broken.ini"
+SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/broken.ini" \
+	curl -s -o /dev/null "$url/dbg" 2>"$T/dbg.err"
+grep -q "broken.ini:3: rate: bad rate" "$T/dbg.err" || fail "SLUICE_DEBUG did not explain: $(cat "$T/dbg.err")"
+
+# fallback = local (the default): each process limits itself from SLUICE_CONFIG.
+[ "$(run_curl 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini")" -eq 3 ] ||
+	fail "fallback local: separate processes should each get their first connection"
+out=$(LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini" python3 -c '
+import socket, sys
+p = int(sys.argv[1])
+socket.create_connection(("127.0.0.1", p)).close()
+try:
+    socket.create_connection(("127.0.0.1", p)); print("second went")
+except ConnectionRefusedError:
+    print("refused")
+' "$PORT")
+[ "$out" = "refused" ] || fail "fallback local did not limit within the process: $out"
+
+# fallback = closed (from the config, or SLUICE_FALLBACK): every matched connect refused.
+sed 's/^\[api\]/[sluice]\nfallback = closed\n\n[api]/' "$T/e.ini" >"$T/closed.ini"
+got=$(run_curl 2 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/closed.ini")
+[ "$got" -eq 0 ] || fail "fallback closed let $got through"
+got=$(run_curl 2 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini" SLUICE_FALLBACK=closed)
+[ "$got" -eq 0 ] || fail "SLUICE_FALLBACK=closed let $got through"
+# fallback = open: nothing shaped.
+expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini" SLUICE_FALLBACK=open
+
+# Segments that are not ours: wrong size, garbage, a future layout version.
+python3 - "$SHM_NAME" <<'EOF'
+import os, struct, sys
+base = "/dev/shm/" + sys.argv[1].lstrip("/")
+open(base + "-small", "wb").write(b"SLCE" + b"\0" * 60)
+open(base + "-junk", "wb").write(os.urandom(342528))
+hdr = struct.pack("<IHHQ", 0x45434c53, 99, 0, 342528)
+open(base + "-future", "wb").write(hdr + b"\0" * (342528 - len(hdr)))
+EOF
+for kind in small junk future; do
+	expect_ok 2 SLUICE_SHM="$SHM_NAME-$kind"
+	SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$kind" curl -s -o /dev/null "$url/d" 2>"$T/dbg.err"
+	grep -q "not a sluice segment of this version" "$T/dbg.err" || fail "$kind segment: $(cat "$T/dbg.err")"
+	rm -f "/dev/shm/${SHM_NAME#/}-$kind"
+done
+
+# A valid segment scribbled on while processes use it: no crash, ever.
+start_daemon "$T/e.ini"
+python3 - "$SHM_NAME" <<'EOF' &
+import os, sys, time
+path = "/dev/shm/" + sys.argv[1].lstrip("/")
+end = time.time() + 3
+with open(path, "r+b") as f:
+    while time.time() < end:
+        f.seek(4096 + int.from_bytes(os.urandom(3), "little") % (342528 - 4096 - 64))
+        f.write(os.urandom(64))
+EOF
+scribbler=$!
+# Garbage may say "wait a year", so the client is bounded from outside; what must
+# never happen is death by a signal of its own (SIGSEGV, SIGBUS, SIGABRT...).
+LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout -s KILL 8 python3 - "$PORT" <<'EOF'
+import socket, sys, time
+end = time.time() + 3
+while time.time() < end:
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5).close()
+    except OSError:
+        pass  # refusals are fine: the scribbled config may say anything
+EOF
+rc=$?
+[ $rc -eq 0 ] || [ $rc -eq 137 ] || fail "a client died with status $rc on a scribbled segment"
+wait $scribbler
+# A lock word naming a live process that never lets go: the call waits a bounded
+# time, then passes through.
+python3 - "$SHM_NAME" <<'EOF'
+import struct, sys
+with open("/dev/shm/" + sys.argv[1].lstrip("/"), "r+b") as f:
+    f.seek(44)
+    f.write(struct.pack("<I", 1))  # pid 1 is alive and never unlocks
+EOF
+start=$(now_ms)
+LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 20 python3 -c '
+import socket, sys
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5).close()' "$PORT" ||
+	fail "connect with a stuck lock failed"
+note "connect with a lock held by a live stranger took $(($(now_ms) - start)) ms"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# libsluice.so exports the interposed calls and nothing else, links only libc (and
+# what glibc splits off), and carries inih inside it, hidden.
+. "$(dirname "$0")/lib.sh"
+
+expected="connect getaddrinfo gethostbyname gethostbyname2 gethostbyname2_r gethostbyname_r"
+got=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /^[TWDBV]$/ { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')
+[ "$got" = "$expected" ] || fail "libsluice.so exports: $got (expected: $expected)"
+if readelf -d "$SHIM" | grep NEEDED | grep -v -E 'libc\.so|libdl\.so|libpthread\.so|ld-linux|libasan|libubsan' ; then
+	fail "libsluice.so needs more than libc"
+fi
+nm -D "$SHIM" | grep -q ini_parse && fail "inih symbols leak from libsluice.so"
+nm "$SHIM" 2>/dev/null | grep -q ini_parse_stream || true
+note "exports: $got"
