@@ -6,9 +6,10 @@
  *   sl_admit_reserve()  under the lock: one slot in every applicable section at the
  *                       latest of their release times, or a refusal that charges none;
  *   (sleep until ticket.release_ns, without any lock)
- *   sl_admit_release()  under the lock: the strict check that actual releases never
- *                       run closer than the limit allows (a late waker cannot bunch
- *                       with the next one); asks for more sleep if they would;
+ *   sl_admit_release()  under the lock: the check that actual releases never run
+ *                       closer than one interval less min(1 ms, interval/4), so a
+ *                       late waker cannot bunch with the next one; asks for more
+ *                       sleep if they would;
  *   sl_admit_refund()   instead of release, when the caller gives up: returns each
  *                       slot that is still the last one handed out.
  * Every function takes `now` from the caller (injectable clock).

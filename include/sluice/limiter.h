@@ -35,8 +35,8 @@ static inline int64_t sl_gcra_charge(int64_t tat, int64_t at, int64_t inc)
 	return (tat > at ? tat : at) + inc;
 }
 
-/* How many reservations are handed out but not yet due at `now`: the queue length
- * a user would see.  Derived from tat, so it stays right when a waiter dies. */
+/* How many reservations are handed out but not yet due at `now` (callers asleep in
+ * the queue).  Derived from tat, so it stays right when a waiter dies. */
 uint64_t sl_gcra_queued(int64_t tat, int64_t tol, int64_t inc, int64_t now);
 
 #endif

@@ -60,6 +60,17 @@ static struct sl_section *live_section(struct sl_shm_header *h, unsigned i, uint
 	return sec && sec->in_use && sec->serial == serial ? sec : NULL;
 }
 
+/* How much closer than one interval two actual releases may come: the scheduler
+ * wakes sleepers late by a few microseconds to a few milliseconds, and without any
+ * allowance each late release would push every later one of a backlog further, so
+ * the lag would grow for as long as the backlog lasts.  With it, lag drains by up to
+ * this much per release.  Slots themselves stay exactly one interval apart and no
+ * release ever precedes its slot. */
+static int64_t release_slack(const struct sl_spec *s)
+{
+	return SL_MIN(SL_NS_PER_MS, sl_gcra_increment(s, 1) / 4);
+}
+
 int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                      int32_t self, struct sl_ticket *t)
 {
@@ -84,6 +95,11 @@ int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t 
 		if (sec->spec.amount == 0)
 			continue;
 		slot = sl_gcra_slot(sec->state.tat_ns, sl_gcra_tolerance(&sec->spec), now);
+		/* Never schedule before the release check would let it go: when earlier
+		 * releases ran late, the slot follows them instead of promising a time
+		 * the caller would only have to sleep past. */
+		slot = SL_MAX(slot, sec->state.rel_tat_ns - sl_gcra_tolerance(&sec->spec) -
+		                        release_slack(&sec->spec));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
 			/* Model what enforcing would do, without holding anyone. */
 			if (slot > now)
@@ -154,7 +170,9 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
-		later = SL_MAX(later, sl_gcra_slot(sec->state.rel_tat_ns, sl_gcra_tolerance(&sec->spec), now));
+		later = SL_MAX(later, sl_gcra_slot(sec->state.rel_tat_ns,
+		                                   sl_gcra_tolerance(&sec->spec) + release_slack(&sec->spec),
+		                                   now));
 	}
 	if (later > now) {
 		sl_shm_unlock(h, self);

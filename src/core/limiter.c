@@ -21,7 +21,8 @@ int64_t sl_gcra_tolerance(const struct sl_spec *s)
 
 uint64_t sl_gcra_queued(int64_t tat, int64_t tol, int64_t inc, int64_t now)
 {
-	int64_t ahead = tat - tol - now;
+	/* The last slot handed out is tat - inc - tol; count those still ahead of now. */
+	int64_t ahead = tat - inc - tol - now;
 
 	if (inc <= 0 || ahead <= 0)
 		return 0;

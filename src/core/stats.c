@@ -144,7 +144,7 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 		fprintf(out, "generation %llu, daemon %s (pid %d), lock recoveries %llu\n",
 		        (unsigned long long)h->generation, alive ? "alive" : "not running", dpid,
 		        (unsigned long long)h->lock_recoveries);
-		fprintf(out, "%-20s %-8s %-12s %-10s %7s %9s %9s %9s %9s %10s %10s %10s\n", "SECTION",
+		fprintf(out, "%-20s %-11s %-14s %-10s %7s %9s %9s %9s %9s %10s %10s %10s\n", "SECTION",
 		        "METER", "STRATEGY", "RATE", "QUEUED", "ADMITTED", "HELD", "REFUSED",
 		        "GAVE_UP", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
 	}
@@ -186,7 +186,7 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
 			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(st, 0.99) / 1e6);
 			snprintf(max, sizeof(max), "%.1fms", (double)st->wait_max_ns / 1e6);
-			fprintf(out, "%-20s %-8.8s %-12s %-10s %7llu %9llu %9llu %9llu %9llu %10s %10s %10s\n",
+			fprintf(out, "%-20s %-11s %-14s %-10s %7llu %9llu %9llu %9llu %9llu %10s %10s %10s\n",
 			        sec.spec.name, sl_meter_name(sec.spec.meter),
 			        sl_strategy_name(sec.spec.strategy), rate, (unsigned long long)queued,
 			        (unsigned long long)st->admitted, (unsigned long long)st->held,

@@ -82,20 +82,21 @@ static void sleep_until_released(struct sl_shm_header *h, struct sl_ticket *t)
 {
 	int64_t at = t->release_ns, retry;
 	struct critical c;
-	/* The default 50us timer slack would make every release late by that much, and
-	 * in a backlog each late release pushes the next one: sleep precisely, then put
-	 * the thread's own setting back. */
-	int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-
-	if (slack > 1)
-		prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	int slack = -1;
 
 	for (int rounds = 0; rounds < 1000; rounds++) {
 		int rc;
 
-		/* EINTR: a handler ran; the wait resumes towards the same absolute deadline. */
-		while (sl_clock_sleep_until(at) == -EINTR)
-			;
+		if (at > sl_clock_mono_ns()) {
+			/* The default 50us timer slack would make every release late by that
+			 * much, and in a backlog each late release pushes the next one: sleep
+			 * precisely, and put the thread's own setting back afterwards. */
+			if (slack < 0 && (slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) > 1)
+				prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+			/* EINTR: a handler ran; resume towards the same absolute deadline. */
+			while (sl_clock_sleep_until(at) == -EINTR)
+				;
+		}
 		enter_critical(&c);
 		rc = sl_admit_release(h, t, sl_clock_mono_ns(), sl_shim.pid, &retry);
 		leave_critical(&c);

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# make bench: print the figures of issue #2.  Numbers, not pass/fail: these machines
+# are small and noisy, so each figure is the median of several runs.
+#   1. one admission (match + reserve + release in the segment), 1 and 2 processes;
+#   2. the shim's cost on a connect+close loop, unmatched and matched-but-unlimited,
+#      as a ratio to the same loop without the shim;
+#   3. release error at 100/s with 4 processes: how late each release was after its
+#      slot (p50/p99/max, microseconds), and the achieved rate.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$(cd "$ROOT/${BUILD:-build}" && pwd)
+T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+repeat() { local n=$1; shift; for _ in $(seq "$n"); do "$@"; done | median; }
+
+echo "sluice bench ($(nproc) cores, $(uname -r))"
+echo
+echo "1. admission cost (match + reserve + release in the shared segment)"
+printf '   %-34s %6s ns\n' "uncontended, 1 process:" "$(repeat 5 "$B/bench/admit_bench" 1 1000000)"
+printf '   %-34s %6s ns\n' "2 processes contending:" "$(repeat 5 "$B/bench/admit_bench" 2 500000)"
+
+python3 "$ROOT/tests/integration/helpers/sink.py" "$T/port" 600 &
+for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
+port=$(cat "$T/port")
+other=$((port == 65535 ? port - 1 : port + 1))
+cat >"$T/bench.ini" <<EOF
+[sluice]
+shm_name = /sluice-bench-$$
+control_socket = $T/ctl.sock
+[elsewhere]
+match = 127.0.0.1:$other, *.example.com
+rate = 1/s
+EOF
+cat >"$T/unlimited.ini" <<EOF
+[sluice]
+shm_name = /sluice-bench-unlimited-$$
+control_socket = $T/ctl3.sock
+[unlimited]
+match = 127.0.0.1:$port
+rate = 1000000000/s
+burst = 1000000000
+EOF
+# Both shimmed loops use the shim's own private segment (fallback = local): the
+# hot path is the same code, and no daemon has to be started.
+N=5000
+loop() { "$B/bench/connect_loop" "$@" "$N"; }
+shimmed() { LD_PRELOAD="$B/libsluice.so" SLUICE_CONFIG="$T/bench.ini" loop "$@"; }
+unlimited() { LD_PRELOAD="$B/libsluice.so" SLUICE_CONFIG="$T/unlimited.ini" loop "$@"; }
+plain=$(repeat 5 loop 127.0.0.1 "$port")
+unmatched=$(repeat 5 shimmed 127.0.0.1 "$port")
+matched=$(repeat 5 unlimited 127.0.0.1 "$port")
+echo
+echo "2. shim overhead on connect+close ($N per run, median of 5)"
+printf '   %-34s %6s ns per connect+close\n' "no shim:" "$plain"
+printf '   %-34s %6s ns   ratio %s\n' "shim, unmatched destination:" "$unmatched" \
+	"$(awk -v a="$unmatched" -v b="$plain" 'BEGIN { printf "%.3f", a / b }')"
+printf '   %-34s %6s ns   ratio %s\n' "shim, matched but unlimited:" "$matched" \
+	"$(awk -v a="$matched" -v b="$plain" 'BEGIN { printf "%.3f", a / b }')"
+
+cat >"$T/rate.ini" <<EOF
+[sluice]
+shm_name = /sluice-bench-rate-$$
+control_socket = $T/ctl2.sock
+[hundred]
+match = 127.0.0.1:$port
+rate = 100/s
+max_wait = 1m
+EOF
+SLUICE_DEBUG=1 SLUICE_LOG="$T/rate.log" "$B/sluice" run -c "$T/rate.ini" -- bash -c '
+	for p in 1 2 3 4; do "$1" 127.0.0.1 "$2" 200 >/dev/null & done; wait' _ "$B/bench/connect_loop" "$port"
+echo
+echo "3. release error at 100/s, 4 processes x 200 connections"
+python3 - "$T/rate.log" <<'PY'
+import re, sys
+late, rel = [], []
+for line in open(sys.argv[1]):
+    m = re.search(r"slot=(\d+) released=(\d+)", line)
+    if m:
+        slot, r = int(m.group(1)), int(m.group(2))
+        late.append((r - slot) / 1e3)
+        rel.append(r)
+late.sort(); rel.sort()
+q = lambda p: late[min(len(late) - 1, int(p * len(late)))]
+gaps = [(b - a) / 1e6 for a, b in zip(rel, rel[1:])]
+print("   late after slot: p50 %.0f us, p99 %.0f us, max %.0f us (%d releases)" % (q(0.5), q(0.99), late[-1], len(late)))
+print("   achieved rate %.2f/s (configured 100/s); closest two releases %.3f ms apart (interval 10 ms)"
+      % ((len(rel) - 1) / ((rel[-1] - rel[0]) / 1e9), min(gaps)))
+PY
