@@ -18,6 +18,13 @@ LDFLAGS ?=
 
 SANITIZERS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_FLAGS = $(if $(SAN),$(SANITIZERS))
+# ASan must be the first library of a process, so an ASan shim would need libasan
+# preloaded into every host program (curl deadlocks in setlocale that way).  The
+# sanitized shim of `make asan` therefore carries UBSan only, which loads as a plain
+# dependency; the core it shares is covered by ASan through the unit tests, and
+# libsluice-asan.so (built too) is exercised by tests that preload libasan into
+# python3 (tests/integration/t_asan_shim.sh).
+SHIM_SAN_FLAGS = $(if $(SAN),-fsanitize=undefined -fno-sanitize-recover=undefined)
 
 # Evaluated when a recipe runs, so after scripts/deps.sh has installed the packages.
 INIH_CFLAGS = $(shell pkg-config --cflags inih 2>/dev/null)
@@ -27,12 +34,15 @@ CMOCKA_CFLAGS = $(shell pkg-config --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 # Core objects go into the shim too: position independent, hidden by default.
-SL_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC -fvisibility=hidden \
-	-D_GNU_SOURCE -Iinclude $(INIH_CFLAGS) $(SAN_FLAGS)
+BASE_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC -fvisibility=hidden \
+	-D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
+SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS)
 
 CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
 	src/core/config.c src/core/limiter.c src/core/shm.c src/core/admit.c \
 	src/core/stats.c src/core/log.c src/core/ctl.c
+# What the shim takes from the core: no logging or control-socket client in a host.
+SHIM_CORE_SRC = $(filter-out src/core/log.c src/core/ctl.c,$(CORE_SRC))
 SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/hold.c src/shim/connect.c src/shim/resolve.c
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
@@ -43,10 +53,14 @@ BENCH_SRC = bench/admit_bench.c bench/connect_loop.c
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ = $(call obj,$(CORE_SRC))
-SHIM_OBJ = $(call obj,$(SHIM_SRC))
+# The shim's objects, the core's included, are compiled separately (shim-obj/) so a
+# sanitized build can give them their own sanitizer flags.
+shim_obj = $(patsubst src/%.c,$(BUILD)/shim-obj/%.o,$(1))
+SHIM_OBJ = $(call shim_obj,$(SHIM_SRC) $(SHIM_CORE_SRC))
+SHIM_ASAN_OBJ = $(patsubst src/%.c,$(BUILD)/shim-asan-obj/%.o,$(SHIM_SRC) $(SHIM_CORE_SRC))
 DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
 
-all: $(BUILD)/libsluice.so $(BUILD)/sluiced $(BUILD)/sluice
+all: $(BUILD)/libsluice.so $(BUILD)/sluiced $(BUILD)/sluice $(if $(SAN),$(BUILD)/libsluice-asan.so)
 
 deps:
 	@scripts/deps.sh
@@ -55,13 +69,26 @@ $(BUILD)/obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(SL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/shim-obj/%.o: src/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SHIM_SAN_FLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/shim-asan-obj/%.o: src/%.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SANITIZERS) $(CFLAGS) -MMD -MP -c $< -o $@
+
 $(BUILD)/libsluicecore.a: $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
 # Only the hooks are exported (exports.map); inih is linked in statically and hidden.
-$(BUILD)/libsluice.so: $(SHIM_OBJ) $(BUILD)/libsluicecore.a src/shim/exports.map
-	$(CC) -shared $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -Wl,--version-script=src/shim/exports.map \
-		-Wl,--exclude-libs,ALL -Wl,-z,now -o $@ $(SHIM_OBJ) $(BUILD)/libsluicecore.a \
+SHIM_LINK = -shared -Wl,--version-script=src/shim/exports.map -Wl,--exclude-libs,ALL -Wl,-z,now
+
+$(BUILD)/libsluice.so: $(SHIM_OBJ) src/shim/exports.map
+	$(CC) $(SHIM_SAN_FLAGS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_OBJ) \
+		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
+
+$(BUILD)/libsluice-asan.so: $(SHIM_ASAN_OBJ) src/shim/exports.map
+	$(CC) $(SANITIZERS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_ASAN_OBJ) \
 		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
 
 $(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicecore.a

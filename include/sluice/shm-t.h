@@ -139,12 +139,16 @@ struct sl_shm_header {
 	uint32_t fallback;     /* the config's fallback, for information */
 	uint64_t lock_recoveries; /* times a dead holder's lock was taken over (count) */
 	char config_path[SL_PATH_MAX]; /* config the daemon loaded, for `sluice run` */
-	uint8_t reserved[176];
+	uint32_t slots_used;   /* sections at index >= this are all unused: readers stop
+	                        * there instead of touching all SL_MAX_SECTIONS slots */
+	uint32_t pad0;
+	uint8_t reserved[168];
 };
 _Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, lock) == 44, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, config_path) == 80, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, slots_used) == 336, "sl_shm_header ABI");
 
 #define SL_SHM_SECTIONS_OFF 4096 /* sections start on their own page */
 #define SL_SHM_SIZE ((size_t)SL_SHM_SECTIONS_OFF + SL_MAX_SECTIONS * sizeof(struct sl_section))

@@ -35,8 +35,10 @@ int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_m
 			__builtin_ia32_pause();
 			continue;
 		}
+		unsigned used = SL_MIN(h->slots_used, (unsigned)SL_MAX_SECTIONS);
+
 		m->mask = 0;
-		for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		for (unsigned i = 0; i < used; i++) {
 			struct sl_section *sec = sl_shm_section(h, i);
 
 			if (!sec->in_use || !spec_matches(&sec->spec, d))

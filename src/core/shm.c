@@ -280,6 +280,10 @@ int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, in
 			    cfg->sections[j].spec.patterns[p].kind == SL_PAT_SUFFIX)
 				has_names = 1;
 	h->has_names = has_names;
+	h->slots_used = 0;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
+		if (sl_shm_section(h, i)->in_use)
+			h->slots_used = i + 1;
 	h->fallback = (uint32_t)cfg->global.fallback;
 	snprintf(h->config_path, sizeof(h->config_path), "%s", cfg->path);
 	h->generation++;

@@ -85,9 +85,4 @@ else:
 now_ms() {
 	echo $(($(date +%s%N) / 1000000))
 }
-
-# Under `make asan` the sanitizer runtime must come first in every process.
-if [ -n "${SLUICE_TEST_PRELOAD:-}" ]; then
-	export LD_PRELOAD="$SLUICE_TEST_PRELOAD"
-fi
-PRELOAD="${SLUICE_TEST_PRELOAD:+$SLUICE_TEST_PRELOAD:}$SHIM"
+PRELOAD="$SHIM"

@@ -71,3 +71,8 @@ grep -q "^ok generation" "$T/out" || fail "reload said: $(cat "$T/out")"
 "$SLUICE" stat -c "$T/f.ini" --json >"$T/s.json"
 [ "$(json_field "$T/s.json" api rate)" = "20/s" ] || fail "rate not reloaded"
 [ "$(json_field "$T/s.json" api admitted)" -eq 8 ] || fail "reload lost the section's state"
+
+# The shipped samples are valid.
+for f in "$ROOT"/conf/*.ini "$ROOT"/examples/*.ini; do
+	"$SLUICE" check -c "$f" >/dev/null || fail "$f does not check"
+done

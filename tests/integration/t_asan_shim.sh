@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Under `make asan` only: the shim built with AddressSanitizer, run inside python3
+# with libasan preloaded first (as ASan requires), through the paths the other tests
+# take with curl: a shared queue across threads and processes, a refusal, name
+# matching through getaddrinfo, fallback = local, and bad sockaddrs.  Elsewhere it
+# checks only that it was not asked for.
+. "$(dirname "$0")/lib.sh"
+
+if [ -z "${SLUICE_TEST_LIBASAN:-}" ]; then
+	note "not a sanitizer build: nothing to do"
+	exit 0
+fi
+ASAN_SHIM="$BUILD_DIR/libsluice-asan.so"
+[ -f "$ASAN_SHIM" ] || fail "no $ASAN_SHIM"
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0
+
+start_server
+write_config "$T/a.ini" <<EOF
+[byname]
+match = localhost:$PORT
+rate = 20/s
+[refuse]
+match = 127.0.0.2
+rate = 1/m
+max_wait = 0
+EOF
+"$SLUICE" run -c "$T/a.ini" -- true # check the config with the ASan CLI
+start_daemon "$T/a.ini"
+run_py() {
+	env LD_PRELOAD="$SLUICE_TEST_LIBASAN:$ASAN_SHIM" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$@"
+}
+run_py SLUICE_CONFIG="$T/a.ini" python3 "$HELPERS/fetch.py" "http://localhost:$PORT/n" 3 4 || fail "threads under the ASan shim"
+run_py SLUICE_CONFIG="$T/a.ini" python3 - "$PORT" <<'EOF' || fail "fork and refusal under the ASan shim"
+import os, socket, sys
+port = int(sys.argv[1])
+pids = []
+for k in range(3):
+    pid = os.fork()
+    if pid == 0:
+        socket.create_connection(("localhost", port)).close()
+        os._exit(0)
+    pids.append(pid)
+bad = [p for p in pids if os.waitpid(p, 0)[1] != 0]
+try:
+    socket.create_connection(("127.0.0.2", port), timeout=2).close()
+    socket.create_connection(("127.0.0.2", port), timeout=2).close()
+    sys.exit("second connect to 127.0.0.2 was not refused")
+except ConnectionRefusedError:
+    pass
+sys.exit(1 if bad else 0)
+EOF
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 50 --dest "127.0.0.1:$PORT" --expect 15 ||
+	fail "spacing under the ASan shim"
+# fallback = local and bad input, with no daemon segment.
+run_py SLUICE_CONFIG="$T/a.ini" SLUICE_SHM=/sluice-absent-$$ python3 "$HELPERS/fetch.py" "http://localhost:$PORT/l" 2 ||
+	fail "fallback local under the ASan shim"
