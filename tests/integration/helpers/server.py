@@ -44,6 +44,9 @@ class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
 
+    def handle_error(self, request, client_address):
+        pass  # clients that reset (connect loops) are not errors here
+
 
 class Server6(Server):
     address_family = socket.AF_INET6
