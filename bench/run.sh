@@ -25,18 +25,17 @@ python3 "$ROOT/tests/integration/helpers/sink.py" "$T/port" 600 &
 for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
 port=$(cat "$T/port")
 other=$((port == 65535 ? port - 1 : port + 1))
-cat >"$T/bench.ini" <<EOF
-[sluice]
-shm_name = /sluice-bench-$$
-control_socket = $T/ctl.sock
+# config NAME: a config file whose [sluice] part is private to this run, then stdin.
+config() {
+	printf '[sluice]\nshm_name = /sluice-bench-%s-%d\ncontrol_socket = %s/%s.sock\n' "$1" $$ "$T" "$1"
+	cat
+}
+config unmatched >"$T/bench.ini" <<EOF
 [elsewhere]
 match = 127.0.0.1:$other, *.example.com
 rate = 1/s
 EOF
-cat >"$T/unlimited.ini" <<EOF
-[sluice]
-shm_name = /sluice-bench-unlimited-$$
-control_socket = $T/ctl3.sock
+config unlimited >"$T/unlimited.ini" <<EOF
 [unlimited]
 match = 127.0.0.1:$port
 rate = 1000000000/s
@@ -59,10 +58,7 @@ printf '   %-34s %6s ns   ratio %s\n' "shim, unmatched destination:" "$unmatched
 printf '   %-34s %6s ns   ratio %s\n' "shim, matched but unlimited:" "$matched" \
 	"$(awk -v a="$matched" -v b="$plain" 'BEGIN { printf "%.3f", a / b }')"
 
-cat >"$T/rate.ini" <<EOF
-[sluice]
-shm_name = /sluice-bench-rate-$$
-control_socket = $T/ctl2.sock
+config rate >"$T/rate.ini" <<EOF
 [hundred]
 match = 127.0.0.1:$port
 rate = 100/s
