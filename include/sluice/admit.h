@@ -61,6 +61,12 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 /* Give the reservation back (signal, timeout, death of the waiter). */
 void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);
 
+/* Daemon, at each heartbeat: for every section whose last reservation belongs to a
+ * process that `is_dead` says has died before its slot came, give that slot back (as
+ * the process would have, had it given up alive).  Returns how many were returned. */
+int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
+                       int (*is_dead)(int32_t pid));
+
 /* Charge every matched section in refusal mode (fallback = closed): counts refusals. */
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m);
 

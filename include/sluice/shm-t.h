@@ -106,7 +106,15 @@ struct sl_state {
 	uint64_t wait_max_ns;
 	uint64_t wait_sum_ns;
 	uint64_t wait_hist[SL_WAIT_BUCKETS]; /* counts per bucket of sl_stats_bucket() */
-	uint8_t reserved[64];
+	/* The last reservation handed out, so the daemon can return it when its holder
+	 * dies before its slot (SPEC §4: a caller that gives up returns its slot when it
+	 * is still the last one handed out).  last_pid 0: nothing to return. */
+	int32_t last_pid;
+	uint32_t pad0;
+	int64_t last_prev_tat; /* tat before that reservation */
+	int64_t last_tat;      /* tat right after it; unchanged means still the last */
+	int64_t last_slot;     /* its release time */
+	uint8_t reserved[32];
 };
 _Static_assert(sizeof(struct sl_state) == 72 + 8 * SL_WAIT_BUCKETS + 64, "sl_state ABI");
 

@@ -53,6 +53,10 @@ struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i);
 int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns);
 void sl_shm_unlock(struct sl_shm_header *h, int32_t self);
 
+/* Whether no process `pid` exists (kill(pid, 0) fails with ESRCH).  Only meaningful
+ * within one pid namespace. */
+int sl_pid_is_dead(int32_t pid);
+
 /* Daemon, at each heartbeat: free the lock if its holder is dead. Returns 1 if it did. */
 int sl_shm_reap_lock(struct sl_shm_header *h);
 

@@ -151,6 +151,10 @@ int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t 
 		sec->state.tat_ns = sl_gcra_charge(sec->state.tat_ns, release,
 		                                   sl_gcra_increment(&sec->spec, 1));
 		t->sec[i].new_tat = sec->state.tat_ns;
+		sec->state.last_pid = self;
+		sec->state.last_prev_tat = t->sec[i].prev_tat;
+		sec->state.last_tat = sec->state.tat_ns;
+		sec->state.last_slot = release;
 	}
 	t->release_ns = release;
 	t->held = release > now;
@@ -205,11 +209,40 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
 		/* Only the last slot handed out can be returned: later callers hold theirs. */
-		if (sec->state.tat_ns == t->sec[i].new_tat)
+		if (sec->state.tat_ns == t->sec[i].new_tat) {
 			sec->state.tat_ns = t->sec[i].prev_tat;
+			sec->state.last_pid = 0;
+		}
 		atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
 	}
 	sl_shm_unlock(h, self);
+}
+
+int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
+                       int (*is_dead)(int32_t pid))
+{
+	int returned = 0;
+
+	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return 0;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_state *st = &sl_shm_section(h, i)->state;
+
+		if (st->last_pid <= 0 || !sl_shm_section(h, i)->in_use)
+			continue;
+		if (st->tat_ns != st->last_tat || st->last_slot <= now) {
+			st->last_pid = 0; /* no longer the last, or already due: nothing to return */
+			continue;
+		}
+		if (!is_dead(st->last_pid))
+			continue;
+		st->tat_ns = st->last_prev_tat;
+		st->last_pid = 0;
+		atomic_fetch_add_explicit(A(&st->given_up), 1, memory_order_relaxed);
+		returned++;
+	}
+	sl_shm_unlock(h, self);
+	return returned;
 }
 
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)

@@ -140,7 +140,7 @@ struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i)
 	return (struct sl_section *)((char *)h + SL_SHM_SECTIONS_OFF) + i;
 }
 
-static int pid_is_dead(int32_t pid)
+int sl_pid_is_dead(int32_t pid)
 {
 	return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 }
@@ -169,7 +169,7 @@ int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 			__builtin_ia32_pause();
 			continue;
 		}
-		if (cur != 0 && (int32_t)cur != self && pid_is_dead((int32_t)cur)) {
+		if (cur != 0 && (int32_t)cur != self && sl_pid_is_dead((int32_t)cur)) {
 			if (atomic_compare_exchange_strong_explicit(word, &cur, (uint32_t)self,
 			                                            memory_order_acquire,
 			                                            memory_order_relaxed)) {
@@ -210,7 +210,7 @@ int sl_shm_reap_lock(struct sl_shm_header *h)
 {
 	uint32_t cur = atomic_load_explicit(A(&h->lock), memory_order_relaxed);
 
-	if (cur == 0 || !pid_is_dead((int32_t)cur))
+	if (cur == 0 || !sl_pid_is_dead((int32_t)cur))
 		return 0;
 	if (!atomic_compare_exchange_strong(A(&h->lock), &cur, 0))
 		return 0;

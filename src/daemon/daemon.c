@@ -1,5 +1,6 @@
 #include "sluice/daemon.h"
 #include "control.h"
+#include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/log.h"
@@ -22,6 +23,8 @@ static void beat(struct sl_daemon *d)
 	h->heartbeat_ns = sl_clock_mono_ns();
 	if (sl_shm_reap_lock(h))
 		sl_log_warnx("took the segment lock back from a process that died holding it");
+	if (sl_admit_reap_dead(h, h->heartbeat_ns, (int32_t)getpid(), sl_pid_is_dead))
+		sl_log_debug("returned the queue slot of a process that died waiting");
 }
 
 static void on_heartbeat(struct ev_loop *loop, ev_timer *w, int revents)

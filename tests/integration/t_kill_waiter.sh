@@ -32,3 +32,31 @@ survivors=$(grep -c -E ' /(a|b|c)/' "$SERVER_LOG")
 [ "$survivors" -eq 30 ] || fail "survivors made $survivors requests, not 30"
 grep -q "/victim" "$SERVER_LOG" && note "(victims got $(grep -c /victim "$SERVER_LOG") through before the kill)"
 python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --slack-ms 1 || fail "spacing"
+
+# A waiter holding the last slot dies before its turn: within a second the daemon
+# hands its slot back, so the next caller gets that slot, not the one after it.
+write_config "$T/e2.ini" <<EOF
+[slow]
+match = 127.0.0.1:$PORT
+rate = 1/2s
+max_wait = 1m
+EOF
+: >"$T/shim2.log"
+SLUICE_DEBUG=1 SLUICE_LOG="$T/shim2.log" "$SLUICE" run -c "$T/e2.ini" -- bash -c '
+	port=$1
+	code="import socket, sys; socket.create_connection((\"127.0.0.1\", int(sys.argv[1]))).close()"
+	one() { exec python3 -c "$code" "$port"; }
+	(one)                     # slot t0
+	(one) & sleep 0.2         # slot t0+2s
+	(one) & victim=$!; sleep 0.3   # slot t0+4s: the last one handed out
+	kill -9 $victim
+	sleep 1.2                 # the daemon beats every 0.5 s
+	(one)                     # gets t0+4s back, not t0+6s
+	wait
+' _ "$PORT" || fail "refund scenario failed"
+python3 - "$T/shim2.log" <<'EOF' || fail "the dead waiter's slot was not returned"
+import re, sys
+slots = sorted(int(m.group(1)) for m in re.finditer(r": go .*slot=(\d+)", open(sys.argv[1]).read()))
+print("  released slots, seconds after the first:", [round((s - slots[0]) / 1e9, 3) for s in slots])
+sys.exit(0 if len(slots) == 3 and abs((slots[2] - slots[0]) / 1e9 - 4.0) < 0.01 else 1)
+EOF

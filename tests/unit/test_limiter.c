@@ -214,6 +214,44 @@ static void test_refund(void **state)
 	assert_int_equal(section("a")->state.given_up, 2);
 }
 
+static int32_t dead_pid;
+
+static int fake_is_dead(int32_t pid)
+{
+	return pid == dead_pid;
+}
+
+/* A waiter that dies before its slot: the daemon returns the slot if it is still the
+ * last one handed out, and only then. */
+static void test_reap_dead_waiter(void **state)
+{
+	struct sl_dest d = dest("10.0.0.1", 80);
+	struct sl_match m;
+	struct sl_ticket a, b, c;
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
+	assert_true(sl_admit_match(shm.hdr, &d, &m) > 0);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1001, &a), 0);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1002, &b), 0);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1003, &c), 0);
+	assert_int_equal(c.release_ns, T0 + 200 * MS);
+	/* The holder of the last slot is alive: nothing happens. */
+	dead_pid = 1002;
+	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 10 * MS, (int32_t)getpid(), fake_is_dead), 0);
+	assert_int_equal(section("a")->state.tat_ns, T0 + 300 * MS);
+	/* It dies before its slot: the slot comes back, once. */
+	dead_pid = 1003;
+	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 10 * MS, (int32_t)getpid(), fake_is_dead), 1);
+	assert_int_equal(section("a")->state.tat_ns, T0 + 200 * MS);
+	assert_int_equal(section("a")->state.given_up, 1);
+	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 20 * MS, (int32_t)getpid(), fake_is_dead), 0);
+	assert_int_equal(reserve(T0 + 20 * MS, &c), T0 + 200 * MS); /* the next caller gets it */
+	/* A dead holder whose slot has come is not refunded (it may have gone). */
+	dead_pid = (int32_t)getpid();
+	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 250 * MS, (int32_t)getpid(), fake_is_dead), 0);
+}
+
 static void test_release_is_strict(void **state)
 {
 	struct sl_ticket a, b;
@@ -310,6 +348,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_multi_section, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_refusal_charges_nothing, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_refund, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_reap_dead_waiter, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_release_is_strict, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_reload_keeps_state, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_observe, fresh_segment, drop_segment),
