@@ -5,6 +5,7 @@
 #   make test       unit and integration tests (what .ci/run runs)
 #   make bench      figures: admission cost, shim overhead, release error
 #   make asan       everything built with AddressSanitizer + UBSan, then the tests
+#   make fuzz       libFuzzer on the config and pattern parsers (needs clang)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # The first three install missing Debian packages through scripts/deps.sh.
@@ -121,6 +122,15 @@ bench: all $(BENCH_BINS)
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" test
 
+# Fuzz the config and pattern parsers with libFuzzer (clang), FUZZ_SECONDS long.
+FUZZ_SECONDS ?= 60
+fuzz: | deps
+	@mkdir -p $(BUILD)/fuzz
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS) \
+		-o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(INIH_LIBS)
+	mkdir -p $(BUILD)/fuzz/corpus && cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
+	$(BUILD)/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sluice \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/sluice
@@ -132,6 +142,6 @@ install: all
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps run test bench asan install clean
+.PHONY: all deps run test bench asan fuzz install clean
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
