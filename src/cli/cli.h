@@ -13,6 +13,7 @@ int sl_cmd_run(int argc, char **argv);
 int sl_cmd_check(int argc, char **argv);
 int sl_cmd_stat(int argc, char **argv);
 int sl_cmd_reload(int argc, char **argv);
+int sl_cmd_acquire(int argc, char **argv);
 
 /* The config path a command should use: -c, else $SLUICE_CONFIG, else the default. */
 const char *sl_cli_config_path(const char *given);

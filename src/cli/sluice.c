@@ -5,6 +5,7 @@
  *   sluice check [-c FILE] [--keys]
  *   sluice stat [-c FILE] [--shm NAME] [--json]
  *   sluice reload [-c FILE]
+ *   sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]
  */
 #include "cli.h"
 #include "sluice/ctl.h"
@@ -23,6 +24,8 @@ static int usage(FILE *out, int status)
 	        "       sluice check [-c FILE] [--keys]            validate a config, print it compiled\n"
 	        "       sluice stat [-c FILE] [--shm NAME] [--json] show every section's queue\n"
 	        "       sluice reload [-c FILE]                    make the daemon re-read its config\n"
+	        "       sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]\n"
+	        "                                                  wait for a place in the queue\n"
 	        "FILE defaults to $SLUICE_CONFIG, then " SL_DEFAULT_CONFIG ".\n");
 	return status;
 }
@@ -123,6 +126,8 @@ int main(int argc, char **argv)
 		return sl_cmd_stat(argc, argv);
 	if (strcmp(cmd, "reload") == 0)
 		return sl_cmd_reload(argc, argv);
+	if (strcmp(cmd, "acquire") == 0)
+		return sl_cmd_acquire(argc, argv);
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0)
 		return usage(stdout, SL_EXIT_OK);
 	fprintf(stderr, "sluice: unknown command '%s'\n", cmd);

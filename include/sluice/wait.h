@@ -1,0 +1,30 @@
+/*
+ * wait.h - holding a caller until its release: the part of an admission that
+ * sleeps, shared by the shim and `sluice acquire`.
+ *
+ * The segment lock is only ever taken with every signal blocked, so a handler that
+ * siglongjmps out of a wait can never leave the lock held; sleeping happens with the
+ * caller's own signal mask.
+ */
+#ifndef SLUICE_WAIT_H
+#define SLUICE_WAIT_H
+
+#include "sluice/admit.h"
+
+#include <signal.h>
+
+/* sl_admit_reserve() / sl_admit_refund() with signals blocked around them. */
+int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                    int32_t self, struct sl_ticket *t);
+void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);
+
+/* Sleep to the ticket's slot on an absolute CLOCK_MONOTONIC deadline, then until the
+ * release check agrees, and count the release.  A signal handler interrupts the
+ * sleep; the wait then resumes towards the same deadline, unless `stop` is given and
+ * has become nonzero, in which case the reservation is returned and -EINTR is the
+ * result.  Returns 0 once released.  Bounded in rounds, so a corrupt segment cannot
+ * keep a caller here for ever. */
+int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
+                    volatile sig_atomic_t *stop);
+
+#endif

@@ -1,0 +1,211 @@
+/*
+ * `sluice acquire SECTION|HOST[:PORT]`: take one place in the same queue the shim
+ * uses, wait for its release, exit 0; exit 1 when refused.  For what no preload shim
+ * reaches: static and Go binaries, setuid programs, io_uring, shell loops.
+ *
+ * The segment is, in order: --shm NAME; $SLUICE_SHM (inside `sluice run`); the one
+ * a daemon serving the config names; the config's shm_name.  SIGINT, SIGTERM and
+ * SIGHUP while waiting give the place back and exit 128+N.
+ */
+#include "cli.h"
+#include "sluice/clock.h"
+#include "sluice/common.h"
+#include "sluice/ctl.h"
+#include "sluice/match.h"
+#include "sluice/shm.h"
+#include "sluice/wait.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]\n");
+	return SL_EXIT_USAGE;
+}
+
+/* The section named `name`, by index, or -1. */
+static int find_section(struct sl_shm_header *h, const char *name, uint32_t *serial)
+{
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (sec->in_use && strncmp(sec->spec.name, name, SL_SECTION_NAME_MAX) == 0) {
+			*serial = sec->serial;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+/* HOST[:PORT] into a destination; a name is also resolved, so address patterns
+ * apply to it as they would to the program's connect.  No PORT: port 0, which only
+ * patterns without a port match. */
+static int parse_target(const char *arg, struct sl_dest *d, char *name, size_t namelen)
+{
+	char host[SL_HOST_MAX + 8];
+	const char *port = NULL, *close;
+	size_t n;
+
+	memset(d, 0, sizeof(*d));
+	if (arg[0] == '[' && (close = strchr(arg, ']'))) {
+		n = (size_t)(close - arg - 1);
+		if (close[1] == ':')
+			port = close + 2;
+	} else if (strchr(arg, ':') && strchr(arg, ':') == strrchr(arg, ':')) {
+		port = strchr(arg, ':') + 1;
+		n = (size_t)(port - 1 - arg);
+	} else {
+		n = strlen(arg);
+	}
+	if (n == 0 || n >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, arg[0] == '[' ? arg + 1 : arg, n);
+	host[n] = '\0';
+	if (port) {
+		char *end;
+		long p = strtol(port, &end, 10);
+
+		if (*port == '\0' || *end != '\0' || p < 1 || p > 65535)
+			return -EINVAL;
+		d->port = (uint16_t)p;
+	}
+	if (inet_pton(AF_INET, host, d->addr) == 1) {
+		d->family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, d->addr) == 1) {
+		d->family = AF_INET6;
+		return 0;
+	}
+	if (sl_strlcpy(name, host, namelen) < 0)
+		return -EINVAL;
+	d->name = name;
+	d->name_len = sl_name_normalise(name, strlen(name));
+	{
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+		struct sl_dest r;
+
+		if (getaddrinfo(host, NULL, &hints, &res) == 0 && res &&
+		    sl_dest_from_sockaddr(&r, res->ai_addr, res->ai_addrlen) == 0) {
+			d->family = r.family;
+			memcpy(d->addr, r.addr, sizeof(d->addr));
+		} else {
+			d->family = AF_INET; /* unresolved: name patterns only */
+		}
+		if (res)
+			freeaddrinfo(res);
+	}
+	return 0;
+}
+
+static int segment_name(const char *shm_opt, const char *config, char *out, size_t size)
+{
+	const char *env = getenv("SLUICE_SHM");
+	struct sl_config *cfg;
+	char *reply = NULL;
+
+	if (shm_opt)
+		return sl_strlcpy(out, shm_opt, size);
+	if (env && *env)
+		return sl_strlcpy(out, env, size);
+	cfg = sl_cli_load(sl_cli_config_path(config));
+	if (!cfg)
+		return -EINVAL;
+	if (sl_ctl_request(cfg->global.control_socket, "info", &reply, 1000) != 0 ||
+	    sl_ctl_info_value(reply, "shm_name", out, size) != 0)
+		sl_strlcpy(out, cfg->global.shm_name, size);
+	free(reply);
+	free(cfg);
+	return 0;
+}
+
+int sl_cmd_acquire(int argc, char **argv)
+{
+	static const struct option longopts[] = {{"shm", required_argument, NULL, 's'}, {0}};
+	const char *config = NULL, *shm_opt = NULL, *target;
+	char shm_name[SL_PATH_MAX], name[SL_HOST_MAX];
+	struct sigaction sa = {.sa_handler = on_signal};
+	struct sl_match m = {0};
+	struct sl_ticket t;
+	struct sl_shm shm;
+	struct sl_dest d;
+	int verbose = 0, opt, rc, idx;
+	int64_t now;
+
+	while ((opt = getopt_long(argc, argv, "c:s:v", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': config = optarg; break;
+		case 's': shm_opt = optarg; break;
+		case 'v': verbose = 1; break;
+		default: return usage();
+		}
+	}
+	if (optind + 1 != argc)
+		return usage();
+	target = argv[optind];
+	if (segment_name(shm_opt, config, shm_name, sizeof(shm_name)) < 0)
+		return SL_EXIT_USAGE;
+	if ((rc = sl_shm_attach(&shm, shm_name, 1)) < 0) {
+		fprintf(stderr, "sluice: cannot attach segment %s: %s (is sluiced running?)\n",
+		        shm_name, rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+		return SL_EXIT_FAIL;
+	}
+	if ((idx = find_section(shm.hdr, target, &m.serial[0])) >= 0) {
+		m.serial[idx] = m.serial[0];
+		m.mask = 1ULL << idx;
+	} else if (!strchr(target, '.') && !strchr(target, ':') && strcmp(target, "localhost") != 0) {
+		fprintf(stderr, "sluice: no section [%s] in segment %s\n", target, shm_name);
+		return SL_EXIT_USAGE;
+	} else if (parse_target(target, &d, name, sizeof(name)) < 0) {
+		fprintf(stderr, "sluice: bad destination '%s' (want HOST, HOST:PORT or [IPV6]:PORT)\n", target);
+		return SL_EXIT_USAGE;
+	} else if (sl_admit_match(shm.hdr, &d, &m) <= 0) {
+		fprintf(stderr, "sluice: no section limits %s: not held\n", target);
+		return SL_EXIT_OK;
+	}
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	now = sl_clock_mono_ns();
+	rc = sl_wait_reserve(shm.hdr, &m, now, (int32_t)getpid(), &t);
+	if (rc == -ECONNREFUSED) {
+		fprintf(stderr, "sluice: refused: [%s] would hold %s longer than its max_wait\n",
+		        t.refusing_section >= 0 ? sl_shm_section(shm.hdr, (unsigned)t.refusing_section)->spec.name : "?",
+		        target);
+		return SL_EXIT_FAIL;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "sluice: segment %s unusable (%s): not held\n", shm_name, strerror(-rc));
+		return SL_EXIT_OK;
+	}
+	if (t.mask && sl_wait_release(shm.hdr, &t, (int32_t)getpid(), &stop_signal) == -EINTR) {
+		fprintf(stderr, "sluice: interrupted by signal %d: place returned\n", (int)stop_signal);
+		return 128 + stop_signal;
+	}
+	if (verbose) {
+		int64_t released = sl_clock_mono_ns();
+
+		/* The shim's SLUICE_DEBUG format, so the same tools read both. */
+		fprintf(stderr, "sluice[%d]: acquire %s sections=%s: go waited=%.3fms slot=%lld released=%lld\n",
+		        (int)getpid(), target, idx >= 0 ? target : "-", (double)(released - now) / 1e6,
+		        (long long)t.release_ns, (long long)released);
+	}
+	sl_shm_detach(&shm);
+	return SL_EXIT_OK;
+}
