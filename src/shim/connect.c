@@ -2,15 +2,23 @@
 #include "shim.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static int is_stream(int fd)
+/* A TCP socket that has not started connecting yet.  A program may call connect()
+ * again on a socket whose non-blocking connect is under way (to learn EALREADY or
+ * EISCONN): that is no new connection and must not take another place.  Not TCP
+ * (UDP, SCTP, a non-socket fd): datagram meters come with the send paths. */
+static int is_fresh_tcp(int fd)
 {
-	int type = 0;
-	socklen_t len = sizeof(type);
+	struct tcp_info info;
+	socklen_t len = sizeof(info);
 
-	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || len < 1)
+		return 0;
+	return info.tcpi_state == TCP_CLOSE;
 }
 
 /* Returns 0 to let the connect go, or -errno to fail it with. */
@@ -24,8 +32,8 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 		return 0; /* other families, short or NULL addresses: the kernel's business */
 	if (sl_hold_match(&d, name, sizeof(name), &m) == 0)
 		return 0;
-	if (!is_stream(fd))
-		return 0; /* datagram meters come with the send paths */
+	if (!is_fresh_tcp(fd))
+		return 0;
 	return sl_hold_wait(&d, &m, "connect", ECONNREFUSED);
 }
 
