@@ -1,4 +1,0 @@
-build/obj/core/ctl.o: src/core/ctl.c include/sluice/ctl.h \
- include/sluice/common.h
-include/sluice/ctl.h:
-include/sluice/common.h:
