@@ -31,6 +31,7 @@ struct sl_ticket {
 	uint64_t mask;        /* enforcing sections charged by this ticket */
 	int64_t arrival_ns;   /* when the request asked */
 	int64_t release_ns;   /* the slot it was given */
+	int64_t released_ns;  /* when the release check let it go (sl_admit_release) */
 	int refuse_errno;     /* on refusal: the refusing section's errno (0 = default) */
 	int refusing_section; /* on refusal: its index */
 	int held;             /* sluice made it wait: a later slot, or a strict re-check */

@@ -198,14 +198,11 @@ int sl_cmd_acquire(int argc, char **argv)
 		fprintf(stderr, "sluice: interrupted by signal %d: place returned\n", (int)stop_signal);
 		return 128 + stop_signal;
 	}
-	if (verbose) {
-		int64_t released = sl_clock_mono_ns();
-
-		/* The shim's SLUICE_DEBUG format, so the same tools read both. */
+	if (verbose && t.mask) /* the shim's SLUICE_DEBUG format, so one tool reads both */
 		fprintf(stderr, "sluice[%d]: acquire %s sections=%s: go waited=%.3fms slot=%lld released=%lld\n",
-		        (int)getpid(), target, idx >= 0 ? target : "-", (double)(released - now) / 1e6,
-		        (long long)t.release_ns, (long long)released);
-	}
+		        (int)getpid(), target, idx >= 0 ? target : "-",
+		        (double)(t.released_ns - now) / 1e6, (long long)t.release_ns,
+		        (long long)t.released_ns);
 	sl_shm_detach(&shm);
 	return SL_EXIT_OK;
 }

@@ -169,8 +169,10 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 	int64_t wait = now - t->arrival_ns, later = now;
 	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
 
-	if (rc < 0)
-		return 0; /* cannot check: the scheduled slot was honoured already */
+	if (rc < 0) {
+		t->released_ns = now; /* cannot check: the scheduled slot was honoured already */
+		return 0;
+	}
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
 
@@ -195,6 +197,7 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 		                                       sl_gcra_increment(&sec->spec, 1));
 		sl_stats_record_wait(&sec->state, wait, t->held);
 	}
+	t->released_ns = now;
 	sl_shm_unlock(h, self);
 	return 0;
 }
