@@ -10,7 +10,9 @@ if [ -n "${SAN:-}" ]; then
 	# sluice, sluiced and the unit tests carry ASan+UBSan; the shim UBSan (see the
 	# Makefile); t_asan_shim.sh runs libsluice-asan.so with libasan preloaded.
 	export SLUICE_TEST_LIBASAN=$(${CC:-cc} -print-file-name=libasan.so)
-	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+	# verify_asan_link_order=0: our ASan programs may run with the (UBSan) shim
+	# preloaded ahead of their runtime, e.g. `sluice run -- sluice acquire`.
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 fi
 

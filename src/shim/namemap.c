@@ -21,7 +21,7 @@ struct name_entry {
 	uint8_t family;
 	uint8_t addr[16];
 	uint16_t len;
-	uint32_t stamp; /* insertion order, to pick the oldest way */
+	_Atomic uint32_t stamp; /* insertion order, to pick the oldest way; 0 = never used */
 	char name[SL_HOST_MAX];
 };
 
@@ -81,6 +81,10 @@ size_t sl_namemap_get(int family, const void *addr, char *out, size_t size)
 	for (unsigned w = 0; w < NAMEMAP_WAYS; w++) {
 		struct name_entry *e = &table[b + w];
 
+		/* Ways fill in order (the oldest, lowest way is replaced first), so the
+		 * first never-used way ends the bucket: a miss is usually one load. */
+		if (atomic_load_explicit(&e->stamp, memory_order_relaxed) == 0)
+			break;
 		for (int tries = 0; tries < 16; tries++) {
 			uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
 			size_t len;
