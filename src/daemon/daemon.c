@@ -27,6 +27,17 @@ static void beat(struct sl_daemon *d)
 		sl_log_debug("returned the queue slot of a process that died waiting");
 }
 
+/* Another daemon that is alive and beating owns the segment (two daemons with one
+ * shm_name would overwrite each other's sections).  A daemon killed -9 leaves its pid
+ * behind: dead, or recycled by then but no longer beating. */
+static int owned_by_live_daemon(const struct sl_shm_header *h)
+{
+	int32_t pid = h->daemon_pid;
+
+	return pid > 0 && pid != (int32_t)getpid() && !sl_pid_is_dead(pid) &&
+	       sl_clock_mono_ns() - h->heartbeat_ns < 3 * SL_NS_PER_S;
+}
+
 static void on_heartbeat(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
@@ -85,6 +96,12 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	if (rc < 0) {
 		errno = -rc;
 		sl_log_warn("cannot create segment %s", d->shm_name);
+		goto fail;
+	}
+	if (reattached && owned_by_live_daemon(d->shm.hdr)) {
+		sl_log_warnx("segment %s belongs to a running sluiced (pid %d): not taking it over",
+		             d->shm_name, d->shm.hdr->daemon_pid);
+		rc = -EADDRINUSE;
 		goto fail;
 	}
 	if ((rc = sl_shm_apply_config(d->shm.hdr, d->cfg, (int32_t)getpid())) < 0) {

@@ -13,6 +13,11 @@ max_wait = 1m
 EOF
 start_daemon "$T/d.ini"
 "$SLUICE" stat -c "$T/d.ini" --json >"$T/before.json" || fail "stat"
+# A second daemon for the same segment (another control socket) must not take it over.
+sed "s|^control_socket = .*|control_socket = $T/other.sock|" "$T/d.ini" >"$T/other.ini"
+"$SLUICED" -f -c "$T/other.ini" 2>"$T/other.err"
+[ $? -eq 1 ] || fail "a second daemon on the same segment started"
+grep -q "belongs to a running sluiced" "$T/other.err" || fail "second daemon said: $(cat "$T/other.err")"
 gen_before=$(json_field "$T/before.json" - generation)
 
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
