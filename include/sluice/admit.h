@@ -54,6 +54,11 @@ int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_m
 int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                      int32_t self, struct sl_ticket *t);
 
+/* Whether sl_admit_reserve() would refuse at `now`, charging nothing (a refusal is
+ * counted).  0, -ECONNREFUSED (t->refuse_errno set), -ESTALE or -ETIMEDOUT. */
+int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                   int32_t self, struct sl_ticket *t);
+
 /* At or after t->release_ns: returns 0 when the request may go now (and counts it),
  * or 1 with *retry_ns set when an earlier late waker means it must sleep longer. */
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,

@@ -16,6 +16,8 @@
 /* sl_admit_reserve() / sl_admit_refund() with signals blocked around them. */
 int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                     int32_t self, struct sl_ticket *t);
+int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                  int32_t self, struct sl_ticket *t);
 void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);
 
 /* Sleep to the ticket's slot on an absolute CLOCK_MONOTONIC deadline, then until the
@@ -26,5 +28,9 @@ void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t 
  * keep a caller here for ever. */
 int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                     volatile sig_atomic_t *stop);
+
+/* sl_admit_release() now, with signals blocked: 0 released, or 1 and *retry_ns. */
+int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
+                        int64_t *retry_ns);
 
 #endif

@@ -73,8 +73,10 @@ static int64_t release_slack(const struct sl_spec *s)
 	return SL_MIN(SL_NS_PER_MS, sl_gcra_increment(s, 1) / 4);
 }
 
-int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
-                     int32_t self, struct sl_ticket *t)
+/* charge = 0: only tell whether a reservation now would be refused (no state
+ * changes but the refusal counter). */
+static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                   int32_t self, struct sl_ticket *t, int charge)
 {
 	int64_t release = now, max_wait = -1;
 	int limiting = -1, live = 0;
@@ -103,6 +105,8 @@ int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t 
 		slot = SL_MAX(slot, sec->state.rel_tat_ns - sl_gcra_tolerance(&sec->spec) -
 		                        release_slack(&sec->spec));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
+			if (!charge)
+				continue;
 			/* Model what enforcing would do, without holding anyone. */
 			if (slot > now)
 				atomic_fetch_add_explicit(A(&sec->state.observed), 1, memory_order_relaxed);
@@ -140,6 +144,10 @@ int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t 
 		rc = -ECONNREFUSED;
 		goto out;
 	}
+	if (!charge) {
+		t->mask = 0;
+		goto out;
+	}
 	/* Pass 2: charge every enforcing section at the common release time. */
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
@@ -161,6 +169,18 @@ int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t 
 out:
 	sl_shm_unlock(h, self);
 	return rc;
+}
+
+int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                     int32_t self, struct sl_ticket *t)
+{
+	return reserve(h, m, now, self, t, 1);
+}
+
+int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                   int32_t self, struct sl_ticket *t)
+{
+	return reserve(h, m, now, self, t, 0);
 }
 
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,

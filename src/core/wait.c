@@ -35,6 +35,18 @@ int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t n
 	return rc;
 }
 
+int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                  int32_t self, struct sl_ticket *t)
+{
+	struct critical c;
+	int rc;
+
+	enter_critical(&c);
+	rc = sl_admit_check(h, m, now, self, t);
+	leave_critical(&c);
+	return rc;
+}
+
 void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self)
 {
 	struct critical c;
@@ -77,5 +89,17 @@ int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
 out:
 	if (slack > 1)
 		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+	return rc;
+}
+
+int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
+                        int64_t *retry_ns)
+{
+	struct critical c;
+	int rc;
+
+	enter_critical(&c);
+	rc = sl_admit_release(h, t, sl_clock_mono_ns(), self, retry_ns);
+	leave_critical(&c);
 	return rc;
 }

@@ -1,7 +1,10 @@
 /* connect(): a matched stream connection waits for its slot before it is made. */
 #include "shim.h"
+#include "sluice/clock.h"
+#include "sluice/wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/syscall.h>
@@ -21,6 +24,15 @@ static int is_fresh_tcp(int fd)
 	return info.tcpi_state == TCP_CLOSE;
 }
 
+static int is_nonblocking(int fd)
+{
+	int fl = sl_real.fcntl ? sl_real.fcntl(fd, F_GETFL) : -1;
+
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m);
+
 /* Returns 0 to let the connect go, or -errno to fail it with. */
 static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 {
@@ -34,6 +46,30 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 		return 0;
 	if (!is_fresh_tcp(fd))
 		return 0;
+	/* Non-blocking: connect now, hold the first write (held.c).  Only when the
+	 * pool of hold records is full does such a connect wait here instead. */
+	if (is_nonblocking(fd)) {
+		struct sl_ticket t;
+		char dest[SL_HOST_MAX + 80];
+		int rc;
+
+		if (sl_shim.debug)
+			sl_dest_format(&d, dest, sizeof(dest));
+		/* No place within max_wait now: refuse the connect itself, as a blocking
+		 * one would be; nothing is charged, so a happy-eyeballs pair is refused
+		 * alike.  Otherwise the place is taken at the first write. */
+		rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
+		     : sl_wait_check(sl_shim.shm.hdr, &m, sl_clock_mono_ns(), sl_shim.pid, &t);
+		if (rc == -ECONNREFUSED) {
+			sl_debug("connect %s: refused (no place within max_wait)", dest);
+			return -(sl_shim.mode != SL_SHIM_CLOSED && t.refuse_errno ? t.refuse_errno
+			                                                          : ECONNREFUSED);
+		}
+		if (sl_held_connect(fd, &d, &m) == 0) {
+			sl_debug("connect %s: non-blocking; its first write takes the place", dest);
+			return 0;
+		}
+	}
 	return sl_hold_wait(&d, &m, "connect", ECONNREFUSED);
 }
 

@@ -29,7 +29,7 @@ int sl_hold_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_ma
 	return n < 0 ? 0 : n;
 }
 
-static void section_names(const struct sl_match *m, char *buf, size_t size)
+void sl_hold_section_names(const struct sl_match *m, char *buf, size_t size)
 {
 	size_t used = 0;
 
@@ -61,7 +61,7 @@ int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *
 
 	if (sl_shim.debug) {
 		sl_dest_format(d, dest, sizeof(dest));
-		section_names(m, names, sizeof(names));
+		sl_hold_section_names(m, names, sizeof(names));
 	}
 	if (sl_shim.mode == SL_SHIM_CLOSED) {
 		sl_admit_count_refused(h, m);

@@ -14,8 +14,14 @@
 #include "sluice/shm.h"
 
 #include <netdb.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 enum sl_shim_mode {
 	SL_SHIM_OFF = 0,    /* nothing to shape: every call passes straight through */
@@ -46,6 +52,30 @@ struct sl_real {
 	int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t, struct hostent **, int *);
 	int (*gethostbyname2_r)(const char *, int, struct hostent *, char *, size_t,
 	                        struct hostent **, int *);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
+	ssize_t (*sendfile64)(int, int, off_t *, size_t);
+	int (*close)(int);
+	int (*close_range)(unsigned int, unsigned int, int);
+	void (*closefrom)(int);
+	int (*fclose)(FILE *);
+	int (*dup)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*fcntl)(int, int, ...);
+	int (*fcntl64)(int, int, ...);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
 };
 
 extern struct sl_real sl_real;
@@ -81,6 +111,9 @@ void sl_namemap_after_fork(void);
 int sl_hold_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m);
 int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
                  int default_refuse);
+
+/* The names of the matched sections, comma-separated, for debug lines. */
+void sl_hold_section_names(const struct sl_match *m, char *buf, size_t size);
 
 /* Text for a destination in debug lines. */
 void sl_dest_format(const struct sl_dest *d, char *buf, size_t size);

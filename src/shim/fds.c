@@ -1,0 +1,144 @@
+/* fd bookkeeping: a held connection's record follows its fd through close, dup and
+ * fcntl(F_DUPFD*), and goes (returning an unreleased place) when the last fd does. */
+#include "fdtab.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+void sl_held_close(int fd);
+
+/* The fd is about to be closed (or replaced by dup2/dup3). */
+static inline void forget(int fd)
+{
+	struct sl_epreg *reg;
+
+	if (sl_unlikely(sl_fdtab_get(fd)))
+		sl_held_close(fd);
+	if (sl_unlikely((reg = sl_epreg(fd, 0)) != NULL) && reg->epfd)
+		reg->epfd = 0;
+}
+
+static void forget_range(unsigned first, unsigned last)
+{
+	unsigned max = (unsigned)atomic_load(&sl_fd_max);
+
+	if (atomic_load(&sl_holds_active) == 0)
+		return;
+	for (unsigned fd = first; fd <= last && fd <= max; fd++)
+		if (sl_fdtab_get((int)fd))
+			sl_held_close((int)fd);
+}
+
+SL_EXPORT int close(int fd)
+{
+	int (*real)(int) = SL_REAL(close, close);
+
+	forget(fd);
+	if (sl_unlikely(!real))
+		return (int)syscall(SYS_close, fd);
+	return real(fd);
+}
+
+SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	int (*real)(unsigned int, unsigned int, int) = SL_REAL(close_range, close_range);
+	int rc;
+
+	rc = real ? real(first, last, flags) : (int)syscall(SYS_close_range, first, last, flags);
+	if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
+		forget_range(first, last);
+	return rc;
+}
+
+SL_EXPORT void closefrom(int low)
+{
+	void (*real)(int) = SL_REAL(closefrom, closefrom);
+
+	if (low >= 0)
+		forget_range((unsigned)low, ~0u);
+	if (real)
+		real(low);
+	else
+		syscall(SYS_close_range, (unsigned)low, ~0u, 0);
+}
+
+SL_EXPORT int fclose(FILE *f)
+{
+	int (*real)(FILE *) = SL_REAL(fclose, fclose);
+
+	if (f && atomic_load(&sl_holds_active))
+		forget(fileno(f));
+	return real ? real(f) : EOF;
+}
+
+SL_EXPORT int dup(int fd)
+{
+	int (*real)(int) = SL_REAL(dup, dup);
+	int rc = real ? real(fd) : (int)syscall(SYS_dup, fd);
+
+	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)))
+		sl_hold_share(fd, rc);
+	return rc;
+}
+
+SL_EXPORT int dup2(int fd, int newfd)
+{
+	int (*real)(int, int) = SL_REAL(dup2, dup2);
+	int rc;
+
+	if (fd != newfd)
+		forget(newfd);
+	rc = real ? real(fd, newfd) : (int)syscall(SYS_dup2, fd, newfd);
+	if (rc >= 0 && fd != newfd && sl_unlikely(sl_fdtab_get(fd)))
+		sl_hold_share(fd, rc);
+	return rc;
+}
+
+SL_EXPORT int dup3(int fd, int newfd, int flags)
+{
+	int (*real)(int, int, int) = SL_REAL(dup3, dup3);
+	int rc;
+
+	if (fd != newfd)
+		forget(newfd);
+	rc = real ? real(fd, newfd, flags) : (int)syscall(SYS_dup3, fd, newfd, flags);
+	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)))
+		sl_hold_share(fd, rc);
+	return rc;
+}
+
+/* fcntl's third argument is an int or a pointer; passing it on as a pointer-sized
+ * value is what every caller's ABI expects. */
+static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+	int rc = real ? real(fd, cmd, arg) : (int)syscall(SYS_fcntl, fd, cmd, arg);
+
+	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && sl_unlikely(sl_fdtab_get(fd)))
+		sl_hold_share(fd, rc);
+	return rc;
+}
+
+SL_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return do_fcntl(SL_REAL(fcntl, fcntl), fd, cmd, arg);
+}
+
+SL_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	return do_fcntl(SL_REAL(fcntl64, fcntl64), fd, cmd, arg);
+}

@@ -1,0 +1,161 @@
+/*
+ * Per-process state of held sockets: the fd table, the pool of hold records, and
+ * what each fd registered with epoll.
+ *
+ * The fd table is what every send path consults, so it is one load for an fd that
+ * holds nothing: two levels (chunks of 1024 fds, mmap'd on first use, never freed),
+ * each entry the index+1 of a hold record or 0.  Records are few (a connection
+ * holds one only until its first write is released) and come from a fixed pool, so
+ * nothing here calls malloc.  Record contents are guarded by the record's mutex;
+ * entries and counters are atomics.
+ */
+#include "fdtab.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define CHUNK_FDS 1024
+#define CHUNKS 1024 /* fds up to 1,048,575 are tracked; beyond, nothing is held */
+
+static _Atomic(_Atomic uint16_t *) chunks[CHUNKS];
+static struct sl_epreg *_Atomic epchunks[CHUNKS];
+static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct sl_hold sl_holds[SL_HOLDS];
+_Atomic int sl_holds_active; /* records in use: 0 lets poll/epoll hooks pass at once */
+_Atomic int sl_fd_max;       /* highest fd ever given a record, bounds close_range */
+
+static void *map_chunk(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+unsigned sl_fdtab_get(int fd)
+{
+	_Atomic uint16_t *chunk;
+
+	if (sl_unlikely((unsigned)fd >= CHUNKS * CHUNK_FDS))
+		return 0;
+	chunk = atomic_load_explicit(&chunks[(unsigned)fd / CHUNK_FDS], memory_order_acquire);
+	if (sl_likely(!chunk))
+		return 0;
+	return atomic_load_explicit(&chunk[(unsigned)fd % CHUNK_FDS], memory_order_acquire);
+}
+
+static _Atomic uint16_t *entry(int fd, int create)
+{
+	unsigned c = (unsigned)fd / CHUNK_FDS;
+	_Atomic uint16_t *chunk;
+
+	if ((unsigned)fd >= CHUNKS * CHUNK_FDS)
+		return NULL;
+	chunk = atomic_load_explicit(&chunks[c], memory_order_acquire);
+	if (!chunk && create) {
+		pthread_mutex_lock(&alloc_lock);
+		chunk = atomic_load_explicit(&chunks[c], memory_order_acquire);
+		if (!chunk && (chunk = map_chunk(CHUNK_FDS * sizeof(*chunk))))
+			atomic_store_explicit(&chunks[c], chunk, memory_order_release);
+		pthread_mutex_unlock(&alloc_lock);
+	}
+	return chunk ? &chunk[(unsigned)fd % CHUNK_FDS] : NULL;
+}
+
+struct sl_hold *sl_hold_new(int fd)
+{
+	_Atomic uint16_t *e = entry(fd, 1);
+	struct sl_hold *rec = NULL;
+
+	if (!e)
+		return NULL;
+	pthread_mutex_lock(&alloc_lock);
+	for (unsigned i = 0; i < SL_HOLDS; i++) {
+		if (!sl_holds[i].refs) {
+			rec = &sl_holds[i];
+			memset((char *)rec + sizeof(rec->lock), 0, sizeof(*rec) - sizeof(rec->lock));
+			pthread_mutex_init(&rec->lock, NULL);
+			rec->refs = 1;
+			atomic_fetch_add(&sl_holds_active, 1);
+			atomic_store(e, (uint16_t)(i + 1));
+			break;
+		}
+	}
+	if (rec && fd > atomic_load(&sl_fd_max))
+		atomic_store(&sl_fd_max, fd);
+	pthread_mutex_unlock(&alloc_lock);
+	return rec;
+}
+
+struct sl_hold *sl_hold_of(int fd)
+{
+	unsigned idx = sl_fdtab_get(fd);
+
+	return idx && idx <= SL_HOLDS ? &sl_holds[idx - 1] : NULL;
+}
+
+/* Drop fd's reference; the last one frees the record.  Returns the record if this
+ * was the last reference (the caller refunds and cleans up before sl_hold_free). */
+struct sl_hold *sl_hold_unlink(int fd)
+{
+	_Atomic uint16_t *e = entry(fd, 0);
+	struct sl_hold *last = NULL;
+	unsigned idx;
+
+	if (!e || !(idx = atomic_exchange(e, 0)) || idx > SL_HOLDS)
+		return NULL;
+	pthread_mutex_lock(&alloc_lock);
+	if (--sl_holds[idx - 1].refs == 0)
+		last = &sl_holds[idx - 1];
+	pthread_mutex_unlock(&alloc_lock);
+	return last;
+}
+
+void sl_hold_free(struct sl_hold *rec)
+{
+	(void)rec;
+	atomic_fetch_sub(&sl_holds_active, 1);
+}
+
+int sl_hold_share(int oldfd, int newfd)
+{
+	unsigned idx = sl_fdtab_get(oldfd);
+	_Atomic uint16_t *e;
+
+	if (!idx || idx > SL_HOLDS || !(e = entry(newfd, 1)))
+		return 0;
+	pthread_mutex_lock(&alloc_lock);
+	sl_holds[idx - 1].refs++;
+	atomic_store(e, (uint16_t)idx);
+	if (newfd > atomic_load(&sl_fd_max))
+		atomic_store(&sl_fd_max, newfd);
+	pthread_mutex_unlock(&alloc_lock);
+	return 1;
+}
+
+struct sl_epreg *sl_epreg(int fd, int create)
+{
+	unsigned c = (unsigned)fd / CHUNK_FDS;
+	struct sl_epreg *chunk;
+
+	if ((unsigned)fd >= CHUNKS * CHUNK_FDS)
+		return NULL;
+	chunk = atomic_load_explicit(&epchunks[c], memory_order_acquire);
+	if (!chunk && create) {
+		pthread_mutex_lock(&alloc_lock);
+		chunk = atomic_load_explicit(&epchunks[c], memory_order_acquire);
+		if (!chunk && (chunk = map_chunk(CHUNK_FDS * sizeof(*chunk))))
+			atomic_store_explicit(&epchunks[c], chunk, memory_order_release);
+		pthread_mutex_unlock(&alloc_lock);
+	}
+	return chunk ? &chunk[(unsigned)fd % CHUNK_FDS] : NULL;
+}
+
+void sl_fdtab_after_fork(void)
+{
+	pthread_mutex_init(&alloc_lock, NULL);
+	for (unsigned i = 0; i < SL_HOLDS; i++)
+		if (sl_holds[i].refs)
+			pthread_mutex_init(&sl_holds[i].lock, NULL);
+}

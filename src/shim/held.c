@@ -1,0 +1,208 @@
+/*
+ * The first write of a held connection (SPEC §5): a matched non-blocking connect
+ * proceeds at once; its first write takes the place in the queue.  On a blocking
+ * socket that write sleeps until the release, as connect would have; on a
+ * non-blocking one it fails with EAGAIN, and the readiness hooks (poll.c, epoll.c)
+ * show the socket as not writable until the release is due.  The loser of a
+ * happy-eyeballs race never writes, so it never takes a place.
+ */
+#include "fdtab.h"
+#include "sluice/clock.h"
+#include "sluice/wait.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m)
+{
+	struct sl_hold *rec = sl_hold_new(fd);
+
+	if (!rec)
+		return -ENOSPC;
+	pthread_mutex_lock(&rec->lock);
+	rec->state = SL_HOLD_FIRST;
+	rec->fd = fd;
+	rec->dest = *d;
+	if (d->name) {
+		memcpy(rec->name, d->name, SL_MIN(d->name_len, (size_t)SL_HOST_MAX - 1));
+		rec->name[SL_MIN(d->name_len, (size_t)SL_HOST_MAX - 1)] = '\0';
+		rec->dest.name = rec->name;
+	}
+	rec->m = *m;
+	pthread_mutex_unlock(&rec->lock);
+	return 0;
+}
+
+static int is_nonblocking(int fd)
+{
+	int (*real_fcntl)(int, int, ...) = sl_real.fcntl;
+	int fl = real_fcntl ? real_fcntl(fd, F_GETFL) : -1;
+
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* Take EPOLLOUT out of the fd's epoll registration while its write is held, so a
+ * level-triggered loop does not spin on a socket we say is not writable. */
+static void epoll_mask(struct sl_hold *rec)
+{
+	struct sl_epreg *reg = sl_epreg(rec->fd, 0);
+	struct epoll_event ev;
+
+	if (rec->ep_masked || !reg || !reg->epfd || !(reg->events & EPOLLOUT) || !sl_real.epoll_ctl)
+		return;
+	rec->ep = *reg;
+	ev.events = reg->events & ~(uint32_t)EPOLLOUT;
+	ev.data = reg->data;
+	if (sl_real.epoll_ctl(reg->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0)
+		rec->ep_masked = 1;
+}
+
+/* Put the registration back: the kernel re-evaluates it, so an edge-triggered
+ * registration gets the edge the program is waiting for. */
+static void epoll_unmask(struct sl_hold *rec)
+{
+	struct epoll_event ev = {.events = rec->ep.events, .data = rec->ep.data};
+	int saved = errno;
+
+	if (!rec->ep_masked)
+		return;
+	rec->ep_masked = 0;
+	if (sl_real.epoll_ctl)
+		sl_real.epoll_ctl(rec->ep.epfd, EPOLL_CTL_MOD, rec->fd, &ev);
+	errno = saved;
+}
+
+static void release_record(int fd, struct sl_hold *rec)
+{
+	struct sl_hold *last;
+
+	epoll_unmask(rec);
+	pthread_mutex_unlock(&rec->lock);
+	last = sl_hold_unlink(fd);
+	if (last)
+		sl_hold_free(last);
+}
+
+static void log_go(const char *what, struct sl_hold *rec)
+{
+	char dest[SL_HOST_MAX + 80], names[256];
+
+	if (!sl_shim.debug)
+		return;
+	sl_dest_format(&rec->dest, dest, sizeof(dest));
+	sl_hold_section_names(&rec->m, names, sizeof(names));
+	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld", what, dest,
+	         names, (double)(rec->t.released_ns - rec->t.arrival_ns) / 1e6,
+	         (long long)rec->t.release_ns, (long long)rec->t.released_ns);
+}
+
+int sl_held_write(int fd, int dontwait)
+{
+	struct sl_shm_header *h = sl_shim.shm.hdr;
+
+	for (int rounds = 0; rounds < 10000; rounds++) {
+		struct sl_hold *rec = sl_hold_of(fd);
+		int64_t now, retry, at;
+		int rc;
+
+		if (!rec)
+			return 0;
+		pthread_mutex_lock(&rec->lock);
+		if (sl_fdtab_get(fd) != (unsigned)(rec - sl_holds) + 1) {
+			pthread_mutex_unlock(&rec->lock); /* freed and reused meanwhile */
+			continue;
+		}
+		if (rec->state == SL_HOLD_FIRST) {
+			rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
+			     : sl_wait_reserve(h, &rec->m, sl_clock_mono_ns(), sl_shim.pid, &rec->t);
+			if (rc == -ECONNREFUSED) {
+				int e = rec->t.refuse_errno && sl_shim.mode != SL_SHIM_CLOSED
+				        ? rec->t.refuse_errno : ECONNRESET;
+
+				sl_debug("first write on fd %d: refused (%s)", fd,
+				         sl_shim.mode == SL_SHIM_CLOSED ? "fallback = closed" : "max_wait");
+				release_record(fd, rec);
+				return -e;
+			}
+			if (rc < 0 || rec->t.mask == 0) {
+				release_record(fd, rec); /* observe only, or unusable: let it go */
+				return 0;
+			}
+			rec->state = SL_HOLD_WAITING;
+			rec->release_ns = rec->t.release_ns;
+		}
+		now = sl_clock_mono_ns();
+		if (now >= rec->release_ns) {
+			struct sl_ticket *t = &rec->t;
+
+			rc = sl_wait_try_release(h, t, sl_shim.pid, &retry);
+			if (rc == 0) {
+				log_go("write", rec);
+				release_record(fd, rec);
+				return 0;
+			}
+			rec->release_ns = retry;
+		}
+		at = rec->release_ns;
+		if (dontwait || is_nonblocking(fd)) {
+			epoll_mask(rec);
+			pthread_mutex_unlock(&rec->lock);
+			return -EAGAIN;
+		}
+		pthread_mutex_unlock(&rec->lock);
+		while (sl_clock_sleep_until(at) == -EINTR)
+			; /* the deadline is absolute: resume it */
+	}
+	return 0;
+}
+
+int64_t sl_held_due(int fd)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+	int64_t at = 0;
+
+	if (!rec)
+		return 0;
+	pthread_mutex_lock(&rec->lock);
+	if (rec->state == SL_HOLD_WAITING)
+		at = rec->release_ns;
+	pthread_mutex_unlock(&rec->lock);
+	return at;
+}
+
+void sl_held_close(int fd)
+{
+	struct sl_hold *last = sl_hold_unlink(fd);
+
+	if (!last)
+		return;
+	pthread_mutex_lock(&last->lock);
+	if (last->state == SL_HOLD_WAITING)
+		sl_wait_refund(sl_shim.shm.hdr, &last->t, sl_shim.pid);
+	last->ep_masked = 0; /* the kernel drops the registration with the socket */
+	pthread_mutex_unlock(&last->lock);
+	sl_hold_free(last);
+}
+
+int64_t sl_held_epoll_due(int epfd, int64_t now)
+{
+	int64_t earliest = 0;
+
+	for (unsigned i = 0; i < SL_HOLDS; i++) {
+		struct sl_hold *rec = &sl_holds[i];
+
+		if (!rec->refs || !rec->ep_masked || rec->ep.epfd != epfd)
+			continue;
+		pthread_mutex_lock(&rec->lock);
+		if (rec->ep_masked && rec->ep.epfd == epfd) {
+			if (rec->release_ns <= now)
+				epoll_unmask(rec); /* due: the next write's release check decides */
+			else if (!earliest || rec->release_ns < earliest)
+				earliest = rec->release_ns;
+		}
+		pthread_mutex_unlock(&rec->lock);
+	}
+	return earliest;
+}
