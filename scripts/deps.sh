@@ -17,6 +17,9 @@ curl:/usr/bin/curl
 python3:/usr/bin/python3
 procps:/usr/bin/pkill
 strace:/usr/bin/strace
+wget:/usr/bin/wget
+openssl:/usr/bin/openssl
+nodejs:/usr/bin/node
 "
 
 missing=""

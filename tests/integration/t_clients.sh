@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Real clients through the shim, each shaped and each still working: node's http
+# client (libuv, epoll), wget, curl --parallel with keep-alive off, and openssl
+# s_client against a local TLS server.  Spacing is checked on the shim's releases;
+# every response must arrive intact.
+. "$(dirname "$0")/lib.sh"
+
+start_server
+write_config "$T/c.ini" <<EOF
+[web]
+match = 127.0.0.1:$PORT
+rate = 10/s
+max_wait = 1m
+EOF
+export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
+check() { # NAME COUNT: releases spaced, the right count
+	python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect "$2" || fail "$1: spacing"
+	: >"$T/shim.log"
+}
+
+if command -v node >/dev/null; then
+	"$SLUICE" run -c "$T/c.ini" -- node -e '
+		const http = require("http"), port = +process.argv[1];
+		let left = 8;
+		for (let i = 0; i < 8; i++)
+			http.get({host: "127.0.0.1", port, path: "/n" + i, agent: false}, r => {
+				let b = "";
+				r.on("data", d => b += d);
+				r.on("end", () => {
+					if (b !== "hello /n" + i + "\n") { console.error("bad body", b); process.exit(1); }
+					if (--left === 0) process.exit(0);
+				});
+			}).on("error", e => { console.error(e); process.exit(1); });
+		setTimeout(() => { console.error("timed out"); process.exit(1); }, 20000);
+	' "$PORT" || fail "node client"
+	check node 8
+else
+	note "node not installed: skipped"
+fi
+
+"$SLUICE" run -c "$T/c.ini" -- sh -c '
+	for i in 1 2 3 4 5; do
+		[ "$(wget -q -O - "http://127.0.0.1:$1/w$i")" = "hello /w$i" ] || exit 1
+	done' _ "$PORT" || fail "wget"
+check wget 5
+
+urls=()
+for i in $(seq 8); do urls+=("http://127.0.0.1:$PORT/c$i"); done
+"$SLUICE" run -c "$T/c.ini" -- curl -sS --parallel --parallel-max 8 --no-keepalive \
+	-H "Connection: close" "${urls[@]}" >"$T/curl.out" || fail "curl --parallel"
+[ "$(grep -c '^hello /c' "$T/curl.out")" -eq 8 ] || fail "curl --parallel bodies: $(cat "$T/curl.out")"
+check "curl --parallel" 8
+
+# TLS: openssl s_server with a throw-away certificate, s_client four times.
+openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 \
+	-keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || fail "cannot make a certificate"
+tls_port=$((PORT == 65535 ? PORT - 2 : PORT + 1))
+openssl s_server -quiet -accept "127.0.0.1:$tls_port" -cert "$T/cert.pem" -key "$T/key.pem" -www \
+	>/dev/null 2>&1 &
+BG_PIDS+=($!)
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null && break; sleep 0.1; done
+write_config "$T/t.ini" <<EOF
+[tls]
+match = 127.0.0.1:$tls_port
+rate = 10/s
+EOF
+"$SLUICE" run -c "$T/t.ini" -- sh -c '
+	for i in 1 2 3 4; do
+		printf "GET / HTTP/1.0\r\n\r\n" | openssl s_client -quiet -connect "127.0.0.1:$1" \
+			-servername localhost 2>/dev/null | grep -q "s_server" || exit 1
+	done' _ "$tls_port" || fail "openssl s_client"
+check "openssl s_client" 4
