@@ -22,8 +22,11 @@ printf '   %-34s %6s ns\n' "uncontended, 1 process:" "$(repeat 5 "$B/bench/admit
 printf '   %-34s %6s ns\n' "2 processes contending:" "$(repeat 5 "$B/bench/admit_bench" 2 500000)"
 
 python3 "$ROOT/tests/integration/helpers/sink.py" "$T/port" 600 &
+python3 "$ROOT/tests/integration/helpers/server.py" --port-file "$T/hport" --lifetime 600 &
 for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
 port=$(cat "$T/port")
+for _ in $(seq 100); do [ -s "$T/hport" ] && break; sleep 0.1; done
+hport=$(cat "$T/hport")
 other=$((port == 65535 ? port - 1 : port + 1))
 # config NAME: a config file whose [sluice] part is private to this run, then stdin.
 config() {
@@ -79,6 +82,28 @@ if command -v valgrind >/dev/null; then
 		"$i_plain" $((i_unmatched - i_plain)) $((i_matched - i_plain))
 fi
 
+echo
+echo "3. shim overhead on write+read of an unmatched TCP socket (64 bytes, median of 7)"
+for _ in 1 2 3 4 5 6 7; do
+	"$B/bench/write_loop" 200000 >>"$T/w.plain"
+	LD_PRELOAD="$B/libsluice.so" SLUICE_CONFIG="$T/bench.ini" "$B/bench/write_loop" 200000 >>"$T/w.shim"
+done
+wp=$(median <"$T/w.plain") ws=$(median <"$T/w.shim")
+printf '   %-34s %6s ns per round\n' "no shim:" "$wp"
+printf '   %-34s %6s ns   ratio %s\n' "shim:" "$ws" "$(awk -v a="$ws" -v b="$wp" 'BEGIN { printf "%.3f", a / b }')"
+if command -v valgrind >/dev/null; then
+	winstr() { # N ENV... -> instructions of N rounds
+		local n=$1
+		shift
+		env "$@" valgrind --tool=callgrind --callgrind-out-file="$T/cg.w" "$B/bench/write_loop" "$n" \
+			2>&1 >/dev/null | awk '/Collected/ { print $NF }'
+	}
+	wper() { echo $((($(winstr 2000 "$@") - $(winstr 1000 "$@")) / 1000)); }
+	w_plain=$(wper) w_shim=$(wper LD_PRELOAD="$B/libsluice.so" SLUICE_CONFIG="$T/bench.ini")
+	printf '   user-space instructions per round (callgrind): %s plain, +%s with the shim\n' \
+		"$w_plain" $((w_shim - w_plain))
+fi
+
 config rate >"$T/rate.ini" <<EOF
 [hundred]
 match = 127.0.0.1:$port
@@ -88,7 +113,7 @@ EOF
 SLUICE_DEBUG=1 SLUICE_LOG="$T/rate.log" "$B/sluice" run -c "$T/rate.ini" -- bash -c '
 	for p in 1 2 3 4; do "$1" 127.0.0.1 "$2" 200 >/dev/null & done; wait' _ "$B/bench/connect_loop" "$port"
 echo
-echo "3. release error at 100/s, 4 processes x 200 connections"
+echo "4. release error at 100/s, 4 processes x 200 connections"
 python3 - "$T/rate.log" <<'PY'
 import re, sys
 late, rel = [], []
@@ -105,3 +130,12 @@ print("   late after slot: p50 %.0f us, p99 %.0f us, max %.0f us (%d releases)" 
 print("   achieved rate %.2f/s (configured 100/s); closest two releases %.3f ms apart (interval 10 ms)"
       % ((len(rel) - 1) / ((rel[-1] - rel[0]) / 1e9), min(gaps)))
 PY
+
+echo
+echo "5. event loop: an unheld socket's round trips while 30 requests wait (10/s)"
+config loop >"$T/loop.ini" <<EOF
+[held]
+match = 127.0.0.1:$hport
+rate = 10/s
+EOF
+"$B/sluice" run -c "$T/loop.ini" -- python3 "$ROOT/bench/eventloop.py" "$hport" 30
