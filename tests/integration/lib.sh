@@ -62,8 +62,12 @@ start_daemon() {
 	"$SLUICED" -f -c "$1" 2>>"$T/sluiced.log" &
 	DAEMON_PID=$!
 	BG_PIDS+=($DAEMON_PID)
+	# Ready when the daemon itself answers: `sluice stat` also succeeds by reading
+	# a segment left behind, and a killed daemon leaves its socket file.
 	for _ in $(seq 100); do
-		"$SLUICE" stat -c "$1" >/dev/null 2>&1 && [ -S "$CTL" ] && return 0
+		if "$SLUICE" stat -c "$1" >/dev/null 2>"$T/stat.err" && ! grep -q "no daemon answers" "$T/stat.err"; then
+			return 0
+		fi
 		sleep 0.1
 	done
 	cat "$T/sluiced.log"

@@ -26,8 +26,12 @@ export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 a=$!
 "$SLUICE" run -c "$T/d.ini" -- python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/b" 15 &
 b=$!
-sleep 1
-grep -q "attached segment $SHM_NAME" "$T/shim.log" || fail "sluice run did not join the daemon's segment"
+for _ in $(seq 50); do
+	[ "$(grep -c "attached segment $SHM_NAME" "$T/shim.log" 2>/dev/null)" -ge 2 ] && break
+	sleep 0.1
+done
+[ "$(grep -c "attached segment $SHM_NAME" "$T/shim.log")" -ge 2 ] || fail "sluice run did not join the daemon's segment"
+sleep 0.5
 kill -9 "$DAEMON_PID"
 note "killed sluiced (pid $DAEMON_PID) with 30 connections in flight"
 # While the daemon is dead, a burst of 10 (one per thread) queues up at once.
