@@ -23,16 +23,30 @@ int64_t sl_gcra_increment(const struct sl_spec *s, uint64_t cost);
 /* T = (burst-1)*I. */
 int64_t sl_gcra_tolerance(const struct sl_spec *s);
 
+/* Times read from the segment may be anything another process wrote there.  Clamped
+ * to +-2^61 ns (73 years), any sum of three of them stays within int64_t, so the
+ * arithmetic below never overflows, whatever the segment holds. */
+#define SL_SANE_NS (INT64_MAX / 4)
+
+static inline int64_t sl_sane_ns(int64_t v)
+{
+	return v > SL_SANE_NS ? SL_SANE_NS : v < -SL_SANE_NS ? -SL_SANE_NS : v;
+}
+
 /* Earliest time a request arriving at `now` may go. */
 static inline int64_t sl_gcra_slot(int64_t tat, int64_t tol, int64_t now)
 {
-	return tat - tol > now ? tat - tol : now;
+	int64_t t = sl_sane_ns(tat) - sl_sane_ns(tol);
+
+	return t > now ? t : now;
 }
 
 /* tat after charging a request released at `at` with increment `inc`. */
 static inline int64_t sl_gcra_charge(int64_t tat, int64_t at, int64_t inc)
 {
-	return (tat > at ? tat : at) + inc;
+	tat = sl_sane_ns(tat);
+	at = sl_sane_ns(at);
+	return (tat > at ? tat : at) + sl_sane_ns(inc);
 }
 
 /* How many reservations are handed out but not yet due at `now` (callers asleep in

@@ -102,8 +102,9 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		/* Never schedule before the release check would let it go: when earlier
 		 * releases ran late, the slot follows them instead of promising a time
 		 * the caller would only have to sleep past. */
-		slot = SL_MAX(slot, sec->state.rel_tat_ns - sl_gcra_tolerance(&sec->spec) -
-		                        release_slack(&sec->spec));
+		slot = SL_MAX(slot, sl_gcra_slot(sec->state.rel_tat_ns,
+		                                 sl_gcra_tolerance(&sec->spec) + release_slack(&sec->spec),
+		                                 now));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
 			if (!charge)
 				continue;

@@ -22,8 +22,9 @@ int64_t sl_gcra_tolerance(const struct sl_spec *s)
 uint64_t sl_gcra_queued(int64_t tat, int64_t tol, int64_t inc, int64_t now)
 {
 	/* The last slot handed out is tat - inc - tol; count those still ahead of now. */
-	int64_t ahead = tat - inc - tol - now;
+	int64_t ahead = sl_sane_ns(tat) - sl_sane_ns(inc) - sl_sane_ns(tol) - sl_sane_ns(now);
 
+	inc = sl_sane_ns(inc);
 	if (inc <= 0 || ahead <= 0)
 		return 0;
 	return (uint64_t)((ahead + inc - 1) / inc);

@@ -16,7 +16,7 @@
 
 int64_t sl_held_due(int fd);
 
-#define MAX_TRACKED_POLLFDS 4096 /* larger sets pass through unmasked */
+#define MAX_TRACKED_POLLFDS 1024 /* larger sets pass through unmasked (stack use) */
 #define NS_FOREVER INT64_MAX
 
 /* Milliseconds to wait until `until` (NS_FOREVER: -1), rounded up so a wake-up
@@ -38,8 +38,10 @@ static int ms_until(int64_t until, int64_t now)
 static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
                      int (*real)(struct pollfd *, nfds_t, int, void *), void *ctx)
 {
-	unsigned char masked[MAX_TRACKED_POLLFDS];
-	int64_t due[MAX_TRACKED_POLLFDS];
+	/* Sized by the caller's set (at most MAX_TRACKED_POLLFDS): a host thread's
+	 * stack may be small. */
+	unsigned char masked[n ? n : 1];
+	int64_t due[n ? n : 1];
 
 	for (;;) {
 		int64_t now = sl_clock_mono_ns(), earliest = NS_FOREVER;

@@ -109,6 +109,19 @@ static void test_gcra_arithmetic(void **state)
 	assert_int_equal(sl_gcra_queued(T0 - 1, 0, 100, T0), 0);
 }
 
+/* Segment values are untrusted: extreme ones must not overflow (UBSan in make asan
+ * checks), and must still give an answer within the clamped range. */
+static void test_extreme_values(void **state)
+{
+	(void)state;
+	assert_true(sl_gcra_slot(INT64_MAX, INT64_MIN, T0) >= T0);
+	assert_int_equal(sl_gcra_slot(INT64_MIN, INT64_MAX, T0), T0);
+	assert_true(sl_gcra_charge(INT64_MAX, INT64_MAX, INT64_MAX) > 0);
+	assert_true(sl_gcra_charge(INT64_MIN, INT64_MIN, INT64_MIN) < 0);
+	assert_true(sl_gcra_queued(INT64_MAX, INT64_MIN, 1, T0) > 0);
+	assert_int_equal(sl_gcra_queued(INT64_MIN, INT64_MAX, INT64_MAX, T0), 0);
+}
+
 static void test_spacing(void **state)
 {
 	struct sl_ticket t;
@@ -342,6 +355,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_gcra_arithmetic, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_extreme_values, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_spacing, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_burst, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_max_wait_refusal, fresh_segment, drop_segment),
