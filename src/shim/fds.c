@@ -10,14 +10,23 @@
 
 void sl_held_close(int fd);
 
+/* A vfork child (Python's subprocess, posix_spawn users) runs in its parent's
+ * memory until it execs, and pthread_atfork does not tell us: its close and dup2
+ * calls must not touch the parent's table.  Asked only when there is something to
+ * touch, so it costs a system call only on held sockets. */
+static int in_vfork_child(void)
+{
+	return getpid() != sl_shim.pid;
+}
+
 /* The fd is about to be closed (or replaced by dup2/dup3). */
 static inline void forget(int fd)
 {
 	struct sl_epreg *reg;
 
-	if (sl_unlikely(sl_fdtab_get(fd)))
+	if (sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
 		sl_held_close(fd);
-	if (sl_unlikely((reg = sl_epreg(fd, 0)) != NULL) && reg->epfd)
+	if (sl_unlikely((reg = sl_epreg(fd, 0)) != NULL) && reg->epfd && !in_vfork_child())
 		reg->epfd = 0;
 }
 
@@ -25,7 +34,7 @@ static void forget_range(unsigned first, unsigned last)
 {
 	unsigned max = (unsigned)atomic_load(&sl_fd_max);
 
-	if (atomic_load(&sl_holds_active) == 0)
+	if (atomic_load(&sl_holds_active) == 0 || in_vfork_child())
 		return;
 	for (unsigned fd = first; fd <= last && fd <= max; fd++)
 		if (sl_fdtab_get((int)fd))
@@ -79,7 +88,7 @@ SL_EXPORT int dup(int fd)
 	int (*real)(int) = SL_REAL(dup, dup);
 	int rc = real ? real(fd) : (int)syscall(SYS_dup, fd);
 
-	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)))
+	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
 		sl_hold_share(fd, rc);
 	return rc;
 }
@@ -92,7 +101,7 @@ SL_EXPORT int dup2(int fd, int newfd)
 	if (fd != newfd)
 		forget(newfd);
 	rc = real ? real(fd, newfd) : (int)syscall(SYS_dup2, fd, newfd);
-	if (rc >= 0 && fd != newfd && sl_unlikely(sl_fdtab_get(fd)))
+	if (rc >= 0 && fd != newfd && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
 		sl_hold_share(fd, rc);
 	return rc;
 }
@@ -105,7 +114,7 @@ SL_EXPORT int dup3(int fd, int newfd, int flags)
 	if (fd != newfd)
 		forget(newfd);
 	rc = real ? real(fd, newfd, flags) : (int)syscall(SYS_dup3, fd, newfd, flags);
-	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)))
+	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
 		sl_hold_share(fd, rc);
 	return rc;
 }
@@ -116,7 +125,8 @@ static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
 	int rc = real ? real(fd, cmd, arg) : (int)syscall(SYS_fcntl, fd, cmd, arg);
 
-	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && sl_unlikely(sl_fdtab_get(fd)))
+	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && sl_unlikely(sl_fdtab_get(fd)) &&
+	    !in_vfork_child())
 		sl_hold_share(fd, rc);
 	return rc;
 }

@@ -12,7 +12,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m)
@@ -98,9 +102,44 @@ static void log_go(const char *what, struct sl_hold *rec)
 	         (long long)rec->t.release_ns, (long long)rec->t.released_ns);
 }
 
+/* Sleep until `at` the way a blocking send would wait: a handler installed with
+ * SA_RESTART lets the wait go on, one without it ends the wait with -EINTR (a futex
+ * wait is restarted by the kernel exactly in the first case, which a plain
+ * clock_nanosleep is not).  Ends with -EAGAIN at `timeout_at` (SO_SNDTIMEO). */
+static int sleep_like_send(int64_t at, int64_t timeout_at)
+{
+	static uint32_t never_woken;
+	int64_t until = timeout_at && timeout_at < at ? timeout_at : at;
+	struct timespec ts = {.tv_sec = until / SL_NS_PER_S, .tv_nsec = until % SL_NS_PER_S};
+
+	for (;;) {
+		long rc = syscall(SYS_futex, &never_woken, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0,
+		                  &ts, NULL, FUTEX_BITSET_MATCH_ANY);
+
+		if (rc == -1 && errno == EINTR)
+			return -EINTR;
+		if (sl_clock_mono_ns() >= until)
+			return until == at ? 0 : -EAGAIN;
+		if (rc == -1 && errno != ETIMEDOUT && errno != EAGAIN)
+			return sl_clock_sleep_until(until) == 0 ? (until == at ? 0 : -EAGAIN) : -EINTR;
+	}
+}
+
+/* SO_SNDTIMEO as an absolute deadline from now, or 0 for none. */
+static int64_t send_timeout_at(int fd)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return 0;
+	return sl_clock_mono_ns() + tv.tv_sec * SL_NS_PER_S + tv.tv_usec * SL_NS_PER_US;
+}
+
 int sl_held_write(int fd, int dontwait)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
+	int64_t timeout_at = -1;
 
 	for (int rounds = 0; rounds < 10000; rounds++) {
 		struct sl_hold *rec = sl_hold_of(fd);
@@ -152,8 +191,25 @@ int sl_held_write(int fd, int dontwait)
 			return -EAGAIN;
 		}
 		pthread_mutex_unlock(&rec->lock);
-		while (sl_clock_sleep_until(at) == -EINTR)
-			; /* the deadline is absolute: resume it */
+		if (timeout_at < 0)
+			timeout_at = send_timeout_at(fd);
+		rc = sleep_like_send(at, timeout_at);
+		if (rc == -EAGAIN)
+			return -EAGAIN; /* SO_SNDTIMEO: the place stays reserved for the retry */
+		if (rc == -EINTR) {
+			/* A handler without SA_RESTART: fail as send would, and return the
+			 * place (if still the last handed out); the next write asks anew. */
+			rec = sl_hold_of(fd);
+			if (rec) {
+				pthread_mutex_lock(&rec->lock);
+				if (rec->state == SL_HOLD_WAITING) {
+					sl_wait_refund(h, &rec->t, sl_shim.pid);
+					rec->state = SL_HOLD_FIRST;
+				}
+				pthread_mutex_unlock(&rec->lock);
+			}
+			return -EINTR;
+		}
 	}
 	return 0;
 }
