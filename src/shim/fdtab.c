@@ -155,7 +155,10 @@ struct sl_epreg *sl_epreg(int fd, int create)
 void sl_fdtab_after_fork(void)
 {
 	pthread_mutex_init(&alloc_lock, NULL);
-	for (unsigned i = 0; i < SL_HOLDS; i++)
-		if (sl_holds[i].refs)
+	for (unsigned i = 0; i < SL_HOLDS; i++) {
+		if (sl_holds[i].refs) {
 			pthread_mutex_init(&sl_holds[i].lock, NULL);
+			sl_holds[i].inherited = 1;
+		}
+	}
 }

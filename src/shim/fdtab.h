@@ -36,6 +36,8 @@ struct sl_hold {
 	int fd;               /* the fd that connected, for epoll re-arming */
 	int64_t release_ns;   /* WAITING: when the next release check may pass */
 	int ep_masked;        /* EPOLLOUT taken out of the registration below */
+	int inherited;        /* copied into a fork child: the parent owns the place, so
+	                       * the child closing its fd must not give it back */
 	struct sl_epreg ep;
 	struct sl_dest dest;
 	char name[SL_HOST_MAX];

@@ -235,7 +235,7 @@ void sl_held_close(int fd)
 	if (!last)
 		return;
 	pthread_mutex_lock(&last->lock);
-	if (last->state == SL_HOLD_WAITING)
+	if (last->state == SL_HOLD_WAITING && !last->inherited)
 		sl_wait_refund(sl_shim.shm.hdr, &last->t, sl_shim.pid);
 	last->ep_masked = 0; /* the kernel drops the registration with the socket */
 	pthread_mutex_unlock(&last->lock);

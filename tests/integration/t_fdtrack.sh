@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A held socket followed through dup, dup2 over it, and fork: a dup keeps the hold
+# (the write through it waits and goes at the slot), dup2 over a held fd gives its
+# place back and leaves the new fd unheld, and a child forked while the parent
+# holds a socket neither releases nor returns the parent's place.
+. "$(dirname "$0")/lib.sh"
+
+start_server
+write_config "$T/f.ini" <<EOF
+[slow]
+match = 127.0.0.1:$PORT
+rate = 2/s
+max_wait = 1m
+EOF
+SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/f.ini" -- python3 - "$PORT" "$SLUICE" <<'EOF' || fail "fd tracking"
+import json, os, select, socket, subprocess, sys, time
+port, sluice = int(sys.argv[1]), sys.argv[2]
+
+def stat():
+    out = subprocess.run([sluice, "stat", "--shm", os.environ["SLUICE_SHM"], "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    return [x for x in json.loads(out)["sections"] if x["name"] == "slow"][0]
+
+def held(tag):
+    """A non-blocking connection whose first write is waiting for its place."""
+    s = socket.socket()
+    s.setblocking(False)
+    s.connect_ex(("127.0.0.1", port))
+    select.select([], [s], [], 5)
+    try:
+        s.send(b"GET /%s HTTP/1.0\r\n\r\n" % tag.encode())
+        return s, True           # went at once
+    except BlockingIOError:
+        return s, False
+
+def finish(fd, tag):
+    """Write through fd when select says so; check the answer."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        select.select([], [fd], [], 2)
+        try:
+            os.write(fd, b"GET /%s HTTP/1.0\r\n\r\n" % tag.encode())
+            break
+        except BlockingIOError:
+            continue
+    else:
+        sys.exit("write through fd %d never went" % fd)
+    select.select([fd], [], [], 5)
+    assert b"200 OK" in os.read(fd, 4096), tag
+
+first, went = held("first")
+assert went
+
+# dup: the hold follows the duplicate; the original closes, the place stays.
+s, went = held("dup")
+assert not went
+d = os.dup(s.fileno())
+s.close()
+finish(d, "dup")
+os.close(d)
+
+# dup2 over a held fd: its place goes back, the new fd is not held.
+s, went = held("over")
+assert not went
+before = stat()["given_up"]
+a, b = socket.socketpair()
+os.dup2(a.fileno(), s.fileno())
+assert stat()["given_up"] == before + 1, "dup2 over a held fd did not return its place"
+os.write(s.fileno(), b"x")       # a socketpair now: goes at once
+assert b.recv(1) == b"x"
+
+# fork while the parent holds a socket: the child goes away, the parent's place
+# is neither released nor returned by it.
+s, went = held("fork")
+assert not went
+before = stat()
+pid = os.fork()
+if pid == 0:
+    os.close(s.fileno())     # the child's copy of the table only
+    os._exit(0)
+os.waitpid(pid, 0)
+after = stat()
+assert after["given_up"] == before["given_up"] and after["admitted"] == before["admitted"], (before, after)
+finish(s.fileno(), "fork")
+print("  dup, dup2 and fork kept the holds right")
+EOF
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 500 --expect 3 || fail "spacing"
