@@ -12,7 +12,7 @@ HELPERS="$ROOT/tests/integration/helpers"
 export SLUICE_LIB="$SHIM"
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/sluice-test.XXXXXX")
-SHM_NAME="/sluice-test-$$"
+SHM_NAME="/sluice-test-$$-$RANDOM"
 CTL="$T/ctl.sock"
 BG_PIDS=()
 
@@ -21,10 +21,13 @@ cleanup() {
 	for p in "${BG_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	rm -f "/dev/shm/${SHM_NAME#/}"
-	rm -rf "$T"
+	if [ -n "${KEEP:-}" ]; then
+		echo "kept $T"
+	else
+		rm -rf "$T"
+	fi
 }
 trap cleanup EXIT
-[ -n "${KEEP:-}" ] && trap "echo kept $T" EXIT
 
 fail() {
 	echo "FAIL: $*"

@@ -54,11 +54,11 @@ check "curl --parallel" 8
 # TLS: openssl s_server with a throw-away certificate, s_client four times.
 openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 \
 	-keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || fail "cannot make a certificate"
-tls_port=$((PORT == 65535 ? PORT - 2 : PORT + 1))
+tls_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 openssl s_server -quiet -accept "127.0.0.1:$tls_port" -cert "$T/cert.pem" -key "$T/key.pem" -www \
 	>/dev/null 2>&1 &
 BG_PIDS+=($!)
-for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null && break; sleep 0.1; done
 write_config "$T/t.ini" <<EOF
 [tls]
 match = 127.0.0.1:$tls_port
@@ -67,6 +67,6 @@ EOF
 "$SLUICE" run -c "$T/t.ini" -- sh -c '
 	for i in 1 2 3 4; do
 		printf "GET / HTTP/1.0\r\n\r\n" | openssl s_client -quiet -connect "127.0.0.1:$1" \
-			-servername localhost 2>/dev/null | grep -q "s_server" || exit 1
-	done' _ "$tls_port" || fail "openssl s_client"
+			-servername localhost 2>>"$2/s_client.err" | grep -q "s_server" || exit 1
+	done' _ "$tls_port" "$T" || fail "openssl s_client: $(tail -5 "$T/s_client.err")"
 check "openssl s_client" 4
