@@ -95,8 +95,9 @@ struct sl_hold *sl_hold_of(int fd)
 	return idx && idx <= SL_HOLDS ? &sl_holds[idx - 1] : NULL;
 }
 
-/* Drop fd's reference; the last one frees the record.  Returns the record if this
- * was the last reference (the caller refunds and cleans up before sl_hold_free). */
+/* Drop fd's reference.  Returns the record when fd held the last one: it then
+ * stays reserved (refs 1, no fd pointing at it) while the caller refunds and cleans
+ * up, so sl_hold_new cannot hand it out underneath; sl_hold_free releases it. */
 struct sl_hold *sl_hold_unlink(int fd)
 {
 	_Atomic uint16_t *e = entry(fd, 0);
@@ -106,15 +107,19 @@ struct sl_hold *sl_hold_unlink(int fd)
 	if (!e || !(idx = atomic_exchange(e, 0)) || idx > SL_HOLDS)
 		return NULL;
 	pthread_mutex_lock(&alloc_lock);
-	if (--sl_holds[idx - 1].refs == 0)
+	if (sl_holds[idx - 1].refs == 1)
 		last = &sl_holds[idx - 1];
+	else
+		sl_holds[idx - 1].refs--;
 	pthread_mutex_unlock(&alloc_lock);
 	return last;
 }
 
 void sl_hold_free(struct sl_hold *rec)
 {
-	(void)rec;
+	pthread_mutex_lock(&alloc_lock);
+	rec->refs = 0;
+	pthread_mutex_unlock(&alloc_lock);
 	atomic_fetch_sub(&sl_holds_active, 1);
 }
 
