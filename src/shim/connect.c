@@ -1,5 +1,5 @@
 /* connect(): a matched stream connection waits for its slot before it is made. */
-#include "shim.h"
+#include "fdtab.h"
 #include "sluice/clock.h"
 #include "sluice/wait.h"
 
@@ -24,15 +24,6 @@ static int is_fresh_tcp(int fd)
 	return info.tcpi_state == TCP_CLOSE;
 }
 
-static int is_nonblocking(int fd)
-{
-	int fl = sl_real.fcntl ? sl_real.fcntl(fd, F_GETFL) : -1;
-
-	return fl >= 0 && (fl & O_NONBLOCK);
-}
-
-int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m);
-
 /* Returns 0 to let the connect go, or -errno to fail it with. */
 static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 {
@@ -48,7 +39,7 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 		return 0;
 	/* Non-blocking: connect now, hold the first write (held.c).  Only when the
 	 * pool of hold records is full does such a connect wait here instead. */
-	if (is_nonblocking(fd)) {
+	if (sl_fd_nonblocking(fd)) {
 		struct sl_ticket t;
 		char dest[SL_HOST_MAX + 80];
 		int rc;

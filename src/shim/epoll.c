@@ -12,8 +12,6 @@
 #include <signal.h>
 #include <sys/epoll.h>
 
-int64_t sl_held_epoll_due(int epfd, int64_t now);
-
 SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	int (*real)(int, int, int, struct epoll_event *) = SL_REAL(epoll_ctl, epoll_ctl);

@@ -8,8 +8,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-void sl_held_close(int fd);
-
 /* A vfork child (Python's subprocess, posix_spawn users) runs in its parent's
  * memory until it execs, and pthread_atfork does not tell us: its close and dup2
  * calls must not touch the parent's table.  Asked only when there is something to

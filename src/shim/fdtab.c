@@ -18,19 +18,38 @@
 #define CHUNK_FDS 1024
 #define CHUNKS 1024 /* fds up to 1,048,575 are tracked; beyond, nothing is held */
 
-static _Atomic(_Atomic uint16_t *) chunks[CHUNKS];
-static struct sl_epreg *_Atomic epchunks[CHUNKS];
+static _Atomic(void *) chunks[CHUNKS];   /* of _Atomic uint16_t[CHUNK_FDS] */
+static _Atomic(void *) epchunks[CHUNKS]; /* of struct sl_epreg[CHUNK_FDS] */
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct sl_hold sl_holds[SL_HOLDS];
 _Atomic int sl_holds_active; /* records in use: 0 lets poll/epoll hooks pass at once */
 _Atomic int sl_fd_max;       /* highest fd ever given a record, bounds close_range */
 
-static void *map_chunk(size_t size)
+/* The chunk of `table` holding fd, of entries of `size` bytes; mmap'd on first use
+ * when `create` (under alloc_lock, published with release).  NULL when fd is out of
+ * range, or the chunk is absent and not to be created, or mmap failed. */
+static void *chunk_of(_Atomic(void *) *table, int fd, size_t size, int create)
 {
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned c = (unsigned)fd / CHUNK_FDS;
+	void *chunk;
 
-	return p == MAP_FAILED ? NULL : p;
+	if ((unsigned)fd >= CHUNKS * CHUNK_FDS)
+		return NULL;
+	chunk = atomic_load_explicit(&table[c], memory_order_acquire);
+	if (!chunk && create) {
+		pthread_mutex_lock(&alloc_lock);
+		chunk = atomic_load_explicit(&table[c], memory_order_acquire);
+		if (!chunk) {
+			void *p = mmap(NULL, CHUNK_FDS * size, PROT_READ | PROT_WRITE,
+			               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+			if (p != MAP_FAILED)
+				atomic_store_explicit(&table[c], chunk = p, memory_order_release);
+		}
+		pthread_mutex_unlock(&alloc_lock);
+	}
+	return chunk;
 }
 
 unsigned sl_fdtab_get(int fd)
@@ -47,19 +66,8 @@ unsigned sl_fdtab_get(int fd)
 
 static _Atomic uint16_t *entry(int fd, int create)
 {
-	unsigned c = (unsigned)fd / CHUNK_FDS;
-	_Atomic uint16_t *chunk;
+	_Atomic uint16_t *chunk = chunk_of(chunks, fd, sizeof(*chunk), create);
 
-	if ((unsigned)fd >= CHUNKS * CHUNK_FDS)
-		return NULL;
-	chunk = atomic_load_explicit(&chunks[c], memory_order_acquire);
-	if (!chunk && create) {
-		pthread_mutex_lock(&alloc_lock);
-		chunk = atomic_load_explicit(&chunks[c], memory_order_acquire);
-		if (!chunk && (chunk = map_chunk(CHUNK_FDS * sizeof(*chunk))))
-			atomic_store_explicit(&chunks[c], chunk, memory_order_release);
-		pthread_mutex_unlock(&alloc_lock);
-	}
 	return chunk ? &chunk[(unsigned)fd % CHUNK_FDS] : NULL;
 }
 
@@ -141,19 +149,8 @@ int sl_hold_share(int oldfd, int newfd)
 
 struct sl_epreg *sl_epreg(int fd, int create)
 {
-	unsigned c = (unsigned)fd / CHUNK_FDS;
-	struct sl_epreg *chunk;
+	struct sl_epreg *chunk = chunk_of(epchunks, fd, sizeof(*chunk), create);
 
-	if ((unsigned)fd >= CHUNKS * CHUNK_FDS)
-		return NULL;
-	chunk = atomic_load_explicit(&epchunks[c], memory_order_acquire);
-	if (!chunk && create) {
-		pthread_mutex_lock(&alloc_lock);
-		chunk = atomic_load_explicit(&epchunks[c], memory_order_acquire);
-		if (!chunk && (chunk = map_chunk(CHUNK_FDS * sizeof(*chunk))))
-			atomic_store_explicit(&epchunks[c], chunk, memory_order_release);
-		pthread_mutex_unlock(&alloc_lock);
-	}
 	return chunk ? &chunk[(unsigned)fd % CHUNK_FDS] : NULL;
 }
 

@@ -62,4 +62,12 @@ struct sl_epreg *sl_epreg(int fd, int create);
 
 void sl_fdtab_after_fork(void);
 
+/* held.c: the decisions on held sockets. */
+int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m);
+int sl_held_write(int fd, int dontwait);
+void sl_held_close(int fd);
+int64_t sl_held_due(int fd);
+int64_t sl_held_epoll_due(int epfd, int64_t now);
+int sl_fd_nonblocking(int fd); /* O_NONBLOCK, asked through the real fcntl */
+
 #endif

@@ -39,10 +39,9 @@ int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m)
 	return 0;
 }
 
-static int is_nonblocking(int fd)
+int sl_fd_nonblocking(int fd)
 {
-	int (*real_fcntl)(int, int, ...) = sl_real.fcntl;
-	int fl = real_fcntl ? real_fcntl(fd, F_GETFL) : -1;
+	int fl = sl_real.fcntl ? sl_real.fcntl(fd, F_GETFL) : -1;
 
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
@@ -185,7 +184,7 @@ int sl_held_write(int fd, int dontwait)
 			rec->release_ns = retry;
 		}
 		at = rec->release_ns;
-		if (dontwait || is_nonblocking(fd)) {
+		if (dontwait || sl_fd_nonblocking(fd)) {
 			epoll_mask(rec);
 			pthread_mutex_unlock(&rec->lock);
 			return -EAGAIN;

@@ -14,8 +14,6 @@
 #include <sys/select.h>
 #include <sys/syscall.h>
 
-int64_t sl_held_due(int fd);
-
 #define MAX_TRACKED_POLLFDS 1024 /* larger sets pass through unmasked (stack use) */
 #define NS_FOREVER INT64_MAX
 

@@ -9,8 +9,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-int sl_held_write(int fd, int dontwait);
-
 /* 0 to go on, or -1 with errno set. */
 static inline int gate(int fd, int dontwait)
 {
