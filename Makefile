@@ -5,7 +5,7 @@
 #   make test       unit and integration tests (what .ci/run runs)
 #   make bench      figures: admission cost, shim overhead, release error
 #   make asan       everything built with AddressSanitizer + UBSan, then the tests
-#   make fuzz       libFuzzer on the config and pattern parsers (needs clang)
+#   make fuzz       libFuzzer on the config, pattern and first-write parsers (clang)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # The first three install missing Debian packages through scripts/deps.sh.
@@ -41,7 +41,7 @@ SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS)
 
 CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
 	src/core/config.c src/core/limiter.c src/core/shm.c src/core/admit.c \
-	src/core/stats.c src/core/wait.c src/core/log.c src/core/ctl.c
+	src/core/stats.c src/core/wait.c src/core/sniff.c src/core/log.c src/core/ctl.c
 # What the shim takes from the core: no logging or control-socket client in a host.
 SHIM_CORE_SRC = $(filter-out src/core/log.c src/core/ctl.c,$(CORE_SRC))
 SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
@@ -50,7 +50,7 @@ SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c
-UNIT_TESTS = test_config test_match test_limiter test_shm
+UNIT_TESTS = test_config test_match test_limiter test_shm test_sniff
 BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
@@ -123,14 +123,19 @@ bench: all $(BENCH_BINS)
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" test
 
-# Fuzz the config and pattern parsers with libFuzzer (clang), FUZZ_SECONDS long.
+# Fuzz the config and pattern parsers, then the first-write name parser, with
+# libFuzzer (clang), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
+FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
 fuzz: | deps
-	@mkdir -p $(BUILD)/fuzz
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS) \
-		-o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(INIH_LIBS)
-	mkdir -p $(BUILD)/fuzz/corpus && cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-sniff
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(INIH_LIBS)
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/match.c \
+		src/core/util.c
+	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
+	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
 	$(BUILD)/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus
+	$(BUILD)/fuzz/fuzz_sniff -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sluice \

@@ -22,6 +22,8 @@ struct sl_dest {
 	uint8_t addr[16]; /* network order; IPv4 uses the first 4 bytes */
 	const char *name; /* lower-case host name or NULL; not owned */
 	size_t name_len;
+	uint32_t meter;   /* what is asked for: enum sl_meter (0 = a connection); only
+	                   * sections metering that match */
 };
 
 /* Fill `d` from a sockaddr of `len` bytes.  Returns 0, or -EAFNOSUPPORT for a family

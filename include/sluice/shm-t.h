@@ -149,7 +149,8 @@ struct sl_shm_header {
 	char config_path[SL_PATH_MAX]; /* config the daemon loaded, for `sluice run` */
 	uint32_t slots_used;   /* sections at index >= this are all unused: readers stop
 	                        * there instead of touching all SL_MAX_SECTIONS slots */
-	uint32_t pad0;
+	uint32_t meters;       /* bit (1 << enum sl_meter) for each meter some section
+	                        * uses: the shim skips paths no section meters */
 	uint8_t reserved[168];
 };
 _Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");

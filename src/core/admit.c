@@ -19,6 +19,8 @@ static int spec_matches(const struct sl_spec *s, const struct sl_dest *d)
 {
 	uint32_t n = SL_MIN(s->npatterns, SL_MAX_PATTERNS);
 
+	if (s->meter != d->meter)
+		return 0;
 	for (uint32_t i = 0; i < n; i++)
 		if (sl_pattern_match(&s->patterns[i], d))
 			return 1;

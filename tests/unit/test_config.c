@@ -193,6 +193,7 @@ static void test_bad_inputs(void **state)
 		{"[a]\nmatch = *\nrate = 1/s\nrefuse = EBOGUS\n", "t.ini:4: refuse: unknown errno name"},
 		{"[a]\nmatch = *\nrate = 1/s\nmeter = packets\n", "t.ini:4: bad meter 'packets'"},
 		{"[a]\nmatch = *\nrate = 1/s\nmeter = requests\n", "meter = requests is not supported yet"},
+		{"[a]\nmatch = *\nrate = 1/s\nmeter = bytes\n", "meter = bytes is not supported yet"},
 		{"[a]\nmatch = *\nrate = 1/s\nstrategy = fixed-window\n", "strategy = fixed-window is not supported yet"},
 		{"[a]\nmatch = *\nconcurrency = 3\n", "concurrency is not supported yet"},
 		{"[a]\nmatch = *\nrate = 1/s\nrate = 2/s\n", "t.ini:4: duplicate key 'rate' in [a] (first at line 3)"},

@@ -8,6 +8,7 @@
 
 #include "sluice/admit.h"
 #include "sluice/common.h"
+#include "sluice/config.h"
 #include "sluice/shm.h"
 
 #include <errno.h>
@@ -123,6 +124,32 @@ static void test_untrusted_segments(void **state)
 	sl_shm_detach(&a);
 }
 
+/* A section meters one kind of request: a connection never matches a datagram
+ * section, nor a datagram a connection section, even on the same destination. */
+static void test_match_by_meter(void **state)
+{
+	static const char ini[] = "[conn]\nmatch = 127.0.0.1\nrate = 5/s\n"
+	                          "[udp]\nmatch = 127.0.0.1\nrate = 5/s\nmeter = datagrams\n";
+	static struct sl_config cfg; /* large */
+	struct sl_shm a;
+	struct sl_match m;
+	struct sl_dest d = {.family = AF_INET, .port = 53, .addr = {127, 0, 0, 1}};
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
+	assert_int_equal(sl_shm_create_anonymous(&a), 0);
+	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, (int32_t)getpid()), 0);
+	assert_int_equal(a.hdr->meters, (1u << SL_METER_CONNECTIONS) | (1u << SL_METER_DATAGRAMS));
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m), 1);
+	assert_string_equal(sl_shm_section(a.hdr, (unsigned)__builtin_ctzll(m.mask))->spec.name, "conn");
+	d.meter = SL_METER_DATAGRAMS;
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m), 1);
+	assert_string_equal(sl_shm_section(a.hdr, (unsigned)__builtin_ctzll(m.mask))->spec.name, "udp");
+	d.meter = SL_METER_BYTES;
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m), 0);
+	sl_shm_detach(&a);
+}
+
 static void test_lock_basic(void **state)
 {
 	struct sl_shm a;
@@ -214,6 +241,7 @@ int main(void)
 		cmocka_unit_test(test_create_and_reattach),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_untrusted_segments),
+		cmocka_unit_test(test_match_by_meter),
 		cmocka_unit_test(test_lock_basic),
 		cmocka_unit_test(test_lock_holder_killed),
 		cmocka_unit_test(test_lock_mutual_exclusion),
