@@ -20,6 +20,7 @@ strace:/usr/bin/strace
 wget:/usr/bin/wget
 openssl:/usr/bin/openssl
 nodejs:/usr/bin/node
+socat:/usr/bin/socat
 "
 
 missing=""

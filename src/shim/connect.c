@@ -1,4 +1,6 @@
-/* connect(): a matched stream connection waits for its slot before it is made. */
+/* connect(): a matched TCP connection waits for its place (or, non-blocking, its
+ * first write does); a UDP socket connected to a matched peer holds each datagram;
+ * an unmatched TCP connection may be marked so its first write can name it. */
 #include "fdtab.h"
 #include "sluice/clock.h"
 #include "sluice/wait.h"
@@ -14,7 +16,7 @@
  * again on a socket whose non-blocking connect is under way (to learn EALREADY or
  * EISCONN): that is no new connection and must not take another place.  Not TCP
  * (UDP, SCTP, a non-socket fd): datagram meters come with the send paths. */
-static int is_fresh_tcp(int fd)
+int sl_is_fresh_tcp(int fd)
 {
 	struct tcp_info info;
 	socklen_t len = sizeof(info);
@@ -24,56 +26,110 @@ static int is_fresh_tcp(int fd)
 	return info.tcpi_state == TCP_CLOSE;
 }
 
-/* Returns 0 to let the connect go, or -errno to fail it with. */
+static int socket_type(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 ? type : -1;
+}
+
+/* A UDP socket connected to a matched peer: each datagram it sends is held. */
+static void connect_udp(int fd, struct sl_dest *d)
+{
+	struct sl_match m;
+	char name[SL_HOST_MAX];
+
+	d->meter = SL_METER_DATAGRAMS;
+	if (sl_hold_match(d, name, sizeof(name), &m) == 0 || socket_type(fd) != SOCK_DGRAM)
+		return;
+	if (sl_held_connect(fd, d, &m, SL_KIND_CONNECTED_UDP) < 0)
+		sl_debug("connect on fd %d: no free hold record; its datagrams go unshaped", fd);
+	else
+		sl_debug("connect on fd %d: UDP to a matched peer; each datagram takes a place", fd);
+}
+
+/* Returns 0 to let the connect go, 1 to let it go and mark the socket for a look
+ * at its first write (no section matched, some match by name), or -errno to fail
+ * it with. */
 static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_dest d;
 	struct sl_match m;
 	char name[SL_HOST_MAX];
 
+	if (sl_unlikely(sl_fdtab_get(fd)))
+		sl_held_drop_udp(fd); /* a UDP socket's earlier peer no longer applies */
 	if (sl_dest_from_sockaddr(&d, addr, len) != 0)
 		return 0; /* other families, short or NULL addresses: the kernel's business */
+	if (h->meters & (1u << SL_METER_DATAGRAMS)) {
+		struct sl_dest ud = d;
+
+		connect_udp(fd, &ud);
+	}
+	if (!(h->meters & (1u << SL_METER_CONNECTIONS)))
+		return 0;
+	/* Unmatched: with name patterns about, the first write may still name it (the
+	 * name known here, if any, can be a proxy's, or a CNAME's). */
 	if (sl_hold_match(&d, name, sizeof(name), &m) == 0)
+		return h->has_names ? 1 : 0;
+	if (!sl_is_fresh_tcp(fd))
 		return 0;
-	if (!is_fresh_tcp(fd))
-		return 0;
-	/* Non-blocking: connect now, hold the first write (held.c).  Only when the
-	 * pool of hold records is full does such a connect wait here instead. */
+	return sl_hold_connection(fd, &d, &m, "connect");
+}
+
+/* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN).
+ * Blocking: waits here.  Non-blocking: proceeds, and its first write is held
+ * (held.c); only when the pool of hold records is full does it wait here instead.
+ * Returns 0 to go, or -errno. */
+int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what)
+{
 	if (sl_fd_nonblocking(fd)) {
 		struct sl_ticket t;
 		char dest[SL_HOST_MAX + 80];
 		int rc;
 
 		if (sl_shim.debug)
-			sl_dest_format(&d, dest, sizeof(dest));
+			sl_dest_format(d, dest, sizeof(dest));
 		/* No place within max_wait now: refuse the connect itself, as a blocking
 		 * one would be; nothing is charged, so a happy-eyeballs pair is refused
 		 * alike.  Otherwise the place is taken at the first write. */
 		rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
-		     : sl_wait_check(sl_shim.shm.hdr, &m, sl_clock_mono_ns(), sl_shim.pid, &t);
+		     : sl_wait_check(sl_shim.shm.hdr, m, sl_clock_mono_ns(), sl_shim.pid, &t);
 		if (rc == -ECONNREFUSED) {
-			sl_debug("connect %s: refused (no place within max_wait)", dest);
+			sl_debug("%s %s: refused (no place within max_wait)", what, dest);
 			return -(sl_shim.mode != SL_SHIM_CLOSED && t.refuse_errno ? t.refuse_errno
 			                                                          : ECONNREFUSED);
 		}
-		if (sl_held_connect(fd, &d, &m) == 0) {
-			sl_debug("connect %s: non-blocking; its first write takes the place", dest);
+		if (sl_held_connect(fd, d, m, SL_KIND_CONNECTION) == 0) {
+			sl_debug("%s %s: non-blocking; its first write takes the place", what, dest);
 			return 0;
 		}
 	}
-	return sl_hold_wait(&d, &m, "connect", ECONNREFUSED);
+	return sl_hold_wait(d, m, what, ECONNREFUSED);
 }
 
 SL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	int (*real)(int, const struct sockaddr *, socklen_t) = SL_REAL(connect, connect);
-	int rc;
+	int rc, mark = 0;
 
-	if (sl_shim_active() && (rc = decide(fd, addr, len)) < 0) {
-		errno = -rc;
+	if (sl_shim_active() && (mark = decide(fd, addr, len)) < 0) {
+		errno = -mark;
 		return -1;
 	}
 	if (sl_unlikely(!real))
-		return (int)syscall(SYS_connect, fd, addr, len);
-	return real(fd, addr, len);
+		rc = (int)syscall(SYS_connect, fd, addr, len);
+	else
+		rc = real(fd, addr, len);
+	/* Only a connection that starts now is marked: a repeated connect() on one
+	 * under way (EALREADY, EISCONN) keeps the mark it had, or its written state. */
+	if (mark > 0 && (rc == 0 || errno == EINPROGRESS)) {
+		int saved = errno;
+
+		sl_fdtab_mark_sniff(fd);
+		errno = saved;
+	}
+	return rc;
 }

@@ -40,6 +40,10 @@ void sl_dest_format(const struct sl_dest *d, char *buf, size_t size)
 {
 	char addr[INET6_ADDRSTRLEN] = "?";
 
+	if (d->family == AF_UNSPEC) { /* named by a proxy request: no address of its own */
+		snprintf(buf, size, "%s:%u (through a proxy)", d->name ? d->name : "?", d->port);
+		return;
+	}
 	inet_ntop(d->family, d->addr, addr, sizeof(addr));
 	if (d->family == AF_INET6)
 		snprintf(buf, size, "[%s]:%u%s%s%s", addr, d->port, d->name ? " (" : "",

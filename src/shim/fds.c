@@ -23,7 +23,15 @@ static int in_vfork_child(void)
  * of the fd number replaces it.  So close costs one table load. */
 static inline void forget(int fd)
 {
-	if (sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
+	unsigned idx = sl_fdtab_get(fd);
+
+	if (sl_likely(!idx))
+		return;
+	/* A mark (an unmatched connection, its first write not yet read) is dropped
+	 * without asking getpid(), which would be a system call on an unmatched path;
+	 * a vfork child closing its parent's marked socket with close() costs that
+	 * connection its naming, nothing worse. */
+	if (idx == SL_FD_SNIFF || !in_vfork_child())
 		sl_held_close(fd);
 }
 
@@ -31,7 +39,8 @@ static void forget_range(unsigned first, unsigned last)
 {
 	unsigned max = (unsigned)atomic_load(&sl_fd_max);
 
-	if (atomic_load(&sl_holds_active) == 0 || in_vfork_child())
+	if ((atomic_load(&sl_holds_active) == 0 && atomic_load(&sl_sniff_marks) == 0) ||
+	    in_vfork_child())
 		return;
 	for (unsigned fd = first; fd <= last && fd <= max; fd++)
 		if (sl_fdtab_get((int)fd))

@@ -24,7 +24,8 @@ static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct sl_hold sl_holds[SL_HOLDS];
 _Atomic int sl_holds_active; /* records in use: 0 lets poll/epoll hooks pass at once */
-_Atomic int sl_fd_max;       /* highest fd ever given a record, bounds close_range */
+_Atomic int sl_fd_max;       /* highest fd ever given a record or mark, bounds close_range */
+_Atomic int sl_sniff_marks;  /* entries equal to SL_FD_SNIFF */
 
 /* The chunk of `table` holding fd, of entries of `size` bytes; mmap'd on first use
  * when `create` (under alloc_lock, published with release).  NULL when fd is out of
@@ -50,6 +51,15 @@ static void *chunk_of(_Atomic(void *) *table, int fd, size_t size, int create)
 		pthread_mutex_unlock(&alloc_lock);
 	}
 	return chunk;
+}
+
+/* sl_fd_max only grows; marks are set outside alloc_lock, hence the CAS. */
+static void raise_fd_max(int fd)
+{
+	int max = atomic_load(&sl_fd_max);
+
+	while (fd > max && !atomic_compare_exchange_weak(&sl_fd_max, &max, fd))
+		;
 }
 
 unsigned sl_fdtab_get(int fd)
@@ -90,8 +100,8 @@ struct sl_hold *sl_hold_new(int fd)
 			break;
 		}
 	}
-	if (rec && fd > atomic_load(&sl_fd_max))
-		atomic_store(&sl_fd_max, fd);
+	if (rec)
+		raise_fd_max(fd);
 	pthread_mutex_unlock(&alloc_lock);
 	return rec;
 }
@@ -112,7 +122,11 @@ struct sl_hold *sl_hold_unlink(int fd)
 	struct sl_hold *last = NULL;
 	unsigned idx;
 
-	if (!e || !(idx = atomic_exchange(e, 0)) || idx > SL_HOLDS)
+	if (!e || !(idx = atomic_exchange(e, 0)))
+		return NULL;
+	if (idx == SL_FD_SNIFF)
+		atomic_fetch_sub(&sl_sniff_marks, 1);
+	if (idx > SL_HOLDS)
 		return NULL;
 	pthread_mutex_lock(&alloc_lock);
 	if (sl_holds[idx - 1].refs == 1)
@@ -136,14 +150,41 @@ int sl_hold_share(int oldfd, int newfd)
 	unsigned idx = sl_fdtab_get(oldfd);
 	_Atomic uint16_t *e;
 
+	if (idx == SL_FD_SNIFF) {
+		sl_fdtab_mark_sniff(newfd);
+		return 0;
+	}
 	if (!idx || idx > SL_HOLDS || !(e = entry(newfd, 1)))
 		return 0;
 	pthread_mutex_lock(&alloc_lock);
 	sl_holds[idx - 1].refs++;
 	atomic_store(e, (uint16_t)idx);
-	if (newfd > atomic_load(&sl_fd_max))
-		atomic_store(&sl_fd_max, newfd);
+	raise_fd_max(newfd);
 	pthread_mutex_unlock(&alloc_lock);
+	return 1;
+}
+
+void sl_fdtab_mark_sniff(int fd)
+{
+	_Atomic uint16_t *e = entry(fd, 1);
+	uint16_t expected = 0;
+
+	/* Only over an empty entry: a record (a connected UDP socket re-connected, say)
+	 * is not replaced by a mark. */
+	if (!e || !atomic_compare_exchange_strong(e, &expected, (uint16_t)SL_FD_SNIFF))
+		return;
+	atomic_fetch_add(&sl_sniff_marks, 1);
+	raise_fd_max(fd);
+}
+
+int sl_fdtab_claim_sniff(int fd)
+{
+	_Atomic uint16_t *e = entry(fd, 0);
+	uint16_t expected = SL_FD_SNIFF;
+
+	if (!e || !atomic_compare_exchange_strong(e, &expected, 0))
+		return 0;
+	atomic_fetch_sub(&sl_sniff_marks, 1);
 	return 1;
 }
 

@@ -15,11 +15,24 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 
-#define SL_HOLDS 1024 /* connections waiting for their first write at once */
+#define SL_HOLDS 1024 /* sockets with a hold record at once */
+
+/* An fd-table entry that is no record: a TCP connection no section matched by
+ * address, whose first write is read for a name (SNI, Host, CONNECT) before it goes.
+ * Set only when some section matches by name; cleared by that write or by close. */
+#define SL_FD_SNIFF 0xffffu
 
 enum sl_hold_state {
-	SL_HOLD_FIRST = 1,   /* connected without waiting; the first write takes a place */
+	SL_HOLD_FIRST = 1,   /* nothing reserved yet: the next write takes a place */
 	SL_HOLD_WAITING = 2, /* the place is reserved: writes wait for release_ns */
+};
+
+/* What a record stands for, which decides what happens after its release. */
+enum sl_hold_kind {
+	SL_KIND_CONNECTION = 0,    /* a connection's first write; the record then goes */
+	SL_KIND_DATAGRAM = 1,      /* one datagram sent with an address; then goes */
+	SL_KIND_CONNECTED_UDP = 2, /* a UDP socket connected to a matched peer: every
+	                            * datagram takes a place; stays until close/connect */
 };
 
 /* What an fd registered with epoll (the last registration seen). */
@@ -33,6 +46,7 @@ struct sl_hold {
 	pthread_mutex_t lock; /* guards everything below but refs */
 	int refs;             /* fds sharing it (dup); guarded by fdtab's alloc lock */
 	int state;            /* enum sl_hold_state */
+	int kind;             /* enum sl_hold_kind */
 	int fd;               /* the fd that connected, for epoll re-arming */
 	int64_t release_ns;   /* WAITING: when the next release check may pass */
 	int ep_masked;        /* EPOLLOUT taken out of the registration below */
@@ -48,6 +62,7 @@ struct sl_hold {
 extern struct sl_hold sl_holds[SL_HOLDS];
 extern _Atomic int sl_holds_active;
 extern _Atomic int sl_fd_max;
+extern _Atomic int sl_sniff_marks; /* fds marked SL_FD_SNIFF */
 
 /* The record index+1 for fd, 0 when it holds nothing.  One or two loads. */
 unsigned sl_fdtab_get(int fd);
@@ -58,16 +73,37 @@ int sl_hold_share(int oldfd, int newfd); /* dup: newfd shares oldfd's record */
 struct sl_hold *sl_hold_unlink(int fd);  /* non-NULL: fd held its last reference */
 void sl_hold_free(struct sl_hold *rec);
 
+/* SL_FD_SNIFF marks (see above).  claim: 1 when this caller took fd's mark away
+ * (so it alone reads the first write), 0 when there was none. */
+void sl_fdtab_mark_sniff(int fd);
+int sl_fdtab_claim_sniff(int fd);
+
 struct sl_epreg *sl_epreg(int fd, int create);
 
 void sl_fdtab_after_fork(void);
 
-/* held.c: the decisions on held sockets. */
-int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m);
+/* held.c: the decisions on held sockets.  sl_held_connect gives fd a record of
+ * `kind` for destination d and sections m (-ENOSPC when the pool is full). */
+int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, int kind);
+int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait);
+void sl_held_drop_udp(int fd);
 int sl_held_write(int fd, int dontwait);
 void sl_held_close(int fd);
 int64_t sl_held_due(int fd);
 int64_t sl_held_epoll_due(int epfd, int64_t now);
 int sl_fd_nonblocking(int fd); /* O_NONBLOCK, asked through the real fcntl */
+
+/* connect.c: a new TCP connection to sections m (connect, sendto(MSG_FASTOPEN), a
+ * first write that named it): 0 to go, or -errno. */
+int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what);
+int sl_is_fresh_tcp(int fd);
+
+/* sniff.c: the first write of a marked connection (SL_FD_SNIFF), read for a name;
+ * fd's mark is already claimed.  0 to go, or -errno. */
+int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwait);
+/* The destination a write names, with its matching sections in m: a count, 0 when
+ * it names none or none matches.  peer: the connection's peer, or NULL to ask fd's. */
+int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *iov, int iovcnt,
+                       struct sl_dest *d, char *name, size_t namelen, struct sl_match *m);
 
 #endif

@@ -19,22 +19,32 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m)
+/* Under rec->lock: what the next write is to be held for. */
+static void set_target(struct sl_hold *rec, const struct sl_dest *d, const struct sl_match *m)
+{
+	rec->state = SL_HOLD_FIRST;
+	rec->dest = *d;
+	if (d->name) {
+		size_t n = SL_MIN(d->name_len, (size_t)SL_HOST_MAX - 1);
+
+		memmove(rec->name, d->name, n);
+		rec->name[n] = '\0';
+		rec->dest.name = rec->name;
+		rec->dest.name_len = n;
+	}
+	rec->m = *m;
+}
+
+int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, int kind)
 {
 	struct sl_hold *rec = sl_hold_new(fd);
 
 	if (!rec)
 		return -ENOSPC;
 	pthread_mutex_lock(&rec->lock);
-	rec->state = SL_HOLD_FIRST;
 	rec->fd = fd;
-	rec->dest = *d;
-	if (d->name) {
-		memcpy(rec->name, d->name, SL_MIN(d->name_len, (size_t)SL_HOST_MAX - 1));
-		rec->name[SL_MIN(d->name_len, (size_t)SL_HOST_MAX - 1)] = '\0';
-		rec->dest.name = rec->name;
-	}
-	rec->m = *m;
+	rec->kind = kind;
+	set_target(rec, d, m);
 	pthread_mutex_unlock(&rec->lock);
 	return 0;
 }
@@ -77,11 +87,18 @@ static void epoll_unmask(struct sl_hold *rec)
 	errno = saved;
 }
 
+/* Under rec->lock, which this drops: the request went (or was refused).  A
+ * connected UDP socket's record stays for its next datagram; others go. */
 static void release_record(int fd, struct sl_hold *rec)
 {
 	struct sl_hold *last;
 
 	epoll_unmask(rec);
+	if (rec->kind == SL_KIND_CONNECTED_UDP) {
+		rec->state = SL_HOLD_FIRST;
+		pthread_mutex_unlock(&rec->lock);
+		return;
+	}
 	pthread_mutex_unlock(&rec->lock);
 	last = sl_hold_unlink(fd);
 	if (last)
@@ -157,9 +174,11 @@ int sl_held_write(int fd, int dontwait)
 			     : sl_wait_reserve(h, &rec->m, sl_clock_mono_ns(), sl_shim.pid, &rec->t);
 			if (rc == -ECONNREFUSED) {
 				int e = rec->t.refuse_errno && sl_shim.mode != SL_SHIM_CLOSED
-				        ? rec->t.refuse_errno : ECONNRESET;
+				        ? rec->t.refuse_errno
+				        : rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED;
 
-				sl_debug("first write on fd %d: refused (%s)", fd,
+				sl_debug("%s on fd %d: refused (%s)",
+				         rec->kind == SL_KIND_CONNECTION ? "first write" : "datagram", fd,
 				         sl_shim.mode == SL_SHIM_CLOSED ? "fallback = closed" : "max_wait");
 				release_record(fd, rec);
 				return -e;
@@ -177,7 +196,7 @@ int sl_held_write(int fd, int dontwait)
 
 			rc = sl_wait_try_release(h, t, sl_shim.pid, &retry);
 			if (rc == 0) {
-				log_go("write", rec);
+				log_go(rec->kind == SL_KIND_CONNECTION ? "write" : "datagram", rec);
 				release_record(fd, rec);
 				return 0;
 			}
@@ -211,6 +230,47 @@ int sl_held_write(int fd, int dontwait)
 		}
 	}
 	return 0;
+}
+
+/* A datagram sent with its own address to a matched destination.  The fd's record
+ * carries it while it waits (so a non-blocking retry finds its place, and poll and
+ * epoll hide the socket meanwhile); a retry to other sections gives the place back
+ * first.  A connected UDP socket sending elsewhere waits here, in place. */
+int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+
+	if (rec) {
+		pthread_mutex_lock(&rec->lock);
+		if (rec->kind != SL_KIND_DATAGRAM) {
+			pthread_mutex_unlock(&rec->lock);
+			return sl_hold_wait(d, m, "datagram", ECONNREFUSED);
+		}
+		if (rec->m.mask != m->mask) {
+			if (rec->state == SL_HOLD_WAITING)
+				sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
+			set_target(rec, d, m);
+		}
+		pthread_mutex_unlock(&rec->lock);
+	} else if (sl_held_connect(fd, d, m, SL_KIND_DATAGRAM) < 0) {
+		return sl_hold_wait(d, m, "datagram", ECONNREFUSED);
+	}
+	return sl_held_write(fd, dontwait);
+}
+
+/* A UDP socket connects anew (or disconnects): its old peer's record goes. */
+void sl_held_drop_udp(int fd)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+	int udp;
+
+	if (!rec)
+		return;
+	pthread_mutex_lock(&rec->lock);
+	udp = rec->kind != SL_KIND_CONNECTION;
+	pthread_mutex_unlock(&rec->lock);
+	if (udp)
+		sl_held_close(fd);
 }
 
 int64_t sl_held_due(int fd)

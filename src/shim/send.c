@@ -1,6 +1,17 @@
-/* Every send path: one fd-table look-up, and for a held connection's first write the
- * hold of held.c.  Nothing else happens here. */
+/*
+ * Every send path.  On a socket the shim knows nothing about this is one fd-table
+ * load; the rest runs only for fds with an entry (a held connection, a connected
+ * UDP socket to a matched peer, a connection whose first write is to be read for a
+ * name) and for the two calls that carry their own destination:
+ *  - a datagram sent with an address (sendto, sendmsg, sendmmsg) when some section
+ *    meters datagrams: matched against that address, each datagram held;
+ *  - sendto/sendmsg with MSG_FASTOPEN, which connect and send at once: held as a
+ *    new connection.  Non-blocking, the connect is made without the data and the
+ *    call fails with EINPROGRESS, as the kernel's own fallback without a Fast Open
+ *    cookie does; the program's next write is then the held first write.
+ */
 #include "fdtab.h"
+#include "sluice/wait.h"
 
 #include <errno.h>
 #include <sys/sendfile.h>
@@ -9,14 +20,19 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* 0 to go on, or -1 with errno set. */
-static inline int gate(int fd, int dontwait)
+/* An fd with a table entry: hold its write, or read it for a name.  0 to go on, or
+ * -1 with errno set. */
+static __attribute__((noinline)) int gate_slow(int fd, unsigned idx, int dontwait,
+                                               const struct iovec *iov, int iovcnt)
 {
-	int rc;
+	int rc = 0;
 
-	if (sl_likely(!sl_fdtab_get(fd)))
-		return 0;
-	rc = sl_held_write(fd, dontwait);
+	if (idx == SL_FD_SNIFF) {
+		if (sl_fdtab_claim_sniff(fd) && sl_shim_active())
+			rc = sl_sniff_first_write(fd, iov, iovcnt, dontwait);
+	} else {
+		rc = sl_held_write(fd, dontwait);
+	}
 	if (rc < 0) {
 		errno = -rc;
 		return -1;
@@ -24,15 +40,109 @@ static inline int gate(int fd, int dontwait)
 	return 0;
 }
 
+static inline int gate_iov(int fd, int dontwait, const struct iovec *iov, int iovcnt)
+{
+	unsigned idx = sl_fdtab_get(fd);
+
+	if (sl_likely(!idx))
+		return 0;
+	return gate_slow(fd, idx, dontwait, iov, iovcnt);
+}
+
+static inline int gate(int fd, int dontwait, const void *buf, size_t len)
+{
+	unsigned idx = sl_fdtab_get(fd);
+	struct iovec one;
+
+	if (sl_likely(!idx))
+		return 0;
+	one.iov_base = (void *)buf;
+	one.iov_len = len;
+	return gate_slow(fd, idx, dontwait, &one, 1);
+}
+
+static int socket_type(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 ? type : -1;
+}
+
+/* A datagram to `addr`.  Returns 1 when no section meters it (the caller gates the
+ * fd as usual), 0 to send it now, or -errno. */
+static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int dontwait)
+{
+	struct sl_dest d;
+	struct sl_match m;
+	char name[SL_HOST_MAX];
+
+	if (!sl_shim_active() || !(sl_shim.shm.hdr->meters & (1u << SL_METER_DATAGRAMS)) ||
+	    sl_dest_from_sockaddr(&d, addr, alen) != 0)
+		return 1;
+	d.meter = SL_METER_DATAGRAMS;
+	if (sl_hold_match(&d, name, sizeof(name), &m) == 0 || socket_type(fd) != SOCK_DGRAM)
+		return 1;
+	return sl_held_datagram(fd, &d, &m, dontwait);
+}
+
+/* MSG_FASTOPEN: connect and first write at once.  Returns 1 when nothing holds it
+ * (the caller sends as usual), 0 to send now (after any wait), or -errno; -EINPROGRESS
+ * means the connect was started without the data, its first write to be held. */
+static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const struct iovec *iov,
+                    int iovcnt, int flags)
+{
+	struct sl_dest peer, d;
+	struct sl_match m;
+	char name[SL_HOST_MAX], name2[SL_HOST_MAX];
+	int rc;
+
+	if (!sl_shim_active() || !(sl_shim.shm.hdr->meters & (1u << SL_METER_CONNECTIONS)) ||
+	    sl_dest_from_sockaddr(&peer, addr, alen) != 0)
+		return 1;
+	d = peer;
+	if (sl_hold_match(&d, name, sizeof(name), &m) == 0 &&
+	    (!sl_shim.shm.hdr->has_names ||
+	     sl_name_from_write(fd, &peer, iov, iovcnt, &d, name2, sizeof(name2), &m) == 0))
+		return 1;
+	if (!sl_is_fresh_tcp(fd))
+		return 1; /* already connected: an ordinary send, gated as such */
+	if (!(flags & MSG_DONTWAIT) && !sl_fd_nonblocking(fd))
+		return sl_hold_wait(&d, &m, "fastopen", ECONNREFUSED);
+	if ((rc = sl_hold_connection(fd, &d, &m, "fastopen")) < 0)
+		return rc;
+	if (!sl_fdtab_get(fd))
+		return 0; /* no record to hold its first write: it waited above instead */
+	if (sl_real.connect && sl_real.connect(fd, addr, alen) != 0)
+		return -errno;
+	return -EINPROGRESS; /* connected at once (loopback can): still no data sent */
+}
+
 SL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	ssize_t (*real)(int, const void *, size_t, int) = SL_REAL(send, send);
 
-	if (gate(fd, flags & MSG_DONTWAIT) < 0)
+	if (gate(fd, flags & MSG_DONTWAIT, buf, len) < 0)
 		return -1;
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
 	return real(fd, buf, len, flags);
+}
+
+/* The destination-carrying part of sendto/sendmsg: 0 to go on, -1 with errno. */
+static int gate_to(int fd, const struct sockaddr *addr, socklen_t alen, int flags,
+                   const struct iovec *iov, int iovcnt)
+{
+	int rc = sl_unlikely(flags & MSG_FASTOPEN) ? fastopen(fd, addr, alen, iov, iovcnt, flags)
+	                                           : datagram(fd, addr, alen, flags & MSG_DONTWAIT);
+
+	if (rc == 1)
+		return gate_iov(fd, flags & MSG_DONTWAIT, iov, iovcnt);
+	if (rc < 0) {
+		errno = -rc;
+		return -1;
+	}
+	return 0;
 }
 
 SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
@@ -40,8 +150,10 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 {
 	ssize_t (*real)(int, const void *, size_t, int, const struct sockaddr *, socklen_t) =
 		SL_REAL(sendto, sendto);
+	struct iovec one = {(void *)buf, len};
 
-	if (gate(fd, flags & MSG_DONTWAIT) < 0)
+	if (sl_likely(!addr) ? gate(fd, flags & MSG_DONTWAIT, buf, len) < 0
+	                     : gate_to(fd, addr, alen, flags, &one, 1) < 0)
 		return -1;
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendto, fd, buf, len, flags, addr, alen);
@@ -52,19 +164,64 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	ssize_t (*real)(int, const struct msghdr *, int) = SL_REAL(sendmsg, sendmsg);
 
-	if (gate(fd, flags & MSG_DONTWAIT) < 0)
+	if (sl_likely(!msg || !msg->msg_name)
+	        ? gate_iov(fd, flags & MSG_DONTWAIT, msg ? msg->msg_iov : NULL,
+	                   msg ? (int)msg->msg_iovlen : 0) < 0
+	        : gate_to(fd, msg->msg_name, msg->msg_namelen, flags, msg->msg_iov,
+	                  (int)msg->msg_iovlen) < 0)
 		return -1;
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendmsg, fd, msg, flags);
 	return real(fd, msg, flags);
 }
 
+/* Whether sendmmsg's messages need one hold each: some message carries an address
+ * while datagrams are metered, or the fd is a connected UDP socket's record. */
+static int per_message(int fd, struct mmsghdr *vec, unsigned int n)
+{
+	struct sl_hold *rec;
+	int kind;
+
+	if (sl_shim_active() && (sl_shim.shm.hdr->meters & (1u << SL_METER_DATAGRAMS)))
+		for (unsigned i = 0; i < n; i++)
+			if (vec[i].msg_hdr.msg_name)
+				return 1;
+	if (!sl_fdtab_get(fd) || !(rec = sl_hold_of(fd)))
+		return 0;
+	pthread_mutex_lock(&rec->lock);
+	kind = rec->kind;
+	pthread_mutex_unlock(&rec->lock);
+	return kind == SL_KIND_CONNECTED_UDP;
+}
+
 SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 {
 	int (*real)(int, struct mmsghdr *, unsigned int, int) = SL_REAL(sendmmsg, sendmmsg);
+	unsigned int sent = 0;
 
-	if (gate(fd, flags & MSG_DONTWAIT) < 0)
-		return -1;
+	if (sl_likely(!sl_fdtab_get(fd)) &&
+	    !(sl_shim_active() && (sl_shim.shm.hdr->meters & (1u << SL_METER_DATAGRAMS))))
+		goto pass;
+	if (n == 0 || !vec || !per_message(fd, vec, n)) {
+		if (n && vec && gate_iov(fd, flags & MSG_DONTWAIT, vec[0].msg_hdr.msg_iov,
+		                         (int)vec[0].msg_hdr.msg_iovlen) < 0)
+			return -1;
+		goto pass;
+	}
+	/* One datagram at a time, each held: a count short of n is what sendmmsg
+	 * returns when it stops part way, so a program already handles it. */
+	for (; sent < n; sent++) {
+		struct msghdr *h = &vec[sent].msg_hdr;
+		int rc = h->msg_name ? gate_to(fd, h->msg_name, h->msg_namelen, flags, h->msg_iov,
+		                               (int)h->msg_iovlen)
+		                     : gate_iov(fd, flags & MSG_DONTWAIT, h->msg_iov, (int)h->msg_iovlen);
+
+		if (rc < 0 || (rc = real ? real(fd, &vec[sent], 1, flags)
+		                         : (int)syscall(SYS_sendmmsg, fd, &vec[sent], 1, flags)) < 1)
+			return sent ? (int)sent : -1;
+	}
+	return (int)sent;
+pass:
 	if (sl_unlikely(!real))
 		return (int)syscall(SYS_sendmmsg, fd, vec, n, flags);
 	return real(fd, vec, n, flags);
@@ -74,7 +231,7 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
 	ssize_t (*real)(int, const void *, size_t) = SL_REAL(write, write);
 
-	if (gate(fd, 0) < 0)
+	if (gate(fd, 0, buf, len) < 0)
 		return -1;
 	if (sl_unlikely(!real))
 		return syscall(SYS_write, fd, buf, len);
@@ -85,18 +242,20 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	ssize_t (*real)(int, const struct iovec *, int) = SL_REAL(writev, writev);
 
-	if (gate(fd, 0) < 0)
+	if (gate_iov(fd, 0, iov, n) < 0)
 		return -1;
 	if (sl_unlikely(!real))
 		return syscall(SYS_writev, fd, iov, n);
 	return real(fd, iov, n);
 }
 
+/* sendfile's bytes are in a file: nothing to read a name from, so a marked
+ * connection is unmarked and goes as it is. */
 SL_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
 	ssize_t (*real)(int, int, off_t *, size_t) = SL_REAL(sendfile, sendfile);
 
-	if (gate(out, 0) < 0)
+	if (gate_iov(out, 0, NULL, 0) < 0)
 		return -1;
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendfile, out, in, off, count);
@@ -107,7 +266,7 @@ SL_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
 	ssize_t (*real)(int, int, off_t *, size_t) = SL_REAL(sendfile64, sendfile64);
 
-	if (gate(out, 0) < 0)
+	if (gate_iov(out, 0, NULL, 0) < 0)
 		return -1;
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendfile, out, in, off, count);

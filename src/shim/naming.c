@@ -1,0 +1,121 @@
+/*
+ * Names beyond DNS (SPEC §5): a TCP connection that no section matched when it
+ * connected, while some section matches by name, is marked in the fd table; its
+ * first write is read for the name it carries (TLS SNI, HTTP Host, a proxy's
+ * CONNECT or absolute-form target, parsed by core/sniff.c) and, when that name
+ * matches, the write is held as the connection's first write would have been.
+ * The bytes are only read, never changed or kept.
+ */
+#include "fdtab.h"
+#include "sluice/sniff.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define GATHER_MAX 4096 /* bytes copied from a scattered write to be read; a
+                         * ClientHello that does not fit goes unnamed */
+
+static const char *const kind_names[] = {"", "TLS SNI", "HTTP Host", "proxy request"};
+
+/* The first bytes of the write, contiguous: the first iovec itself when it is the
+ * only one or large enough, otherwise a copy into `tmp`. */
+static const void *first_bytes(const struct iovec *iov, int iovcnt, char *tmp, size_t *len)
+{
+	size_t n = 0;
+
+	if (iovcnt <= 0 || !iov)
+		return NULL;
+	if (iovcnt == 1 || iov[0].iov_len >= GATHER_MAX) {
+		*len = iov[0].iov_len;
+		return iov[0].iov_base;
+	}
+	for (int i = 0; i < iovcnt && n < GATHER_MAX; i++) {
+		size_t take = SL_MIN(iov[i].iov_len, GATHER_MAX - n);
+
+		if (take && !iov[i].iov_base)
+			break;
+		memcpy(tmp + n, iov[i].iov_base, take);
+		n += take;
+	}
+	*len = n;
+	return tmp;
+}
+
+/* The peer of a connected socket, into d. */
+static int peer_of(int fd, struct sl_dest *d)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+		return -1;
+	return sl_dest_from_sockaddr(d, (struct sockaddr *)&ss, len);
+}
+
+int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *iov, int iovcnt,
+                       struct sl_dest *d, char *name, size_t namelen, struct sl_match *m)
+{
+	char tmp[GATHER_MAX];
+	struct sl_sniffed s;
+	const void *buf;
+	size_t len = 0;
+	int kind, n;
+
+	if (!(buf = first_bytes(iov, iovcnt, tmp, &len)) ||
+	    (kind = sl_sniff(buf, len, &s)) == SL_SNIFF_NONE)
+		return 0;
+	/* Most first writes name nothing; the peer is asked (a system call) only for
+	 * those that do. */
+	if (peer)
+		*d = *peer;
+	else if (peer_of(fd, d) != 0)
+		return 0;
+	d->meter = SL_METER_CONNECTIONS;
+	if (kind == SL_SNIFF_PROXY) {
+		/* The peer is a proxy: the destination is the request's, a numeric one
+		 * with its address, a named one with none (address patterns then do not
+		 * match the proxy's address by mistake). */
+		d->port = s.port;
+		memset(d->addr, 0, sizeof(d->addr));
+		d->name = NULL;
+		d->name_len = 0;
+		if (inet_pton(AF_INET, s.name, d->addr) == 1)
+			d->family = AF_INET;
+		else if (inet_pton(AF_INET6, s.name, d->addr) == 1)
+			d->family = AF_INET6;
+		else
+			d->family = AF_UNSPEC;
+	} else if (sl_is_numeric_host(s.name)) {
+		return 0; /* the address itself, already matched against at connect */
+	}
+	if (d->family == AF_UNSPEC || kind != SL_SNIFF_PROXY) {
+		if (sl_strlcpy(name, s.name, namelen) < 0)
+			return 0;
+		d->name = name;
+		d->name_len = strlen(name);
+	}
+	n = sl_admit_match(sl_shim.shm.hdr, d, m);
+	if (sl_shim.debug) {
+		char dest[SL_HOST_MAX + 80];
+
+		sl_dest_format(d, dest, sizeof(dest));
+		sl_debug("first write names %s by %s: %s", dest, kind_names[kind],
+		         n > 0 ? "held as a new connection" : "no section matches");
+	}
+	return n > 0 ? n : 0;
+}
+
+int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwait)
+{
+	struct sl_dest d;
+	struct sl_match m;
+	char name[SL_HOST_MAX];
+
+	if (sl_name_from_write(fd, NULL, iov, iovcnt, &d, name, sizeof(name), &m) == 0)
+		return 0;
+	if (sl_held_connect(fd, &d, &m, SL_KIND_CONNECTION) < 0)
+		return sl_hold_wait(&d, &m, "first write", ECONNRESET);
+	return sl_held_write(fd, dontwait);
+}

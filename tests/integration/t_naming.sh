@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Names beyond DNS: connections to 127.0.0.1 that no section matches by address
+# are named by their first write, and sections matching that name hold them there.
+#  - HTTP Host header: curl -H Host, curl --resolve (no getaddrinfo), python3
+#    http.client on a blocking socket;
+#  - TLS SNI: openssl s_client -servername (blocking), curl -k over --resolve;
+#  - a forward proxy: curl -p (CONNECT name:port) and curl -x (absolute-form);
+#  - names no section wants pass unheld.
+# Spacing is checked on the shim's releases; every response must arrive intact.
+. "$(dirname "$0")/lib.sh"
+
+start_server
+pf="$T/proxy.port"
+python3 "$HELPERS/proxy.py" --port-file "$pf" --upstream "$PORT" &
+BG_PIDS+=($!)
+openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=api.sni.test -days 1 \
+	-keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || fail "cannot make a certificate"
+tls_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+openssl s_server -quiet -accept "127.0.0.1:$tls_port" -cert "$T/cert.pem" -key "$T/key.pem" -www \
+	>/dev/null 2>&1 &
+BG_PIDS+=($!)
+for _ in $(seq 100); do
+	[ -s "$pf" ] && (exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null && break
+	sleep 0.1
+done
+[ -s "$pf" ] || fail "proxy did not start"
+proxy=$(cat "$pf")
+
+write_config "$T/n.ini" <<EOF
+[byhost]
+match = hooks.named.test
+rate = 10/s
+max_wait = 1m
+
+[bysni]
+match = api.sni.test:$tls_port
+rate = 10/s
+max_wait = 1m
+
+[byproxy]
+match = tunnel.test:$PORT, plain.test:$PORT
+rate = 10/s
+max_wait = 1m
+EOF
+export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
+check() { # NAME COUNT: COUNT releases, spaced, each named by its first write
+	python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect "$2" || fail "$1: spacing"
+	[ "$(grep -c 'first write names .*held as a new connection' "$T/shim.log")" -eq "$2" ] ||
+		fail "$1: not named by its first write: $(grep 'first write' "$T/shim.log" | head -3)"
+	: >"$T/shim.log"
+}
+run() { "$SLUICE" run -c "$T/n.ini" -- "$@"; }
+
+# HTTP Host.  curl's own resolver never sees hooks.named.test.
+run sh -c 'for i in 1 2 3 4; do
+	[ "$(curl -sS -H "Host: hooks.named.test" "http://127.0.0.1:$1/h$i")" = "hello /h$i" ] || exit 1
+done' _ "$PORT" || fail "curl -H Host"
+check "curl -H Host" 4
+run sh -c 'for i in 1 2 3; do
+	[ "$(curl -sS --resolve "hooks.named.test:$1:127.0.0.1" "http://hooks.named.test:$1/r$i")" = "hello /r$i" ] || exit 1
+done' _ "$PORT" || fail "curl --resolve"
+check "curl --resolve" 3
+run python3 -c '
+import http.client, sys
+for i in range(3):
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+    c.request("GET", "/p%d" % i, headers={"Host": "Hooks.Named.Test"})
+    body = c.getresponse().read()
+    assert body == b"hello /p%d\n" % i, body
+    c.close()
+' "$PORT" || fail "python3 http.client with Host"
+check "python3 http.client" 3
+
+# Names no section wants: nothing held, nothing broken.
+run sh -c 'for i in 1 2 3; do
+	[ "$(curl -sS -H "Host: other.test" "http://127.0.0.1:$1/o$i")" = "hello /o$i" ] || exit 1
+done' _ "$PORT" || fail "curl, unmatched Host"
+[ "$(grep -c 'no section matches' "$T/shim.log")" -eq 3 ] || fail "unmatched Host: $(cat "$T/shim.log")"
+! grep -q ' go ' "$T/shim.log" || fail "an unmatched name was held: $(grep ' go ' "$T/shim.log")"
+: >"$T/shim.log"
+
+# TLS SNI: blocking s_client, then curl (non-blocking) over a hand-made resolve.
+run sh -c 'for i in 1 2 3; do
+	printf "GET / HTTP/1.0\r\n\r\n" | openssl s_client -quiet -connect "127.0.0.1:$1" \
+		-servername api.sni.test 2>>"$2/s_client.err" | grep -q "s_server" || exit 1
+done' _ "$tls_port" "$T" || fail "openssl s_client: $(tail -5 "$T/s_client.err")"
+check "openssl s_client -servername" 3
+run sh -c 'for i in 1 2; do
+	curl -sS -k --resolve "api.sni.test:$1:127.0.0.1" "https://api.sni.test:$1/" | grep -q s_server || exit 1
+done' _ "$tls_port" || fail "curl https by SNI"
+check "curl https" 2
+
+# Through a proxy: CONNECT tunnel.test:PORT, and GET http://plain.test:PORT/...
+run sh -c 'for i in 1 2 3; do
+	[ "$(curl -sS -p -x "http://127.0.0.1:$1" "http://tunnel.test:$2/t$i")" = "hello /t$i" ] || exit 1
+done' _ "$proxy" "$PORT" || fail "curl through CONNECT"
+check "curl -p (CONNECT)" 3
+run sh -c 'for i in 1 2 3; do
+	[ "$(curl -sS -x "http://127.0.0.1:$1" "http://plain.test:$2/a$i")" = "hello /a$i" ] || exit 1
+done' _ "$proxy" "$PORT" || fail "curl through a proxy, absolute-form"
+check "curl -x (absolute-form)" 3
+echo "ok"
