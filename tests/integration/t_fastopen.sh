@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# sendto(MSG_FASTOPEN) connects and sends at once: held as a new connection.
+# Blocking, the call waits for the place and then goes; non-blocking, it starts
+# the connect without the data and fails with EINPROGRESS (what the kernel does
+# itself without a Fast Open cookie), and the program's next send is the held
+# first write.  Releases are checked for spacing; every response must be intact.
+. "$(dirname "$0")/lib.sh"
+
+start_server
+write_config "$T/f.ini" <<EOF
+[tfo]
+match = 127.0.0.1:$PORT
+rate = 10/s
+max_wait = 1m
+EOF
+export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
+"$SLUICE" run -c "$T/f.ini" -- python3 -c '
+import errno, select, socket, sys, time
+addr = ("127.0.0.1", int(sys.argv[1]))
+
+def response(s):
+    data = b""
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        select.select([s], [], [], 1)
+        try:
+            chunk = s.recv(4096)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\r\n\r\n", 1)[-1]
+
+for i in range(3):  # blocking
+    s = socket.socket()
+    req = b"GET /b%d HTTP/1.0\r\n\r\n" % i
+    assert s.sendto(req, socket.MSG_FASTOPEN, addr) == len(req)
+    body = response(s)
+    assert body == b"hello /b%d\n" % i, body
+    s.close()
+
+eagain = 0
+for i in range(3):  # non-blocking
+    s = socket.socket()
+    s.setblocking(False)
+    req = b"GET /n%d HTTP/1.0\r\n\r\n" % i
+    try:
+        s.sendto(req, socket.MSG_FASTOPEN, addr)
+        sys.exit("non-blocking MSG_FASTOPEN to a held destination sent at once")
+    except BlockingIOError as e:
+        assert e.errno == errno.EINPROGRESS, e
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        select.select([], [s], [], 1)
+        try:
+            assert s.send(req) == len(req)
+            break
+        except BlockingIOError:
+            eagain += 1
+    body = response(s)
+    assert body == b"hello /n%d\n" % i, body
+    s.close()
+print("EAGAIN seen %d times" % eagain)
+' "$PORT" || fail "MSG_FASTOPEN client"
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 6 || fail "spacing"
+[ "$(grep -c ' fastopen .* go ' "$T/shim.log")" -eq 3 ] || fail "blocking MSG_FASTOPEN not held: $(cat "$T/shim.log")"
+[ "$(grep -c 'fastopen .*non-blocking; its first write takes the place' "$T/shim.log")" -eq 3 ] ||
+	fail "non-blocking MSG_FASTOPEN not handed to its first write"
+[ "$(wc -l <"$SERVER_LOG")" -eq 6 ] || fail "server saw $(wc -l <"$SERVER_LOG") requests"
+echo "ok"
