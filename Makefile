@@ -46,7 +46,8 @@ CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
 SHIM_CORE_SRC = $(filter-out src/core/log.c src/core/ctl.c,$(CORE_SRC))
 SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/hold.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
-	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c
+	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
+	src/shim/exec.c
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c

@@ -2,6 +2,7 @@
  * fcntl(F_DUPFD*), and goes (returning an unreleased place) when the last fd does. */
 #include "fdtab.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,4 +158,21 @@ SL_EXPORT int fcntl64(int fd, int cmd, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	return do_fcntl(SL_REAL(fcntl64, fcntl64), fd, cmd, arg);
+}
+
+/* A new socket's fd number may have been closed behind the shim's back (a raw
+ * system call, io_uring): what the table still says about that number is stale
+ * and goes, returning any place it reserved.  One table load otherwise. */
+SL_EXPORT int socket(int domain, int type, int protocol)
+{
+	int (*real)(int, int, int) = SL_REAL(socket, socket);
+	int fd = real ? real(domain, type, protocol) : (int)syscall(SYS_socket, domain, type, protocol);
+
+	if (fd >= 0 && sl_unlikely(sl_fdtab_get(fd))) {
+		int saved = errno;
+
+		sl_held_close(fd);
+		errno = saved;
+	}
+	return fd;
 }

@@ -19,7 +19,7 @@
 #define CHUNKS 1024 /* fds up to 1,048,575 are tracked; beyond, nothing is held */
 
 static _Atomic(void *) chunks[CHUNKS];   /* of _Atomic uint16_t[CHUNK_FDS] */
-static _Atomic(void *) epchunks[CHUNKS]; /* of struct sl_epreg[CHUNK_FDS] */
+static _Atomic(void *) epchunks[CHUNKS]; /* of struct sl_epregs[CHUNK_FDS] */
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct sl_hold sl_holds[SL_HOLDS];
@@ -188,9 +188,9 @@ int sl_fdtab_claim_sniff(int fd)
 	return 1;
 }
 
-struct sl_epreg *sl_epreg(int fd, int create)
+struct sl_epregs *sl_epregs(int fd, int create)
 {
-	struct sl_epreg *chunk = chunk_of(epchunks, fd, sizeof(*chunk), create);
+	struct sl_epregs *chunk = chunk_of(epchunks, fd, sizeof(*chunk), create);
 
 	return chunk ? &chunk[(unsigned)fd % CHUNK_FDS] : NULL;
 }

@@ -35,11 +35,18 @@ enum sl_hold_kind {
 	                            * datagram takes a place; stays until close/connect */
 };
 
-/* What an fd registered with epoll (the last registration seen). */
+/* One registration of an fd with an epoll set. */
 struct sl_epreg {
 	int epfd; /* 0: none recorded */
 	uint32_t events;
 	epoll_data_t data;
+};
+
+/* An fd may be registered in several epoll sets (a library's loop and the
+ * program's); this many are followed per fd, the oldest replaced beyond that. */
+#define SL_EPREGS 4
+struct sl_epregs {
+	struct sl_epreg r[SL_EPREGS];
 };
 
 struct sl_hold {
@@ -49,10 +56,10 @@ struct sl_hold {
 	int kind;             /* enum sl_hold_kind */
 	int fd;               /* the fd that connected, for epoll re-arming */
 	int64_t release_ns;   /* WAITING: when the next release check may pass */
-	int ep_masked;        /* EPOLLOUT taken out of the registration below */
+	unsigned ep_masked;   /* bit i: EPOLLOUT taken out of registration ep[i] */
 	int inherited;        /* copied into a fork child: the parent owns the place, so
 	                       * the child closing its fd must not give it back */
-	struct sl_epreg ep;
+	struct sl_epreg ep[SL_EPREGS]; /* the registrations masked, as the program made them */
 	struct sl_dest dest;
 	char name[SL_HOST_MAX];
 	struct sl_match m;
@@ -78,7 +85,7 @@ void sl_hold_free(struct sl_hold *rec);
 void sl_fdtab_mark_sniff(int fd);
 int sl_fdtab_claim_sniff(int fd);
 
-struct sl_epreg *sl_epreg(int fd, int create);
+struct sl_epregs *sl_epregs(int fd, int create);
 
 void sl_fdtab_after_fork(void);
 

@@ -56,35 +56,49 @@ int sl_fd_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-/* Take EPOLLOUT out of the fd's epoll registration while its write is held, so a
+/* Take EPOLLOUT out of the fd's epoll registrations while its write is held, so a
  * level-triggered loop does not spin on a socket we say is not writable. */
 static void epoll_mask(struct sl_hold *rec)
 {
-	struct sl_epreg *reg = sl_epreg(rec->fd, 0);
-	struct epoll_event ev;
+	struct sl_epregs *regs = sl_epregs(rec->fd, 0);
 
-	if (rec->ep_masked || !reg || !reg->epfd || !(reg->events & EPOLLOUT) || !sl_real.epoll_ctl)
+	if (!regs || !sl_real.epoll_ctl)
 		return;
-	rec->ep = *reg;
-	ev.events = reg->events & ~(uint32_t)EPOLLOUT;
-	ev.data = reg->data;
-	if (sl_real.epoll_ctl(reg->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0)
-		rec->ep_masked = 1;
+	for (unsigned i = 0; i < SL_EPREGS; i++) {
+		struct sl_epreg *reg = &regs->r[i];
+		struct epoll_event ev;
+
+		if ((rec->ep_masked & (1u << i)) || !reg->epfd || !(reg->events & EPOLLOUT))
+			continue;
+		rec->ep[i] = *reg;
+		ev.events = reg->events & ~(uint32_t)EPOLLOUT;
+		ev.data = reg->data;
+		if (sl_real.epoll_ctl(reg->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0)
+			rec->ep_masked |= 1u << i;
+	}
 }
 
-/* Put the registration back: the kernel re-evaluates it, so an edge-triggered
- * registration gets the edge the program is waiting for. */
-static void epoll_unmask(struct sl_hold *rec)
+/* Put registrations back (those in `which`): the kernel re-evaluates them, so an
+ * edge-triggered registration gets the edge the program is waiting for. */
+static void epoll_unmask_some(struct sl_hold *rec, unsigned which)
 {
-	struct epoll_event ev = {.events = rec->ep.events, .data = rec->ep.data};
 	int saved = errno;
 
-	if (!rec->ep_masked)
-		return;
-	rec->ep_masked = 0;
-	if (sl_real.epoll_ctl)
-		sl_real.epoll_ctl(rec->ep.epfd, EPOLL_CTL_MOD, rec->fd, &ev);
+	for (unsigned i = 0; i < SL_EPREGS; i++) {
+		struct epoll_event ev = {.events = rec->ep[i].events, .data = rec->ep[i].data};
+
+		if (!(rec->ep_masked & which & (1u << i)))
+			continue;
+		rec->ep_masked &= ~(1u << i);
+		if (sl_real.epoll_ctl)
+			sl_real.epoll_ctl(rec->ep[i].epfd, EPOLL_CTL_MOD, rec->fd, &ev);
+	}
 	errno = saved;
+}
+
+static void epoll_unmask(struct sl_hold *rec)
+{
+	epoll_unmask_some(rec, ~0u);
 }
 
 /* Under rec->lock, which this drops: the request went (or was refused).  A
@@ -307,13 +321,17 @@ int64_t sl_held_epoll_due(int epfd, int64_t now)
 
 	for (unsigned i = 0; i < SL_HOLDS; i++) {
 		struct sl_hold *rec = &sl_holds[i];
+		unsigned mine = 0;
 
-		if (!rec->refs || !rec->ep_masked || rec->ep.epfd != epfd)
+		if (!rec->refs || !rec->ep_masked)
 			continue;
 		pthread_mutex_lock(&rec->lock);
-		if (rec->ep_masked && rec->ep.epfd == epfd) {
+		for (unsigned r = 0; r < SL_EPREGS; r++)
+			if ((rec->ep_masked & (1u << r)) && rec->ep[r].epfd == epfd)
+				mine |= 1u << r;
+		if (mine) {
 			if (rec->release_ns <= now)
-				epoll_unmask(rec); /* due: the next write's release check decides */
+				epoll_unmask_some(rec, mine); /* due: the next write's release check decides */
 			else if (!earliest || rec->release_ns < earliest)
 				earliest = rec->release_ns;
 		}

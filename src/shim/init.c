@@ -81,6 +81,7 @@ static void init_once_body(void)
 	int fallback = SL_FALLBACK_LOCAL, rc;
 
 	sl_real_resolve();
+	sl_exec_capture();
 	sl_shim.pid = (int32_t)getpid();
 	sl_shim.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
 	if (log && sl_strlcpy(sl_shim.log_path, log, sizeof(sl_shim.log_path)) < 0)

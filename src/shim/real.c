@@ -3,6 +3,9 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -48,4 +51,12 @@ void sl_real_resolve(void)
 	sl_real.epoll_ctl = sl_real_lookup("epoll_ctl", (void *)epoll_ctl);
 	sl_real.epoll_wait = sl_real_lookup("epoll_wait", (void *)epoll_wait);
 	sl_real.epoll_pwait = sl_real_lookup("epoll_pwait", (void *)epoll_pwait);
+	sl_real.epoll_pwait2 = sl_real_lookup("epoll_pwait2", (void *)epoll_pwait2);
+	sl_real.socket = sl_real_lookup("socket", (void *)socket);
+	sl_real.execve = sl_real_lookup("execve", (void *)execve);
+	sl_real.execveat = sl_real_lookup("execveat", (void *)execveat);
+	sl_real.fexecve = sl_real_lookup("fexecve", (void *)fexecve);
+	sl_real.execvpe = sl_real_lookup("execvpe", (void *)execvpe);
+	sl_real.posix_spawn = sl_real_lookup("posix_spawn", (void *)posix_spawn);
+	sl_real.posix_spawnp = sl_real_lookup("posix_spawnp", (void *)posix_spawnp);
 }

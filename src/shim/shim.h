@@ -16,6 +16,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <sys/epoll.h>
@@ -76,6 +77,16 @@ struct sl_real {
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
 	int (*epoll_wait)(int, struct epoll_event *, int, int);
 	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
+	int (*socket)(int, int, int);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execveat)(int, const char *, char *const[], char *const[], int);
+	int (*fexecve)(int, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+	                   const posix_spawnattr_t *, char *const[], char *const[]);
+	int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+	                    const posix_spawnattr_t *, char *const[], char *const[]);
 };
 
 extern struct sl_real sl_real;
@@ -88,6 +99,10 @@ void *sl_real_lookup(const char *name, void *hook);
 	                       : (sl_real.fn = (__typeof__(sl_real.fn))sl_real_lookup(#fn, (void *)(hook))))
 
 void sl_shim_init(void);
+
+/* exec.c: remember LD_PRELOAD and SLUICE_* as the process started, for children
+ * exec'd with an environment that lacks them. */
+void sl_exec_capture(void);
 
 /* True when there is something to shape; initialises on first use. */
 static inline int sl_shim_active(void)
