@@ -2,8 +2,9 @@
 # Event loops never stall (SPEC §5): python3 asyncio (epoll, level-triggered) with
 # many concurrent connections to a held destination keeps the spacing and keeps
 # serving an unheld socket meanwhile; an edge-triggered epoll registration gets its
-# edge at release; select() with many fds shows held sockets as not writable; and a
-# socket closed while its write is held goes quietly.
+# edge at release; select() with many fds shows held sockets as not writable; a
+# socket closed while its write is held goes quietly; and a socket in two epoll
+# sets is hidden in both, epoll_pwait2 waking at its release.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -132,3 +133,51 @@ except BlockingIOError:
 q.close()
 EOF
 python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 || fail "epoll/select spacing"
+
+# 3. One held socket in two epoll sets (a library's loop and the program's): both
+#    hide it while its write is held, and epoll_pwait2 (called through ctypes, as
+#    Python has no binding) wakes at the release by itself, with EPOLLOUT.
+: >"$T/shim.log"
+"$SLUICE" run -c "$T/l.ini" -- python3 - "$PORT" <<'EOF' || fail "two epoll sets / epoll_pwait2"
+import ctypes, errno, select, socket, struct, sys, time
+port = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+
+class timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+
+def nb_connect():
+    s = socket.socket()
+    s.setblocking(False)
+    assert s.connect_ex(("127.0.0.1", port)) == errno.EINPROGRESS
+    return s
+
+first = nb_connect()
+select.select([], [first], [], 5)
+first.send(b"GET /ep0 HTTP/1.0\r\n\r\n")
+
+s = nb_connect()
+ep1, ep2 = select.epoll(), select.epoll()
+ep1.register(s.fileno(), select.EPOLLOUT)
+ep2.register(s.fileno(), select.EPOLLOUT | select.EPOLLIN)
+assert ep1.poll(5) and ep2.poll(5), "connect not seen"
+t0 = time.monotonic()
+try:
+    s.send(b"GET /ep1 HTTP/1.0\r\n\r\n")
+    sys.exit("held write went through at once")
+except BlockingIOError:
+    pass
+assert not ep1.poll(0), "first epoll set shows the held socket writable"
+assert not ep2.poll(0), "second epoll set shows the held socket writable"
+events = (ctypes.c_uint8 * (12 * 4))()  # struct epoll_event is 12 bytes, packed
+n = libc.epoll_pwait2(ep2.fileno(), events, 4, ctypes.byref(timespec(5, 0)), None)
+waited = time.monotonic() - t0
+assert n == 1, "epoll_pwait2 returned %d (errno %d)" % (n, ctypes.get_errno())
+mask = struct.unpack_from("=I", events, 0)[0]
+assert mask & select.EPOLLOUT, "woke without EPOLLOUT: %#x" % mask
+assert 0.03 < waited < 2, "epoll_pwait2 woke after %.3f s" % waited
+assert ep1.poll(1), "first epoll set never showed the socket writable again"
+s.send(b"GET /ep1 HTTP/1.0\r\n\r\n")
+print("  two epoll sets: epoll_pwait2 woke after %.0f ms" % (waited * 1000))
+EOF
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 2 || fail "two-set spacing"
