@@ -658,8 +658,10 @@ void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out)
 		fprintf(out, "%srefuse      %s\n", indent, e);
 	else if (s->refuse)
 		fprintf(out, "%srefuse      %d\n", indent, s->refuse);
+	else if (s->meter == SL_METER_DATAGRAMS)
+		fprintf(out, "%srefuse      ECONNREFUSED\n", indent);
 	else
-		fprintf(out, "%srefuse      ECONNREFUSED (connect), ECONNRESET (send)\n", indent);
+		fprintf(out, "%srefuse      ECONNREFUSED (connect), ECONNRESET (first write)\n", indent);
 }
 
 void sl_config_dump(const struct sl_config *cfg, FILE *out)
