@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A held socket followed through dup, dup2 over it, and fork: a dup keeps the hold
 # (the write through it waits and goes at the slot), dup2 over a held fd gives its
-# place back and leaves the new fd unheld, and a child forked while the parent
-# holds a socket neither releases nor returns the parent's place.
+# place back and leaves the new fd unheld, a child forked while the parent holds a
+# socket neither releases nor returns the parent's place, fd 0 reused for a held
+# socket works, os.closerange returns held places, and a socket() reusing the
+# number of an fd closed behind the shim's back drops its stale hold.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -83,5 +85,42 @@ after = stat()
 assert after["given_up"] == before["given_up"] and after["admitted"] == before["admitted"], (before, after)
 finish(s.fileno(), "fork")
 print("  dup, dup2 and fork kept the holds right")
+
+# fd 0 reused for a held socket: held and released like any other.
+saved_stdin = os.dup(0)
+os.close(0)
+s, went = held("zero")
+assert s.fileno() == 0 and not went, (s.fileno(), went)
+finish(0, "zero")
+s.close()
+os.dup2(saved_stdin, 0)
+
+# Bulk close: os.closerange (close_range) gives back the places of held fds.
+x, went = held("range1")
+assert not went
+y, went = held("range2")
+assert not went
+lo, hi = sorted((x.fileno(), y.fileno()))
+before = stat()["given_up"]
+os.closerange(lo, hi + 1)
+x.detach(), y.detach()
+assert stat()["given_up"] == before + 2, "closerange did not return both places"
+
+# A held fd closed behind the shim's back (a raw system call): the next socket()
+# to get its number drops the stale hold, returning its place; the new socket is
+# not held by it.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+s, went = held("raw")
+assert not went
+fd = s.fileno()
+before = stat()["given_up"]
+assert libc.syscall(3, fd) == 0   # SYS_close on x86-64
+s.detach()
+a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+assert a.fileno() == fd, (a.fileno(), fd)
+assert stat()["given_up"] == before + 1, "socket() kept a stale hold"
+a.close()
+print("  fd 0 reuse, closerange and a raw close kept the holds right")
 EOF
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 500 --expect 3 || fail "spacing"
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 500 --expect 4 || fail "spacing"
