@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# make bench: print the figures of issue #2.  Numbers, not pass/fail: these machines
-# are small and noisy, so each figure is the median of several runs.
+# make bench: print sluice's figures.  Numbers, not pass/fail: these machines are
+# small and noisy, so each figure is the median of several runs.
 #   1. one admission (match + reserve + release in the segment), 1 and 2 processes;
 #   2. the shim's cost on a connect+close loop, unmatched and matched-but-unlimited,
 #      as a ratio to the same loop without the shim;
-#   3. release error at 100/s with 4 processes: how late each release was after its
-#      slot (p50/p99/max, microseconds), and the achieved rate.
+#   3. the shim's cost on write+read of an unmatched TCP socket, and (3b) on
+#      sendto+recv of an unmatched datagram while some section meters datagrams;
+#   4. release error at 100/s with 4 processes: how late each release was after its
+#      slot (p50/p99/max, microseconds), and the achieved rate;
+#   5. event-loop latency of an unheld socket while other requests are held.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -102,6 +105,35 @@ if command -v valgrind >/dev/null; then
 	w_plain=$(wper) w_shim=$(wper LD_PRELOAD="$B/libsluice.so" SLUICE_CONFIG="$T/bench.ini")
 	printf '   user-space instructions per round (callgrind): %s plain, +%s with the shim\n' \
 		"$w_plain" $((w_shim - w_plain))
+fi
+
+echo
+echo "3b. shim overhead on sendto+recv of an unmatched UDP datagram (64 bytes, median of 7)"
+config udp >"$T/udp.ini" <<EOF
+[datagrams-elsewhere]
+match = 127.0.0.1:$port, 192.0.2.0/24, *.example.com
+meter = datagrams
+rate = 1/s
+EOF
+for _ in 1 2 3 4 5 6 7; do
+	"$B/bench/sendto_loop" 200000 >>"$T/u.plain"
+	LD_PRELOAD="$B/libsluice.so" SLUICE_CONFIG="$T/udp.ini" "$B/bench/sendto_loop" 200000 >>"$T/u.shim"
+done
+up=$(median <"$T/u.plain") us=$(median <"$T/u.shim")
+printf '   %-34s %6s ns per round\n' "no shim:" "$up"
+printf '   %-34s %6s ns   ratio %s\n' "shim (datagram section elsewhere):" "$us" \
+	"$(awk -v a="$us" -v b="$up" 'BEGIN { printf "%.3f", a / b }')"
+if command -v valgrind >/dev/null; then
+	uinstr() { # N ENV... -> instructions of N rounds
+		local n=$1
+		shift
+		env "$@" valgrind --tool=callgrind --callgrind-out-file="$T/cg.u" "$B/bench/sendto_loop" "$n" \
+			2>&1 >/dev/null | awk '/Collected/ { print $NF }'
+	}
+	uper() { echo $((($(uinstr 2000 "$@") - $(uinstr 1000 "$@")) / 1000)); }
+	u_plain=$(uper) u_shim=$(uper LD_PRELOAD="$B/libsluice.so" SLUICE_CONFIG="$T/udp.ini")
+	printf '   user-space instructions per round (callgrind): %s plain, +%s with the shim\n' \
+		"$u_plain" $((u_shim - u_plain))
 fi
 
 config rate >"$T/rate.ini" <<EOF

@@ -86,9 +86,18 @@ struct sl_hold *sl_hold_new(int fd)
 	_Atomic uint16_t *e = entry(fd, 1);
 	struct sl_hold *rec = NULL;
 
+	unsigned cur;
+
 	if (!e)
 		return NULL;
 	pthread_mutex_lock(&alloc_lock);
+	/* Another thread gave fd a record first: that one stands (the caller uses it
+	 * or waits in place).  A mark is simply replaced. */
+	cur = atomic_load(e);
+	if (cur && cur != SL_FD_SNIFF) {
+		pthread_mutex_unlock(&alloc_lock);
+		return NULL;
+	}
 	for (unsigned i = 0; i < SL_HOLDS; i++) {
 		if (!sl_holds[i].refs) {
 			rec = &sl_holds[i];
@@ -96,7 +105,8 @@ struct sl_hold *sl_hold_new(int fd)
 			pthread_mutex_init(&rec->lock, NULL);
 			rec->refs = 1;
 			atomic_fetch_add(&sl_holds_active, 1);
-			atomic_store(e, (uint16_t)(i + 1));
+			if (atomic_exchange(e, (uint16_t)(i + 1)) == SL_FD_SNIFF)
+				atomic_fetch_sub(&sl_sniff_marks, 1);
 			break;
 		}
 	}

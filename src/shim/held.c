@@ -252,13 +252,19 @@ int sl_held_write(int fd, int dontwait)
  * first.  A connected UDP socket sending elsewhere waits here, in place. */
 int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait)
 {
-	struct sl_hold *rec = sl_hold_of(fd);
+	/* Twice: another thread may give fd its record between our look and ours. */
+	for (int tries = 0; tries < 2; tries++) {
+		struct sl_hold *rec = sl_hold_of(fd);
 
-	if (rec) {
+		if (!rec) {
+			if (sl_held_connect(fd, d, m, SL_KIND_DATAGRAM) == 0)
+				return sl_held_write(fd, dontwait);
+			continue;
+		}
 		pthread_mutex_lock(&rec->lock);
 		if (rec->kind != SL_KIND_DATAGRAM) {
 			pthread_mutex_unlock(&rec->lock);
-			return sl_hold_wait(d, m, "datagram", ECONNREFUSED);
+			break;
 		}
 		if (rec->m.mask != m->mask) {
 			if (rec->state == SL_HOLD_WAITING)
@@ -266,10 +272,9 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 			set_target(rec, d, m);
 		}
 		pthread_mutex_unlock(&rec->lock);
-	} else if (sl_held_connect(fd, d, m, SL_KIND_DATAGRAM) < 0) {
-		return sl_hold_wait(d, m, "datagram", ECONNREFUSED);
+		return sl_held_write(fd, dontwait);
 	}
-	return sl_held_write(fd, dontwait);
+	return sl_hold_wait(d, m, "datagram", ECONNREFUSED);
 }
 
 /* A UDP socket connects anew (or disconnects): its old peer's record goes. */
