@@ -26,14 +26,6 @@ int sl_is_fresh_tcp(int fd)
 	return info.tcpi_state == TCP_CLOSE;
 }
 
-static int socket_type(int fd)
-{
-	int type = 0;
-	socklen_t len = sizeof(type);
-
-	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 ? type : -1;
-}
-
 /* A UDP socket connected to a matched peer: each datagram it sends is held. */
 static void connect_udp(int fd, struct sl_dest *d)
 {
@@ -41,7 +33,7 @@ static void connect_udp(int fd, struct sl_dest *d)
 	char name[SL_HOST_MAX];
 
 	d->meter = SL_METER_DATAGRAMS;
-	if (sl_hold_match(d, name, sizeof(name), &m) == 0 || socket_type(fd) != SOCK_DGRAM)
+	if (sl_hold_match(d, name, sizeof(name), &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
 		return;
 	if (sl_held_connect(fd, d, &m, SL_KIND_CONNECTED_UDP) < 0)
 		sl_debug("connect on fd %d: no free hold record; its datagrams go unshaped", fd);

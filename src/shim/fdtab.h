@@ -99,6 +99,7 @@ void sl_held_close(int fd);
 int64_t sl_held_due(int fd);
 int64_t sl_held_epoll_due(int epfd, int64_t now);
 int sl_fd_nonblocking(int fd); /* O_NONBLOCK, asked through the real fcntl */
+int sl_socket_type(int fd);    /* SO_TYPE (SOCK_STREAM, SOCK_DGRAM), -1 if no socket */
 
 /* connect.c: a new TCP connection to sections m (connect, sendto(MSG_FASTOPEN), a
  * first write that named it): 0 to go, or -errno. */

@@ -49,6 +49,14 @@ int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, i
 	return 0;
 }
 
+int sl_socket_type(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 ? type : -1;
+}
+
 int sl_fd_nonblocking(int fd)
 {
 	int fl = sl_real.fcntl ? sl_real.fcntl(fd, F_GETFL) : -1;

@@ -61,14 +61,6 @@ static inline int gate(int fd, int dontwait, const void *buf, size_t len)
 	return gate_slow(fd, idx, dontwait, &one, 1);
 }
 
-static int socket_type(int fd)
-{
-	int type = 0;
-	socklen_t len = sizeof(type);
-
-	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 ? type : -1;
-}
-
 /* A datagram to `addr`.  Returns 1 when no section meters it (the caller gates the
  * fd as usual), 0 to send it now, or -errno. */
 static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int dontwait)
@@ -81,7 +73,7 @@ static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int don
 	    sl_dest_from_sockaddr(&d, addr, alen) != 0)
 		return 1;
 	d.meter = SL_METER_DATAGRAMS;
-	if (sl_hold_match(&d, name, sizeof(name), &m) == 0 || socket_type(fd) != SOCK_DGRAM)
+	if (sl_hold_match(&d, name, sizeof(name), &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
 		return 1;
 	return sl_held_datagram(fd, &d, &m, dontwait);
 }
