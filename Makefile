@@ -40,7 +40,7 @@ BASE_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC -fvi
 SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS)
 
 CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
-	src/core/config.c src/core/limiter.c src/core/shm.c src/core/admit.c \
+	src/core/config.c src/core/limiter.c src/core/strategy.c src/core/shm.c src/core/admit.c \
 	src/core/stats.c src/core/wait.c src/core/sniff.c src/core/log.c src/core/ctl.c
 # What the shim takes from the core: no logging or control-socket client in a host.
 SHIM_CORE_SRC = $(filter-out src/core/log.c src/core/ctl.c,$(CORE_SRC))
@@ -51,7 +51,7 @@ SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c
-UNIT_TESTS = test_config test_match test_limiter test_shm test_sniff
+UNIT_TESTS = test_config test_match test_limiter test_strategy test_shm test_sniff
 BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))

@@ -35,9 +35,11 @@ struct sl_ticket {
 	int refuse_errno;     /* on refusal: the refusing section's errno (0 = default) */
 	int refusing_section; /* on refusal: its index */
 	int held;             /* sluice made it wait: a later slot, or a strict re-check */
+	uint64_t cost;        /* 1 per request; bytes for meter = bytes */
 	struct {
 		uint32_t serial;
-		int64_t prev_tat, new_tat;
+		uint64_t seq;          /* the section's seq right after this reservation */
+		struct sl_undo undo;   /* what returning it restores */
 	} sec[SL_MAX_SECTIONS];
 };
 

@@ -16,6 +16,10 @@ int64_t sl_clock_mono_ns(void);
 /* CLOCK_REALTIME (UTC) in nanoseconds; used only to align fixed windows and to print. */
 int64_t sl_clock_real_ns(void);
 
+/* CLOCK_REALTIME - CLOCK_MONOTONIC: what turns a monotonic time into UTC, for
+ * aligning fixed windows (kept in the segment, refreshed by the daemon). */
+int64_t sl_clock_wall_offset_ns(void);
+
 /* Sleep until the absolute CLOCK_MONOTONIC time `deadline_ns`.  Returns 0 when the
  * deadline has passed, or -EINTR when a signal handler ran first (the caller decides
  * whether to resume). */

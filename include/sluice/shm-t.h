@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 1           /* incompatible layout changes */
+#define SL_SHM_MAJOR 2           /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 #define SL_MAX_SECTIONS 64  /* a destination's matches fit one uint64_t mask */
@@ -28,6 +28,7 @@
 #define SL_SECTION_NAME_MAX 64
 #define SL_HOST_MAX 256     /* 253 characters of DNS name, NUL, padding */
 #define SL_WAIT_BUCKETS 64  /* wait histogram, see sl_stats_bucket() */
+#define SL_SLIDE_BUCKETS 64 /* sliding-window resolution: WINDOW/63 per bucket */
 #define SL_PATH_MAX 256
 
 /* Pattern kinds.  A zero kind is "no pattern". */
@@ -92,12 +93,23 @@ struct sl_spec {
 _Static_assert(offsetof(struct sl_spec, amount) == 88, "sl_spec is part of the shm ABI");
 _Static_assert(offsetof(struct sl_spec, patterns) == 152, "sl_spec is part of the shm ABI");
 
-/* A section's live state.  tat_ns/rel_tat_ns change under the segment lock only;
- * the counters are atomic and may be bumped without it. */
+/* A sliding window's counts: SL_SLIDE_BUCKETS buckets of ceil(WINDOW/(BUCKETS-1))
+ * each, a ring indexed by bucket number; entries older than `newest` - BUCKETS + 1
+ * are stale (read as 0). */
+struct sl_slide {
+	int64_t newest; /* bucket number of the newest entry written */
+	uint64_t count[SL_SLIDE_BUCKETS];
+};
+
+/* A section's live state.  Each strategy keeps a scheduling part (which slot the
+ * next request gets: what reservations are made against) and an enforcement part
+ * (checked against actual release instants, so a late waker can never make the
+ * limit looser than it is).  Both change under the segment lock only; the counters
+ * are atomic and may be bumped without it. */
 struct sl_state {
-	int64_t tat_ns;     /* scheduling: earliest slot the next request may get (GCRA) */
-	int64_t rel_tat_ns; /* enforcement: GCRA over actual release instants, so a late
-	                     * waker can never bunch with the next one */
+	/* leaky-bucket, token-bucket (GCRA) */
+	int64_t tat_ns;     /* scheduling: earliest slot the next request may get */
+	int64_t rel_tat_ns; /* enforcement: GCRA over actual release instants */
 	uint64_t admitted;  /* requests released (count) */
 	uint64_t held;      /* of those, requests that had to wait (count) */
 	uint64_t refused;   /* requests refused: max_wait exceeded or fallback closed */
@@ -111,12 +123,25 @@ struct sl_state {
 	 * is still the last one handed out).  last_pid 0: nothing to return. */
 	int32_t last_pid;
 	uint32_t pad0;
-	int64_t last_prev_tat; /* tat before that reservation */
-	int64_t last_tat;      /* tat right after it; unchanged means still the last */
+	uint64_t seq;          /* reservations handed out; unchanged = still the last */
+	uint64_t last_seq;     /* seq right after the last reservation */
 	int64_t last_slot;     /* its release time */
-	uint8_t reserved[32];
+	struct sl_undo {       /* what undoing it restores (strategy.c) */
+		int64_t tat_ns;
+		int64_t win;       /* fixed: window number; session: window start */
+		uint64_t win_used;
+		int64_t slide_bucket; /* sliding: the bucket it was counted in */
+		uint64_t cost;
+	} last_undo;
+	/* fixed-window (win = window number, UTC-aligned) and session-window (win =
+	 * start, CLOCK_MONOTONIC); win_used = requests (or bytes) counted in it */
+	int64_t win, rel_win;
+	uint64_t win_used, rel_win_used;
+	/* sliding-window */
+	struct sl_slide slide, rel_slide;
+	uint8_t reserved[64];
 };
-_Static_assert(sizeof(struct sl_state) == 72 + 8 * SL_WAIT_BUCKETS + 64, "sl_state ABI");
+_Static_assert(sizeof(struct sl_state) % 8 == 0, "sl_state keeps 8-byte alignment");
 
 struct sl_section {
 	uint32_t in_use;  /* 1 when the slot holds a configured section */
@@ -151,7 +176,9 @@ struct sl_shm_header {
 	                        * there instead of touching all SL_MAX_SECTIONS slots */
 	uint32_t meters;       /* bit (1 << enum sl_meter) for each meter some section
 	                        * uses: the shim skips paths no section meters */
-	uint8_t reserved[168];
+	int64_t wall_off_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed by the
+	                        * daemon's heartbeat: aligns fixed windows to UTC */
+	uint8_t reserved[160];
 };
 _Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");

@@ -3,6 +3,7 @@
 #include "sluice/limiter.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
+#include "sluice/strategy.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -64,15 +65,10 @@ static struct sl_section *live_section(struct sl_shm_header *h, unsigned i, uint
 	return sec && sec->in_use && sec->serial == serial ? sec : NULL;
 }
 
-/* How much closer than one interval two actual releases may come: the scheduler
- * wakes sleepers late by a few microseconds to a few milliseconds, and without any
- * allowance each late release would push every later one of a backlog further, so
- * the lag would grow for as long as the backlog lasts.  With it, lag drains by up to
- * this much per release.  Slots themselves stay exactly one interval apart and no
- * release ever precedes its slot. */
-static int64_t release_slack(const struct sl_spec *s)
+/* The segment's view of UTC: fixed windows align to it. */
+static int64_t wall_off(const struct sl_shm_header *h)
 {
-	return SL_MIN(SL_NS_PER_MS, sl_gcra_increment(s, 1) / 4);
+	return sl_sane_ns(h->wall_off_ns);
 }
 
 /* charge = 0: only tell whether a reservation now would be refused (no state
@@ -88,6 +84,7 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		return rc;
 	t->mask = 0;
 	t->arrival_ns = now;
+	t->cost = 1;
 	t->refuse_errno = 0;
 	t->refusing_section = -1;
 	/* Pass 1: the latest slot over enforcing sections, the tightest max_wait. */
@@ -100,14 +97,10 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		live++;
 		if (sec->spec.amount == 0)
 			continue;
-		slot = sl_gcra_slot(sec->state.tat_ns, sl_gcra_tolerance(&sec->spec), now);
-		/* Never schedule before the release check would let it go: when earlier
-		 * releases ran late, the slot follows them instead of promising a time
-		 * the caller would only have to sleep past. */
-		slot = SL_MAX(slot, sl_gcra_slot(sec->state.rel_tat_ns,
-		                                 sl_gcra_tolerance(&sec->spec) + release_slack(&sec->spec),
-		                                 now));
+		slot = sl_strategy_slot(&sec->spec, &sec->state, now, t->cost, wall_off(h));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
+			struct sl_undo ignored;
+
 			if (!charge)
 				continue;
 			/* Model what enforcing would do, without holding anyone. */
@@ -116,8 +109,7 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 			if (sec->spec.max_wait_ns >= 0 && slot - now > sec->spec.max_wait_ns)
 				atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
 			else
-				sec->state.tat_ns = sl_gcra_charge(sec->state.tat_ns, slot,
-				                                   sl_gcra_increment(&sec->spec, 1));
+				sl_strategy_charge(&sec->spec, &sec->state, slot, t->cost, wall_off(h), &ignored);
 			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
 			continue;
 		}
@@ -158,13 +150,11 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		if (!(t->mask & (1ULL << i)))
 			continue;
 		sec = sl_shm_section(h, i);
-		t->sec[i].prev_tat = sec->state.tat_ns;
-		sec->state.tat_ns = sl_gcra_charge(sec->state.tat_ns, release,
-		                                   sl_gcra_increment(&sec->spec, 1));
-		t->sec[i].new_tat = sec->state.tat_ns;
+		sl_strategy_charge(&sec->spec, &sec->state, release, t->cost, wall_off(h), &t->sec[i].undo);
+		t->sec[i].seq = ++sec->state.seq;
 		sec->state.last_pid = self;
-		sec->state.last_prev_tat = t->sec[i].prev_tat;
-		sec->state.last_tat = sec->state.tat_ns;
+		sec->state.last_seq = t->sec[i].seq;
+		sec->state.last_undo = t->sec[i].undo;
 		sec->state.last_slot = release;
 	}
 	t->release_ns = release;
@@ -201,9 +191,7 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
-		later = SL_MAX(later, sl_gcra_slot(sec->state.rel_tat_ns,
-		                                   sl_gcra_tolerance(&sec->spec) + release_slack(&sec->spec),
-		                                   now));
+		later = SL_MAX(later, sl_strategy_release_at(&sec->spec, &sec->state, now, t->cost, wall_off(h)));
 	}
 	if (later > now) {
 		sl_shm_unlock(h, self);
@@ -216,8 +204,7 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
-		sec->state.rel_tat_ns = sl_gcra_charge(sec->state.rel_tat_ns, now,
-		                                       sl_gcra_increment(&sec->spec, 1));
+		sl_strategy_released(&sec->spec, &sec->state, now, t->cost, wall_off(h));
 		sl_stats_record_wait(&sec->state, wait, t->held);
 	}
 	t->released_ns = now;
@@ -235,8 +222,9 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
 		/* Only the last slot handed out can be returned: later callers hold theirs. */
-		if (sec->state.tat_ns == t->sec[i].new_tat) {
-			sec->state.tat_ns = t->sec[i].prev_tat;
+		if (sec->state.seq == t->sec[i].seq) {
+			sl_strategy_undo(&sec->spec, &sec->state, &t->sec[i].undo);
+			sec->state.seq--;
 			sec->state.last_pid = 0;
 		}
 		atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
@@ -252,17 +240,19 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
-		struct sl_state *st = &sl_shm_section(h, i)->state;
+		struct sl_section *sec = sl_shm_section(h, i);
+		struct sl_state *st = &sec->state;
 
-		if (st->last_pid <= 0 || !sl_shm_section(h, i)->in_use)
+		if (st->last_pid <= 0 || !sec->in_use)
 			continue;
-		if (st->tat_ns != st->last_tat || st->last_slot <= now) {
+		if (st->seq != st->last_seq || st->last_slot <= now) {
 			st->last_pid = 0; /* no longer the last, or already due: nothing to return */
 			continue;
 		}
 		if (!is_dead(st->last_pid))
 			continue;
-		st->tat_ns = st->last_prev_tat;
+		sl_strategy_undo(&sec->spec, st, &st->last_undo);
+		st->seq--;
 		st->last_pid = 0;
 		atomic_fetch_add_explicit(A(&st->given_up), 1, memory_order_relaxed);
 		returned++;

@@ -36,3 +36,10 @@ int sl_clock_sleep_until(int64_t deadline_ns)
 	rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 	return rc == 0 ? 0 : -rc;
 }
+
+int64_t sl_clock_wall_offset_ns(void)
+{
+	int64_t mono = sl_clock_mono_ns();
+
+	return sl_clock_real_ns() - mono;
+}

@@ -297,10 +297,8 @@ static void finish_section(struct parse_state *ps)
 	    (c = parse_choice(cfg, raw[KEY_S_strategy].line, "strategy", strategy_names,
 	                      SL_ARRAY_LEN(strategy_names), raw[KEY_S_strategy].text)) >= 0) {
 		s->strategy = (uint32_t)c;
-		if (c != SL_STRAT_LEAKY_BUCKET && c != SL_STRAT_TOKEN_BUCKET)
-			add_error(cfg, raw[KEY_S_strategy].line,
-			          "strategy = %s is not supported yet (use leaky-bucket or token-bucket)",
-			          strategy_names[c]);
+		if (!raw[KEY_S_rate].line)
+			add_error(cfg, raw[KEY_S_strategy].line, "strategy needs a rate");
 	}
 	if (raw[KEY_S_mode].line &&
 	    (c = parse_choice(cfg, raw[KEY_S_mode].line, "mode", mode_names,
@@ -324,6 +322,10 @@ static void finish_section(struct parse_state *ps)
 	if (raw[KEY_S_burst].line) {
 		if (!raw[KEY_S_rate].line)
 			add_error(cfg, raw[KEY_S_burst].line, "burst needs a rate");
+		else if (s->strategy >= SL_STRAT_FIXED_WINDOW)
+			add_error(cfg, raw[KEY_S_burst].line,
+			          "burst is for leaky-bucket and token-bucket; a %s admits up to AMOUNT "
+			          "at once already", strategy_names[s->strategy]);
 		else if (sl_parse_count(raw[KEY_S_burst].text, 1000000000, &s->burst, err, sizeof(err)) < 0)
 			add_error(cfg, raw[KEY_S_burst].line, "burst: %s", err);
 	} else {

@@ -1,4 +1,5 @@
 #include "sluice/stats.h"
+#include "sluice/strategy.h"
 #include "sluice/common.h"
 #include "sluice/config.h"
 #include "sluice/limiter.h"
@@ -155,8 +156,7 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 
 		if (!snapshot(h, i, &sec))
 			continue;
-		queued = sl_gcra_queued(st->tat_ns, sl_gcra_tolerance(&sec.spec),
-		                        sl_gcra_increment(&sec.spec, 1), now);
+		queued = sl_strategy_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
 		format_match(&sec.spec, match, sizeof(match));
 		if (sec.spec.amount)
 			sl_format_rate(sec.spec.amount, sec.spec.window_ns, rate, sizeof(rate));

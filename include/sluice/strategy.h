@@ -1,0 +1,56 @@
+/*
+ * strategy.h - when each strategy of SPEC §3 lets a request go, kept pure.
+ *
+ *   leaky-bucket, token-bucket  GCRA (limiter.h): one timestamp; token-bucket is
+ *                               the same arithmetic with burst = AMOUNT
+ *   fixed-window                AMOUNT per window, windows aligned to UTC (window
+ *                               number = (monotonic + wall_off) / WINDOW)
+ *   sliding-window              never more than AMOUNT in any span of WINDOW: counts
+ *                               in SL_SLIDE_BUCKETS buckets, every bucket touching
+ *                               the span counted whole, so the check errs only on
+ *                               the side of waiting (by at most two buckets,
+ *                               2/63 of the window)
+ *   session-window              AMOUNT per window that starts with its first request
+ *
+ * Each has two halves over the section's state: scheduling (slot, charge, undo:
+ * which slot a request gets, given every reservation already made, and taking it
+ * back) and enforcement (release_at, released: the same rule checked against the
+ * actual instants requests went, so a caller that wakes late cannot make the limit
+ * looser).  All times are CLOCK_MONOTONIC ns passed in by the caller; `cost` is 1
+ * per request (the byte count for meter = bytes).  No clock is read here.
+ */
+#ifndef SLUICE_STRATEGY_H
+#define SLUICE_STRATEGY_H
+
+#include "sluice/shm-t.h"
+
+#include <stdint.h>
+
+/* Earliest slot >= now for a request of `cost` queued after every reservation so
+ * far, no earlier than enforcement would let it go. */
+int64_t sl_strategy_slot(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                         uint64_t cost, int64_t wall_off);
+
+/* Count a request of `cost` released at `at` (>= its slot: the latest of the slots
+ * of every section reserved together); `undo` receives what takes it back. */
+void sl_strategy_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, uint64_t cost,
+                        int64_t wall_off, struct sl_undo *undo);
+
+/* Take back the charge `undo` describes (only ever the last one made). */
+void sl_strategy_undo(const struct sl_spec *s, struct sl_state *st, const struct sl_undo *undo);
+
+/* Enforcement: the earliest time >= now a request of `cost` may actually go, and
+ * counting one that went at `now`. */
+int64_t sl_strategy_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                               uint64_t cost, int64_t wall_off);
+void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
+                          int64_t wall_off);
+
+/* Reservations whose slot is still ahead of `now`: callers waiting in the queue. */
+uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                            int64_t wall_off);
+
+/* Width of one sliding-window bucket. */
+int64_t sl_slide_width(const struct sl_spec *s);
+
+#endif

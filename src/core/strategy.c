@@ -1,0 +1,328 @@
+/* The strategies of SPEC §3 over a section's state (strategy.h). */
+#include "sluice/strategy.h"
+#include "sluice/common.h"
+#include "sluice/limiter.h"
+
+#define B SL_SLIDE_BUCKETS
+
+/* What one request counts for in a window: never more than the whole window, or a
+ * request larger than AMOUNT could never go. */
+static uint64_t weight(const struct sl_spec *s, uint64_t cost)
+{
+	return cost < s->amount ? cost : s->amount;
+}
+
+static int64_t window(const struct sl_spec *s)
+{
+	return s->window_ns <= 0 ? 1 : s->window_ns > SL_SANE_NS ? SL_SANE_NS : s->window_ns;
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+	int64_t q = a / b;
+
+	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/* --- GCRA (leaky-bucket, token-bucket) --- */
+
+/* How much closer than one interval two actual releases may come: the scheduler
+ * wakes sleepers late by a few microseconds to a few milliseconds, and without any
+ * allowance each late release would push every later one of a backlog further, so
+ * the lag would grow for as long as the backlog lasts.  With it, lag drains by up to
+ * this much per release.  Slots themselves stay exactly one interval apart and no
+ * release ever precedes its slot. */
+static int64_t release_slack(const struct sl_spec *s)
+{
+	return SL_MIN(SL_NS_PER_MS, sl_gcra_increment(s, 1) / 4);
+}
+
+static int64_t gcra_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now)
+{
+	return sl_gcra_slot(st->rel_tat_ns, sl_gcra_tolerance(s) + release_slack(s), now);
+}
+
+/* --- fixed-window: window k is [k*W - wall_off, (k+1)*W - wall_off) --- */
+
+static int64_t fixed_index(const struct sl_spec *s, int64_t t, int64_t wall_off)
+{
+	return floor_div(sl_sane_ns(t) + sl_sane_ns(wall_off), window(s));
+}
+
+static int64_t fixed_start(const struct sl_spec *s, int64_t k, int64_t wall_off)
+{
+	__int128 v = (__int128)k * window(s) - sl_sane_ns(wall_off);
+
+	return v > SL_SANE_NS ? SL_SANE_NS : v < -SL_SANE_NS ? -SL_SANE_NS : (int64_t)v;
+}
+
+/* When a request of weight w fits, given window `win` holding `used`. */
+static int64_t fixed_fit(const struct sl_spec *s, int64_t win, uint64_t used, int64_t now,
+                         uint64_t w, int64_t wall_off)
+{
+	int64_t k = fixed_index(s, now, wall_off);
+
+	win = sl_sane_ns(win);
+	if (win < k) {
+		win = k;
+		used = 0;
+	}
+	if (used + w <= s->amount)
+		return SL_MAX(now, fixed_start(s, win, wall_off));
+	return fixed_start(s, win + 1, wall_off);
+}
+
+static void fixed_count(const struct sl_spec *s, int64_t *win, uint64_t *used, int64_t at,
+                        uint64_t w, int64_t wall_off)
+{
+	int64_t k = fixed_index(s, at, wall_off);
+
+	if (*win < k) {
+		*win = k;
+		*used = 0;
+	}
+	*used += w;
+}
+
+/* --- session-window: [win, win + W) from the first request --- */
+
+static int64_t session_fit(const struct sl_spec *s, int64_t start, uint64_t used, int64_t now,
+                           uint64_t w)
+{
+	start = sl_sane_ns(start);
+	if (used == 0 || now >= start + window(s))
+		return now; /* a new session would start now */
+	if (used + w <= s->amount)
+		return SL_MAX(now, start);
+	return start + window(s);
+}
+
+static void session_count(const struct sl_spec *s, int64_t *start, uint64_t *used, int64_t at,
+                          uint64_t w)
+{
+	if (*used == 0 || at >= sl_sane_ns(*start) + window(s)) {
+		*start = at;
+		*used = 0;
+	}
+	*used += w;
+}
+
+/* --- sliding-window --- */
+
+int64_t sl_slide_width(const struct sl_spec *s)
+{
+	int64_t w = (window(s) + (B - 1) - 1) / (B - 1);
+
+	return w > 0 ? w : 1;
+}
+
+/* The segment may hold anything: `newest` is clamped before any arithmetic. */
+static uint64_t slide_get(const struct sl_slide *sl, int64_t b)
+{
+	int64_t newest = sl_sane_ns(sl->newest);
+
+	if (b > newest || b <= newest - B)
+		return 0;
+	return sl->count[(uint64_t)b % B];
+}
+
+/* What counts against a request in bucket b: the B buckets up to b.  Any span of
+ * WINDOW ending in bucket b lies within them (B-1 buckets cover WINDOW). */
+static uint64_t slide_sum(const struct sl_slide *sl, int64_t b)
+{
+	uint64_t sum = 0;
+
+	for (int64_t j = b - B + 1; j <= b; j++)
+		sum += slide_get(sl, j);
+	return sum;
+}
+
+static int64_t slide_start(const struct sl_spec *s, int64_t b)
+{
+	__int128 v = (__int128)b * sl_slide_width(s);
+
+	return v > SL_SANE_NS ? SL_SANE_NS : v < -SL_SANE_NS ? -SL_SANE_NS : (int64_t)v;
+}
+
+static void slide_add(struct sl_slide *sl, int64_t b, uint64_t w)
+{
+	int64_t newest = sl_sane_ns(sl->newest);
+
+	if (b > newest) {
+		for (int64_t j = SL_MAX(newest + 1, b - B + 1); j <= b; j++)
+			sl->count[(uint64_t)j % B] = 0;
+		sl->newest = newest = b;
+	}
+	if (b > newest - B)
+		sl->count[(uint64_t)b % B] += w;
+}
+
+static int64_t slide_bucket(const struct sl_spec *s, int64_t t)
+{
+	return floor_div(sl_sane_ns(t), sl_slide_width(s));
+}
+
+/* Earliest t >= from with room for w.  Within B+1 buckets every count has aged
+ * out, so the search is bounded. */
+static int64_t slide_fit(const struct sl_spec *s, const struct sl_slide *sl, int64_t from, uint64_t w)
+{
+	int64_t b = slide_bucket(s, from);
+	uint64_t sum = slide_sum(sl, b);
+
+	for (int i = 0; i <= B; i++) {
+		if (sum + w <= s->amount)
+			return i == 0 ? from : slide_start(s, b);
+		/* Slide one bucket: the oldest leaves, the next enters. */
+		sum -= SL_MIN(sum, slide_get(sl, b - B + 1));
+		sum += slide_get(sl, ++b);
+	}
+	return slide_start(s, b);
+}
+
+/* --- the strategy interface --- */
+
+static int is_gcra(const struct sl_spec *s)
+{
+	return s->strategy == SL_STRAT_LEAKY_BUCKET || s->strategy == SL_STRAT_TOKEN_BUCKET ||
+	       s->strategy > SL_STRAT_SESSION_WINDOW;
+}
+
+int64_t sl_strategy_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                               uint64_t cost, int64_t wall_off)
+{
+	uint64_t w = weight(s, cost);
+
+	if (s->amount == 0)
+		return now;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW:
+		return fixed_fit(s, st->rel_win, st->rel_win_used, now, w, wall_off);
+	case SL_STRAT_SESSION_WINDOW:
+		return session_fit(s, st->rel_win, st->rel_win_used, now, w);
+	case SL_STRAT_SLIDING_WINDOW:
+		return slide_fit(s, &st->rel_slide, now, w);
+	default:
+		return gcra_release_at(s, st, now);
+	}
+}
+
+void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
+                          int64_t wall_off)
+{
+	uint64_t w = weight(s, cost);
+
+	if (s->amount == 0)
+		return;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW:
+		fixed_count(s, &st->rel_win, &st->rel_win_used, now, w, wall_off);
+		break;
+	case SL_STRAT_SESSION_WINDOW:
+		session_count(s, &st->rel_win, &st->rel_win_used, now, w);
+		break;
+	case SL_STRAT_SLIDING_WINDOW:
+		slide_add(&st->rel_slide, slide_bucket(s, now), w);
+		break;
+	default:
+		st->rel_tat_ns = sl_gcra_charge(st->rel_tat_ns, now, sl_gcra_increment(s, cost));
+	}
+}
+
+int64_t sl_strategy_slot(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                         uint64_t cost, int64_t wall_off)
+{
+	uint64_t w = weight(s, cost);
+	int64_t slot;
+
+	if (s->amount == 0)
+		return now;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW:
+		slot = fixed_fit(s, st->win, st->win_used, now, w, wall_off);
+		break;
+	case SL_STRAT_SESSION_WINDOW:
+		slot = session_fit(s, st->win, st->win_used, now, w);
+		break;
+	case SL_STRAT_SLIDING_WINDOW:
+		/* Queued after every reservation: none lies beyond the newest bucket. */
+		slot = slide_fit(s, &st->slide, SL_MAX(now, slide_start(s, sl_sane_ns(st->slide.newest))), w);
+		break;
+	default:
+		slot = sl_gcra_slot(st->tat_ns, sl_gcra_tolerance(s), now);
+	}
+	/* Never promise a time the release check would refuse: when earlier releases
+	 * ran late, the slot follows them. */
+	return SL_MAX(slot, sl_strategy_release_at(s, st, now, cost, wall_off));
+}
+
+void sl_strategy_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, uint64_t cost,
+                        int64_t wall_off, struct sl_undo *undo)
+{
+	uint64_t w = weight(s, cost);
+
+	undo->tat_ns = st->tat_ns;
+	undo->win = st->win;
+	undo->win_used = st->win_used;
+	undo->slide_bucket = slide_bucket(s, at);
+	undo->cost = w;
+	if (s->amount == 0)
+		return;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW:
+		fixed_count(s, &st->win, &st->win_used, at, w, wall_off);
+		break;
+	case SL_STRAT_SESSION_WINDOW:
+		session_count(s, &st->win, &st->win_used, at, w);
+		break;
+	case SL_STRAT_SLIDING_WINDOW:
+		slide_add(&st->slide, undo->slide_bucket, w);
+		break;
+	default:
+		st->tat_ns = sl_gcra_charge(st->tat_ns, at, sl_gcra_increment(s, cost));
+	}
+}
+
+void sl_strategy_undo(const struct sl_spec *s, struct sl_state *st, const struct sl_undo *undo)
+{
+	if (is_gcra(s)) {
+		st->tat_ns = undo->tat_ns;
+	} else if (s->strategy == SL_STRAT_SLIDING_WINDOW) {
+		int64_t b = undo->slide_bucket, newest = sl_sane_ns(st->slide.newest);
+
+		if (b <= newest && b > newest - B) {
+			uint64_t *c = &st->slide.count[(uint64_t)b % B];
+
+			*c -= undo->cost < *c ? undo->cost : *c;
+		}
+	} else {
+		st->win = undo->win;
+		st->win_used = undo->win_used;
+	}
+}
+
+uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                            int64_t wall_off)
+{
+	uint64_t n = 0;
+
+	if (s->amount == 0)
+		return 0;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW: {
+		int64_t k = fixed_index(s, now, wall_off), win = sl_sane_ns(st->win);
+
+		if (win > k)
+			n = st->win_used + (uint64_t)SL_MIN(win - k - 1, (int64_t)1 << 20) * s->amount;
+		return n;
+	}
+	case SL_STRAT_SESSION_WINDOW:
+		return st->win > now ? st->win_used : 0;
+	case SL_STRAT_SLIDING_WINDOW:
+		for (int64_t b = SL_MAX(slide_bucket(s, now) + 1, sl_sane_ns(st->slide.newest) - B + 1);
+		     b <= sl_sane_ns(st->slide.newest); b++)
+			n += slide_get(&st->slide, b);
+		return n;
+	default:
+		return sl_gcra_queued(st->tat_ns, sl_gcra_tolerance(s), sl_gcra_increment(s, 1), now);
+	}
+}
