@@ -40,7 +40,7 @@ BASE_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC -fvi
 SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS)
 
 CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
-	src/core/config.c src/core/limiter.c src/core/strategy.c src/core/shm.c src/core/admit.c \
+	src/core/config.c src/core/limiter.c src/core/strategy.c src/core/conc.c src/core/shm.c src/core/admit.c \
 	src/core/stats.c src/core/wait.c src/core/sniff.c src/core/log.c src/core/ctl.c
 # What the shim takes from the core: no logging or control-socket client in a host.
 SHIM_CORE_SRC = $(filter-out src/core/log.c src/core/ctl.c,$(CORE_SRC))

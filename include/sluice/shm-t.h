@@ -139,7 +139,14 @@ struct sl_state {
 	uint64_t win_used, rel_win_used;
 	/* sliding-window */
 	struct sl_slide slide, rel_slide;
-	uint8_t reserved[64];
+	/* concurrency: places taken now (each also counted in a holder entry, so the
+	 * daemon can give back what dead processes held); conc_futex is bumped at every
+	 * place given back, and waiters sleep on it */
+	uint32_t conc_open;
+	uint32_t conc_waiters;
+	uint32_t conc_futex;
+	uint32_t pad1;
+	uint8_t reserved[48];
 };
 _Static_assert(sizeof(struct sl_state) % 8 == 0, "sl_state keeps 8-byte alignment");
 
@@ -186,7 +193,19 @@ _Static_assert(offsetof(struct sl_shm_header, lock) == 44, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, config_path) == 80, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, slots_used) == 336, "sl_shm_header ABI");
 
+/* Who holds concurrency places: one entry per (process, section), in a table after
+ * the sections.  pid 0: free. */
+struct sl_holder {
+	int32_t pid;
+	uint32_t section; /* index */
+	uint32_t serial;  /* the section's serial when the places were taken */
+	uint32_t count;   /* places this process holds in it */
+};
+_Static_assert(sizeof(struct sl_holder) == 16, "sl_holder ABI");
+#define SL_MAX_HOLDERS 1024 /* (process, section) pairs holding places at once */
+
 #define SL_SHM_SECTIONS_OFF 4096 /* sections start on their own page */
-#define SL_SHM_SIZE ((size_t)SL_SHM_SECTIONS_OFF + SL_MAX_SECTIONS * sizeof(struct sl_section))
+#define SL_SHM_HOLDERS_OFF ((size_t)SL_SHM_SECTIONS_OFF + SL_MAX_SECTIONS * sizeof(struct sl_section))
+#define SL_SHM_SIZE (SL_SHM_HOLDERS_OFF + SL_MAX_HOLDERS * sizeof(struct sl_holder))
 
 #endif

@@ -48,6 +48,9 @@ void sl_shm_detach(struct sl_shm *shm);
 /* Section `i`, or NULL when out of range. */
 struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i);
 
+/* The holder table (SL_MAX_HOLDERS entries). */
+struct sl_holder *sl_shm_holders(struct sl_shm_header *h);
+
 /* Take the segment lock as process `self`.  Returns 0, 1 when the lock was taken
  * over from a dead holder, or -ETIMEDOUT after `timeout_ns`. */
 int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns);

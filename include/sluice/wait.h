@@ -33,4 +33,15 @@ int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
 int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                         int64_t *retry_ns);
 
+/* Take a concurrency place in every section of m that limits concurrency, waiting
+ * (futex, woken when a place is given back) until `deadline` (-1: none; -2: do not
+ * wait, -EBUSY when full).  Returns 0 with *taken set, -ECONNREFUSED at the deadline
+ * (*full: the section that was full; its refusal is counted), or -ENOSPC /
+ * -ETIMEDOUT (the caller passes through). */
+int sl_wait_conc(struct sl_shm_header *h, const struct sl_match *m, int32_t self, int64_t deadline,
+                 uint64_t *taken, int *full);
+
+/* sl_conc_put() with signals blocked. */
+void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m, int32_t self);
+
 #endif

@@ -313,9 +313,11 @@ static void finish_section(struct parse_state *ps)
 
 		if (sl_parse_count(raw[KEY_S_concurrency].text, 1000000, &n, err, sizeof(err)) < 0)
 			add_error(cfg, raw[KEY_S_concurrency].line, "concurrency: %s", err);
-		else
+		else if (s->meter != SL_METER_CONNECTIONS)
 			add_error(cfg, raw[KEY_S_concurrency].line,
-			          "concurrency is not supported yet (this version limits rates only)");
+			          "concurrency limits open connections: it needs meter = connections");
+		else
+			s->concurrency = (uint32_t)n;
 	}
 	if (!raw[KEY_S_rate].line && !raw[KEY_S_concurrency].line)
 		add_error(cfg, ps->header_line, "[%s] needs a rate (e.g. rate = 10/s) or a concurrency", s->name);
@@ -686,8 +688,7 @@ int sl_spec_same_identity(const struct sl_spec *a, const struct sl_spec *b)
 {
 	return strcmp(a->name, b->name) == 0 && a->npatterns == b->npatterns &&
 	       memcmp(a->patterns, b->patterns, sizeof(a->patterns)) == 0 &&
-	       a->meter == b->meter && a->strategy == b->strategy && a->window_ns == b->window_ns &&
-	       a->concurrency == b->concurrency;
+	       a->meter == b->meter && a->strategy == b->strategy && a->window_ns == b->window_ns;
 }
 
 void sl_config_list_keys(FILE *out)

@@ -140,6 +140,11 @@ struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i)
 	return (struct sl_section *)((char *)h + SL_SHM_SECTIONS_OFF) + i;
 }
 
+struct sl_holder *sl_shm_holders(struct sl_shm_header *h)
+{
+	return (struct sl_holder *)((char *)h + SL_SHM_HOLDERS_OFF);
+}
+
 int sl_pid_is_dead(int32_t pid)
 {
 	return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;

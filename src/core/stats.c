@@ -171,7 +171,8 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        "\"amount\":%llu,\"window_ns\":%lld,\"burst\":%llu,\"mode\":\"%s\","
 			        "\"queued\":%llu,\"admitted\":%llu,\"held\":%llu,\"refused\":%llu,"
 			        "\"given_up\":%llu,\"observed\":%llu,\"wait_p50_us\":%lld,"
-			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld}",
+			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld,"
+			        "\"concurrency\":%u,\"open\":%u}",
 			        sl_meter_name(sec.spec.meter), sl_strategy_name(sec.spec.strategy), rate,
 			        (unsigned long long)sec.spec.amount, (long long)sec.spec.window_ns,
 			        (unsigned long long)sec.spec.burst,
@@ -181,7 +182,8 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        (unsigned long long)st->given_up, (unsigned long long)st->observed,
 			        (long long)(sl_stats_wait_quantile(st, 0.5) / 1000),
 			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
-			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns);
+			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
+			        sec.spec.concurrency, st->conc_open);
 		} else {
 			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
 			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(st, 0.99) / 1e6);
@@ -192,8 +194,11 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        (unsigned long long)st->admitted, (unsigned long long)st->held,
 			        (unsigned long long)st->refused, (unsigned long long)st->given_up,
 			        p50, p99, max);
-			fprintf(out, "  match %s%s\n", match,
+			fprintf(out, "  match %s%s", match,
 			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
+			if (sec.spec.concurrency)
+				fprintf(out, "  concurrency %u, %u open", sec.spec.concurrency, st->conc_open);
+			fputc('\n', out);
 		}
 		first = 0;
 	}

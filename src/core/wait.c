@@ -1,9 +1,12 @@
 #include "sluice/wait.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/conc.h"
+#include "sluice/shm.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/prctl.h>
 
 struct critical {
@@ -102,4 +105,41 @@ int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 	rc = sl_admit_release(h, t, sl_clock_mono_ns(), self, retry_ns);
 	leave_critical(&c);
 	return rc;
+}
+
+int sl_wait_conc(struct sl_shm_header *h, const struct sl_match *m, int32_t self, int64_t deadline,
+                 uint64_t *taken, int *full)
+{
+	for (;;) {
+		struct critical c;
+		uint32_t seen = 0;
+		int64_t now, slice;
+		int rc;
+
+		enter_critical(&c);
+		rc = sl_conc_take(h, m, self, taken, full, &seen);
+		leave_critical(&c);
+		if (rc != -EBUSY || deadline == -2)
+			return rc;
+		now = sl_clock_mono_ns();
+		if (deadline >= 0 && now >= deadline) {
+			atomic_fetch_add_explicit(
+				(_Atomic uint64_t *)&sl_shm_section(h, (unsigned)*full)->state.refused, 1,
+				memory_order_relaxed);
+			return -ECONNREFUSED;
+		}
+		/* Woken when a place is given back; the slice only bounds a sleep whose
+		 * wake-up was lost to a process killed at the wrong instant. */
+		slice = deadline < 0 ? SL_NS_PER_S : SL_MIN(deadline - now, SL_NS_PER_S);
+		sl_conc_wait(h, (unsigned)*full, seen, slice);
+	}
+}
+
+void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m, int32_t self)
+{
+	struct critical c;
+
+	enter_critical(&c);
+	sl_conc_put(h, mask, m, self);
+	leave_critical(&c);
 }

@@ -1,4 +1,5 @@
 #include "sluice/daemon.h"
+#include "sluice/conc.h"
 #include "control.h"
 #include "sluice/admit.h"
 #include "sluice/clock.h"
@@ -26,6 +27,8 @@ static void beat(struct sl_daemon *d)
 		sl_log_warnx("took the segment lock back from a process that died holding it");
 	if (sl_admit_reap_dead(h, h->heartbeat_ns, (int32_t)getpid(), sl_pid_is_dead))
 		sl_log_debug("returned the queue slot of a process that died waiting");
+	if (sl_conc_reap_dead(h, (int32_t)getpid(), sl_pid_is_dead))
+		sl_log_debug("gave back the concurrency places of a process that died");
 }
 
 /* Another daemon that is alive and beating owns the segment (two daemons with one

@@ -3,6 +3,7 @@
  * an unmatched TCP connection may be marked so its first write can name it. */
 #include "fdtab.h"
 #include "sluice/clock.h"
+#include "sluice/conc.h"
 #include "sluice/wait.h"
 
 #include <errno.h>
@@ -68,15 +69,70 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 		return h->has_names ? 1 : 0;
 	if (!sl_is_fresh_tcp(fd))
 		return 0;
-	return sl_hold_connection(fd, &d, &m, "connect");
+	return sl_hold_connection(fd, &d, &m, "connect", addr, len);
 }
 
 /* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN).
  * Blocking: waits here.  Non-blocking: proceeds, and its first write is held
  * (held.c); only when the pool of hold records is full does it wait here instead.
  * Returns 0 to go, or -errno. */
-int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what)
+/* A connection to sections of which `conc` limit concurrency: a place in each is
+ * taken first (a blocking caller sleeps on the segment's futex for it; a
+ * non-blocking one proceeds, its first write waiting), then the rate part as for
+ * any connection.  The places stay with the fd's record until it closes. */
+static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
+                        uint64_t conc, const struct sockaddr *addr, socklen_t alen)
 {
+	struct sl_shm_header *h = sl_shim.shm.hdr;
+	int refuse = 0, full = 0, rc;
+	int64_t max_wait = sl_conc_max_wait(h, conc, &refuse);
+	int64_t deadline = max_wait < 0 ? -1 : sl_clock_mono_ns() + max_wait;
+	uint64_t taken = 0;
+
+	if (sl_fd_nonblocking(fd)) {
+		struct sl_ticket t;
+
+		rc = sl_wait_check(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
+		if (rc == -ECONNREFUSED)
+			return -(t.refuse_errno ? t.refuse_errno : ECONNREFUSED);
+		/* Full: the connect is not made until a place frees (the program sees
+		 * EINPROGRESS and waits for writability, which comes when it is made), so
+		 * the destination never sees more than N connections. */
+		rc = sl_wait_conc(h, m, sl_shim.pid, -2, &taken, &full);
+		if (sl_held_limited(fd, d, m, rc == -EBUSY ? SL_HOLD_DEFERRED : SL_HOLD_FIRST, taken,
+		                    deadline, refuse, addr, alen) == 0) {
+			sl_debug("%s on fd %d: non-blocking; %s", what, fd,
+			         rc == -EBUSY ? "concurrency limit reached: the connect waits for a place"
+			                      : "holds a concurrency place; its first write takes the rate place");
+			return rc == -EBUSY ? -EINPROGRESS : 0;
+		}
+		if (taken)
+			sl_wait_conc_put(h, taken, m, sl_shim.pid);
+		taken = 0; /* no record to keep them: wait below as a blocking caller would */
+	}
+	rc = sl_wait_conc(h, m, sl_shim.pid, deadline, &taken, &full);
+	if (rc == -ECONNREFUSED) {
+		sl_debug("%s on fd %d: refused (no concurrency place within max_wait)", what, fd);
+		return -(refuse ? refuse : ECONNREFUSED);
+	}
+	if ((rc = sl_hold_wait(d, m, what, ECONNREFUSED)) < 0) {
+		sl_wait_conc_put(h, taken, m, sl_shim.pid);
+		return rc;
+	}
+	if (taken && sl_held_limited(fd, d, m, SL_HOLD_OPEN, taken, -1, 0, NULL, 0) < 0) {
+		sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
+		sl_wait_conc_put(h, taken, m, sl_shim.pid);
+	}
+	return 0;
+}
+
+int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
+                       const struct sockaddr *addr, socklen_t alen)
+{
+	uint64_t conc = sl_shim.mode == SL_SHIM_CLOSED ? 0 : sl_conc_sections(sl_shim.shm.hdr, m);
+
+	if (conc)
+		return hold_limited(fd, d, m, what, conc, addr, alen);
 	if (sl_fd_nonblocking(fd)) {
 		struct sl_ticket t;
 		char dest[SL_HOST_MAX + 80];
@@ -121,6 +177,15 @@ SL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		int saved = errno;
 
 		sl_fdtab_mark_sniff(fd);
+		errno = saved;
+	}
+	/* A connect that failed outright gives back any concurrency place it took (an
+	 * interrupted one goes on in the background: it keeps it). */
+	if (rc != 0 && sl_unlikely(sl_fdtab_get(fd)) && errno != EINPROGRESS && errno != EINTR &&
+	    errno != EALREADY && errno != EISCONN && errno != EAGAIN) {
+		int saved = errno;
+
+		sl_held_drop_failed(fd);
 		errno = saved;
 	}
 	return rc;

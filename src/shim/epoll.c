@@ -53,6 +53,11 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		errno = ENOSYS;
 		return -1;
 	}
+	/* A deferred connect's socket is kept out of the kernel's sets until made. */
+	if (sl_unlikely(sl_fdtab_get(fd)) && sl_held_epoll_virtual(epfd, op, fd, ev)) {
+		follow(epfd, op, fd, ev);
+		return 0;
+	}
 	rc = real(epfd, op, fd, ev);
 	if (rc == 0 && sl_shim_active()) {
 		follow(epfd, op, fd, ev);

@@ -51,11 +51,25 @@ static void forget_range(unsigned first, unsigned last)
 SL_EXPORT int close(int fd)
 {
 	int (*real)(int) = SL_REAL(close, close);
+	int rc;
 
+	if (sl_likely(!sl_fdtab_get(fd)))
+		return real ? real(fd) : (int)syscall(SYS_close, fd);
+	/* A connection holding a concurrency place gives it back only once it is
+	 * really closed, so the destination never sees the next one open first. */
+	if (sl_held_closing_keeps_place(fd) && !in_vfork_child()) {
+		struct sl_hold *last = sl_hold_unlink(fd);
+		int saved;
+
+		rc = real ? real(fd) : (int)syscall(SYS_close, fd);
+		saved = errno;
+		if (last)
+			sl_held_finish(last);
+		errno = saved;
+		return rc;
+	}
 	forget(fd);
-	if (sl_unlikely(!real))
-		return (int)syscall(SYS_close, fd);
-	return real(fd);
+	return real ? real(fd) : (int)syscall(SYS_close, fd);
 }
 
 SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)

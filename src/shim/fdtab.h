@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #define SL_HOLDS 1024 /* sockets with a hold record at once */
 
@@ -23,9 +24,19 @@
 #define SL_FD_SNIFF 0xffffu
 
 enum sl_hold_state {
-	SL_HOLD_FIRST = 1,   /* nothing reserved yet: the next write takes a place */
-	SL_HOLD_WAITING = 2, /* the place is reserved: writes wait for release_ns */
+	SL_HOLD_FIRST = 1,     /* nothing reserved yet: the next write takes a place */
+	SL_HOLD_WAITING = 2,   /* the place is reserved: writes wait for release_ns */
+	SL_HOLD_DEFERRED = 3,  /* non-blocking connect to a full concurrency limit: the
+	                        * connect itself is not made yet (the program saw
+	                        * EINPROGRESS); re-checked at release_ns, it is made when a
+	                        * place frees.  Meanwhile the socket shows no events at all */
+	SL_HOLD_OPEN = 4,      /* released, but holds concurrency places until closed */
+	SL_HOLD_REFUSED = 5,   /* deferred past max_wait: its writes fail */
 };
+
+/* How often a non-blocking connection waiting for a concurrency place looks again
+ * (blocking callers sleep on the segment's futex instead). */
+#define SL_CONC_RECHECK_NS (10 * SL_NS_PER_MS)
 
 /* What a record stands for, which decides what happens after its release. */
 enum sl_hold_kind {
@@ -64,6 +75,13 @@ struct sl_hold {
 	char name[SL_HOST_MAX];
 	struct sl_match m;
 	struct sl_ticket t;
+	uint64_t conc_mask;    /* sections whose concurrency place this connection holds */
+	int64_t conc_deadline; /* DEFERRED: refuse after this (-1: never) */
+	int conc_refuse;       /* ...with this errno (0: the default) */
+	unsigned ep_withheld;  /* DEFERRED: bit i: registration ep[i] is not in the kernel
+	                        * (an unconnected socket would report EPOLLHUP at once) */
+	socklen_t peer_len;    /* DEFERRED: the address to connect to */
+	struct sockaddr_storage peer;
 };
 
 extern struct sl_hold sl_holds[SL_HOLDS];
@@ -93,17 +111,36 @@ void sl_fdtab_after_fork(void);
  * `kind` for destination d and sections m (-ENOSPC when the pool is full). */
 int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, int kind);
 int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait);
+/* A connection holding concurrency places (`conc`), in `state` (FIRST, DEFERRED or
+ * OPEN; DEFERRED keeps `addr` to connect to later).  -ENOSPC when the pool is full. */
+int sl_held_limited(int fd, const struct sl_dest *d, const struct sl_match *m, int state,
+                    uint64_t conc, int64_t conc_deadline, int conc_refuse,
+                    const struct sockaddr *addr, socklen_t alen);
+/* Deferred connects: whether fd is one, and making it when due and a place is free
+ * (returns 1 when fd stopped being deferred). */
+int sl_held_deferred(int fd);
+int sl_held_kick(int fd);
+/* epoll_ctl on a deferred fd: kept here, not given to the kernel yet.  1 if handled. */
+int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev);
 void sl_held_drop_udp(int fd);
+void sl_held_drop_failed(int fd);
 int sl_held_write(int fd, int dontwait);
 void sl_held_close(int fd);
+/* close() in two steps: whether fd's record holds concurrency places (then the fd
+ * is unlinked, really closed, and only then is its last record finished: places
+ * and reservations given back, record freed). */
+int sl_held_closing_keeps_place(int fd);
+void sl_held_finish(struct sl_hold *last);
 int64_t sl_held_due(int fd);
 int64_t sl_held_epoll_due(int epfd, int64_t now);
 int sl_fd_nonblocking(int fd); /* O_NONBLOCK, asked through the real fcntl */
 int sl_socket_type(int fd);    /* SO_TYPE (SOCK_STREAM, SOCK_DGRAM), -1 if no socket */
 
-/* connect.c: a new TCP connection to sections m (connect, sendto(MSG_FASTOPEN), a
- * first write that named it): 0 to go, or -errno. */
-int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what);
+/* connect.c: a new TCP connection to sections m, by connect() or
+ * sendto(MSG_FASTOPEN) to addr: 0 to go, or -errno (-EINPROGRESS: deferred, the
+ * connect is not to be made now). */
+int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
+                       const struct sockaddr *addr, socklen_t alen);
 int sl_is_fresh_tcp(int fd);
 
 /* sniff.c: the first write of a marked connection (SL_FD_SNIFF), read for a name;

@@ -19,6 +19,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+static void withhold_registrations(struct sl_hold *rec);
+
 /* Under rec->lock: what the next write is to be held for. */
 static void set_target(struct sl_hold *rec, const struct sl_dest *d, const struct sl_match *m)
 {
@@ -45,6 +47,32 @@ int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, i
 	rec->fd = fd;
 	rec->kind = kind;
 	set_target(rec, d, m);
+	pthread_mutex_unlock(&rec->lock);
+	return 0;
+}
+
+int sl_held_limited(int fd, const struct sl_dest *d, const struct sl_match *m, int state,
+                    uint64_t conc, int64_t conc_deadline, int conc_refuse,
+                    const struct sockaddr *addr, socklen_t alen)
+{
+	struct sl_hold *rec = sl_hold_new(fd);
+
+	if (!rec)
+		return -ENOSPC;
+	pthread_mutex_lock(&rec->lock);
+	rec->fd = fd;
+	rec->kind = SL_KIND_CONNECTION;
+	set_target(rec, d, m);
+	rec->state = state;
+	rec->conc_mask = conc;
+	rec->conc_deadline = conc_deadline;
+	rec->conc_refuse = conc_refuse;
+	if (state == SL_HOLD_DEFERRED) {
+		rec->peer_len = (socklen_t)SL_MIN((size_t)alen, sizeof(rec->peer));
+		memcpy(&rec->peer, addr, rec->peer_len);
+		rec->release_ns = sl_clock_mono_ns() + SL_CONC_RECHECK_NS;
+		withhold_registrations(rec);
+	}
 	pthread_mutex_unlock(&rec->lock);
 	return 0;
 }
@@ -109,6 +137,126 @@ static void epoll_unmask(struct sl_hold *rec)
 	epoll_unmask_some(rec, ~0u);
 }
 
+/* A deferred socket is not connected, and the kernel reports EPOLLHUP for it
+ * whatever a registration asks: registrations made before the deferral leave the
+ * kernel until the connect is made. */
+static void withhold_registrations(struct sl_hold *rec)
+{
+	struct sl_epregs *regs = sl_epregs(rec->fd, 0);
+
+	for (unsigned i = 0; regs && i < SL_EPREGS; i++) {
+		if (!regs->r[i].epfd || !sl_real.epoll_ctl ||
+		    sl_real.epoll_ctl(regs->r[i].epfd, EPOLL_CTL_DEL, rec->fd, NULL) != 0)
+			continue;
+		rec->ep[i] = regs->r[i];
+		rec->ep_withheld |= 1u << i;
+	}
+}
+
+static void restore_registrations(struct sl_hold *rec)
+{
+	int saved = errno;
+
+	for (unsigned i = 0; i < SL_EPREGS; i++) {
+		struct epoll_event ev = {.events = rec->ep[i].events, .data = rec->ep[i].data};
+
+		if (!(rec->ep_withheld & (1u << i)))
+			continue;
+		rec->ep_withheld &= ~(1u << i);
+		if (sl_real.epoll_ctl)
+			sl_real.epoll_ctl(rec->ep[i].epfd, EPOLL_CTL_ADD, rec->fd, &ev);
+	}
+	errno = saved;
+}
+
+/* Under rec->lock: a deferred connect that is due takes its places and is made, or
+ * past its max_wait is refused.  Returns 1 when it stopped being deferred. */
+static int kick_locked(struct sl_hold *rec, int64_t now)
+{
+	uint64_t taken = 0;
+	int full = 0, rc, saved = errno;
+
+	if (rec->state != SL_HOLD_DEFERRED || now < rec->release_ns)
+		return 0;
+	rc = sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full);
+	if (rc == -EBUSY) {
+		if (rec->conc_deadline < 0 || now < rec->conc_deadline) {
+			rec->release_ns = now + SL_CONC_RECHECK_NS;
+			return 0;
+		}
+		sl_debug("deferred connect on fd %d: refused (no concurrency place within max_wait)", rec->fd);
+		rec->state = SL_HOLD_REFUSED;
+	} else {
+		/* A place (or, the table full, none to hold): make the connect now.  Its
+		 * outcome reaches the program as any non-blocking connect's does. */
+		rec->conc_mask = taken;
+		rec->state = SL_HOLD_FIRST;
+		if (sl_real.connect)
+			sl_real.connect(rec->fd, (struct sockaddr *)&rec->peer, rec->peer_len);
+		sl_debug("deferred connect on fd %d: a concurrency place freed; connecting", rec->fd);
+	}
+	restore_registrations(rec);
+	errno = saved;
+	return 1;
+}
+
+int sl_held_kick(int fd)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+	int changed;
+
+	if (!rec)
+		return 0;
+	pthread_mutex_lock(&rec->lock);
+	changed = kick_locked(rec, sl_clock_mono_ns());
+	pthread_mutex_unlock(&rec->lock);
+	return changed;
+}
+
+int sl_held_deferred(int fd)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+	int deferred;
+
+	if (!rec)
+		return 0;
+	pthread_mutex_lock(&rec->lock);
+	deferred = rec->state == SL_HOLD_DEFERRED;
+	pthread_mutex_unlock(&rec->lock);
+	return deferred;
+}
+
+int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+	int handled = 0;
+
+	if (!rec)
+		return 0;
+	pthread_mutex_lock(&rec->lock);
+	if (rec->state == SL_HOLD_DEFERRED) {
+		unsigned slot = SL_EPREGS;
+
+		for (unsigned i = 0; i < SL_EPREGS && slot == SL_EPREGS; i++)
+			if ((rec->ep_withheld & (1u << i)) && rec->ep[i].epfd == epfd)
+				slot = i;
+		for (unsigned i = 0; i < SL_EPREGS && slot == SL_EPREGS && op == EPOLL_CTL_ADD; i++)
+			if (!(rec->ep_withheld & (1u << i)))
+				slot = i;
+		if (slot < SL_EPREGS) {
+			if (op == EPOLL_CTL_DEL) {
+				rec->ep_withheld &= ~(1u << slot);
+			} else if (ev) {
+				rec->ep[slot] = (struct sl_epreg){.epfd = epfd, .events = ev->events, .data = ev->data};
+				rec->ep_withheld |= 1u << slot;
+			}
+			handled = 1;
+		}
+	}
+	pthread_mutex_unlock(&rec->lock);
+	return handled;
+}
+
 /* Under rec->lock, which this drops: the request went (or was refused).  A
  * connected UDP socket's record stays for its next datagram; others go. */
 static void release_record(int fd, struct sl_hold *rec)
@@ -116,8 +264,10 @@ static void release_record(int fd, struct sl_hold *rec)
 	struct sl_hold *last;
 
 	epoll_unmask(rec);
-	if (rec->kind == SL_KIND_CONNECTED_UDP) {
-		rec->state = SL_HOLD_FIRST;
+	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask) {
+		/* Stays: for the next datagram, or to give back its concurrency places
+		 * when the connection closes. */
+		rec->state = rec->conc_mask ? SL_HOLD_OPEN : SL_HOLD_FIRST;
 		pthread_mutex_unlock(&rec->lock);
 		return;
 	}
@@ -191,6 +341,23 @@ int sl_held_write(int fd, int dontwait)
 			pthread_mutex_unlock(&rec->lock); /* freed and reused meanwhile */
 			continue;
 		}
+		if (rec->state == SL_HOLD_OPEN) {
+			pthread_mutex_unlock(&rec->lock);
+			return 0;
+		}
+		if (rec->state == SL_HOLD_DEFERRED) {
+			kick_locked(rec, sl_clock_mono_ns());
+			if (rec->state == SL_HOLD_DEFERRED) {
+				at = rec->release_ns; /* not even connected yet */
+				goto wait;
+			}
+		}
+		if (rec->state == SL_HOLD_REFUSED) {
+			int e = rec->conc_refuse ? rec->conc_refuse : ECONNREFUSED;
+
+			release_record(fd, rec);
+			return -e;
+		}
 		if (rec->state == SL_HOLD_FIRST) {
 			rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
 			     : sl_wait_reserve(h, &rec->m, sl_clock_mono_ns(), sl_shim.pid, &rec->t);
@@ -225,6 +392,7 @@ int sl_held_write(int fd, int dontwait)
 			rec->release_ns = retry;
 		}
 		at = rec->release_ns;
+	wait:
 		if (dontwait || sl_fd_nonblocking(fd)) {
 			epoll_mask(rec);
 			pthread_mutex_unlock(&rec->lock);
@@ -285,6 +453,22 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 	return sl_hold_wait(d, m, "datagram", ECONNREFUSED);
 }
 
+/* A connect failed: a connection record it made (holding concurrency places, or
+ * waiting for one) goes, giving them back. */
+void sl_held_drop_failed(int fd)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+	int drop;
+
+	if (!rec)
+		return;
+	pthread_mutex_lock(&rec->lock);
+	drop = rec->kind == SL_KIND_CONNECTION && rec->conc_mask;
+	pthread_mutex_unlock(&rec->lock);
+	if (drop)
+		sl_held_close(fd);
+}
+
 /* A UDP socket connects anew (or disconnects): its old peer's record goes. */
 void sl_held_drop_udp(int fd)
 {
@@ -308,21 +492,42 @@ int64_t sl_held_due(int fd)
 	if (!rec)
 		return 0;
 	pthread_mutex_lock(&rec->lock);
-	if (rec->state == SL_HOLD_WAITING)
+	if (rec->state == SL_HOLD_WAITING || rec->state == SL_HOLD_DEFERRED)
 		at = rec->release_ns;
 	pthread_mutex_unlock(&rec->lock);
 	return at;
+}
+
+int sl_held_closing_keeps_place(int fd)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+	int keeps;
+
+	if (!rec)
+		return 0;
+	pthread_mutex_lock(&rec->lock);
+	keeps = rec->conc_mask != 0;
+	pthread_mutex_unlock(&rec->lock);
+	return keeps;
 }
 
 void sl_held_close(int fd)
 {
 	struct sl_hold *last = sl_hold_unlink(fd);
 
-	if (!last)
-		return;
+	if (last)
+		sl_held_finish(last);
+}
+
+void sl_held_finish(struct sl_hold *last)
+{
 	pthread_mutex_lock(&last->lock);
 	if (last->state == SL_HOLD_WAITING && !last->inherited)
 		sl_wait_refund(sl_shim.shm.hdr, &last->t, sl_shim.pid);
+	if (last->conc_mask && !last->inherited)
+		sl_wait_conc_put(sl_shim.shm.hdr, last->conc_mask, &last->m, sl_shim.pid);
+	last->conc_mask = 0;
+	last->ep_withheld = 0;
 	last->ep_masked = 0; /* the kernel drops the registration with the socket */
 	pthread_mutex_unlock(&last->lock);
 	sl_hold_free(last);
@@ -336,13 +541,17 @@ int64_t sl_held_epoll_due(int epfd, int64_t now)
 		struct sl_hold *rec = &sl_holds[i];
 		unsigned mine = 0;
 
-		if (!rec->refs || !rec->ep_masked)
+		if (!rec->refs || !(rec->ep_masked | rec->ep_withheld))
 			continue;
 		pthread_mutex_lock(&rec->lock);
 		for (unsigned r = 0; r < SL_EPREGS; r++)
-			if ((rec->ep_masked & (1u << r)) && rec->ep[r].epfd == epfd)
+			if (((rec->ep_masked | rec->ep_withheld) & (1u << r)) && rec->ep[r].epfd == epfd)
 				mine |= 1u << r;
-		if (mine) {
+		if (mine && rec->state == SL_HOLD_DEFERRED) {
+			/* Made when due and a place is free (its registrations then return). */
+			if (!kick_locked(rec, now) && (!earliest || rec->release_ns < earliest))
+				earliest = rec->release_ns;
+		} else if (mine) {
 			if (rec->release_ns <= now)
 				epoll_unmask_some(rec, mine); /* due: the next write's release check decides */
 			else if (!earliest || rec->release_ns < earliest)
@@ -351,4 +560,24 @@ int64_t sl_held_epoll_due(int epfd, int64_t now)
 		pthread_mutex_unlock(&rec->lock);
 	}
 	return earliest;
+}
+
+/* At exit, give back the concurrency places of connections still open, rather than
+ * leaving them to the daemon's next heartbeat.  A fork child's copies are the
+ * parent's (inherited) and stay. */
+__attribute__((destructor)) static void give_back_at_exit(void)
+{
+	if (atomic_load(&sl_holds_active) == 0 || !sl_shim.shm.hdr || getpid() != sl_shim.pid)
+		return;
+	for (unsigned i = 0; i < SL_HOLDS; i++) {
+		struct sl_hold *rec = &sl_holds[i];
+
+		if (!rec->refs || !rec->conc_mask)
+			continue;
+		pthread_mutex_lock(&rec->lock);
+		if (rec->conc_mask && !rec->inherited)
+			sl_wait_conc_put(sl_shim.shm.hdr, rec->conc_mask, &rec->m, sl_shim.pid);
+		rec->conc_mask = 0;
+		pthread_mutex_unlock(&rec->lock);
+	}
 }

@@ -38,8 +38,9 @@ static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
 {
 	/* Sized by the caller's set (at most MAX_TRACKED_POLLFDS): a host thread's
 	 * stack may be small. */
-	unsigned char masked[n ? n : 1];
+	unsigned char masked[n ? n : 1]; /* 1: POLLOUT taken out; 2: whole fd hidden */
 	int64_t due[n ? n : 1];
+	int hidden_fd[n ? n : 1];
 
 	for (;;) {
 		int64_t now = sl_clock_mono_ns(), earliest = NS_FOREVER;
@@ -47,7 +48,21 @@ static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
 
 		for (nfds_t i = 0; i < n; i++) {
 			masked[i] = 0;
-			if (fds[i].fd < 0 || !(fds[i].events & POLLOUT) || !sl_fdtab_get(fds[i].fd))
+			if (fds[i].fd < 0 || !sl_fdtab_get(fds[i].fd))
+				continue;
+			/* A deferred connect's socket is not connected yet and the kernel
+			 * would report POLLHUP whatever is asked: hidden whole (a negative
+			 * fd is skipped by the kernel) until the connect is made. */
+			if (sl_held_deferred(fds[i].fd) && !sl_held_kick(fds[i].fd)) {
+				due[i] = sl_held_due(fds[i].fd);
+				masked[i] = 2;
+				hidden_fd[i] = fds[i].fd;
+				fds[i].fd = -1;
+				nmasked++;
+				earliest = SL_MIN(earliest, due[i]);
+				continue;
+			}
+			if (!(fds[i].events & POLLOUT))
 				continue;
 			due[i] = sl_held_due(fds[i].fd);
 			if (due[i] <= now)
@@ -58,14 +73,17 @@ static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
 			earliest = SL_MIN(earliest, due[i]);
 		}
 		rc = real(fds, n, ms_until(SL_MIN(deadline, earliest), now), ctx);
-		for (nfds_t i = 0; i < n; i++)
-			if (masked[i])
+		for (nfds_t i = 0; i < n; i++) {
+			if (masked[i] == 1)
 				fds[i].events |= POLLOUT;
+			else if (masked[i] == 2)
+				fds[i].fd = hidden_fd[i];
+		}
 		if (rc != 0 || nmasked == 0)
 			return rc;
 		now = sl_clock_mono_ns();
 		for (nfds_t i = 0; i < n; i++) {
-			if (masked[i] && due[i] <= now) {
+			if (masked[i] == 1 && due[i] <= now) {
 				fds[i].revents = POLLOUT;
 				ready++;
 			}
@@ -154,7 +172,21 @@ static int select_held(int nfds, fd_set *r, fd_set *w, fd_set *e, int64_t deadli
 		for (int fd = 0; fd < nfds; fd++) {
 			int64_t due;
 
-			if (!FD_ISSET(fd, &w0) || !sl_fdtab_get(fd) || (due = sl_held_due(fd)) <= now)
+			if (!sl_fdtab_get(fd))
+				continue;
+			/* A deferred connect's socket: out of every set until it is made. */
+			if ((FD_ISSET(fd, &w0) || (r && FD_ISSET(fd, &r0)) || (e && FD_ISSET(fd, &e0))) &&
+			    sl_held_deferred(fd) && !sl_held_kick(fd)) {
+				FD_CLR(fd, w);
+				if (r)
+					FD_CLR(fd, r);
+				if (e)
+					FD_CLR(fd, e);
+				nmasked++;
+				earliest = SL_MIN(earliest, sl_held_due(fd));
+				continue;
+			}
+			if (!FD_ISSET(fd, &w0) || (due = sl_held_due(fd)) <= now)
 				continue;
 			FD_SET(fd, &masked);
 			FD_CLR(fd, w);

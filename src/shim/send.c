@@ -101,7 +101,7 @@ static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const s
 		return 1; /* already connected: an ordinary send, gated as such */
 	if (!(flags & MSG_DONTWAIT) && !sl_fd_nonblocking(fd))
 		return sl_hold_wait(&d, &m, "fastopen", ECONNREFUSED);
-	if ((rc = sl_hold_connection(fd, &d, &m, "fastopen")) < 0)
+	if ((rc = sl_hold_connection(fd, &d, &m, "fastopen", addr, alen)) < 0)
 		return rc;
 	if (!sl_fdtab_get(fd))
 		return 0; /* no record to hold its first write: it waited above instead */

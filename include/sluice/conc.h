@@ -1,0 +1,43 @@
+/*
+ * conc.h - concurrency limits (SPEC §3 `concurrency = N`): at most N connections to
+ * a section's destinations open at once, across every process on the machine.
+ *
+ * A place is taken under the segment lock and counted twice: in the section
+ * (conc_open) and in the taker's holder entry, so that what a process holds when it
+ * dies - kill -9 included - is given back by the daemon's heartbeat.  Giving a place
+ * back bumps the section's futex word and wakes its waiters: a waiting caller goes
+ * as soon as a place frees, without polling.
+ */
+#ifndef SLUICE_CONC_H
+#define SLUICE_CONC_H
+
+#include "sluice/admit.h"
+#include "sluice/shm-t.h"
+
+#include <stdint.h>
+
+/* The sections of m that limit concurrency (read lock-free from the specs). */
+uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m);
+
+/* Take one place in every section of m that limits concurrency, or none.  Returns 0
+ * with *taken set (0 when none limits), -EBUSY when a section is full (nothing
+ * taken; *full is its index, *seen its futex word's value to wait on), -ENOSPC when
+ * the holder table is full, -ETIMEDOUT when the lock could not be had. */
+int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self, uint64_t *taken,
+                 int *full, uint32_t *seen);
+
+/* Give back the places `mask` took (m's serials say which sections they were). */
+void sl_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m, int32_t self);
+
+/* Sleep until section `idx`'s futex word moves from `seen` (a place was given
+ * back), or `timeout_ns` passes.  Never returns an error; the caller re-takes. */
+void sl_conc_wait(struct sl_shm_header *h, unsigned idx, uint32_t seen, int64_t timeout_ns);
+
+/* Daemon, at each heartbeat: give back what processes that `is_dead` says died held.
+ * Returns how many places were given back. */
+int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid));
+
+/* The tightest max_wait (ns; -1 = forever) among the sections in mask. */
+int64_t sl_conc_max_wait(struct sl_shm_header *h, uint64_t mask, int *refuse_errno);
+
+#endif

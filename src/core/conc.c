@@ -1,0 +1,196 @@
+/* Concurrency places in the shared segment (conc.h). */
+#include "sluice/conc.h"
+#include "sluice/common.h"
+#include "sluice/shm.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define A(p) ((_Atomic __typeof__(*(p)) *)(p))
+#define LOCK_TIMEOUT_NS (2 * SL_NS_PER_S)
+
+static struct sl_section *live(struct sl_shm_header *h, unsigned i, uint32_t serial)
+{
+	struct sl_section *sec = sl_shm_section(h, i);
+
+	return sec && sec->in_use && sec->serial == serial ? sec : NULL;
+}
+
+uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m)
+{
+	uint64_t mask = 0;
+
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if ((m->mask & (1ULL << i)) && (sec = live(h, i, m->serial[i])) &&
+		    sec->spec.concurrency && sec->spec.mode != SL_MODE_OBSERVE)
+			mask |= 1ULL << i;
+	}
+	return mask;
+}
+
+/* The holder entry of (self, section i), or a free one to become it; NULL when the
+ * table is full. */
+static struct sl_holder *holder(struct sl_shm_header *h, int32_t self, unsigned i, uint32_t serial,
+                                int create)
+{
+	struct sl_holder *t = sl_shm_holders(h), *free_entry = NULL;
+
+	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
+		if (t[k].pid == self && t[k].section == i && t[k].serial == serial)
+			return &t[k];
+		if (!free_entry && t[k].pid == 0)
+			free_entry = &t[k];
+	}
+	if (!create || !free_entry)
+		return NULL;
+	*free_entry = (struct sl_holder){.pid = self, .section = i, .serial = serial, .count = 0};
+	return free_entry;
+}
+
+static void wake(struct sl_section *sec)
+{
+	atomic_fetch_add_explicit(A(&sec->state.conc_futex), 1, memory_order_release);
+	if (atomic_load_explicit(A(&sec->state.conc_waiters), memory_order_acquire))
+		syscall(SYS_futex, &sec->state.conc_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self, uint64_t *taken,
+                 int *full, uint32_t *seen)
+{
+	uint64_t want = sl_conc_sections(h, m);
+	int rc;
+
+	*taken = 0;
+	if (!want)
+		return 0;
+	if ((rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS)) < 0)
+		return rc;
+	/* All or nothing: first see that every section has room, and that the table
+	 * has an entry for each section this process holds nothing in yet. */
+	unsigned need = 0, spare = 0;
+
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
+			continue;
+		if (sec->state.conc_open >= sec->spec.concurrency) {
+			*full = (int)i;
+			*seen = atomic_load_explicit(A(&sec->state.conc_futex), memory_order_acquire);
+			rc = -EBUSY;
+			goto out;
+		}
+		need += !holder(h, self, i, sec->serial, 0);
+	}
+	for (unsigned k = 0; k < SL_MAX_HOLDERS && spare < need; k++)
+		spare += sl_shm_holders(h)[k].pid == 0;
+	if (spare < need) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+		struct sl_holder *e;
+
+		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
+		    !(e = holder(h, self, i, sec->serial, 1)))
+			continue;
+		sec->state.conc_open++;
+		e->count++;
+		*taken |= 1ULL << i;
+		if (!sec->spec.amount) /* a rate counts its own admissions at release */
+			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
+	}
+out:
+	sl_shm_unlock(h, self);
+	return rc;
+}
+
+void sl_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m, int32_t self)
+{
+	if (!mask || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+		struct sl_holder *e;
+
+		/* A section reset or removed by a reload meanwhile holds nothing of ours. */
+		if (!(mask & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
+			continue;
+		if (sec->state.conc_open)
+			sec->state.conc_open--;
+		if ((e = holder(h, self, i, sec->serial, 0)) && e->count && --e->count == 0)
+			e->pid = 0;
+		wake(sec);
+	}
+	sl_shm_unlock(h, self);
+}
+
+void sl_conc_wait(struct sl_shm_header *h, unsigned idx, uint32_t seen, int64_t timeout_ns)
+{
+	struct sl_section *sec = sl_shm_section(h, idx);
+	struct timespec ts;
+
+	if (!sec || timeout_ns <= 0)
+		return;
+	ts.tv_sec = timeout_ns / SL_NS_PER_S;
+	ts.tv_nsec = timeout_ns % SL_NS_PER_S;
+	atomic_fetch_add_explicit(A(&sec->state.conc_waiters), 1, memory_order_acq_rel);
+	/* Shared (not private) futex: the word is in memory every process maps. */
+	syscall(SYS_futex, &sec->state.conc_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
+	atomic_fetch_sub_explicit(A(&sec->state.conc_waiters), 1, memory_order_acq_rel);
+}
+
+int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid))
+{
+	struct sl_holder *t = sl_shm_holders(h);
+	int returned = 0;
+
+	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return 0;
+	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
+		struct sl_section *sec;
+
+		if (t[k].pid <= 0)
+			continue;
+		sec = live(h, t[k].section, t[k].serial);
+		if (sec && !is_dead(t[k].pid))
+			continue;
+		/* Dead, or its section is gone (then the count went with it). */
+		if (sec) {
+			uint32_t n = SL_MIN(t[k].count, sec->state.conc_open);
+
+			sec->state.conc_open -= n;
+			returned += (int)n;
+			wake(sec);
+		}
+		t[k].pid = 0;
+	}
+	sl_shm_unlock(h, self);
+	return returned;
+}
+
+int64_t sl_conc_max_wait(struct sl_shm_header *h, uint64_t mask, int *refuse_errno)
+{
+	int64_t w = -1;
+
+	*refuse_errno = 0;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (!(mask & (1ULL << i)) || sec->spec.max_wait_ns < 0)
+			continue;
+		if (w < 0 || sec->spec.max_wait_ns < w) {
+			w = sec->spec.max_wait_ns;
+			*refuse_errno = sec->spec.refuse;
+		}
+	}
+	return w;
+}
