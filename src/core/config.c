@@ -644,13 +644,18 @@ void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out)
 		fprintf(out, "%s%s", i ? ", " : "", buf);
 	}
 	fprintf(out, "\n%smeter       %s\n", indent, sl_meter_name(s->meter));
-	fprintf(out, "%sstrategy    %s\n", indent, sl_strategy_name(s->strategy));
+	if (s->amount)
+		fprintf(out, "%sstrategy    %s\n", indent, sl_strategy_name(s->strategy));
 	if (s->amount) {
 		sl_format_rate(s->amount, s->window_ns, win, sizeof(win));
 		fprintf(out, "%srate        %s", indent, win);
 		sl_format_duration(s->window_ns / (int64_t)s->amount, buf, sizeof(buf));
-		fprintf(out, " (one every %s)\n", buf);
-		fprintf(out, "%sburst       %llu\n", indent, (unsigned long long)s->burst);
+		if (s->strategy < SL_STRAT_FIXED_WINDOW) {
+			fprintf(out, " (one every %s)\n", buf);
+			fprintf(out, "%sburst       %llu\n", indent, (unsigned long long)s->burst);
+		} else {
+			fputc('\n', out);
+		}
 	}
 	if (s->concurrency)
 		fprintf(out, "%sconcurrency %u\n", indent, s->concurrency);

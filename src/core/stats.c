@@ -190,7 +190,8 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			snprintf(max, sizeof(max), "%.1fms", (double)st->wait_max_ns / 1e6);
 			fprintf(out, "%-20s %-11s %-14s %-10s %7llu %9llu %9llu %9llu %9llu %10s %10s %10s\n",
 			        sec.spec.name, sl_meter_name(sec.spec.meter),
-			        sl_strategy_name(sec.spec.strategy), rate, (unsigned long long)queued,
+			        sec.spec.amount ? sl_strategy_name(sec.spec.strategy) : "-", rate,
+			        (unsigned long long)queued,
 			        (unsigned long long)st->admitted, (unsigned long long)st->held,
 			        (unsigned long long)st->refused, (unsigned long long)st->given_up,
 			        p50, p99, max);
