@@ -8,7 +8,10 @@
 #      sendto+recv of an unmatched datagram while some section meters datagrams;
 #   4. release error at 100/s with 4 processes: how late each release was after its
 #      slot (p50/p99/max, microseconds), and the achieved rate;
-#   5. event-loop latency of an unheld socket while other requests are held.
+#   5. event-loop latency of an unheld socket while other requests are held;
+#   6. each strategy under a standing backlog: achieved rate, busiest span, and
+#      per whole window for the window strategies;
+#   7. how long a freed concurrency place takes to reach the next waiter.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -171,3 +174,79 @@ match = 127.0.0.1:$hport
 rate = 10/s
 EOF
 "$B/sluice" run -c "$T/loop.ini" -- python3 "$ROOT/bench/eventloop.py" "$hport" 30
+
+echo
+echo "6. each strategy under a standing backlog: 4 processes connecting as fast as allowed"
+python3 "$ROOT/tests/integration/helpers/holdserver.py" "$T/cport" 600 &
+for _ in $(seq 100); do [ -s "$T/cport" ] && break; sleep 0.1; done
+cport=$(cat "$T/cport")
+for strat in leaky-bucket token-bucket fixed-window sliding-window session-window; do
+	config "s-$strat" >"$T/s-$strat.ini" <<EOF
+[$strat]
+match = 127.0.0.1:$port
+rate = 20/1s
+strategy = $strat
+max_wait = 1m
+EOF
+	SLUICE_DEBUG=1 SLUICE_LOG="$T/s-$strat.log" "$B/sluice" run -c "$T/s-$strat.ini" -- bash -c '
+		for p in 1 2 3 4; do "$1" 127.0.0.1 "$2" 25 >/dev/null & done; wait' _ "$B/bench/connect_loop" "$port"
+	python3 - "$T/s-$strat.log" "$strat" <<'PY'
+import re, sys, time
+rel = sorted(int(m.group(1)) for m in re.finditer(r"released=(\d+)", open(sys.argv[1]).read()))
+off = time.time_ns() - time.monotonic_ns()
+w = 1_000_000_000
+# Whole windows only: the first and last may be partial (the run starts and ends
+# inside them).
+if sys.argv[2] == "fixed-window":
+    per = {}
+    for r in rel:
+        per[(r + off) // w] = per.get((r + off) // w, 0) + 1
+    whole = [per[k] for k in sorted(per)[1:-1]]
+elif sys.argv[2] == "session-window":
+    whole, i = [], 0
+    while i < len(rel):
+        j = i
+        while j < len(rel) and rel[j] < rel[i] + w:
+            j += 1
+        whole.append(j - i); i = j
+    whole = whole[:-1]
+else:
+    spans = [sum(1 for x in rel if r <= x < r + w) for r in rel if r + w <= rel[-1]]
+    whole = [max(spans)] if spans else []
+rate = (len(rel) - 1) / ((rel[-1] - rel[0]) / 1e9)
+busiest = max(sum(1 for x in rel if r - w < x <= r) for r in rel)
+print("   %-15s %3d releases, %6.2f/s overall (configured 20/s); busiest 1 s span: %d%s"
+      % (sys.argv[2], len(rel), rate, busiest,
+         "; per whole window: %s" % whole if sys.argv[2] in ("fixed-window", "session-window") else ""))
+PY
+done
+
+echo
+echo "7. concurrency: how long a freed place takes to reach the next waiter (concurrency = 1)"
+config conc >"$T/conc.ini" <<EOF
+[one]
+match = 127.0.0.1:$cport
+concurrency = 1
+max_wait = 1m
+EOF
+"$B/sluice" run -c "$T/conc.ini" -- python3 - "$cport" <<'PY'
+import socket, sys, threading, time
+port = int(sys.argv[1])
+lat = []
+for _ in range(50):
+    a = socket.create_connection(("127.0.0.1", port))
+    got = {}
+    def waiter():
+        b = socket.create_connection(("127.0.0.1", port))
+        got["t"] = time.monotonic_ns()
+        b.close()
+    t = threading.Thread(target=waiter); t.start()
+    time.sleep(0.01)
+    closed = time.monotonic_ns()
+    a.close()
+    t.join()
+    lat.append((got["t"] - closed) / 1e3)
+lat.sort()
+print("   hand-over after close: p50 %.0f us, p99 %.0f us, max %.0f us (50 hand-overs)"
+      % (lat[len(lat) // 2], lat[int(len(lat) * 0.99)], lat[-1]))
+PY
