@@ -41,7 +41,7 @@ SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS)
 
 CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
 	src/core/config.c src/core/limiter.c src/core/strategy.c src/core/conc.c src/core/shm.c src/core/admit.c \
-	src/core/stats.c src/core/wait.c src/core/sniff.c src/core/log.c src/core/ctl.c
+	src/core/stats.c src/core/wait.c src/core/sniff.c src/core/http1.c src/core/log.c src/core/ctl.c
 # What the shim takes from the core: no logging or control-socket client in a host.
 SHIM_CORE_SRC = $(filter-out src/core/log.c src/core/ctl.c,$(CORE_SRC))
 SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
@@ -51,7 +51,7 @@ SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c
-UNIT_TESTS = test_config test_match test_limiter test_strategy test_shm test_sniff
+UNIT_TESTS = test_config test_match test_limiter test_strategy test_shm test_sniff test_http1
 BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
@@ -133,10 +133,12 @@ fuzz: | deps
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(INIH_LIBS)
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/match.c \
 		src/core/util.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/core/http1.c
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
 	$(BUILD)/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus
 	$(BUILD)/fuzz/fuzz_sniff -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
+	$(BUILD)/fuzz/fuzz_http1 -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sluice \
