@@ -287,10 +287,10 @@ static void finish_section(struct parse_state *ps)
 	    (c = parse_choice(cfg, raw[KEY_S_meter].line, "meter", meter_names,
 	                      SL_ARRAY_LEN(meter_names), raw[KEY_S_meter].text)) >= 0) {
 		s->meter = (uint32_t)c;
-		if (c != SL_METER_CONNECTIONS && c != SL_METER_DATAGRAMS)
+		if (c == SL_METER_BYTES)
 			add_error(cfg, raw[KEY_S_meter].line,
-			          "meter = %s is not supported yet (this version meters connections "
-			          "and datagrams)",
+			          "meter = %s is not supported yet (this version meters connections, "
+			          "requests and datagrams)",
 			          meter_names[c]);
 	}
 	if (raw[KEY_S_strategy].line &&

@@ -49,8 +49,9 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_dest d;
-	struct sl_match m;
+	struct sl_match m, rm;
 	char name[SL_HOST_MAX];
+	int n, nr = 0, rc;
 
 	if (sl_unlikely(sl_fdtab_get(fd)))
 		sl_held_drop_udp(fd); /* a UDP socket's earlier peer no longer applies */
@@ -61,21 +62,29 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 
 		connect_udp(fd, &ud);
 	}
-	if (!(h->meters & (1u << SL_METER_CONNECTIONS)))
+	if (!(h->meters & ((1u << SL_METER_CONNECTIONS) | (1u << SL_METER_REQUESTS))))
 		return 0;
+	if (h->meters & (1u << SL_METER_REQUESTS)) {
+		struct sl_dest rd = d;
+
+		rd.meter = SL_METER_REQUESTS;
+		nr = sl_hold_match(&rd, name, sizeof(name), &rm);
+	}
+	n = (h->meters & (1u << SL_METER_CONNECTIONS)) ? sl_hold_match(&d, name, sizeof(name), &m) : 0;
 	/* Unmatched: with name patterns about, the first write may still name it (the
 	 * name known here, if any, can be a proxy's, or a CNAME's). */
-	if (sl_hold_match(&d, name, sizeof(name), &m) == 0)
-		return h->has_names ? 1 : 0;
+	if (n == 0 && nr == 0)
+		return h->has_names && (h->meters & (1u << SL_METER_CONNECTIONS)) ? 1 : 0;
 	if (!sl_is_fresh_tcp(fd))
 		return 0;
-	return sl_hold_connection(fd, &d, &m, "connect", addr, len);
+	rc = n ? sl_hold_connection(fd, &d, &m, "connect", addr, len) : 0;
+	/* meter = requests: the connection keeps a record for its life, whatever the
+	 * connect itself did (a deferred one included). */
+	if (nr && (rc == 0 || rc == -EINPROGRESS) && sl_held_requests(fd, &d, &rm) < 0)
+		sl_debug("connect on fd %d: no free hold record: its requests go unshaped", fd);
+	return rc;
 }
 
-/* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN).
- * Blocking: waits here.  Non-blocking: proceeds, and its first write is held
- * (held.c); only when the pool of hold records is full does it wait here instead.
- * Returns 0 to go, or -errno. */
 /* A connection to sections of which `conc` limit concurrency: a place in each is
  * taken first (a blocking caller sleeps on the segment's futex for it; a
  * non-blocking one proceeds, its first write waiting), then the rate part as for
@@ -126,6 +135,10 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 	return 0;
 }
 
+/* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN).
+ * Blocking: waits here.  Non-blocking: proceeds, and its first write is held
+ * (held.c); only when the pool of hold records is full does it wait here instead.
+ * Returns 0 to go, or -errno. */
 int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
                        const struct sockaddr *addr, socklen_t alen)
 {

@@ -9,6 +9,7 @@
 #define SLUICE_SHIM_FDTAB_H
 
 #include "shim.h"
+#include "sluice/http1.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -82,6 +83,20 @@ struct sl_hold {
 	                        * (an unconnected socket would report EPOLLHUP at once) */
 	socklen_t peer_len;    /* DEFERRED: the address to connect to */
 	struct sockaddr_storage peer;
+	/* meter = requests (stream.c) */
+	struct sl_match rm;    /* the requests sections; rm.mask 0: none */
+	struct sl_match want;  /* what the reservation in hand (WAITING) covers */
+	uint8_t stream_mode;   /* enum sl_stream_mode */
+	uint8_t admitted_next; /* the request at the current boundary has its place */
+	uint8_t read_since_write; /* turns: a read returned data since the last write */
+	uint8_t wrote_any;     /* turns: the first write is a turn */
+	struct sl_http1 h1;
+};
+
+enum sl_stream_mode {
+	SL_STREAM_UNDECIDED = 0, /* decided by the connection's first write */
+	SL_STREAM_HTTP1 = 1,     /* request messages, found by core/http1.c */
+	SL_STREAM_TURNS = 2,     /* TLS or other: each write after a read, and the first */
 };
 
 extern struct sl_hold sl_holds[SL_HOLDS];
@@ -125,6 +140,22 @@ int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev
 void sl_held_drop_udp(int fd);
 void sl_held_drop_failed(int fd);
 int sl_held_write(int fd, int dontwait);
+/* The same for a write of `iov` on a stream: *limit receives how many of its bytes
+ * may go (SIZE_MAX: all), *track whether sl_held_wrote must be told what went. */
+int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
+                       int *track);
+/* After the real write: `n` bytes of iov went (iov NULL: n bytes from a file). */
+void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n);
+/* A read on fd returned data (turns: the next write starts a request). */
+void sl_held_read(int fd);
+/* Give a connection its requests sections (meter = requests): its record stays for
+ * its whole life.  -ENOSPC when none could be had. */
+int sl_held_requests(int fd, const struct sl_dest *d, const struct sl_match *rm);
+
+/* stream.c, all under the record's lock. */
+int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt);
+size_t sl_stream_limit(struct sl_hold *rec, const struct iovec *iov, int iovcnt);
+void sl_stream_wrote(struct sl_hold *rec, const struct iovec *iov, int iovcnt, size_t n);
 void sl_held_close(int fd);
 /* close() in two steps: whether fd's record holds concurrency places (then the fd
  * is unlinked, really closed, and only then is its last record finished: places

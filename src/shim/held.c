@@ -257,6 +257,16 @@ int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev
 	return handled;
 }
 
+/* Under rec->lock: the place in hand was released.  The connection's own first
+ * write is done with; a request it covered is admitted. */
+static void went(struct sl_hold *rec)
+{
+	if (rec->want.mask & rec->rm.mask)
+		rec->admitted_next = 1;
+	if (rec->kind == SL_KIND_CONNECTION)
+		rec->m.mask = 0;
+}
+
 /* Under rec->lock, which this drops: the request went (or was refused).  A
  * connected UDP socket's record stays for its next datagram; others go. */
 static void release_record(int fd, struct sl_hold *rec)
@@ -264,10 +274,10 @@ static void release_record(int fd, struct sl_hold *rec)
 	struct sl_hold *last;
 
 	epoll_unmask(rec);
-	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask) {
-		/* Stays: for the next datagram, or to give back its concurrency places
-		 * when the connection closes. */
-		rec->state = rec->conc_mask ? SL_HOLD_OPEN : SL_HOLD_FIRST;
+	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask || rec->rm.mask) {
+		/* Stays: for the next datagram, the next request, or to give back its
+		 * concurrency places when the connection closes. */
+		rec->state = rec->kind == SL_KIND_CONNECTED_UDP ? SL_HOLD_FIRST : SL_HOLD_OPEN;
 		pthread_mutex_unlock(&rec->lock);
 		return;
 	}
@@ -284,7 +294,7 @@ static void log_go(const char *what, struct sl_hold *rec)
 	if (!sl_shim.debug)
 		return;
 	sl_dest_format(&rec->dest, dest, sizeof(dest));
-	sl_hold_section_names(&rec->m, names, sizeof(names));
+	sl_hold_section_names(&rec->want, names, sizeof(names));
 	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld", what, dest,
 	         names, (double)(rec->t.released_ns - rec->t.arrival_ns) / 1e6,
 	         (long long)rec->t.release_ns, (long long)rec->t.released_ns);
@@ -324,7 +334,35 @@ static int64_t send_timeout_at(int fd)
 	return sl_clock_mono_ns() + tv.tv_sec * SL_NS_PER_S + tv.tv_usec * SL_NS_PER_US;
 }
 
+/* The union of two matches (sections of either). */
+static void match_union(struct sl_match *out, const struct sl_match *a, const struct sl_match *b)
+{
+	*out = *a;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		if (b->mask & (1ULL << i)) {
+			out->mask |= 1ULL << i;
+			out->serial[i] = b->serial[i];
+		}
+	}
+}
+
 int sl_held_write(int fd, int dontwait)
+{
+	return sl_held_write_data(fd, dontwait, NULL, 0, NULL, NULL);
+}
+
+/* Under rec->lock, at a go: what the write may send, and whether to be told. */
+static void go_limits(struct sl_hold *rec, const struct iovec *iov, int iovcnt, size_t *limit,
+                      int *track)
+{
+	if (limit && rec->rm.mask && iov)
+		*limit = sl_stream_limit(rec, iov, iovcnt);
+	if (track)
+		*track = rec->rm.mask != 0;
+}
+
+int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
+                       int *track)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	int64_t timeout_at = -1;
@@ -342,8 +380,13 @@ int sl_held_write(int fd, int dontwait)
 			continue;
 		}
 		if (rec->state == SL_HOLD_OPEN) {
-			pthread_mutex_unlock(&rec->lock);
-			return 0;
+			/* meter = requests: does this write begin a request without a place? */
+			if (!rec->rm.mask || !sl_stream_starts(rec, iov, iovcnt)) {
+				go_limits(rec, iov, iovcnt, limit, track);
+				pthread_mutex_unlock(&rec->lock);
+				return 0;
+			}
+			rec->state = SL_HOLD_FIRST;
 		}
 		if (rec->state == SL_HOLD_DEFERRED) {
 			kick_locked(rec, sl_clock_mono_ns());
@@ -359,21 +402,31 @@ int sl_held_write(int fd, int dontwait)
 			return -e;
 		}
 		if (rec->state == SL_HOLD_FIRST) {
+			/* The place covers the connection's sections when its first write is
+			 * pending (rec->m), and the requests sections when a request begins. */
+			struct sl_match none = {0};
+
+			match_union(&rec->want, &rec->m,
+			            rec->rm.mask && sl_stream_starts(rec, iov, iovcnt) ? &rec->rm : &none);
 			rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
-			     : sl_wait_reserve(h, &rec->m, sl_clock_mono_ns(), sl_shim.pid, &rec->t);
+			     : sl_wait_reserve(h, &rec->want, sl_clock_mono_ns(), sl_shim.pid, &rec->t);
 			if (rc == -ECONNREFUSED) {
 				int e = rec->t.refuse_errno && sl_shim.mode != SL_SHIM_CLOSED
 				        ? rec->t.refuse_errno
 				        : rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED;
 
 				sl_debug("%s on fd %d: refused (%s)",
-				         rec->kind == SL_KIND_CONNECTION ? "first write" : "datagram", fd,
+				         rec->kind != SL_KIND_CONNECTION ? "datagram"
+				         : rec->m.mask ? "first write" : "request", fd,
 				         sl_shim.mode == SL_SHIM_CLOSED ? "fallback = closed" : "max_wait");
 				release_record(fd, rec);
 				return -e;
 			}
 			if (rc < 0 || rec->t.mask == 0) {
-				release_record(fd, rec); /* observe only, or unusable: let it go */
+				/* observe only, or unusable: let it go */
+				went(rec);
+				go_limits(rec, iov, iovcnt, limit, track);
+				release_record(fd, rec);
 				return 0;
 			}
 			rec->state = SL_HOLD_WAITING;
@@ -385,7 +438,10 @@ int sl_held_write(int fd, int dontwait)
 
 			rc = sl_wait_try_release(h, t, sl_shim.pid, &retry);
 			if (rc == 0) {
-				log_go(rec->kind == SL_KIND_CONNECTION ? "write" : "datagram", rec);
+				log_go(rec->kind != SL_KIND_CONNECTION ? "datagram"
+				       : rec->want.mask & rec->rm.mask ? "request" : "write", rec);
+				went(rec);
+				go_limits(rec, iov, iovcnt, limit, track);
 				release_record(fd, rec);
 				return 0;
 			}
@@ -580,4 +636,47 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 		rec->conc_mask = 0;
 		pthread_mutex_unlock(&rec->lock);
 	}
+}
+
+void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+
+	if (!rec)
+		return;
+	pthread_mutex_lock(&rec->lock);
+	sl_stream_wrote(rec, iov, iovcnt, n);
+	pthread_mutex_unlock(&rec->lock);
+}
+
+void sl_held_read(int fd)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+
+	if (!rec)
+		return;
+	pthread_mutex_lock(&rec->lock);
+	if (rec->rm.mask)
+		rec->read_since_write = 1;
+	pthread_mutex_unlock(&rec->lock);
+}
+
+int sl_held_requests(int fd, const struct sl_dest *d, const struct sl_match *rm)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+
+	if (!rec) {
+		if (sl_held_limited(fd, d, rm, SL_HOLD_OPEN, 0, -1, 0, NULL, 0) < 0)
+			return -ENOSPC;
+		if (!(rec = sl_hold_of(fd)))
+			return -ENOSPC;
+		pthread_mutex_lock(&rec->lock);
+		rec->m.mask = 0; /* the connection itself holds nothing more */
+	} else {
+		pthread_mutex_lock(&rec->lock);
+	}
+	rec->rm = *rm;
+	sl_http1_init(&rec->h1);
+	pthread_mutex_unlock(&rec->lock);
+	return 0;
 }

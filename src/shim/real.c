@@ -53,6 +53,11 @@ void sl_real_resolve(void)
 	sl_real.epoll_pwait = sl_real_lookup("epoll_pwait", (void *)epoll_pwait);
 	sl_real.epoll_pwait2 = sl_real_lookup("epoll_pwait2", (void *)epoll_pwait2);
 	sl_real.socket = sl_real_lookup("socket", (void *)socket);
+	sl_real.read = sl_real_lookup("read", (void *)read);
+	sl_real.readv = sl_real_lookup("readv", (void *)readv);
+	sl_real.recv = sl_real_lookup("recv", (void *)recv);
+	sl_real.recvfrom = sl_real_lookup("recvfrom", (void *)recvfrom);
+	sl_real.recvmsg = sl_real_lookup("recvmsg", (void *)recvmsg);
 	sl_real.execve = sl_real_lookup("execve", (void *)execve);
 	sl_real.execveat = sl_real_lookup("execveat", (void *)execveat);
 	sl_real.fexecve = sl_real_lookup("fexecve", (void *)fexecve);

@@ -14,42 +14,54 @@
 #include "sluice/wait.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* An fd with a table entry: hold its write, or read it for a name.  0 to go on, or
- * -1 with errno set. */
+/* What the gate tells a send path beyond go/fail: how many bytes may go (a write
+ * carrying the end of one request and the start of the next is cut at the
+ * boundary), and whether the shim must be told what went (meter = requests). */
+struct gate {
+	size_t limit;
+	int track;
+};
+
+/* An fd with a table entry: hold its write, or read it for a name.  Returns 0 to
+ * go as asked, 1 to go as `g` says, or -1 with errno set. */
 static __attribute__((noinline)) int gate_slow(int fd, unsigned idx, int dontwait,
-                                               const struct iovec *iov, int iovcnt)
+                                               const struct iovec *iov, int iovcnt, struct gate *g)
 {
 	int rc = 0;
 
+	g->limit = SIZE_MAX;
+	g->track = 0;
 	if (idx == SL_FD_SNIFF) {
 		if (sl_fdtab_claim_sniff(fd) && sl_shim_active())
 			rc = sl_sniff_first_write(fd, iov, iovcnt, dontwait);
 	} else {
-		rc = sl_held_write(fd, dontwait);
+		rc = sl_held_write_data(fd, dontwait, iov, iovcnt, &g->limit, &g->track);
 	}
 	if (rc < 0) {
 		errno = -rc;
 		return -1;
 	}
-	return 0;
+	return g->track || g->limit != SIZE_MAX;
 }
 
-static inline int gate_iov(int fd, int dontwait, const struct iovec *iov, int iovcnt)
+static inline int gate_iov(int fd, int dontwait, const struct iovec *iov, int iovcnt, struct gate *g)
 {
 	unsigned idx = sl_fdtab_get(fd);
 
 	if (sl_likely(!idx))
 		return 0;
-	return gate_slow(fd, idx, dontwait, iov, iovcnt);
+	return gate_slow(fd, idx, dontwait, iov, iovcnt, g);
 }
 
-static inline int gate(int fd, int dontwait, const void *buf, size_t len)
+static inline int gate(int fd, int dontwait, const void *buf, size_t len, struct gate *g)
 {
 	unsigned idx = sl_fdtab_get(fd);
 	struct iovec one;
@@ -58,7 +70,33 @@ static inline int gate(int fd, int dontwait, const void *buf, size_t len)
 		return 0;
 	one.iov_base = (void *)buf;
 	one.iov_len = len;
-	return gate_slow(fd, idx, dontwait, &one, 1);
+	return gate_slow(fd, idx, dontwait, &one, 1, g);
+}
+
+/* After a tracked write: tell the stream what went. */
+static ssize_t wrote(int fd, const struct gate *g, const struct iovec *iov, int iovcnt, ssize_t w)
+{
+	if (w > 0 && g->track) {
+		int saved = errno;
+
+		sl_held_wrote(fd, iov, iovcnt, (size_t)w);
+		errno = saved;
+	}
+	return w;
+}
+
+/* iov cut to `limit` bytes, into `out` (room for iovcnt); returns its count. */
+static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iovec *out)
+{
+	int k = 0;
+
+	for (int i = 0; i < iovcnt && limit > 0; i++, k++) {
+		out[k] = iov[i];
+		if (out[k].iov_len > limit)
+			out[k].iov_len = limit;
+		limit -= out[k].iov_len;
+	}
+	return k;
 }
 
 /* A datagram to `addr`.  Returns 1 when no section meters it (the caller gates the
@@ -113,23 +151,32 @@ static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const s
 SL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	ssize_t (*real)(int, const void *, size_t, int) = SL_REAL(send, send);
+	struct gate g;
+	struct iovec one = {(void *)buf, len};
+	int rc = gate(fd, flags & MSG_DONTWAIT, buf, len, &g);
 
-	if (gate(fd, flags & MSG_DONTWAIT, buf, len) < 0)
-		return -1;
+	if (sl_unlikely(rc != 0)) {
+		if (rc < 0)
+			return -1;
+		len = SL_MIN(len, g.limit);
+		one.iov_len = len;
+		return wrote(fd, &g, &one, 1, real ? real(fd, buf, len, flags)
+		                                   : syscall(SYS_sendto, fd, buf, len, flags, NULL, 0));
+	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
 	return real(fd, buf, len, flags);
 }
 
-/* The destination-carrying part of sendto/sendmsg: 0 to go on, -1 with errno. */
+/* The destination-carrying part of sendto/sendmsg: as gate_iov. */
 static int gate_to(int fd, const struct sockaddr *addr, socklen_t alen, int flags,
-                   const struct iovec *iov, int iovcnt)
+                   const struct iovec *iov, int iovcnt, struct gate *g)
 {
 	int rc = sl_unlikely(flags & MSG_FASTOPEN) ? fastopen(fd, addr, alen, iov, iovcnt, flags)
 	                                           : datagram(fd, addr, alen, flags & MSG_DONTWAIT);
 
 	if (rc == 1)
-		return gate_iov(fd, flags & MSG_DONTWAIT, iov, iovcnt);
+		return gate_iov(fd, flags & MSG_DONTWAIT, iov, iovcnt, g);
 	if (rc < 0) {
 		errno = -rc;
 		return -1;
@@ -143,10 +190,18 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	ssize_t (*real)(int, const void *, size_t, int, const struct sockaddr *, socklen_t) =
 		SL_REAL(sendto, sendto);
 	struct iovec one = {(void *)buf, len};
+	struct gate g;
+	int rc = sl_likely(!addr) ? gate(fd, flags & MSG_DONTWAIT, buf, len, &g)
+	                          : gate_to(fd, addr, alen, flags, &one, 1, &g);
 
-	if (sl_likely(!addr) ? gate(fd, flags & MSG_DONTWAIT, buf, len) < 0
-	                     : gate_to(fd, addr, alen, flags, &one, 1) < 0)
-		return -1;
+	if (sl_unlikely(rc != 0)) {
+		if (rc < 0)
+			return -1;
+		len = SL_MIN(len, g.limit);
+		one.iov_len = len;
+		return wrote(fd, &g, &one, 1, real ? real(fd, buf, len, flags, addr, alen)
+		                                   : syscall(SYS_sendto, fd, buf, len, flags, addr, alen));
+	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendto, fd, buf, len, flags, addr, alen);
 	return real(fd, buf, len, flags, addr, alen);
@@ -155,13 +210,26 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	ssize_t (*real)(int, const struct msghdr *, int) = SL_REAL(sendmsg, sendmsg);
+	struct gate g;
+	int rc = sl_likely(!msg || !msg->msg_name)
+	         ? gate_iov(fd, flags & MSG_DONTWAIT, msg ? msg->msg_iov : NULL,
+	                    msg ? (int)msg->msg_iovlen : 0, &g)
+	         : gate_to(fd, msg->msg_name, msg->msg_namelen, flags, msg->msg_iov,
+	                   (int)msg->msg_iovlen, &g);
 
-	if (sl_likely(!msg || !msg->msg_name)
-	        ? gate_iov(fd, flags & MSG_DONTWAIT, msg ? msg->msg_iov : NULL,
-	                   msg ? (int)msg->msg_iovlen : 0) < 0
-	        : gate_to(fd, msg->msg_name, msg->msg_namelen, flags, msg->msg_iov,
-	                  (int)msg->msg_iovlen) < 0)
-		return -1;
+	if (sl_unlikely(rc != 0)) {
+		if (rc < 0)
+			return -1;
+		if (msg->msg_iovlen <= IOV_MAX) {
+			struct iovec cut[msg->msg_iovlen ? msg->msg_iovlen : 1];
+			struct msghdr m = *msg;
+
+			m.msg_iov = cut;
+			m.msg_iovlen = (size_t)cut_iov(msg->msg_iov, (int)msg->msg_iovlen, g.limit, cut);
+			return wrote(fd, &g, cut, (int)m.msg_iovlen,
+			             real ? real(fd, &m, flags) : syscall(SYS_sendmsg, fd, &m, flags));
+		}
+	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendmsg, fd, msg, flags);
 	return real(fd, msg, flags);
@@ -195,18 +263,31 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	    !(sl_shim_active() && (sl_shim.shm.hdr->meters & (1u << SL_METER_DATAGRAMS))))
 		goto pass;
 	if (n == 0 || !vec || !per_message(fd, vec, n)) {
-		if (n && vec && gate_iov(fd, flags & MSG_DONTWAIT, vec[0].msg_hdr.msg_iov,
-		                         (int)vec[0].msg_hdr.msg_iovlen) < 0)
+		struct gate g;
+		int rc = n && vec ? gate_iov(fd, flags & MSG_DONTWAIT, vec[0].msg_hdr.msg_iov,
+		                             (int)vec[0].msg_hdr.msg_iovlen, &g) : 0;
+
+		if (rc < 0)
 			return -1;
+		if (rc > 0 && g.track) {
+			/* A stream sending several messages at once: not cut, but followed. */
+			int sent_n = real ? real(fd, vec, n, flags) : (int)syscall(SYS_sendmmsg, fd, vec, n, flags);
+
+			for (int i = 0; i < sent_n; i++)
+				wrote(fd, &g, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+				      (ssize_t)vec[i].msg_len);
+			return sent_n;
+		}
 		goto pass;
 	}
 	/* One datagram at a time, each held: a count short of n is what sendmmsg
 	 * returns when it stops part way, so a program already handles it. */
 	for (; sent < n; sent++) {
 		struct msghdr *h = &vec[sent].msg_hdr;
+		struct gate g;
 		int rc = h->msg_name ? gate_to(fd, h->msg_name, h->msg_namelen, flags, h->msg_iov,
-		                               (int)h->msg_iovlen)
-		                     : gate_iov(fd, flags & MSG_DONTWAIT, h->msg_iov, (int)h->msg_iovlen);
+		                               (int)h->msg_iovlen, &g)
+		                     : gate_iov(fd, flags & MSG_DONTWAIT, h->msg_iov, (int)h->msg_iovlen, &g);
 
 		if (rc < 0 || (rc = real ? real(fd, &vec[sent], 1, flags)
 		                         : (int)syscall(SYS_sendmmsg, fd, &vec[sent], 1, flags)) < 1)
@@ -222,9 +303,17 @@ pass:
 SL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
 	ssize_t (*real)(int, const void *, size_t) = SL_REAL(write, write);
+	struct gate g;
+	int rc = gate(fd, 0, buf, len, &g);
 
-	if (gate(fd, 0, buf, len) < 0)
-		return -1;
+	if (sl_unlikely(rc != 0)) {
+		struct iovec one = {(void *)buf, len};
+
+		if (rc < 0)
+			return -1;
+		one.iov_len = len = SL_MIN(len, g.limit);
+		return wrote(fd, &g, &one, 1, real ? real(fd, buf, len) : syscall(SYS_write, fd, buf, len));
+	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_write, fd, buf, len);
 	return real(fd, buf, len);
@@ -233,34 +322,51 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	ssize_t (*real)(int, const struct iovec *, int) = SL_REAL(writev, writev);
+	struct gate g;
+	int rc = gate_iov(fd, 0, iov, n, &g);
 
-	if (gate_iov(fd, 0, iov, n) < 0)
-		return -1;
+	if (sl_unlikely(rc != 0)) {
+		if (rc < 0)
+			return -1;
+		if (n > 0 && n <= IOV_MAX) {
+			struct iovec cut[n];
+			int k = cut_iov(iov, n, g.limit, cut);
+
+			return wrote(fd, &g, cut, k, real ? real(fd, cut, k) : syscall(SYS_writev, fd, cut, k));
+		}
+	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_writev, fd, iov, n);
 	return real(fd, iov, n);
 }
 
 /* sendfile's bytes are in a file: nothing to read a name from, so a marked
- * connection is unmarked and goes as it is. */
-SL_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+ * connection is unmarked and goes as it is; a request stream follows them as
+ * bytes of a body (or gives up following, outside one). */
+static ssize_t sendfile_common(ssize_t (*real)(int, int, off_t *, size_t), int out, int in,
+                               off_t *off, size_t count)
 {
-	ssize_t (*real)(int, int, off_t *, size_t) = SL_REAL(sendfile, sendfile);
+	struct gate g;
+	int rc = gate_iov(out, 0, NULL, 0, &g);
 
-	if (gate_iov(out, 0, NULL, 0) < 0)
-		return -1;
+	if (sl_unlikely(rc != 0)) {
+		if (rc < 0)
+			return -1;
+		count = SL_MIN(count, g.limit);
+		return wrote(out, &g, NULL, 0, real ? real(out, in, off, count)
+		                                    : syscall(SYS_sendfile, out, in, off, count));
+	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendfile, out, in, off, count);
 	return real(out, in, off, count);
 }
 
+SL_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	return sendfile_common(SL_REAL(sendfile, sendfile), out, in, off, count);
+}
+
 SL_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 {
-	ssize_t (*real)(int, int, off_t *, size_t) = SL_REAL(sendfile64, sendfile64);
-
-	if (gate_iov(out, 0, NULL, 0) < 0)
-		return -1;
-	if (sl_unlikely(!real))
-		return syscall(SYS_sendfile, out, in, off, count);
-	return real(out, in, off, count);
+	return sendfile_common(SL_REAL(sendfile64, sendfile64), out, in, off, count);
 }

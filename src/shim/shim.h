@@ -79,6 +79,11 @@ struct sl_real {
 	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
 	int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
 	int (*socket)(int, int, int);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execveat)(int, const char *, char *const[], char *const[], int);
 	int (*fexecve)(int, char *const[], char *const[]);

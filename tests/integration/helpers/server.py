@@ -2,7 +2,8 @@
 """A local HTTP receiver for sluice's tests and demo.
 
 Binds 127.0.0.1 (or ::1 with --ipv6) on a free port, writes the port to --port-file,
-and answers every GET or POST with a small body naming the path.  Each request's
+and answers every GET, POST or PUT with a small body naming the path (and, for a
+body it received - Content-Length or chunked - how many bytes).  Each request's
 arrival is appended to --log as "MONOTONIC_NS PATH" (time.monotonic_ns() reads
 CLOCK_MONOTONIC, the clock the shim uses, so times compare directly).  Exits by
 itself after --lifetime seconds so a failed test never leaves it behind.
@@ -21,9 +22,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _answer(self):
         now = time.monotonic_ns()
         length = int(self.headers.get("Content-Length") or 0)
+        received = b""
         if length:
-            self.rfile.read(length)
+            received = self.rfile.read(length)
+        elif "chunked" in (self.headers.get("Transfer-Encoding") or ""):
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    break
+                received += self.rfile.read(size)
+                self.rfile.readline()
         body = ("hello %s\n" % self.path).encode()
+        if received:
+            body += b"got %d bytes\n" % len(received)
         if self.server.log_path:
             with self.server.log_lock, open(self.server.log_path, "a") as f:
                 f.write("%d %s\n" % (now, self.path))
@@ -35,6 +48,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     do_GET = _answer
     do_POST = _answer
+    do_PUT = _answer
 
     def log_message(self, *args):
         pass

@@ -1,0 +1,68 @@
+/*
+ * The read side, for meter = requests on protocols the shim cannot parse (TLS and
+ * others): a request is a turn, and a turn starts with the first write after a
+ * read that returned data.  So each read that returns data notes it on a tracked
+ * socket.  On any other fd this is one table load after the real call.
+ */
+#include "fdtab.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static inline ssize_t noted(int fd, ssize_t r)
+{
+	if (r > 0 && sl_unlikely(sl_fdtab_get(fd))) {
+		int saved = errno;
+
+		sl_held_read(fd);
+		errno = saved;
+	}
+	return r;
+}
+
+SL_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	ssize_t (*real)(int, void *, size_t) = SL_REAL(read, read);
+
+	return noted(fd, real ? real(fd, buf, len) : syscall(SYS_read, fd, buf, len));
+}
+
+SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+	ssize_t (*real)(int, const struct iovec *, int) = SL_REAL(readv, readv);
+
+	return noted(fd, real ? real(fd, iov, n) : syscall(SYS_readv, fd, iov, n));
+}
+
+SL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	ssize_t (*real)(int, void *, size_t, int) = SL_REAL(recv, recv);
+
+	/* MSG_PEEK looks without taking: the reply is not read yet. */
+	if (flags & MSG_PEEK)
+		return real ? real(fd, buf, len, flags) : syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+	return noted(fd, real ? real(fd, buf, len, flags)
+	                      : syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL));
+}
+
+SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
+                           socklen_t *alen)
+{
+	ssize_t (*real)(int, void *, size_t, int, struct sockaddr *, socklen_t *) =
+		SL_REAL(recvfrom, recvfrom);
+	ssize_t r = real ? real(fd, buf, len, flags, addr, alen)
+	                 : syscall(SYS_recvfrom, fd, buf, len, flags, addr, alen);
+
+	return flags & MSG_PEEK ? r : noted(fd, r);
+}
+
+SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	ssize_t (*real)(int, struct msghdr *, int) = SL_REAL(recvmsg, recvmsg);
+	ssize_t r = real ? real(fd, msg, flags) : syscall(SYS_recvmsg, fd, msg, flags);
+
+	return flags & MSG_PEEK ? r : noted(fd, r);
+}

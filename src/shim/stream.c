@@ -1,0 +1,110 @@
+/*
+ * meter = requests (SPEC §5): where requests begin in a connection's outgoing
+ * stream.  A plaintext HTTP/1.x connection is followed message by message
+ * (core/http1.c): each request message is one request, and a write that carries
+ * the end of one and the start of the next is cut at the boundary (a short write,
+ * which every program that writes to sockets handles), so the next can be held
+ * before any of its bytes go.  Anything else - TLS, another protocol, HTTP the
+ * parser cannot follow - counts turns: the first write, and every write after a
+ * read that returned data.  Bytes are only read here, never changed or reordered.
+ * Every function runs under the record's lock.
+ */
+#include "fdtab.h"
+
+#include <stdint.h>
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+/* The first non-empty piece of the write, to tell HTTP/1 from anything else. */
+static void decide(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
+{
+	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].iov_len || !iov[i].iov_base)
+			continue;
+		rec->stream_mode = sl_http1_looks_like(iov[i].iov_base, iov[i].iov_len) ? SL_STREAM_HTTP1
+		                                                                         : SL_STREAM_TURNS;
+		sl_debug("requests on fd %d: %s", rec->fd,
+		         rec->stream_mode == SL_STREAM_HTTP1 ? "HTTP/1 messages" : "not HTTP/1: counting turns");
+		return;
+	}
+}
+
+int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
+{
+	size_t total = iov ? iov_total(iov, iovcnt) : 1; /* sendfile: some bytes */
+
+	if (!rec->rm.mask || total == 0 || rec->admitted_next)
+		return 0;
+	if (rec->stream_mode == SL_STREAM_UNDECIDED) {
+		if (!iov)
+			rec->stream_mode = SL_STREAM_TURNS; /* its first bytes come from a file */
+		else
+			decide(rec, iov, iovcnt);
+	}
+	if (rec->stream_mode == SL_STREAM_HTTP1)
+		return rec->h1.state == SL_H1_IDLE;
+	return !rec->wrote_any || rec->read_since_write;
+}
+
+size_t sl_stream_limit(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
+{
+	struct sl_http1 copy;
+	size_t n = 0;
+
+	if (!rec->rm.mask || rec->stream_mode != SL_STREAM_HTTP1 || rec->h1.state == SL_H1_LOST)
+		return SIZE_MAX;
+	if (!iov) /* sendfile: a body may go, not beyond it */
+		return rec->h1.state == SL_H1_BODY || rec->h1.state == SL_H1_CHUNK_DATA
+		       ? (size_t)SL_MIN(rec->h1.left, (uint64_t)SIZE_MAX) : SIZE_MAX;
+	copy = rec->h1;
+	for (int i = 0; i < iovcnt; i++) {
+		size_t got;
+
+		if (!iov[i].iov_len)
+			continue;
+		/* Reaching the end of the request with bytes still to come: cut here. */
+		if (n > 0 && copy.state == SL_H1_IDLE)
+			return n;
+		got = sl_http1_feed(&copy, iov[i].iov_base, iov[i].iov_len);
+		n += got;
+		if (got < iov[i].iov_len)
+			return n;
+	}
+	return SIZE_MAX;
+}
+
+void sl_stream_wrote(struct sl_hold *rec, const struct iovec *iov, int iovcnt, size_t n)
+{
+	if (!rec->rm.mask || n == 0)
+		return;
+	rec->wrote_any = 1;
+	rec->read_since_write = 0;
+	rec->admitted_next = 0;
+	if (rec->stream_mode != SL_STREAM_HTTP1)
+		return;
+	if (!iov) {
+		sl_http1_skip(&rec->h1, n);
+	} else {
+		for (int i = 0; i < iovcnt && n > 0; i++) {
+			size_t take = SL_MIN(iov[i].iov_len, n), off = 0;
+
+			/* Without a cut (a call the shim could not limit), a boundary may
+			 * fall inside: the parser goes on past it. */
+			while (off < take)
+				off += sl_http1_feed(&rec->h1, (const char *)iov[i].iov_base + off, take - off);
+			n -= take;
+		}
+	}
+	if (rec->h1.state == SL_H1_LOST) {
+		sl_debug("requests on fd %d: cannot follow HTTP/1 (%s): counting turns from here",
+		         rec->fd, rec->h1.why ? rec->h1.why : "?");
+		rec->stream_mode = SL_STREAM_TURNS;
+	}
+}

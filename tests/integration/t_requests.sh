@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# meter = requests: each request on a connection is held, not just the connect.
+#  - python3 http.client: 6 keep-alive requests on one connection;
+#  - curl with several URLs on one connection;
+#  - a pipelined burst: 4 requests in one sendall, cut at each boundary;
+#  - a chunked upload followed by a GET on the same connection;
+#  - TLS: each turn (a write after a read that returned data) is held;
+#  - a connections section on the same destination holds only the connect.
+# Releases are checked strictly for spacing; every response must be intact.
+. "$(dirname "$0")/lib.sh"
+
+start_server
+write_config "$T/r.ini" <<EOF
+[per-request]
+match = 127.0.0.1:$PORT
+meter = requests
+rate = 10/s
+max_wait = 1m
+EOF
+export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
+check() { # NAME COUNT: COUNT request releases, spaced
+	python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect "$2" || fail "$1: spacing"
+	[ "$(grep -c ' request .* go ' "$T/shim.log")" -eq "$2" ] || fail "$1: not held as requests"
+	: >"$T/shim.log"
+}
+run() { "$SLUICE" run -c "$T/r.ini" -- "$@"; }
+
+run python3 -c '
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+for i in range(6):
+    c.request("GET", "/k%d" % i)
+    r = c.getresponse()
+    body = r.read()
+    assert body == b"hello /k%d\n" % i, body
+    assert not r.will_close, "the server closed the connection"
+c.close()
+' "$PORT" || fail "http.client keep-alive"
+check "http.client keep-alive" 6
+
+urls=()
+for i in 1 2 3 4; do urls+=("http://127.0.0.1:$PORT/u$i"); done
+run curl -sS -v "${urls[@]}" >"$T/curl.out" 2>"$T/curl.err" || fail "curl: $(cat "$T/curl.err")"
+[ "$(grep -c '^hello /u' "$T/curl.out")" -eq 4 ] || fail "curl bodies: $(cat "$T/curl.out")"
+[ "$(grep -ci 're-using existing connection' "$T/curl.err")" -eq 3 ] || fail "curl did not keep one connection"
+check "curl, one connection" 4
+
+run python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"".join(b"GET /p%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(4)))
+data = b""
+while data.count(b"hello /p") < 4:
+    chunk = s.recv(65536)
+    assert chunk, "closed early: %r" % data
+    data += chunk
+for i in range(4):
+    assert b"hello /p%d\n" % i in data, data
+' "$PORT" || fail "pipelined requests"
+check "pipelined" 4
+
+run python3 -c '
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+chunks = (b"x" * n for n in (100, 5000, 1, 70000))
+c.request("POST", "/upload", body=chunks, encode_chunked=True)
+body = c.getresponse().read()
+assert body == b"hello /upload\ngot 75101 bytes\n", body
+c.request("GET", "/after")
+body = c.getresponse().read()
+assert body == b"hello /after\n", body
+' "$PORT" || fail "chunked upload"
+check "chunked upload + GET" 2
+
+# TLS: turns.  The handshake takes a turn or two; 5 pings take 5 more.
+openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 \
+	-keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || fail "cannot make a certificate"
+python3 "$HELPERS/tls_turns.py" serve "$T/cert.pem" "$T/key.pem" "$T/tls.port" 200 &
+BG_PIDS+=($!)
+for _ in $(seq 100); do [ -s "$T/tls.port" ] && break; sleep 0.1; done
+tport=$(cat "$T/tls.port")
+write_config "$T/tls.ini" <<EOF
+[turns]
+match = 127.0.0.1:$tport
+meter = requests
+rate = 10/s
+max_wait = 1m
+EOF
+"$SLUICE" run -c "$T/tls.ini" -- python3 "$HELPERS/tls_turns.py" talk "$tport" 5 || fail "TLS turns"
+turns=$(grep -c ' request .* go ' "$T/shim.log")
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 || fail "TLS turns: spacing"
+grep -q 'not HTTP/1: counting turns' "$T/shim.log" || fail "TLS was not counted in turns"
+[ "$turns" -ge 6 ] && [ "$turns" -le 8 ] || fail "TLS: $turns turns held for a handshake and 5 pings"
+note "TLS: $turns turns held (handshake + 5 pings)"
+: >"$T/shim.log"
+
+# Connections and requests sections together: the connect is held once by the
+# first, every request by the second.
+write_config "$T/both.ini" <<EOF
+[per-connection]
+match = 127.0.0.1:$PORT
+rate = 2/s
+max_wait = 1m
+
+[per-request]
+match = 127.0.0.1:$PORT
+meter = requests
+rate = 10/s
+max_wait = 1m
+EOF
+"$SLUICE" run -c "$T/both.ini" -- python3 -c '
+import http.client, sys
+for k in range(2):
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+    for i in range(3):
+        c.request("GET", "/b%d%d" % (k, i))
+        assert c.getresponse().read() == b"hello /b%d%d\n" % (k, i)
+    c.close()
+' "$PORT" || fail "connections + requests"
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 6 || fail "both: spacing"
+# Each connection's first request also took the connection's place (one ticket).
+[ "$(grep -c 'sections=per-connection,per-request: go' "$T/shim.log")" -eq 2 ] ||
+	fail "both: the connects were not held by per-connection: $(grep ' go ' "$T/shim.log")"
+echo "ok"
