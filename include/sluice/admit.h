@@ -56,6 +56,11 @@ int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_m
 int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                      int32_t self, struct sl_ticket *t);
 
+/* The same for a request of `bytes` bytes: sections with meter = bytes are charged
+ * that many, the others one request. */
+int sl_admit_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                           int32_t self, struct sl_ticket *t, uint64_t bytes);
+
 /* Whether sl_admit_reserve() would refuse at `now`, charging nothing (a refusal is
  * counted).  0, -ECONNREFUSED (t->refuse_errno set), -ESTALE or -ETIMEDOUT. */
 int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,

@@ -18,7 +18,7 @@ int64_t sl_stats_bucket_upper_ns(unsigned bucket);
 
 /* Count one released request that waited `wait_ns` in all; `held` when sluice made
  * it wait (rather than, say, the scheduler waking it late). */
-void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns, int held);
+void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns, int held, uint64_t units);
 
 /* The q-quantile (0..1) of the waits recorded in `st`, as a bucket's upper bound,
  * clamped to the maximum seen. */

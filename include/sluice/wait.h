@@ -16,6 +16,8 @@
 /* sl_admit_reserve() / sl_admit_refund() with signals blocked around them. */
 int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                     int32_t self, struct sl_ticket *t);
+int sl_wait_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                          int32_t self, struct sl_ticket *t, uint64_t bytes);
 int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                   int32_t self, struct sl_ticket *t);
 void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);

@@ -71,10 +71,16 @@ static int64_t wall_off(const struct sl_shm_header *h)
 	return sl_sane_ns(h->wall_off_ns);
 }
 
+/* What a request costs in a section: its bytes for meter = bytes, else 1. */
+static uint64_t cost_in(const struct sl_section *sec, const struct sl_ticket *t)
+{
+	return sec->spec.meter == SL_METER_BYTES ? t->cost : 1;
+}
+
 /* charge = 0: only tell whether a reservation now would be refused (no state
  * changes but the refusal counter). */
 static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
-                   int32_t self, struct sl_ticket *t, int charge)
+                   int32_t self, struct sl_ticket *t, int charge, uint64_t bytes)
 {
 	int64_t release = now, max_wait = -1;
 	int limiting = -1, live = 0;
@@ -84,7 +90,7 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		return rc;
 	t->mask = 0;
 	t->arrival_ns = now;
-	t->cost = 1;
+	t->cost = bytes ? bytes : 1;
 	t->refuse_errno = 0;
 	t->refusing_section = -1;
 	/* Pass 1: the latest slot over enforcing sections, the tightest max_wait. */
@@ -97,7 +103,7 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		live++;
 		if (sec->spec.amount == 0)
 			continue;
-		slot = sl_strategy_slot(&sec->spec, &sec->state, now, t->cost, wall_off(h));
+		slot = sl_strategy_slot(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
 			struct sl_undo ignored;
 
@@ -109,7 +115,7 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 			if (sec->spec.max_wait_ns >= 0 && slot - now > sec->spec.max_wait_ns)
 				atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
 			else
-				sl_strategy_charge(&sec->spec, &sec->state, slot, t->cost, wall_off(h), &ignored);
+				sl_strategy_charge(&sec->spec, &sec->state, slot, cost_in(sec, t), wall_off(h), &ignored);
 			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
 			continue;
 		}
@@ -150,7 +156,7 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		if (!(t->mask & (1ULL << i)))
 			continue;
 		sec = sl_shm_section(h, i);
-		sl_strategy_charge(&sec->spec, &sec->state, release, t->cost, wall_off(h), &t->sec[i].undo);
+		sl_strategy_charge(&sec->spec, &sec->state, release, cost_in(sec, t), wall_off(h), &t->sec[i].undo);
 		t->sec[i].seq = ++sec->state.seq;
 		sec->state.last_pid = self;
 		sec->state.last_seq = t->sec[i].seq;
@@ -167,13 +173,19 @@ out:
 int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                      int32_t self, struct sl_ticket *t)
 {
-	return reserve(h, m, now, self, t, 1);
+	return reserve(h, m, now, self, t, 1, 0);
+}
+
+int sl_admit_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                           int32_t self, struct sl_ticket *t, uint64_t bytes)
+{
+	return reserve(h, m, now, self, t, 1, bytes);
 }
 
 int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                    int32_t self, struct sl_ticket *t)
 {
-	return reserve(h, m, now, self, t, 0);
+	return reserve(h, m, now, self, t, 0, 0);
 }
 
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
@@ -191,7 +203,7 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
-		later = SL_MAX(later, sl_strategy_release_at(&sec->spec, &sec->state, now, t->cost, wall_off(h)));
+		later = SL_MAX(later, sl_strategy_release_at(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h)));
 	}
 	if (later > now) {
 		sl_shm_unlock(h, self);
@@ -204,8 +216,8 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
-		sl_strategy_released(&sec->spec, &sec->state, now, t->cost, wall_off(h));
-		sl_stats_record_wait(&sec->state, wait, t->held);
+		sl_strategy_released(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h));
+		sl_stats_record_wait(&sec->state, wait, t->held, cost_in(sec, t));
 	}
 	t->released_ns = now;
 	sl_shm_unlock(h, self);

@@ -287,11 +287,7 @@ static void finish_section(struct parse_state *ps)
 	    (c = parse_choice(cfg, raw[KEY_S_meter].line, "meter", meter_names,
 	                      SL_ARRAY_LEN(meter_names), raw[KEY_S_meter].text)) >= 0) {
 		s->meter = (uint32_t)c;
-		if (c == SL_METER_BYTES)
-			add_error(cfg, raw[KEY_S_meter].line,
-			          "meter = %s is not supported yet (this version meters connections, "
-			          "requests and datagrams)",
-			          meter_names[c]);
+
 	}
 	if (raw[KEY_S_strategy].line &&
 	    (c = parse_choice(cfg, raw[KEY_S_strategy].line, "strategy", strategy_names,

@@ -39,12 +39,12 @@ int64_t sl_stats_bucket_upper_ns(unsigned b)
 	return (int64_t)(((b - 1) % 2 ? 2ULL << log2 : (3ULL << log2) / 2)) * 1000;
 }
 
-void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns, int held)
+void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns, int held, uint64_t units)
 {
 	uint64_t w = wait_ns > 0 ? (uint64_t)wait_ns : 0;
 	uint64_t max = atomic_load_explicit(A(&st->wait_max_ns), memory_order_relaxed);
 
-	atomic_fetch_add_explicit(A(&st->admitted), 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(A(&st->admitted), units, memory_order_relaxed);
 	if (held)
 		atomic_fetch_add_explicit(A(&st->held), 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(A(&st->wait_sum_ns), w, memory_order_relaxed);

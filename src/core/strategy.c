@@ -26,20 +26,22 @@ static int64_t floor_div(int64_t a, int64_t b)
 
 /* --- GCRA (leaky-bucket, token-bucket) --- */
 
-/* How much closer than one interval two actual releases may come: the scheduler
+/* How much closer than one interval two actual releases may come (one interval:
+ * of the request at hand, a piece of bytes for meter = bytes): the scheduler
  * wakes sleepers late by a few microseconds to a few milliseconds, and without any
  * allowance each late release would push every later one of a backlog further, so
  * the lag would grow for as long as the backlog lasts.  With it, lag drains by up to
  * this much per release.  Slots themselves stay exactly one interval apart and no
  * release ever precedes its slot. */
-static int64_t release_slack(const struct sl_spec *s)
+static int64_t release_slack(const struct sl_spec *s, uint64_t cost)
 {
-	return SL_MIN(SL_NS_PER_MS, sl_gcra_increment(s, 1) / 4);
+	return SL_MIN(SL_NS_PER_MS, sl_gcra_increment(s, cost) / 4);
 }
 
-static int64_t gcra_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now)
+static int64_t gcra_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                               uint64_t cost)
 {
-	return sl_gcra_slot(st->rel_tat_ns, sl_gcra_tolerance(s) + release_slack(s), now);
+	return sl_gcra_slot(st->rel_tat_ns, sl_gcra_tolerance(s) + release_slack(s, cost), now);
 }
 
 /* --- fixed-window: window k is [k*W - wall_off, (k+1)*W - wall_off) --- */
@@ -202,7 +204,7 @@ int64_t sl_strategy_release_at(const struct sl_spec *s, const struct sl_state *s
 	case SL_STRAT_SLIDING_WINDOW:
 		return slide_fit(s, &st->rel_slide, now, w);
 	default:
-		return gcra_release_at(s, st, now);
+		return gcra_release_at(s, st, now, cost);
 	}
 }
 

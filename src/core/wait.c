@@ -38,6 +38,18 @@ int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t n
 	return rc;
 }
 
+int sl_wait_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                          int32_t self, struct sl_ticket *t, uint64_t bytes)
+{
+	struct critical c;
+	int rc;
+
+	enter_critical(&c);
+	rc = sl_admit_reserve_bytes(h, m, now, self, t, bytes);
+	leave_critical(&c);
+	return rc;
+}
+
 int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                   int32_t self, struct sl_ticket *t)
 {

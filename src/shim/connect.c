@@ -49,9 +49,9 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_dest d;
-	struct sl_match m, rm;
+	struct sl_match m, rm, bm;
 	char name[SL_HOST_MAX];
-	int n, nr = 0, rc;
+	int n, nr = 0, nb = 0, rc;
 
 	if (sl_unlikely(sl_fdtab_get(fd)))
 		sl_held_drop_udp(fd); /* a UDP socket's earlier peer no longer applies */
@@ -62,7 +62,8 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 
 		connect_udp(fd, &ud);
 	}
-	if (!(h->meters & ((1u << SL_METER_CONNECTIONS) | (1u << SL_METER_REQUESTS))))
+	if (!(h->meters & ((1u << SL_METER_CONNECTIONS) | (1u << SL_METER_REQUESTS) |
+	                   (1u << SL_METER_BYTES))))
 		return 0;
 	if (h->meters & (1u << SL_METER_REQUESTS)) {
 		struct sl_dest rd = d;
@@ -70,18 +71,28 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 		rd.meter = SL_METER_REQUESTS;
 		nr = sl_hold_match(&rd, name, sizeof(name), &rm);
 	}
+	if (h->meters & (1u << SL_METER_BYTES)) {
+		struct sl_dest bd = d;
+
+		bd.meter = SL_METER_BYTES;
+		nb = sl_hold_match(&bd, name, sizeof(name), &bm);
+	}
 	n = (h->meters & (1u << SL_METER_CONNECTIONS)) ? sl_hold_match(&d, name, sizeof(name), &m) : 0;
 	/* Unmatched: with name patterns about, the first write may still name it (the
 	 * name known here, if any, can be a proxy's, or a CNAME's). */
-	if (n == 0 && nr == 0)
+	if (n == 0 && nr == 0 && nb == 0)
 		return h->has_names && (h->meters & (1u << SL_METER_CONNECTIONS)) ? 1 : 0;
 	if (!sl_is_fresh_tcp(fd))
 		return 0;
 	rc = n ? sl_hold_connection(fd, &d, &m, "connect", addr, len) : 0;
-	/* meter = requests: the connection keeps a record for its life, whatever the
-	 * connect itself did (a deferred one included). */
-	if (nr && (rc == 0 || rc == -EINPROGRESS) && sl_held_requests(fd, &d, &rm) < 0)
-		sl_debug("connect on fd %d: no free hold record: its requests go unshaped", fd);
+	/* meter = requests, bytes: the connection keeps a record for its life,
+	 * whatever the connect itself did (a deferred one included). */
+	if (!nr)
+		rm.mask = 0;
+	if (!nb)
+		bm.mask = 0;
+	if ((nr || nb) && (rc == 0 || rc == -EINPROGRESS) && sl_held_stream(fd, &d, &rm, &bm) < 0)
+		sl_debug("connect on fd %d: no free hold record: its requests and bytes go unshaped", fd);
 	return rc;
 }
 

@@ -91,6 +91,11 @@ struct sl_hold {
 	uint8_t read_since_write; /* turns: a read returned data since the last write */
 	uint8_t wrote_any;     /* turns: the first write is a turn */
 	struct sl_http1 h1;
+	/* meter = bytes */
+	struct sl_match bm;    /* the bytes sections; bm.mask 0: none */
+	uint64_t credit;       /* bytes released and not yet written */
+	uint64_t piece_max;    /* the most bytes one release covers */
+	uint64_t pending;      /* bytes the reservation in hand covers */
 };
 
 enum sl_stream_mode {
@@ -144,13 +149,18 @@ int sl_held_write(int fd, int dontwait);
  * may go (SIZE_MAX: all), *track whether sl_held_wrote must be told what went. */
 int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
                        int *track);
+/* Whether fd's writes are metered in bytes (a blocking write then goes piece by
+ * piece, each released in turn, inside the one call). */
+int sl_held_bytes(int fd);
 /* After the real write: `n` bytes of iov went (iov NULL: n bytes from a file). */
 void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n);
 /* A read on fd returned data (turns: the next write starts a request). */
 void sl_held_read(int fd);
-/* Give a connection its requests sections (meter = requests): its record stays for
- * its whole life.  -ENOSPC when none could be had. */
-int sl_held_requests(int fd, const struct sl_dest *d, const struct sl_match *rm);
+/* Give a connection its requests sections (meter = requests) and bytes sections
+ * (meter = bytes): its record stays for its whole life.  -ENOSPC when none could
+ * be had. */
+int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
+                   const struct sl_match *bm);
 
 /* stream.c, all under the record's lock. */
 int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt);

@@ -263,6 +263,9 @@ static void went(struct sl_hold *rec)
 {
 	if (rec->want.mask & rec->rm.mask)
 		rec->admitted_next = 1;
+	if (rec->want.mask & rec->bm.mask)
+		rec->credit += rec->pending;
+	rec->pending = 0;
 	if (rec->kind == SL_KIND_CONNECTION)
 		rec->m.mask = 0;
 }
@@ -274,7 +277,7 @@ static void release_record(int fd, struct sl_hold *rec)
 	struct sl_hold *last;
 
 	epoll_unmask(rec);
-	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask || rec->rm.mask) {
+	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask || rec->rm.mask || rec->bm.mask) {
 		/* Stays: for the next datagram, the next request, or to give back its
 		 * concurrency places when the connection closes. */
 		rec->state = rec->kind == SL_KIND_CONNECTED_UDP ? SL_HOLD_FIRST : SL_HOLD_OPEN;
@@ -295,9 +298,10 @@ static void log_go(const char *what, struct sl_hold *rec)
 		return;
 	sl_dest_format(&rec->dest, dest, sizeof(dest));
 	sl_hold_section_names(&rec->want, names, sizeof(names));
-	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld", what, dest,
+	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld bytes=%llu", what, dest,
 	         names, (double)(rec->t.released_ns - rec->t.arrival_ns) / 1e6,
-	         (long long)rec->t.release_ns, (long long)rec->t.released_ns);
+	         (long long)rec->t.release_ns, (long long)rec->t.released_ns,
+	         (unsigned long long)(rec->want.mask & rec->bm.mask ? rec->pending : 0));
 }
 
 /* Sleep until `at` the way a blocking send would wait: a handler installed with
@@ -357,8 +361,38 @@ static void go_limits(struct sl_hold *rec, const struct iovec *iov, int iovcnt, 
 {
 	if (limit && rec->rm.mask && iov)
 		*limit = sl_stream_limit(rec, iov, iovcnt);
+	if (limit && rec->bm.mask)
+		*limit = SL_MIN(*limit, (size_t)SL_MIN(rec->credit, (uint64_t)SIZE_MAX));
 	if (track)
-		*track = rec->rm.mask != 0;
+		*track = rec->rm.mask || rec->bm.mask;
+}
+
+static size_t iov_bytes(const struct iovec *iov, int iovcnt)
+{
+	size_t n = 0;
+
+	for (int i = 0; iov && i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return iov ? n : SIZE_MAX; /* sendfile: as much as a piece */
+}
+
+/* meter = bytes: a write with no released bytes left needs a piece. */
+static int needs_bytes(const struct sl_hold *rec, const struct iovec *iov, int iovcnt)
+{
+	return rec->bm.mask && rec->credit == 0 && iov_bytes(iov, iovcnt) > 0;
+}
+
+int sl_held_bytes(int fd)
+{
+	struct sl_hold *rec = sl_hold_of(fd);
+	int bytes;
+
+	if (!rec)
+		return 0;
+	pthread_mutex_lock(&rec->lock);
+	bytes = rec->bm.mask != 0;
+	pthread_mutex_unlock(&rec->lock);
+	return bytes;
 }
 
 int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
@@ -380,8 +414,10 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 			continue;
 		}
 		if (rec->state == SL_HOLD_OPEN) {
-			/* meter = requests: does this write begin a request without a place? */
-			if (!rec->rm.mask || !sl_stream_starts(rec, iov, iovcnt)) {
+			/* meter = requests: does this write begin a request without a place?
+			 * meter = bytes: has it any released bytes to go? */
+			if ((!rec->rm.mask || !sl_stream_starts(rec, iov, iovcnt)) &&
+			    !needs_bytes(rec, iov, iovcnt)) {
 				go_limits(rec, iov, iovcnt, limit, track);
 				pthread_mutex_unlock(&rec->lock);
 				return 0;
@@ -404,12 +440,17 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 		if (rec->state == SL_HOLD_FIRST) {
 			/* The place covers the connection's sections when its first write is
 			 * pending (rec->m), and the requests sections when a request begins. */
-			struct sl_match none = {0};
+			struct sl_match none = {0}, with_rm;
 
-			match_union(&rec->want, &rec->m,
+			match_union(&with_rm, &rec->m,
 			            rec->rm.mask && sl_stream_starts(rec, iov, iovcnt) ? &rec->rm : &none);
+			rec->pending = 0;
+			if (needs_bytes(rec, iov, iovcnt))
+				rec->pending = SL_MIN((uint64_t)iov_bytes(iov, iovcnt), rec->piece_max);
+			match_union(&rec->want, &with_rm, rec->pending ? &rec->bm : &none);
 			rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
-			     : sl_wait_reserve(h, &rec->want, sl_clock_mono_ns(), sl_shim.pid, &rec->t);
+			     : sl_wait_reserve_bytes(h, &rec->want, sl_clock_mono_ns(), sl_shim.pid, &rec->t,
+			                             rec->pending);
 			if (rc == -ECONNREFUSED) {
 				int e = rec->t.refuse_errno && sl_shim.mode != SL_SHIM_CLOSED
 				        ? rec->t.refuse_errno
@@ -439,7 +480,8 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 			rc = sl_wait_try_release(h, t, sl_shim.pid, &retry);
 			if (rc == 0) {
 				log_go(rec->kind != SL_KIND_CONNECTION ? "datagram"
-				       : rec->want.mask & rec->rm.mask ? "request" : "write", rec);
+				       : rec->want.mask & rec->rm.mask ? "request"
+				       : rec->want.mask & rec->bm.mask ? "bytes" : "write", rec);
 				went(rec);
 				go_limits(rec, iov, iovcnt, limit, track);
 				release_record(fd, rec);
@@ -646,6 +688,7 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
 		return;
 	pthread_mutex_lock(&rec->lock);
 	sl_stream_wrote(rec, iov, iovcnt, n);
+	rec->credit -= SL_MIN(rec->credit, (uint64_t)n);
 	pthread_mutex_unlock(&rec->lock);
 }
 
@@ -661,12 +704,35 @@ void sl_held_read(int fd)
 	pthread_mutex_unlock(&rec->lock);
 }
 
-int sl_held_requests(int fd, const struct sl_dest *d, const struct sl_match *rm)
+/* The most bytes one release covers: 20 ms at the tightest bytes section's rate
+ * (so a release never brings more than a burst of 20 ms), between 1 KiB and
+ * 256 KiB. */
+static uint64_t piece_for(const struct sl_match *bm)
+{
+	uint64_t piece = 256 * 1024;
+
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		const struct sl_spec *sp;
+		unsigned __int128 p;
+
+		if (!(bm->mask & (1ULL << i)))
+			continue;
+		sp = &sl_shm_section(sl_shim.shm.hdr, i)->spec;
+		if (!sp->amount || sp->window_ns <= 0)
+			continue;
+		p = (unsigned __int128)sp->amount * (20 * SL_NS_PER_MS) / (uint64_t)sp->window_ns;
+		piece = SL_MIN(piece, (uint64_t)SL_MAX(p, (unsigned __int128)1024));
+	}
+	return piece;
+}
+
+int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
+                   const struct sl_match *bm)
 {
 	struct sl_hold *rec = sl_hold_of(fd);
 
 	if (!rec) {
-		if (sl_held_limited(fd, d, rm, SL_HOLD_OPEN, 0, -1, 0, NULL, 0) < 0)
+		if (sl_held_limited(fd, d, rm->mask ? rm : bm, SL_HOLD_OPEN, 0, -1, 0, NULL, 0) < 0)
 			return -ENOSPC;
 		if (!(rec = sl_hold_of(fd)))
 			return -ENOSPC;
@@ -677,6 +743,9 @@ int sl_held_requests(int fd, const struct sl_dest *d, const struct sl_match *rm)
 	}
 	rec->rm = *rm;
 	sl_http1_init(&rec->h1);
+	rec->bm = *bm;
+	rec->credit = 0;
+	rec->piece_max = piece_for(bm);
 	pthread_mutex_unlock(&rec->lock);
 	return 0;
 }

@@ -85,6 +85,60 @@ static ssize_t wrote(int fd, const struct gate *g, const struct iovec *iov, int 
 	return w;
 }
 
+/* One real send of a contiguous buffer, whichever call it is. */
+enum { OP_SEND, OP_SENDTO, OP_WRITE };
+struct op {
+	int kind;
+	int flags;
+	const struct sockaddr *addr;
+	socklen_t alen;
+};
+
+static ssize_t do_op(int fd, const struct op *op, const void *buf, size_t len)
+{
+	switch (op->kind) {
+	case OP_SEND:
+		return sl_real.send ? sl_real.send(fd, buf, len, op->flags)
+		                    : syscall(SYS_sendto, fd, buf, len, op->flags, NULL, 0);
+	case OP_SENDTO:
+		return sl_real.sendto ? sl_real.sendto(fd, buf, len, op->flags, op->addr, op->alen)
+		                      : syscall(SYS_sendto, fd, buf, len, op->flags, op->addr, op->alen);
+	default:
+		return sl_real.write ? sl_real.write(fd, buf, len) : syscall(SYS_write, fd, buf, len);
+	}
+}
+
+/* The call was gated (returned 1 with `g`): send what the gate allows, and - on a
+ * blocking socket metered in bytes - go on piece by piece, each piece released in
+ * turn, until all of `len` went, as a blocking send does.  Returns what went, or
+ * -1 with errno when nothing did. */
+static ssize_t send_gated(int fd, int dontwait, const struct op *op, const char *buf, size_t len,
+                          struct gate *g)
+{
+	size_t done = 0;
+	int loop = !dontwait && sl_held_bytes(fd) && !sl_fd_nonblocking(fd);
+
+	for (;;) {
+		size_t n = SL_MIN(len - done, g->limit);
+		struct iovec one = {(void *)(buf + done), n};
+		ssize_t w = wrote(fd, g, &one, 1, do_op(fd, op, buf + done, n));
+		int rc;
+
+		if (w <= 0)
+			return done ? (ssize_t)done : w;
+		done += (size_t)w;
+		if (!loop || done >= len)
+			return (ssize_t)done;
+		rc = gate(fd, dontwait, buf + done, len - done, g);
+		if (rc < 0)
+			return (ssize_t)done; /* a signal or a refusal: what went is the result */
+		if (rc == 0) {
+			g->limit = SIZE_MAX;
+			g->track = 0;
+		}
+	}
+}
+
 /* iov cut to `limit` bytes, into `out` (room for iovcnt); returns its count. */
 static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iovec *out)
 {
@@ -152,16 +206,12 @@ SL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	ssize_t (*real)(int, const void *, size_t, int) = SL_REAL(send, send);
 	struct gate g;
-	struct iovec one = {(void *)buf, len};
 	int rc = gate(fd, flags & MSG_DONTWAIT, buf, len, &g);
 
 	if (sl_unlikely(rc != 0)) {
-		if (rc < 0)
-			return -1;
-		len = SL_MIN(len, g.limit);
-		one.iov_len = len;
-		return wrote(fd, &g, &one, 1, real ? real(fd, buf, len, flags)
-		                                   : syscall(SYS_sendto, fd, buf, len, flags, NULL, 0));
+		struct op op = {OP_SEND, flags, NULL, 0};
+
+		return rc < 0 ? -1 : send_gated(fd, flags & MSG_DONTWAIT, &op, buf, len, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
@@ -195,12 +245,9 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	                          : gate_to(fd, addr, alen, flags, &one, 1, &g);
 
 	if (sl_unlikely(rc != 0)) {
-		if (rc < 0)
-			return -1;
-		len = SL_MIN(len, g.limit);
-		one.iov_len = len;
-		return wrote(fd, &g, &one, 1, real ? real(fd, buf, len, flags, addr, alen)
-		                                   : syscall(SYS_sendto, fd, buf, len, flags, addr, alen));
+		struct op op = {OP_SENDTO, flags, addr, alen};
+
+		return rc < 0 ? -1 : send_gated(fd, flags & MSG_DONTWAIT, &op, buf, len, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendto, fd, buf, len, flags, addr, alen);
@@ -307,12 +354,9 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	int rc = gate(fd, 0, buf, len, &g);
 
 	if (sl_unlikely(rc != 0)) {
-		struct iovec one = {(void *)buf, len};
+		struct op op = {OP_WRITE, 0, NULL, 0};
 
-		if (rc < 0)
-			return -1;
-		one.iov_len = len = SL_MIN(len, g.limit);
-		return wrote(fd, &g, &one, 1, real ? real(fd, buf, len) : syscall(SYS_write, fd, buf, len));
+		return rc < 0 ? -1 : send_gated(fd, 0, &op, buf, len, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_write, fd, buf, len);

@@ -192,7 +192,6 @@ static void test_bad_inputs(void **state)
 		{"[a]\nmatch = *\nrate = 1/s\nmode = loud\n", "t.ini:4: bad mode 'loud' (want enforce | observe)"},
 		{"[a]\nmatch = *\nrate = 1/s\nrefuse = EBOGUS\n", "t.ini:4: refuse: unknown errno name"},
 		{"[a]\nmatch = *\nrate = 1/s\nmeter = packets\n", "t.ini:4: bad meter 'packets'"},
-		{"[a]\nmatch = *\nrate = 1/s\nmeter = bytes\n", "meter = bytes is not supported yet"},
 		{"[a]\nmatch = *\nrate = 5/s\nstrategy = fixed-window\nburst = 3\n", "t.ini:5: burst is for leaky-bucket and token-bucket"},
 		{"[a]\nmatch = *\nconcurrency = 3\nstrategy = sliding-window\n", "strategy needs a rate"},
 		{"[a]\nmatch = *\nconcurrency = 3\nmeter = datagrams\n", "t.ini:3: concurrency limits open connections"},

@@ -341,7 +341,7 @@ static void test_histogram(void **state)
 	assert_int_equal(sl_stats_bucket(0), 0);
 	assert_true(sl_stats_bucket(1 * MS) < sl_stats_bucket(2 * MS));
 	for (int i = 1; i <= 100; i++)
-		sl_stats_record_wait(&st, i * MS, 1);
+		sl_stats_record_wait(&st, i * MS, 1, 1);
 	assert_int_equal(st.admitted, 100);
 	assert_int_equal(st.held, 100);
 	assert_int_equal(st.wait_max_ns, 100 * MS);
