@@ -52,7 +52,8 @@ DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c
 UNIT_TESTS = test_config test_match test_limiter test_strategy test_shm test_sniff test_http1
-BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c
+BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c \
+	bench/upload.c
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ = $(call obj,$(CORE_SRC))

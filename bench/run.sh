@@ -11,7 +11,10 @@
 #   5. event-loop latency of an unheld socket while other requests are held;
 #   6. each strategy under a standing backlog: achieved rate, busiest span, and
 #      per whole window for the window strategies;
-#   7. how long a freed concurrency place takes to reach the next waiter.
+#   7. how long a freed concurrency place takes to reach the next waiter;
+#   8. meter = bytes against trickle: achieved vs configured rate for the same
+#      uploads (blocking writes at four rates, one 20 MB write, a non-blocking
+#      epoll sender with its CPU time, python3, four processes sharing a limit).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -250,3 +253,70 @@ lat.sort()
 print("   hand-over after close: p50 %.0f us, p99 %.0f us, max %.0f us (50 hand-overs)"
       % (lat[len(lat) // 2], lat[int(len(lat) * 0.99)], lat[-1]))
 PY
+
+echo
+echo "8. meter = bytes against trickle (the nearest preload shaper), same uploads, same sink"
+if ! command -v trickle >/dev/null; then
+	echo "   trickle not installed: skipped"
+	exit 0
+fi
+python3 "$ROOT/tests/integration/helpers/holdserver.py" "$T/uport" 900 &
+for _ in $(seq 100); do [ -s "$T/uport" ] && break; sleep 0.1; done
+uport=$(cat "$T/uport")
+up="$B/bench/upload"
+# bytes_ini RATE_TEXT: a config with one bytes section at that rate.
+bytes_ini() {
+	config "bytes-$1" <<EOF
+[upload]
+match = 127.0.0.1:$uport
+meter = bytes
+rate = $1/s
+max_wait = 10m
+EOF
+}
+# row LABEL RATE_KIB TOTAL CMD...: the upload under sluice, then under trickle.
+row() {
+	local label=$1 kib=$2 total=$3
+	shift 3
+	bytes_ini "${kib}K" >"$T/row.ini"
+	s=$("$B/sluice" run -c "$T/row.ini" -- "$@" 2>/dev/null | tail -1)
+	t=$(trickle -s -u "$kib" "$@" 2>/dev/null | tail -1)
+	python3 - "$label" "$kib" "$s" "$t" <<'PY'
+import sys
+label, kib, s, t = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+want = kib * 1024
+def cell(r):
+    if len(r) < 2:
+        return "%-26s" % "failed"
+    rate = float(r[0]) / float(r[1])
+    return "%8.0f KiB/s %+7.2f%%%s" % (rate / 1024, 100 * (rate / want - 1),
+                                        " cpu %.2fs" % float(r[2]) if label.startswith("non-blocking") else "")
+print("   %-34s %8d KiB/s | sluice %s | trickle %s" % (label, kib, cell(s), cell(t)))
+PY
+}
+row "blocking 64 KiB writes" 100 $((250 * 1024)) "$up" 127.0.0.1 "$uport" $((250 * 1024)) 65536 block
+row "blocking 64 KiB writes" 1024 $((2560 * 1024)) "$up" 127.0.0.1 "$uport" $((2560 * 1024)) 65536 block
+row "blocking 64 KiB writes" 10240 $((25600 * 1024)) "$up" 127.0.0.1 "$uport" $((25600 * 1024)) 65536 block
+row "blocking 64 KiB writes" 102400 $((256000 * 1024)) "$up" 127.0.0.1 "$uport" $((256000 * 1024)) 65536 block
+row "one single 20 MB write" 10240 20000000 "$up" 127.0.0.1 "$uport" 20000000 20000000 single
+row "non-blocking on epoll" 1024 $((2560 * 1024)) "$up" 127.0.0.1 "$uport" $((2560 * 1024)) 65536 epoll
+cat >"$T/pysend.py" <<'PY'
+import socket, sys, time
+port, total = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port))
+chunk, t = b"x" * 65536, time.monotonic()
+for i in range(0, total, 65536):
+    s.sendall(chunk[:min(65536, total - i)])
+print(total, time.monotonic() - t, 0)
+PY
+row "python3 sendall, 64 KiB" 1024 $((2560 * 1024)) /usr/bin/python3 "$T/pysend.py" "$uport" $((2560 * 1024))
+# Four processes sharing one limit: the total rate is what the destination sees.
+cat >"$T/four.sh" <<'SH'
+# Four uploads at once; the rate is all their bytes over first write to last done.
+up=$1 port=$2 each=$3 out=$(mktemp)
+for i in 1 2 3 4; do "$up" 127.0.0.1 "$port" "$each" 65536 block >>"$out" & done
+wait
+awk '{ b += $1; if (!s || $4 < s) s = $4; if ($5 > e) e = $5 } END { print b, (e - s) / 1e9, 0 }' "$out"
+rm -f "$out"
+SH
+row "4 processes sharing one limit" 1024 $((2560 * 1024)) sh "$T/four.sh" "$up" "$uport" $((640 * 1024))

@@ -21,6 +21,7 @@ wget:/usr/bin/wget
 openssl:/usr/bin/openssl
 nodejs:/usr/bin/node
 socat:/usr/bin/socat
+trickle:/usr/bin/trickle
 "
 
 missing=""
