@@ -23,8 +23,9 @@ int sl_parse_count(const char *s, uint64_t max, uint64_t *out, char *err, size_t
 int sl_parse_errno(const char *s, int *out, char *err, size_t errlen);
 const char *sl_errno_name(int e);
 
-/* Print a rate as the config writes it ("10/s", "3/5m"). */
-int sl_format_rate(uint64_t amount, int64_t window_ns, char *buf, size_t size);
+/* Print a rate as the config writes it ("10/s", "3/5m"; with `bytes`, whole
+ * multiples of 1024 as "512K/s", "10M/s"). */
+int sl_format_rate(uint64_t amount, int64_t window_ns, int bytes, char *buf, size_t size);
 
 /* Print a duration compactly ("250ms", "30s", "1h", "forever"). */
 int sl_format_duration(int64_t ns, char *buf, size_t size);

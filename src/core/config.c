@@ -643,7 +643,7 @@ void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out)
 	if (s->amount)
 		fprintf(out, "%sstrategy    %s\n", indent, sl_strategy_name(s->strategy));
 	if (s->amount) {
-		sl_format_rate(s->amount, s->window_ns, win, sizeof(win));
+		sl_format_rate(s->amount, s->window_ns, s->meter == SL_METER_BYTES, win, sizeof(win));
 		fprintf(out, "%srate        %s", indent, win);
 		sl_format_duration(s->window_ns / (int64_t)s->amount, buf, sizeof(buf));
 		if (s->strategy < SL_STRAT_FIXED_WINDOW) {

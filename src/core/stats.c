@@ -159,7 +159,8 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 		queued = sl_strategy_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
 		format_match(&sec.spec, match, sizeof(match));
 		if (sec.spec.amount)
-			sl_format_rate(sec.spec.amount, sec.spec.window_ns, rate, sizeof(rate));
+			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, rate,
+			               sizeof(rate));
 		else
 			snprintf(rate, sizeof(rate), "-");
 		if (json) {

@@ -202,13 +202,24 @@ int sl_format_duration(int64_t ns, char *buf, size_t size)
 	return snprintf(buf, size, "%lldns", (long long)ns);
 }
 
-int sl_format_rate(uint64_t amount, int64_t window_ns, char *buf, size_t size)
+int sl_format_rate(uint64_t amount, int64_t window_ns, int bytes, char *buf, size_t size)
 {
-	char win[32];
+	char win[32], n[32];
+	const char *suffix = "KMG";
+	int k = -1;
 
 	sl_format_duration(window_ns, win, sizeof(win));
+	/* Byte amounts come back in the K/M/G they were most likely written in. */
+	while (bytes && k < 2 && amount >= 1024 && amount % 1024 == 0) {
+		amount /= 1024;
+		k++;
+	}
+	if (k >= 0)
+		snprintf(n, sizeof(n), "%llu%c", (unsigned long long)amount, suffix[k]);
+	else
+		snprintf(n, sizeof(n), "%llu", (unsigned long long)amount);
 	/* "1s" reads better as "s", as in the config's own "10/s". */
 	if (win[0] == '1' && win[1] >= 'a' && win[1] <= 'z' && strcmp(win + 1, "us") != 0)
-		return snprintf(buf, size, "%llu/%s", (unsigned long long)amount, win + 1);
-	return snprintf(buf, size, "%llu/%s", (unsigned long long)amount, win);
+		return snprintf(buf, size, "%s/%s", n, win + 1);
+	return snprintf(buf, size, "%s/%s", n, win);
 }
