@@ -180,7 +180,7 @@ EOF
 
 echo
 echo "6. each strategy under a standing backlog: 4 processes connecting as fast as allowed"
-python3 "$ROOT/tests/integration/helpers/holdserver.py" "$T/cport" 600 &
+python3 "$ROOT/tests/integration/helpers/sink.py" "$T/cport" 600 hold &
 for _ in $(seq 100); do [ -s "$T/cport" ] && break; sleep 0.1; done
 cport=$(cat "$T/cport")
 for strat in leaky-bucket token-bucket fixed-window sliding-window session-window; do
@@ -260,7 +260,7 @@ if ! command -v trickle >/dev/null; then
 	echo "   trickle not installed: skipped"
 	exit 0
 fi
-python3 "$ROOT/tests/integration/helpers/holdserver.py" "$T/uport" 900 &
+python3 "$ROOT/tests/integration/helpers/sink.py" "$T/uport" 900 hold &
 for _ in $(seq 100); do [ -s "$T/uport" ] && break; sleep 0.1; done
 uport=$(cat "$T/uport")
 up="$B/bench/upload"

@@ -26,8 +26,10 @@ expect2 "$hint" "$SLUICE" run -c "$T/bad.ini" -- true
 expect2 "$hint" "$SLUICED" -n -c "$T/bad.ini"
 expect2 "$hint" "$SLUICED" -f -c "$T/bad.ini"
 expect2 "cannot read" "$SLUICE" check -c "$T/missing.ini"
-printf '[api]\nmatch = 127.0.0.1\nrate = 5/s\nmeter = bytes\n' >"$T/unsupported.ini"
-expect2 "meter = bytes is not supported yet" "$SLUICE" check -c "$T/unsupported.ini"
+printf '[api]\nmatch = 127.0.0.1\nconcurrency = 2\nmeter = datagrams\n' >"$T/contradiction.ini"
+expect2 "concurrency limits open connections" "$SLUICE" check -c "$T/contradiction.ini"
+printf '[api]\nmatch = 127.0.0.1\nrate = 5K/s\n' >"$T/kilo.ini"
+expect2 "K/M/G amounts are for meter = bytes only" "$SLUICE" check -c "$T/kilo.ini"
 "$SLUICE" check -c "$T/bad.ini" >/dev/null 2>&1
 "$SLUICE" frobnicate >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command should exit 2"
 

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 pf="$T/hold.port"
-python3 "$HELPERS/holdserver.py" "$pf" 240 &
+python3 "$HELPERS/sink.py" "$pf" 240 hold &
 BG_PIDS+=($!)
 for _ in $(seq 100); do [ -s "$pf" ] && break; sleep 0.1; done
 [ -s "$pf" ] || fail "hold server did not start"
