@@ -81,7 +81,7 @@ int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *
 		return 0;
 	}
 	if (t.mask == 0) {
-		sl_debug("%s %s sections=%s: go (observe only)", what, dest, names);
+		sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
 		return 0;
 	}
 	pthread_cleanup_push(refund_on_cancel, &t);

@@ -54,3 +54,53 @@ python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 50 --dest "127.0.0.1:
 # fallback = local and bad input, with no daemon segment.
 run_py SLUICE_CONFIG="$T/a.ini" SLUICE_SHM=/sluice-absent-$$ python3 "$HELPERS/fetch.py" "http://localhost:$PORT/l" 2 ||
 	fail "fallback local under the ASan shim"
+
+# The stream paths under ASan: requests (pipelined, chunked), bytes, a name from a
+# Host header, datagrams and a concurrency limit, in private memory (fallback).
+write_config "$T/s.ini" <<EOF
+[req]
+match = 127.0.0.1:$PORT
+meter = requests
+rate = 50/s
+[up]
+match = 127.0.0.1:$PORT
+meter = bytes
+rate = 4M/s
+[named]
+match = asan.named.test
+rate = 50/s
+[dgram]
+match = 127.0.0.1:9
+meter = datagrams
+rate = 100/s
+[two]
+match = 127.0.0.1:$PORT
+concurrency = 2
+EOF
+run_py SLUICE_CONFIG="$T/s.ini" SLUICE_SHM=/sluice-absent-$$ python3 - "$PORT" <<'EOF' || fail "stream paths under the ASan shim"
+import http.client, socket, sys, threading
+port = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"".join(b"GET /p%d HTTP/1.1\r\nHost: asan.named.test\r\n\r\n" % i for i in range(3)))
+data = b""
+while data.count(b"hello /p") < 3:
+    data += s.recv(65536)
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+c.request("POST", "/c", body=(b"y" * n for n in (10, 300000)), encode_chunked=True)
+assert c.getresponse().read() == b"hello /c\ngot 300010 bytes\n"
+s.close()
+c.close()  # both gave back their concurrency places
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(3):
+    u.sendto(b"d", ("127.0.0.1", 9))
+errors = []
+def hold():
+    try:
+        x = socket.create_connection(("127.0.0.1", port)); x.close()
+    except OSError as e:
+        errors.append(e)
+ts = [threading.Thread(target=hold) for _ in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
+assert not errors, errors
+EOF
+echo "ok"
