@@ -139,6 +139,68 @@ static ssize_t send_gated(int fd, int dontwait, const struct op *op, const char 
 	}
 }
 
+/* iov without its first `skip` bytes, into `out` (room for iovcnt); returns its
+ * count. */
+static int iov_from(const struct iovec *iov, int iovcnt, size_t skip, struct iovec *out)
+{
+	int k = 0;
+
+	for (int i = 0; i < iovcnt; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		out[k].iov_base = (char *)iov[i].iov_base + skip;
+		out[k++].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+	}
+	return k;
+}
+
+static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iovec *out);
+
+/* writev and sendmsg once gated, as send_gated: a blocking socket metered in
+ * bytes goes on piece by piece until the whole vector went.  `msg` is the
+ * sendmsg's header (NULL for writev); 0 < iovcnt <= IOV_MAX. */
+static ssize_t sendv_gated(int fd, int dontwait, const struct msghdr *msg, int flags,
+                           const struct iovec *iov, int iovcnt, struct gate *g)
+{
+	struct iovec rest[iovcnt], cut[iovcnt];
+	size_t total = 0, done = 0;
+	int loop = !dontwait && sl_held_bytes(fd) && !sl_fd_nonblocking(fd);
+
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	for (;;) {
+		int nrest = iov_from(iov, iovcnt, done, rest), k = cut_iov(rest, nrest, g->limit, cut), rc;
+		ssize_t w;
+
+		if (msg) {
+			struct msghdr m = *msg;
+
+			m.msg_iov = cut;
+			m.msg_iovlen = (size_t)k;
+			w = sl_real.sendmsg ? sl_real.sendmsg(fd, &m, flags) : syscall(SYS_sendmsg, fd, &m, flags);
+		} else {
+			w = sl_real.writev ? sl_real.writev(fd, cut, k) : syscall(SYS_writev, fd, cut, k);
+		}
+		wrote(fd, g, cut, k, w);
+		if (w <= 0)
+			return done ? (ssize_t)done : w;
+		done += (size_t)w;
+		if (!loop || done >= total)
+			return (ssize_t)done;
+		nrest = iov_from(iov, iovcnt, done, rest);
+		rc = gate_iov(fd, dontwait, rest, nrest, g);
+		if (rc < 0)
+			return (ssize_t)done;
+		if (rc == 0) {
+			g->limit = SIZE_MAX;
+			g->track = 0;
+		}
+	}
+}
+
 /* iov cut to `limit` bytes, into `out` (room for iovcnt); returns its count. */
 static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iovec *out)
 {
@@ -267,15 +329,9 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	if (sl_unlikely(rc != 0)) {
 		if (rc < 0)
 			return -1;
-		if (msg->msg_iovlen <= IOV_MAX) {
-			struct iovec cut[msg->msg_iovlen ? msg->msg_iovlen : 1];
-			struct msghdr m = *msg;
-
-			m.msg_iov = cut;
-			m.msg_iovlen = (size_t)cut_iov(msg->msg_iov, (int)msg->msg_iovlen, g.limit, cut);
-			return wrote(fd, &g, cut, (int)m.msg_iovlen,
-			             real ? real(fd, &m, flags) : syscall(SYS_sendmsg, fd, &m, flags));
-		}
+		if (msg->msg_iovlen > 0 && msg->msg_iovlen <= IOV_MAX)
+			return sendv_gated(fd, flags & MSG_DONTWAIT, msg, flags, msg->msg_iov,
+			                   (int)msg->msg_iovlen, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendmsg, fd, msg, flags);
@@ -372,12 +428,8 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	if (sl_unlikely(rc != 0)) {
 		if (rc < 0)
 			return -1;
-		if (n > 0 && n <= IOV_MAX) {
-			struct iovec cut[n];
-			int k = cut_iov(iov, n, g.limit, cut);
-
-			return wrote(fd, &g, cut, k, real ? real(fd, cut, k) : syscall(SYS_writev, fd, cut, k));
-		}
+		if (n > 0 && n <= IOV_MAX)
+			return sendv_gated(fd, 0, NULL, 0, iov, n, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_writev, fd, iov, n);

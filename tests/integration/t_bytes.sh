@@ -4,7 +4,8 @@
 # blocking call.  Checked strictly on the shim's logged releases (never more bytes
 # than rate x time after the first piece); every upload must arrive whole.
 # Clients: python3 sendall (blocking), one os.write of 1 MiB on a blocking socket
-# (must return 1 MiB), asyncio (non-blocking; its loop keeps ticking), curl -T.
+# (must return 1 MiB), writev and sendmsg (whole vectors), asyncio (non-blocking;
+# its loop keeps ticking), curl -T.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -54,6 +55,18 @@ print('  one write of %d bytes took %.2f s' % (n, took))
 assert took > 1.5, 'not shaped'
 " "$PORT" $((1024 * 1024)) || fail "one blocking write"
 check "one blocking os.write" $((1024 * 1024))
+
+# writev and sendmsg on a blocking socket: the same, whole vectors at once.
+"$SLUICE" run -c "$T/b.ini" -- python3 -c "$(post)
+half = n // 2
+w = os.writev(s.fileno(), [head, body[:half]])
+assert w == len(head) + half, 'writev returned %d' % w
+w = s.sendmsg([body[half:half + 1000], body[half + 1000:]])
+assert w == n - half, 'sendmsg returned %d' % w
+reply = s.makefile('rb').read()
+assert reply.endswith(b'got %d bytes\n' % n), reply[-60:]
+" "$PORT" $((512 * 1024)) || fail "writev/sendmsg"
+check "writev + sendmsg" $((512 * 1024))
 
 # Non-blocking: asyncio; the loop ticks every 10 ms throughout.
 "$SLUICE" run -c "$T/b.ini" -- python3 -c '
