@@ -81,7 +81,7 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 	/* Unmatched: with name patterns about, the first write may still name it (the
 	 * name known here, if any, can be a proxy's, or a CNAME's). */
 	if (n == 0 && nr == 0 && nb == 0)
-		return h->has_names && (h->meters & (1u << SL_METER_CONNECTIONS)) ? 1 : 0;
+		return h->has_names ? 1 : 0;
 	if (!sl_is_fresh_tcp(fd))
 		return 0;
 	rc = n ? sl_hold_connection(fd, &d, &m, "connect", addr, len) : 0;

@@ -186,7 +186,8 @@ int sl_is_fresh_tcp(int fd);
 
 /* sniff.c: the first write of a marked connection (SL_FD_SNIFF), read for a name;
  * fd's mark is already claimed.  0 to go, or -errno. */
-int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwait);
+int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwait, size_t *limit,
+                         int *track);
 /* The destination a write names, with its matching sections in m: a count, 0 when
  * it names none or none matches.  peer: the connection's peer, or NULL to ask fd's. */
 int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *iov, int iovcnt,

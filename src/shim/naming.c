@@ -3,7 +3,8 @@
  * connected, while some section matches by name, is marked in the fd table; its
  * first write is read for the name it carries (TLS SNI, HTTP Host, a proxy's
  * CONNECT or absolute-form target, parsed by core/sniff.c) and, when that name
- * matches, the write is held as the connection's first write would have been.
+ * matches, the write is held as the connection's first write would have been,
+ * and sections metering its requests or bytes follow it from there on.
  * The bytes are only read, never changed or kept.
  */
 #include "fdtab.h"
@@ -54,14 +55,16 @@ static int peer_of(int fd, struct sl_dest *d)
 	return sl_dest_from_sockaddr(d, (struct sockaddr *)&ss, len);
 }
 
-int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *iov, int iovcnt,
-                       struct sl_dest *d, char *name, size_t namelen, struct sl_match *m)
+/* The destination a write names, into d (name kept in `name`): its kind, or 0 when
+ * it names none. */
+static int name_of_write(int fd, const struct sl_dest *peer, const struct iovec *iov, int iovcnt,
+                         struct sl_dest *d, char *name, size_t namelen)
 {
 	char tmp[GATHER_MAX];
 	struct sl_sniffed s;
 	const void *buf;
 	size_t len = 0;
-	int kind, n;
+	int kind;
 
 	if (!(buf = first_bytes(iov, iovcnt, tmp, &len)) ||
 	    (kind = sl_sniff(buf, len, &s)) == SL_SNIFF_NONE)
@@ -96,26 +99,65 @@ int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *i
 		d->name = name;
 		d->name_len = strlen(name);
 	}
-	n = sl_admit_match(sl_shim.shm.hdr, d, m);
-	if (sl_shim.debug) {
-		char dest[SL_HOST_MAX + 80];
+	return kind;
+}
 
-		sl_dest_format(d, dest, sizeof(dest));
-		sl_debug("first write names %s by %s: %s", dest, kind_names[kind],
-		         n > 0 ? "held as a new connection" : "no section matches");
-	}
+/* Sections of `meter` matching d (0 when no section meters that). */
+static int match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m)
+{
+	struct sl_dest x = *d;
+	int n;
+
+	m->mask = 0;
+	if (!(sl_shim.shm.hdr->meters & (1u << meter)))
+		return 0;
+	x.meter = meter;
+	n = sl_admit_match(sl_shim.shm.hdr, &x, m);
 	return n > 0 ? n : 0;
 }
 
-int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwait)
+static void log_named(const struct sl_dest *d, int kind, int held)
+{
+	char dest[SL_HOST_MAX + 80];
+
+	if (!sl_shim.debug)
+		return;
+	sl_dest_format(d, dest, sizeof(dest));
+	sl_debug("first write names %s by %s: %s", dest, kind_names[kind],
+	         held ? "held as a new connection" : "no section matches");
+}
+
+int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *iov, int iovcnt,
+                       struct sl_dest *d, char *name, size_t namelen, struct sl_match *m)
+{
+	int kind = name_of_write(fd, peer, iov, iovcnt, d, name, namelen), n;
+
+	if (!kind)
+		return 0;
+	n = match_meter(d, SL_METER_CONNECTIONS, m);
+	log_named(d, kind, n > 0);
+	return n;
+}
+
+int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwait, size_t *limit,
+                         int *track)
 {
 	struct sl_dest d;
-	struct sl_match m;
+	struct sl_match m, rm, bm;
 	char name[SL_HOST_MAX];
+	int kind = name_of_write(fd, NULL, iov, iovcnt, &d, name, sizeof(name)), n, nr, nb;
 
-	if (sl_name_from_write(fd, NULL, iov, iovcnt, &d, name, sizeof(name), &m) == 0)
+	if (!kind)
 		return 0;
-	if (sl_held_connect(fd, &d, &m, SL_KIND_CONNECTION) < 0)
+	n = match_meter(&d, SL_METER_CONNECTIONS, &m);
+	nr = match_meter(&d, SL_METER_REQUESTS, &rm);
+	nb = match_meter(&d, SL_METER_BYTES, &bm);
+	log_named(&d, kind, n || nr || nb);
+	if (!n && !nr && !nb)
+		return 0;
+	if (n && sl_held_connect(fd, &d, &m, SL_KIND_CONNECTION) < 0)
 		return sl_hold_wait(&d, &m, "first write", ECONNRESET);
-	return sl_held_write(fd, dontwait);
+	if ((nr || nb) && sl_held_stream(fd, &d, &rm, &bm) < 0)
+		sl_debug("first write on fd %d: no free hold record: its requests and bytes go unshaped", fd);
+	return sl_held_write_data(fd, dontwait, iov, iovcnt, limit, track);
 }

@@ -41,7 +41,7 @@ static __attribute__((noinline)) int gate_slow(int fd, unsigned idx, int dontwai
 	g->track = 0;
 	if (idx == SL_FD_SNIFF) {
 		if (sl_fdtab_claim_sniff(fd) && sl_shim_active())
-			rc = sl_sniff_first_write(fd, iov, iovcnt, dontwait);
+			rc = sl_sniff_first_write(fd, iov, iovcnt, dontwait, &g->limit, &g->track);
 	} else {
 		rc = sl_held_write_data(fd, dontwait, iov, iovcnt, &g->limit, &g->track);
 	}

@@ -5,7 +5,8 @@
 #    http.client on a blocking socket;
 #  - TLS SNI: openssl s_client -servername (blocking), curl -k over --resolve;
 #  - a forward proxy: curl -p (CONNECT name:port) and curl -x (absolute-form);
-#  - names no section wants pass unheld.
+#  - names no section wants pass unheld;
+#  - a name also brings sections metering requests (each keep-alive request held).
 # Spacing is checked on the shim's releases; every response must arrive intact.
 . "$(dirname "$0")/lib.sh"
 
@@ -99,4 +100,22 @@ run sh -c 'for i in 1 2 3; do
 	[ "$(curl -sS -x "http://127.0.0.1:$1" "http://plain.test:$2/a$i")" = "hello /a$i" ] || exit 1
 done' _ "$proxy" "$PORT" || fail "curl through a proxy, absolute-form"
 check "curl -x (absolute-form)" 3
+# A name found in the first write also brings sections metering requests: each
+# keep-alive request to req.named.test is held, on a connection made to an address.
+write_config "$T/req.ini" <<EOF
+[by-name-per-request]
+match = req.named.test
+meter = requests
+rate = 10/s
+max_wait = 1m
+EOF
+"$SLUICE" run -c "$T/req.ini" -- python3 -c '
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+for i in range(4):
+    c.request("GET", "/q%d" % i, headers={"Host": "req.named.test"})
+    assert c.getresponse().read() == b"hello /q%d\n" % i
+' "$PORT" || fail "requests by name"
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 4 || fail "requests by name: spacing"
+[ "$(grep -c ' request .* go ' "$T/shim.log")" -eq 4 ] || fail "requests by name were not held as requests"
 echo "ok"
