@@ -238,25 +238,44 @@ static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int don
 static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const struct iovec *iov,
                     int iovcnt, int flags)
 {
-	struct sl_dest peer, d;
-	struct sl_match m;
+	struct sl_dest peer, d, x;
+	struct sl_match m = {0}, rm = {0}, bm = {0};
 	char name[SL_HOST_MAX], name2[SL_HOST_MAX];
-	int rc;
+	uint32_t meters;
+	int rc, n = 0, nr = 0, nb = 0;
 
-	if (!sl_shim_active() || !(sl_shim.shm.hdr->meters & (1u << SL_METER_CONNECTIONS)) ||
-	    sl_dest_from_sockaddr(&peer, addr, alen) != 0)
+	if (!sl_shim_active() || sl_dest_from_sockaddr(&peer, addr, alen) != 0)
 		return 1;
+	meters = sl_shim.shm.hdr->meters;
 	d = peer;
-	if (sl_hold_match(&d, name, sizeof(name), &m) == 0 &&
+	if (meters & (1u << SL_METER_CONNECTIONS))
+		n = sl_hold_match(&d, name, sizeof(name), &m);
+	if (meters & (1u << SL_METER_REQUESTS))
+		x = d, x.meter = SL_METER_REQUESTS, nr = sl_hold_match(&x, name, sizeof(name), &rm);
+	if (meters & (1u << SL_METER_BYTES))
+		x = d, x.meter = SL_METER_BYTES, nb = sl_hold_match(&x, name, sizeof(name), &bm);
+	if (!n && !nr && !nb &&
 	    (!sl_shim.shm.hdr->has_names ||
-	     sl_name_from_write(fd, &peer, iov, iovcnt, &d, name2, sizeof(name2), &m) == 0))
+	     (n = sl_name_from_write(fd, &peer, iov, iovcnt, &d, name2, sizeof(name2), &m)) == 0))
 		return 1;
 	if (!sl_is_fresh_tcp(fd))
 		return 1; /* already connected: an ordinary send, gated as such */
-	if (!(flags & MSG_DONTWAIT) && !sl_fd_nonblocking(fd))
-		return sl_hold_wait(&d, &m, "fastopen", ECONNREFUSED);
-	if ((rc = sl_hold_connection(fd, &d, &m, "fastopen", addr, alen)) < 0)
+	if (!(flags & MSG_DONTWAIT) && !sl_fd_nonblocking(fd)) {
+		if (n && (rc = sl_hold_wait(&d, &m, "fastopen", ECONNREFUSED)) < 0)
+			return rc;
+		/* Requests and bytes: the data of this very call is the first request;
+		 * the caller gates it through the record made here. */
+		if ((nr || nb) && sl_held_stream(fd, &d, &rm, &bm) == 0)
+			return 1;
+		return 0;
+	}
+	if (n && (rc = sl_hold_connection(fd, &d, &m, "fastopen", addr, alen)) < 0) {
+		if (rc == -EINPROGRESS && (nr || nb))
+			sl_held_stream(fd, &d, &rm, &bm); /* deferred: the stream starts once made */
 		return rc;
+	}
+	if (nr || nb)
+		sl_held_stream(fd, &d, &rm, &bm);
 	if (!sl_fdtab_get(fd))
 		return 0; /* no record to hold its first write: it waited above instead */
 	if (sl_real.connect && sl_real.connect(fd, addr, alen) != 0)

@@ -68,4 +68,29 @@ python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 6 || fai
 [ "$(grep -c 'fastopen .*non-blocking; its first write takes the place' "$T/shim.log")" -eq 3 ] ||
 	fail "non-blocking MSG_FASTOPEN not handed to its first write"
 [ "$(wc -l <"$SERVER_LOG")" -eq 6 ] || fail "server saw $(wc -l <"$SERVER_LOG") requests"
+# meter = requests over a Fast Open connection: the data of the sendto is the
+# first request, and each later one on the connection is held too.
+write_config "$T/r.ini" <<EOF
+[tfo-requests]
+match = 127.0.0.1:$PORT
+meter = requests
+rate = 10/s
+max_wait = 1m
+EOF
+: >"$T/shim.log"
+"$SLUICE" run -c "$T/r.ini" -- python3 -c '
+import socket, sys
+s = socket.socket()
+s.sendto(b"GET /f0 HTTP/1.1\r\nHost: x\r\n\r\n", socket.MSG_FASTOPEN, ("127.0.0.1", int(sys.argv[1])))
+f = s.makefile("rb")
+def answer():
+    while f.readline() not in (b"\r\n", b""):
+        pass
+    return f.read(len(b"hello /f0\n"))
+assert answer() == b"hello /f0\n"
+for i in (1, 2):
+    s.sendall(b"GET /f%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+    assert answer() == b"hello /f%d\n" % i
+' "$PORT" || fail "MSG_FASTOPEN with meter = requests"
+python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 3 || fail "TFO requests: spacing"
 echo "ok"
