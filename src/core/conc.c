@@ -151,9 +151,13 @@ void sl_conc_wait(struct sl_shm_header *h, unsigned idx, uint32_t seen, int64_t 
 int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid))
 {
 	struct sl_holder *t = sl_shm_holders(h);
-	int returned = 0;
+	int returned = 0, any = 0;
 
-	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+	/* Most segments hold no place at all: look without the lock first, so the
+	 * heartbeat does not take the lock every shim contends for. */
+	for (unsigned k = 0; k < SL_MAX_HOLDERS && !any; k++)
+		any = atomic_load_explicit(A(&t[k].pid), memory_order_relaxed) > 0;
+	if (!any || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
 	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
 		struct sl_section *sec;

@@ -226,7 +226,11 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 		slide_add(&st->rel_slide, slide_bucket(s, now), w);
 		break;
 	default:
-		st->rel_tat_ns = sl_gcra_charge(st->rel_tat_ns, now, sl_gcra_increment(s, cost));
+		/* The allowance is forgiven at every release, not only the first after
+		 * a late one: over actual instants alone, a single late wake-up left
+		 * every later release of a backlog that much late for good. */
+		st->rel_tat_ns = sl_gcra_charge(sl_sane_ns(st->rel_tat_ns) - release_slack(s, cost), now,
+		                                sl_gcra_increment(s, cost));
 	}
 }
 
