@@ -5,7 +5,7 @@
 
 Each "bytes ... go" line carries released=NS and bytes=N: a piece of N bytes that
 may go from then on.  Strictly: the bytes of all earlier pieces never exceed rate
-x time since the first release (each piece is paid for before the next goes).
+x time since the first slot (each piece is paid for before the next goes).
 Prints the achieved rate: the bytes before the last piece over the time to it.
 """
 import argparse
@@ -29,14 +29,14 @@ def main():
             if r < slot:
                 print("FAIL: released before its slot: " + line.strip())
                 return 1
-            rel.append((r, n))
+            rel.append((r, n, slot))
     rel.sort()
     if len(rel) < 2:
         print("FAIL: %d byte releases" % len(rel))
         return 1
-    t0 = rel[0][0]
+    t0 = min(x[2] for x in rel)  # the schedule starts at the first slot
     total = 0
-    for r, n in rel:
+    for r, n, _ in rel:
         # What went before this piece must have been paid for by the time elapsed.
         allowed = a.rate * (r - t0) / 1e9 + 1
         if total > allowed:
