@@ -28,13 +28,11 @@ int sl_is_fresh_tcp(int fd)
 }
 
 /* A UDP socket connected to a matched peer: each datagram it sends is held. */
-static void connect_udp(int fd, struct sl_dest *d)
+static void connect_udp(int fd, const struct sl_dest *d)
 {
 	struct sl_match m;
-	char name[SL_HOST_MAX];
 
-	d->meter = SL_METER_DATAGRAMS;
-	if (sl_hold_match(d, name, sizeof(name), &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
+	if (sl_hold_match_meter(d, SL_METER_DATAGRAMS, &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
 		return;
 	if (sl_held_connect(fd, d, &m, SL_KIND_CONNECTED_UDP) < 0)
 		sl_debug("connect on fd %d: no free hold record; its datagrams go unshaped", fd);
@@ -47,51 +45,30 @@ static void connect_udp(int fd, struct sl_dest *d)
  * it with. */
 static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_dest d;
-	struct sl_match m, rm, bm;
+	struct sl_tcp_match t;
 	char name[SL_HOST_MAX];
-	int n, nr = 0, nb = 0, rc;
+	int rc;
 
 	if (sl_unlikely(sl_fdtab_get(fd)))
 		sl_held_drop_udp(fd); /* a UDP socket's earlier peer no longer applies */
 	if (sl_dest_from_sockaddr(&d, addr, len) != 0)
 		return 0; /* other families, short or NULL addresses: the kernel's business */
-	if (h->meters & (1u << SL_METER_DATAGRAMS)) {
-		struct sl_dest ud = d;
-
-		connect_udp(fd, &ud);
-	}
-	if (!(h->meters & ((1u << SL_METER_CONNECTIONS) | (1u << SL_METER_REQUESTS) |
-	                   (1u << SL_METER_BYTES))))
-		return 0;
-	if (h->meters & (1u << SL_METER_REQUESTS)) {
-		struct sl_dest rd = d;
-
-		rd.meter = SL_METER_REQUESTS;
-		nr = sl_hold_match(&rd, name, sizeof(name), &rm);
-	}
-	if (h->meters & (1u << SL_METER_BYTES)) {
-		struct sl_dest bd = d;
-
-		bd.meter = SL_METER_BYTES;
-		nb = sl_hold_match(&bd, name, sizeof(name), &bm);
-	}
-	n = (h->meters & (1u << SL_METER_CONNECTIONS)) ? sl_hold_match(&d, name, sizeof(name), &m) : 0;
+	sl_hold_name(&d, name, sizeof(name));
+	connect_udp(fd, &d);
+	sl_hold_match_tcp(&d, &t);
 	/* Unmatched: with name patterns about, the first write may still name it (the
 	 * name known here, if any, can be a proxy's, or a CNAME's). */
-	if (n == 0 && nr == 0 && nb == 0)
-		return h->has_names ? 1 : 0;
+	if (t.n == 0 && t.nr == 0 && t.nb == 0)
+		return sl_shim.shm.hdr->has_names &&
+		       (sl_shim.shm.hdr->meters & ((1u << SL_METER_CONNECTIONS) | (1u << SL_METER_REQUESTS) |
+		                                   (1u << SL_METER_BYTES)));
 	if (!sl_is_fresh_tcp(fd))
 		return 0;
-	rc = n ? sl_hold_connection(fd, &d, &m, "connect", addr, len) : 0;
+	rc = t.n ? sl_hold_connection(fd, &d, &t.m, "connect", addr, len) : 0;
 	/* meter = requests, bytes: the connection keeps a record for its life,
 	 * whatever the connect itself did (a deferred one included). */
-	if (!nr)
-		rm.mask = 0;
-	if (!nb)
-		bm.mask = 0;
-	if ((nr || nb) && (rc == 0 || rc == -EINPROGRESS) && sl_held_stream(fd, &d, &rm, &bm) < 0)
+	if ((t.nr || t.nb) && (rc == 0 || rc == -EINPROGRESS) && sl_held_stream(fd, &d, &t.rm, &t.bm) < 0)
 		sl_debug("connect on fd %d: no free hold record: its requests and bytes go unshaped", fd);
 	return rc;
 }

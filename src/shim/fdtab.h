@@ -136,22 +136,21 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 int sl_held_limited(int fd, const struct sl_dest *d, const struct sl_match *m, int state,
                     uint64_t conc, int64_t conc_deadline, int conc_refuse,
                     const struct sockaddr *addr, socklen_t alen);
-/* Deferred connects: whether fd is one, and making it when due and a place is free
- * (returns 1 when fd stopped being deferred). */
-int sl_held_deferred(int fd);
-int sl_held_kick(int fd);
 /* epoll_ctl on a deferred fd: kept here, not given to the kernel yet.  1 if handled. */
 int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev);
 void sl_held_drop_udp(int fd);
 void sl_held_drop_failed(int fd);
 int sl_held_write(int fd, int dontwait);
 /* The same for a write of `iov` on a stream: *limit receives how many of its bytes
- * may go (SIZE_MAX: all), *track whether sl_held_wrote must be told what went. */
+ * may go (SIZE_MAX: all), *track what follows the stream (SL_TRACK_*: nonzero,
+ * sl_held_wrote must be told what went). */
 int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
                        int *track);
-/* Whether fd's writes are metered in bytes (a blocking write then goes piece by
- * piece, each released in turn, inside the one call). */
-int sl_held_bytes(int fd);
+enum {
+	SL_TRACK_STREAM = 1, /* meter = requests */
+	SL_TRACK_BYTES = 2,  /* meter = bytes: a blocking write goes piece by piece, each
+	                      * released in turn, inside the one call */
+};
 /* After the real write: `n` bytes of iov went (iov NULL: n bytes from a file). */
 void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n);
 /* A read on fd returned data (turns: the next write starts a request). */
@@ -172,7 +171,10 @@ void sl_held_close(int fd);
  * and reservations given back, record freed). */
 int sl_held_closing_keeps_place(int fd);
 void sl_held_finish(struct sl_hold *last);
-int64_t sl_held_due(int fd);
+/* When fd's held write (or deferred connect) is due, 0 when nothing waits.  With
+ * `deferred`: a deferred connect that is due and finds a place is made first, and
+ * *deferred says whether fd is still one (its socket then shows no events). */
+int64_t sl_held_due(int fd, int *deferred);
 int64_t sl_held_epoll_due(int epfd, int64_t now);
 int sl_fd_nonblocking(int fd); /* O_NONBLOCK, asked through the real fcntl */
 int sl_socket_type(int fd);    /* SO_TYPE (SOCK_STREAM, SOCK_DGRAM), -1 if no socket */

@@ -200,32 +200,6 @@ static int kick_locked(struct sl_hold *rec, int64_t now)
 	return 1;
 }
 
-int sl_held_kick(int fd)
-{
-	struct sl_hold *rec = sl_hold_of(fd);
-	int changed;
-
-	if (!rec)
-		return 0;
-	pthread_mutex_lock(&rec->lock);
-	changed = kick_locked(rec, sl_clock_mono_ns());
-	pthread_mutex_unlock(&rec->lock);
-	return changed;
-}
-
-int sl_held_deferred(int fd)
-{
-	struct sl_hold *rec = sl_hold_of(fd);
-	int deferred;
-
-	if (!rec)
-		return 0;
-	pthread_mutex_lock(&rec->lock);
-	deferred = rec->state == SL_HOLD_DEFERRED;
-	pthread_mutex_unlock(&rec->lock);
-	return deferred;
-}
-
 int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev)
 {
 	struct sl_hold *rec = sl_hold_of(fd);
@@ -364,7 +338,7 @@ static void go_limits(struct sl_hold *rec, const struct iovec *iov, int iovcnt, 
 	if (limit && rec->bm.mask)
 		*limit = SL_MIN(*limit, (size_t)SL_MIN(rec->credit, (uint64_t)SIZE_MAX));
 	if (track)
-		*track = rec->rm.mask || rec->bm.mask;
+		*track = (rec->rm.mask ? SL_TRACK_STREAM : 0) | (rec->bm.mask ? SL_TRACK_BYTES : 0);
 }
 
 static size_t iov_bytes(const struct iovec *iov, int iovcnt)
@@ -380,19 +354,6 @@ static size_t iov_bytes(const struct iovec *iov, int iovcnt)
 static int needs_bytes(const struct sl_hold *rec, const struct iovec *iov, int iovcnt)
 {
 	return rec->bm.mask && rec->credit == 0 && iov_bytes(iov, iovcnt) > 0;
-}
-
-int sl_held_bytes(int fd)
-{
-	struct sl_hold *rec = sl_hold_of(fd);
-	int bytes;
-
-	if (!rec)
-		return 0;
-	pthread_mutex_lock(&rec->lock);
-	bytes = rec->bm.mask != 0;
-	pthread_mutex_unlock(&rec->lock);
-	return bytes;
 }
 
 int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
@@ -582,14 +543,18 @@ void sl_held_drop_udp(int fd)
 		sl_held_close(fd);
 }
 
-int64_t sl_held_due(int fd)
+int64_t sl_held_due(int fd, int *deferred)
 {
 	struct sl_hold *rec = sl_hold_of(fd);
 	int64_t at = 0;
 
+	if (deferred)
+		*deferred = 0;
 	if (!rec)
 		return 0;
 	pthread_mutex_lock(&rec->lock);
+	if (deferred && rec->state == SL_HOLD_DEFERRED)
+		*deferred = !kick_locked(rec, sl_clock_mono_ns());
 	if (rec->state == SL_HOLD_WAITING || rec->state == SL_HOLD_DEFERRED)
 		at = rec->release_ns;
 	pthread_mutex_unlock(&rec->lock);

@@ -10,23 +10,46 @@
 #include <pthread.h>
 #include <string.h>
 
-int sl_hold_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m)
+void sl_hold_name(struct sl_dest *d, char *namebuf, size_t namelen)
+{
+	size_t len;
+
+	if (!sl_shim.shm.hdr->has_names)
+		return;
+	len = sl_namemap_get(d->family, d->addr, namebuf, namelen);
+	if (len) {
+		d->name = namebuf;
+		d->name_len = len;
+	}
+}
+
+int sl_hold_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
+	struct sl_dest x = *d;
 	int n;
 
-	if (h->has_names) {
-		size_t len = sl_namemap_get(d->family, d->addr, namebuf, namelen);
-
-		if (len) {
-			d->name = namebuf;
-			d->name_len = len;
-		}
-	}
-	n = sl_admit_match(h, d, m);
+	m->mask = 0;
+	if (!(h->meters & (1u << (meter & 31))))
+		return 0; /* no section meters that: nothing to look at */
+	x.meter = meter;
+	n = sl_admit_match(h, &x, m);
 	if (n < 0)
 		sl_debug("segment is being rewritten too often to read: passing through");
 	return n < 0 ? 0 : n;
+}
+
+int sl_hold_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m)
+{
+	sl_hold_name(d, namebuf, namelen);
+	return sl_hold_match_meter(d, d->meter, m);
+}
+
+void sl_hold_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t)
+{
+	t->n = sl_hold_match_meter(d, SL_METER_CONNECTIONS, &t->m);
+	t->nr = sl_hold_match_meter(d, SL_METER_REQUESTS, &t->rm);
+	t->nb = sl_hold_match_meter(d, SL_METER_BYTES, &t->bm);
 }
 
 void sl_hold_section_names(const struct sl_match *m, char *buf, size_t size)

@@ -102,20 +102,6 @@ static int name_of_write(int fd, const struct sl_dest *peer, const struct iovec 
 	return kind;
 }
 
-/* Sections of `meter` matching d (0 when no section meters that). */
-static int match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m)
-{
-	struct sl_dest x = *d;
-	int n;
-
-	m->mask = 0;
-	if (!(sl_shim.shm.hdr->meters & (1u << meter)))
-		return 0;
-	x.meter = meter;
-	n = sl_admit_match(sl_shim.shm.hdr, &x, m);
-	return n > 0 ? n : 0;
-}
-
 static void log_named(const struct sl_dest *d, int kind, int held)
 {
 	char dest[SL_HOST_MAX + 80];
@@ -134,7 +120,7 @@ int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *i
 
 	if (!kind)
 		return 0;
-	n = match_meter(d, SL_METER_CONNECTIONS, m);
+	n = sl_hold_match_meter(d, SL_METER_CONNECTIONS, m);
 	log_named(d, kind, n > 0);
 	return n;
 }
@@ -143,21 +129,19 @@ int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwa
                          int *track)
 {
 	struct sl_dest d;
-	struct sl_match m, rm, bm;
+	struct sl_tcp_match t;
 	char name[SL_HOST_MAX];
-	int kind = name_of_write(fd, NULL, iov, iovcnt, &d, name, sizeof(name)), n, nr, nb;
+	int kind = name_of_write(fd, NULL, iov, iovcnt, &d, name, sizeof(name));
 
 	if (!kind)
 		return 0;
-	n = match_meter(&d, SL_METER_CONNECTIONS, &m);
-	nr = match_meter(&d, SL_METER_REQUESTS, &rm);
-	nb = match_meter(&d, SL_METER_BYTES, &bm);
-	log_named(&d, kind, n || nr || nb);
-	if (!n && !nr && !nb)
+	sl_hold_match_tcp(&d, &t);
+	log_named(&d, kind, t.n || t.nr || t.nb);
+	if (!t.n && !t.nr && !t.nb)
 		return 0;
-	if (n && sl_held_connect(fd, &d, &m, SL_KIND_CONNECTION) < 0)
-		return sl_hold_wait(&d, &m, "first write", ECONNRESET);
-	if ((nr || nb) && sl_held_stream(fd, &d, &rm, &bm) < 0)
+	if (t.n && sl_held_connect(fd, &d, &t.m, SL_KIND_CONNECTION) < 0)
+		return sl_hold_wait(&d, &t.m, "first write", ECONNRESET);
+	if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm) < 0)
 		sl_debug("first write on fd %d: no free hold record: its requests and bytes go unshaped", fd);
 	return sl_held_write_data(fd, dontwait, iov, iovcnt, limit, track);
 }

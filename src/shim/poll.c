@@ -47,14 +47,16 @@ static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
 		int nmasked = 0, rc, ready = 0;
 
 		for (nfds_t i = 0; i < n; i++) {
+			int deferred;
+
 			masked[i] = 0;
 			if (fds[i].fd < 0 || !sl_fdtab_get(fds[i].fd))
 				continue;
+			due[i] = sl_held_due(fds[i].fd, &deferred);
 			/* A deferred connect's socket is not connected yet and the kernel
 			 * would report POLLHUP whatever is asked: hidden whole (a negative
 			 * fd is skipped by the kernel) until the connect is made. */
-			if (sl_held_deferred(fds[i].fd) && !sl_held_kick(fds[i].fd)) {
-				due[i] = sl_held_due(fds[i].fd);
+			if (deferred) {
 				masked[i] = 2;
 				hidden_fd[i] = fds[i].fd;
 				fds[i].fd = -1;
@@ -64,7 +66,6 @@ static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
 			}
 			if (!(fds[i].events & POLLOUT))
 				continue;
-			due[i] = sl_held_due(fds[i].fd);
 			if (due[i] <= now)
 				continue; /* not waiting, or due: the write decides */
 			masked[i] = 1;
@@ -171,22 +172,24 @@ static int select_held(int nfds, fd_set *r, fd_set *w, fd_set *e, int64_t deadli
 		FD_ZERO(&masked);
 		for (int fd = 0; fd < nfds; fd++) {
 			int64_t due;
+			int deferred;
 
-			if (!sl_fdtab_get(fd))
+			if (!sl_fdtab_get(fd) ||
+			    !(FD_ISSET(fd, &w0) || (r && FD_ISSET(fd, &r0)) || (e && FD_ISSET(fd, &e0))))
 				continue;
+			due = sl_held_due(fd, &deferred);
 			/* A deferred connect's socket: out of every set until it is made. */
-			if ((FD_ISSET(fd, &w0) || (r && FD_ISSET(fd, &r0)) || (e && FD_ISSET(fd, &e0))) &&
-			    sl_held_deferred(fd) && !sl_held_kick(fd)) {
+			if (deferred) {
 				FD_CLR(fd, w);
 				if (r)
 					FD_CLR(fd, r);
 				if (e)
 					FD_CLR(fd, e);
 				nmasked++;
-				earliest = SL_MIN(earliest, sl_held_due(fd));
+				earliest = SL_MIN(earliest, due);
 				continue;
 			}
-			if (!FD_ISSET(fd, &w0) || (due = sl_held_due(fd)) <= now)
+			if (!FD_ISSET(fd, &w0) || due <= now)
 				continue;
 			FD_SET(fd, &masked);
 			FD_CLR(fd, w);
@@ -200,7 +203,7 @@ static int select_held(int nfds, fd_set *r, fd_set *w, fd_set *e, int64_t deadli
 			return rc;
 		now = sl_clock_mono_ns();
 		for (int fd = 0; fd < nfds; fd++) {
-			if (FD_ISSET(fd, &masked) && sl_held_due(fd) <= now) {
+			if (FD_ISSET(fd, &masked) && sl_held_due(fd, NULL) <= now) {
 				FD_SET(fd, w);
 				ready++;
 			}

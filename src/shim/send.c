@@ -85,17 +85,22 @@ static ssize_t wrote(int fd, const struct gate *g, const struct iovec *iov, int 
 	return w;
 }
 
-/* One real send of a contiguous buffer, whichever call it is. */
-enum { OP_SEND, OP_SENDTO, OP_WRITE };
+/* One real send, whichever call it is: the contiguous ones take the vector's one
+ * piece (the gate never cuts a single buffer into more). */
+enum { OP_SEND, OP_SENDTO, OP_WRITE, OP_WRITEV, OP_SENDMSG };
 struct op {
 	int kind;
 	int flags;
 	const struct sockaddr *addr;
 	socklen_t alen;
+	const struct msghdr *msg; /* OP_SENDMSG: the caller's header */
 };
 
-static ssize_t do_op(int fd, const struct op *op, const void *buf, size_t len)
+static ssize_t do_op(int fd, const struct op *op, struct iovec *iov, int k)
 {
+	const void *buf = k ? iov[0].iov_base : NULL;
+	size_t len = k ? iov[0].iov_len : 0;
+
 	switch (op->kind) {
 	case OP_SEND:
 		return sl_real.send ? sl_real.send(fd, buf, len, op->flags)
@@ -103,39 +108,18 @@ static ssize_t do_op(int fd, const struct op *op, const void *buf, size_t len)
 	case OP_SENDTO:
 		return sl_real.sendto ? sl_real.sendto(fd, buf, len, op->flags, op->addr, op->alen)
 		                      : syscall(SYS_sendto, fd, buf, len, op->flags, op->addr, op->alen);
-	default:
+	case OP_WRITE:
 		return sl_real.write ? sl_real.write(fd, buf, len) : syscall(SYS_write, fd, buf, len);
+	case OP_WRITEV:
+		return sl_real.writev ? sl_real.writev(fd, iov, k) : syscall(SYS_writev, fd, iov, k);
+	default: {
+		struct msghdr m = *op->msg;
+
+		m.msg_iov = iov;
+		m.msg_iovlen = (size_t)k;
+		return sl_real.sendmsg ? sl_real.sendmsg(fd, &m, op->flags)
+		                       : syscall(SYS_sendmsg, fd, &m, op->flags);
 	}
-}
-
-/* The call was gated (returned 1 with `g`): send what the gate allows, and - on a
- * blocking socket metered in bytes - go on piece by piece, each piece released in
- * turn, until all of `len` went, as a blocking send does.  Returns what went, or
- * -1 with errno when nothing did. */
-static ssize_t send_gated(int fd, int dontwait, const struct op *op, const char *buf, size_t len,
-                          struct gate *g)
-{
-	size_t done = 0;
-	int loop = !dontwait && sl_held_bytes(fd) && !sl_fd_nonblocking(fd);
-
-	for (;;) {
-		size_t n = SL_MIN(len - done, g->limit);
-		struct iovec one = {(void *)(buf + done), n};
-		ssize_t w = wrote(fd, g, &one, 1, do_op(fd, op, buf + done, n));
-		int rc;
-
-		if (w <= 0)
-			return done ? (ssize_t)done : w;
-		done += (size_t)w;
-		if (!loop || done >= len)
-			return (ssize_t)done;
-		rc = gate(fd, dontwait, buf + done, len - done, g);
-		if (rc < 0)
-			return (ssize_t)done; /* a signal or a refusal: what went is the result */
-		if (rc == 0) {
-			g->limit = SIZE_MAX;
-			g->track = 0;
-		}
 	}
 }
 
@@ -159,32 +143,23 @@ static int iov_from(const struct iovec *iov, int iovcnt, size_t skip, struct iov
 
 static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iovec *out);
 
-/* writev and sendmsg once gated, as send_gated: a blocking socket metered in
- * bytes goes on piece by piece until the whole vector went.  `msg` is the
- * sendmsg's header (NULL for writev); 0 < iovcnt <= IOV_MAX. */
-static ssize_t sendv_gated(int fd, int dontwait, const struct msghdr *msg, int flags,
-                           const struct iovec *iov, int iovcnt, struct gate *g)
+/* The call was gated (returned 1 with `g`): send what the gate allows, and - on a
+ * blocking socket metered in bytes - go on piece by piece, each piece released in
+ * turn, until the whole vector went, as a blocking send does.  Returns what went,
+ * or -1 with errno when nothing did.  0 < iovcnt <= IOV_MAX. */
+static ssize_t send_gated(int fd, int dontwait, const struct op *op, const struct iovec *iov,
+                          int iovcnt, struct gate *g)
 {
 	struct iovec rest[iovcnt], cut[iovcnt];
 	size_t total = 0, done = 0;
-	int loop = !dontwait && sl_held_bytes(fd) && !sl_fd_nonblocking(fd);
+	int loop = !dontwait && (g->track & SL_TRACK_BYTES) && !sl_fd_nonblocking(fd);
 
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	for (;;) {
 		int nrest = iov_from(iov, iovcnt, done, rest), k = cut_iov(rest, nrest, g->limit, cut), rc;
-		ssize_t w;
+		ssize_t w = wrote(fd, g, cut, k, do_op(fd, op, cut, k));
 
-		if (msg) {
-			struct msghdr m = *msg;
-
-			m.msg_iov = cut;
-			m.msg_iovlen = (size_t)k;
-			w = sl_real.sendmsg ? sl_real.sendmsg(fd, &m, flags) : syscall(SYS_sendmsg, fd, &m, flags);
-		} else {
-			w = sl_real.writev ? sl_real.writev(fd, cut, k) : syscall(SYS_writev, fd, cut, k);
-		}
-		wrote(fd, g, cut, k, w);
 		if (w <= 0)
 			return done ? (ssize_t)done : w;
 		done += (size_t)w;
@@ -193,7 +168,7 @@ static ssize_t sendv_gated(int fd, int dontwait, const struct msghdr *msg, int f
 		nrest = iov_from(iov, iovcnt, done, rest);
 		rc = gate_iov(fd, dontwait, rest, nrest, g);
 		if (rc < 0)
-			return (ssize_t)done;
+			return (ssize_t)done; /* a signal or a refusal: what went is the result */
 		if (rc == 0) {
 			g->limit = SIZE_MAX;
 			g->track = 0;
@@ -238,44 +213,38 @@ static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int don
 static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const struct iovec *iov,
                     int iovcnt, int flags)
 {
-	struct sl_dest peer, d, x;
-	struct sl_match m = {0}, rm = {0}, bm = {0};
+	struct sl_dest peer, d;
+	struct sl_tcp_match t;
 	char name[SL_HOST_MAX], name2[SL_HOST_MAX];
-	uint32_t meters;
-	int rc, n = 0, nr = 0, nb = 0;
+	int rc;
 
 	if (!sl_shim_active() || sl_dest_from_sockaddr(&peer, addr, alen) != 0)
 		return 1;
-	meters = sl_shim.shm.hdr->meters;
 	d = peer;
-	if (meters & (1u << SL_METER_CONNECTIONS))
-		n = sl_hold_match(&d, name, sizeof(name), &m);
-	if (meters & (1u << SL_METER_REQUESTS))
-		x = d, x.meter = SL_METER_REQUESTS, nr = sl_hold_match(&x, name, sizeof(name), &rm);
-	if (meters & (1u << SL_METER_BYTES))
-		x = d, x.meter = SL_METER_BYTES, nb = sl_hold_match(&x, name, sizeof(name), &bm);
-	if (!n && !nr && !nb &&
+	sl_hold_name(&d, name, sizeof(name));
+	sl_hold_match_tcp(&d, &t);
+	if (!t.n && !t.nr && !t.nb &&
 	    (!sl_shim.shm.hdr->has_names ||
-	     (n = sl_name_from_write(fd, &peer, iov, iovcnt, &d, name2, sizeof(name2), &m)) == 0))
+	     (t.n = sl_name_from_write(fd, &peer, iov, iovcnt, &d, name2, sizeof(name2), &t.m)) == 0))
 		return 1;
 	if (!sl_is_fresh_tcp(fd))
 		return 1; /* already connected: an ordinary send, gated as such */
 	if (!(flags & MSG_DONTWAIT) && !sl_fd_nonblocking(fd)) {
-		if (n && (rc = sl_hold_wait(&d, &m, "fastopen", ECONNREFUSED)) < 0)
+		if (t.n && (rc = sl_hold_wait(&d, &t.m, "fastopen", ECONNREFUSED)) < 0)
 			return rc;
 		/* Requests and bytes: the data of this very call is the first request;
 		 * the caller gates it through the record made here. */
-		if ((nr || nb) && sl_held_stream(fd, &d, &rm, &bm) == 0)
+		if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm) == 0)
 			return 1;
 		return 0;
 	}
-	if (n && (rc = sl_hold_connection(fd, &d, &m, "fastopen", addr, alen)) < 0) {
-		if (rc == -EINPROGRESS && (nr || nb))
-			sl_held_stream(fd, &d, &rm, &bm); /* deferred: the stream starts once made */
+	if (t.n && (rc = sl_hold_connection(fd, &d, &t.m, "fastopen", addr, alen)) < 0) {
+		if (rc == -EINPROGRESS && (t.nr || t.nb))
+			sl_held_stream(fd, &d, &t.rm, &t.bm); /* deferred: the stream starts once made */
 		return rc;
 	}
-	if (nr || nb)
-		sl_held_stream(fd, &d, &rm, &bm);
+	if (t.nr || t.nb)
+		sl_held_stream(fd, &d, &t.rm, &t.bm);
 	if (!sl_fdtab_get(fd))
 		return 0; /* no record to hold its first write: it waited above instead */
 	if (sl_real.connect && sl_real.connect(fd, addr, alen) != 0)
@@ -290,9 +259,10 @@ SL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 	int rc = gate(fd, flags & MSG_DONTWAIT, buf, len, &g);
 
 	if (sl_unlikely(rc != 0)) {
-		struct op op = {OP_SEND, flags, NULL, 0};
+		struct op op = {OP_SEND, flags, NULL, 0, NULL};
+		struct iovec one = {(void *)buf, len};
 
-		return rc < 0 ? -1 : send_gated(fd, flags & MSG_DONTWAIT, &op, buf, len, &g);
+		return rc < 0 ? -1 : send_gated(fd, flags & MSG_DONTWAIT, &op, &one, 1, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
@@ -326,9 +296,9 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 	                          : gate_to(fd, addr, alen, flags, &one, 1, &g);
 
 	if (sl_unlikely(rc != 0)) {
-		struct op op = {OP_SENDTO, flags, addr, alen};
+		struct op op = {OP_SENDTO, flags, addr, alen, NULL};
 
-		return rc < 0 ? -1 : send_gated(fd, flags & MSG_DONTWAIT, &op, buf, len, &g);
+		return rc < 0 ? -1 : send_gated(fd, flags & MSG_DONTWAIT, &op, &one, 1, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendto, fd, buf, len, flags, addr, alen);
@@ -348,9 +318,10 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	if (sl_unlikely(rc != 0)) {
 		if (rc < 0)
 			return -1;
+		struct op op = {OP_SENDMSG, flags, NULL, 0, msg};
+
 		if (msg->msg_iovlen > 0 && msg->msg_iovlen <= IOV_MAX)
-			return sendv_gated(fd, flags & MSG_DONTWAIT, msg, flags, msg->msg_iov,
-			                   (int)msg->msg_iovlen, &g);
+			return send_gated(fd, flags & MSG_DONTWAIT, &op, msg->msg_iov, (int)msg->msg_iovlen, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_sendmsg, fd, msg, flags);
@@ -429,9 +400,10 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 	int rc = gate(fd, 0, buf, len, &g);
 
 	if (sl_unlikely(rc != 0)) {
-		struct op op = {OP_WRITE, 0, NULL, 0};
+		struct op op = {OP_WRITE, 0, NULL, 0, NULL};
+		struct iovec one = {(void *)buf, len};
 
-		return rc < 0 ? -1 : send_gated(fd, 0, &op, buf, len, &g);
+		return rc < 0 ? -1 : send_gated(fd, 0, &op, &one, 1, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_write, fd, buf, len);
@@ -447,8 +419,10 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	if (sl_unlikely(rc != 0)) {
 		if (rc < 0)
 			return -1;
+		struct op op = {OP_WRITEV, 0, NULL, 0, NULL};
+
 		if (n > 0 && n <= IOV_MAX)
-			return sendv_gated(fd, 0, NULL, 0, iov, n, &g);
+			return send_gated(fd, 0, &op, iov, n, &g);
 	}
 	if (sl_unlikely(!real))
 		return syscall(SYS_writev, fd, iov, n);

@@ -129,6 +129,19 @@ void sl_namemap_after_fork(void);
  * call runs: a count of matching sections (0 = pass through).  sl_hold_wait() runs only
  * for matched requests: returns 0 to go ahead, or -errno to fail the call with. */
 int sl_hold_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m);
+
+/* The parts of sl_hold_match: d's name from the process-wide map (when some
+ * pattern is a name), and the sections metering `meter` that match d. */
+void sl_hold_name(struct sl_dest *d, char *namebuf, size_t namelen);
+int sl_hold_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m);
+
+/* What a TCP connection to d can be held under: its connections (m), requests (rm)
+ * and bytes (bm) sections, n, nr and nb of each.  d is named already. */
+struct sl_tcp_match {
+	struct sl_match m, rm, bm;
+	int n, nr, nb;
+};
+void sl_hold_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t);
 int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
                  int default_refuse);
 
