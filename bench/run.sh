@@ -21,6 +21,11 @@ B=$(cd "$ROOT/${BUILD:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 
+# wait_port FILE: the port a helper wrote to FILE (10 s at most).
+wait_port() {
+	for _ in $(seq 100); do [ -s "$1" ] && break; sleep 0.1; done
+	cat "$1"
+}
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 repeat() { local n=$1; shift; for _ in $(seq "$n"); do "$@"; done | median; }
 
@@ -32,10 +37,8 @@ printf '   %-34s %6s ns\n' "2 processes contending:" "$(repeat 5 "$B/bench/admit
 
 python3 "$ROOT/tests/integration/helpers/sink.py" "$T/port" 600 &
 python3 "$ROOT/tests/integration/helpers/server.py" --port-file "$T/hport" --lifetime 600 &
-for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
-port=$(cat "$T/port")
-for _ in $(seq 100); do [ -s "$T/hport" ] && break; sleep 0.1; done
-hport=$(cat "$T/hport")
+port=$(wait_port "$T/port")
+hport=$(wait_port "$T/hport")
 other=$((port == 65535 ? port - 1 : port + 1))
 # config NAME: a config file whose [sluice] part is private to this run, then stdin.
 config() {
@@ -181,8 +184,7 @@ EOF
 echo
 echo "6. each strategy under a standing backlog: 4 processes connecting as fast as allowed"
 python3 "$ROOT/tests/integration/helpers/sink.py" "$T/cport" 600 hold &
-for _ in $(seq 100); do [ -s "$T/cport" ] && break; sleep 0.1; done
-cport=$(cat "$T/cport")
+cport=$(wait_port "$T/cport")
 for strat in leaky-bucket token-bucket fixed-window sliding-window session-window; do
 	config "s-$strat" >"$T/s-$strat.ini" <<EOF
 [$strat]
@@ -232,27 +234,8 @@ match = 127.0.0.1:$cport
 concurrency = 1
 max_wait = 1m
 EOF
-"$B/sluice" run -c "$T/conc.ini" -- python3 - "$cport" <<'PY'
-import socket, sys, threading, time
-port = int(sys.argv[1])
-lat = []
-for _ in range(50):
-    a = socket.create_connection(("127.0.0.1", port))
-    got = {}
-    def waiter():
-        b = socket.create_connection(("127.0.0.1", port))
-        got["t"] = time.monotonic_ns()
-        b.close()
-    t = threading.Thread(target=waiter); t.start()
-    time.sleep(0.01)
-    closed = time.monotonic_ns()
-    a.close()
-    t.join()
-    lat.append((got["t"] - closed) / 1e3)
-lat.sort()
-print("   hand-over after close: p50 %.0f us, p99 %.0f us, max %.0f us (50 hand-overs)"
-      % (lat[len(lat) // 2], lat[int(len(lat) * 0.99)], lat[-1]))
-PY
+printf '   '
+"$B/sluice" run -c "$T/conc.ini" -- python3 "$ROOT/tests/integration/helpers/handover.py" "$cport" 50 0.01
 
 echo
 echo "8. meter = bytes against trickle (the nearest preload shaper), same uploads, same sink"
@@ -261,8 +244,7 @@ if ! command -v trickle >/dev/null; then
 	exit 0
 fi
 python3 "$ROOT/tests/integration/helpers/sink.py" "$T/uport" 900 hold &
-for _ in $(seq 100); do [ -s "$T/uport" ] && break; sleep 0.1; done
-uport=$(cat "$T/uport")
+uport=$(wait_port "$T/uport")
 up="$B/bench/upload"
 # bytes_ini RATE_TEXT: a config with one bytes section at that rate.
 bytes_ini() {

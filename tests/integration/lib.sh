@@ -38,18 +38,27 @@ note() {
 	echo "  $*"
 }
 
-# start_server [--ipv6]: a local HTTP receiver; sets PORT and SERVER_LOG.
-start_server() {
-	local pf="$T/port.$RANDOM"
-	SERVER_LOG="$T/server.log"
-	python3 "$HELPERS/server.py" --port-file "$pf" --log "$SERVER_LOG" --lifetime 240 "$@" &
+# start_helper VAR PORTFILE WHAT CMD...: run a local helper in the background that
+# writes its port to PORTFILE; wait for it (10 s at most) and set VAR to the port.
+start_helper() {
+	local var=$1 pf=$2 what=$3
+	shift 3
+	"$@" &
 	BG_PIDS+=($!)
 	for _ in $(seq 100); do
 		[ -s "$pf" ] && break
 		sleep 0.1
 	done
-	[ -s "$pf" ] || fail "server did not start"
-	PORT=$(cat "$pf")
+	[ -s "$pf" ] || fail "$what did not start"
+	printf -v "$var" '%s' "$(cat "$pf")"
+}
+
+# start_server [--ipv6]: a local HTTP receiver; sets PORT and SERVER_LOG.
+start_server() {
+	local pf="$T/port.$RANDOM"
+	SERVER_LOG="$T/server.log"
+	start_helper PORT "$pf" server \
+		python3 "$HELPERS/server.py" --port-file "$pf" --log "$SERVER_LOG" --lifetime 240 "$@"
 }
 
 # write_config FILE: the [sluice] section for this test, then stdin's sections.

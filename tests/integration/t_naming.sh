@@ -11,9 +11,8 @@
 . "$(dirname "$0")/lib.sh"
 
 start_server
-pf="$T/proxy.port"
-python3 "$HELPERS/proxy.py" --port-file "$pf" --upstream "$PORT" &
-BG_PIDS+=($!)
+start_helper proxy "$T/proxy.port" proxy \
+	python3 "$HELPERS/proxy.py" --port-file "$T/proxy.port" --upstream "$PORT"
 openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=api.sni.test -days 1 \
 	-keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || fail "cannot make a certificate"
 tls_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -21,11 +20,9 @@ openssl s_server -quiet -accept "127.0.0.1:$tls_port" -cert "$T/cert.pem" -key "
 	>/dev/null 2>&1 &
 BG_PIDS+=($!)
 for _ in $(seq 100); do
-	[ -s "$pf" ] && (exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null && break
+	(exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null && break
 	sleep 0.1
 done
-[ -s "$pf" ] || fail "proxy did not start"
-proxy=$(cat "$pf")
 
 write_config "$T/n.ini" <<EOF
 [byhost]

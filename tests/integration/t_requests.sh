@@ -75,10 +75,8 @@ check "chunked upload + GET" 2
 # TLS: turns.  The handshake takes a turn or two; 5 pings take 5 more.
 openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 \
 	-keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || fail "cannot make a certificate"
-python3 "$HELPERS/tls_turns.py" serve "$T/cert.pem" "$T/key.pem" "$T/tls.port" 200 &
-BG_PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/tls.port" ] && break; sleep 0.1; done
-tport=$(cat "$T/tls.port")
+start_helper tport "$T/tls.port" "TLS server" \
+	python3 "$HELPERS/tls_turns.py" serve "$T/cert.pem" "$T/key.pem" "$T/tls.port" 200
 write_config "$T/tls.ini" <<EOF
 [turns]
 match = 127.0.0.1:$tport

@@ -8,17 +8,11 @@
 # unmatched port is not held, and a refusal fails the send with ECONNREFUSED.
 . "$(dirname "$0")/lib.sh"
 
-pf="$T/udp.port" UDP_LOG="$T/udp.log"
-python3 "$HELPERS/udp_sink.py" --port-file "$pf" --log "$UDP_LOG" &
-BG_PIDS+=($!)
-for _ in $(seq 100); do [ -s "$pf" ] && break; sleep 0.1; done
-[ -s "$pf" ] || fail "UDP sink did not start"
-uport=$(cat "$pf")
-pf2="$T/udp2.port"
-python3 "$HELPERS/udp_sink.py" --port-file "$pf2" --log "$T/udp2.log" &
-BG_PIDS+=($!)
-for _ in $(seq 100); do [ -s "$pf2" ] && break; sleep 0.1; done
-uport2=$(cat "$pf2")
+UDP_LOG="$T/udp.log"
+start_helper uport "$T/udp.port" "UDP sink" \
+	python3 "$HELPERS/udp_sink.py" --port-file "$T/udp.port" --log "$UDP_LOG"
+start_helper uport2 "$T/udp2.port" "second UDP sink" \
+	python3 "$HELPERS/udp_sink.py" --port-file "$T/udp2.port" --log "$T/udp2.log"
 
 write_config "$T/u.ini" <<EOF
 [udp]
