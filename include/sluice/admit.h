@@ -43,6 +43,9 @@ struct sl_ticket {
 	} sec[SL_MAX_SECTIONS];
 };
 
+/* out = the sections of a or b (out may be a). */
+void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct sl_match *b);
+
 /* Fill `m` with the sections matching `d`.  Lock-free; retried when a reload runs
  * concurrently.  Returns the number of matching sections, or -EAGAIN when no stable
  * read could be had (the caller passes through). */

@@ -37,4 +37,12 @@ struct sl_sniffed {
  * the kind found (SL_SNIFF_NONE when none) and fills `out`. */
 int sl_sniff(const void *buf, size_t len, struct sl_sniffed *out);
 
+/* What protocol a connection's first write starts, for meter = requests: a TLS
+ * record (type 22, version 3.x); a ClientHello whose ALPN offers "h2"; the
+ * HTTP/2 connection preface sent in plaintext (prior knowledge).  Each reads at
+ * most `len` bytes and says 0 for anything it cannot follow. */
+int sl_sniff_is_tls(const void *buf, size_t len);
+int sl_sniff_tls_offers_h2(const void *buf, size_t len);
+int sl_sniff_h2_preface(const void *buf, size_t len);
+
 #endif

@@ -28,6 +28,18 @@ static int spec_matches(const struct sl_spec *s, const struct sl_dest *d)
 	return 0;
 }
 
+void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct sl_match *b)
+{
+	uint64_t extra = b->mask & ~a->mask;
+
+	if (out != a)
+		*out = *a;
+	out->mask |= extra;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
+		if (extra & (1ULL << i))
+			out->serial[i] = b->serial[i];
+}
+
 int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m)
 {
 	for (int attempt = 0; attempt < MATCH_TRIES; attempt++) {

@@ -1,5 +1,6 @@
 /* Names in a connection's first bytes: TLS SNI, HTTP Host, proxy targets (sniff.h). */
 #include "sluice/sniff.h"
+#include "sluice/common.h"
 #include "sluice/match.h"
 
 #include <string.h>
@@ -70,7 +71,9 @@ static int set_name(struct sl_sniffed *out, const char *s, size_t n)
 	return 0;
 }
 
-static int sniff_tls(const uint8_t *buf, size_t len, struct sl_sniffed *out)
+/* The ClientHello's extension of type `want`, into *e (its body).  0, or -1 when
+ * the bytes are no ClientHello or it ends before that extension. */
+static int tls_extension(const uint8_t *buf, size_t len, unsigned want, struct reader *e)
 {
 	struct reader rec = {buf, 0, len}, hs, ext;
 	unsigned type, major, v, hs_type, hs_len_hi, hs_len;
@@ -78,46 +81,90 @@ static int sniff_tls(const uint8_t *buf, size_t len, struct sl_sniffed *out)
 	/* Record header: handshake (22), version 3.x, length. */
 	if (rd_u8(&rec, &type) || type != 22 || rd_u8(&rec, &major) || major != 3 ||
 	    rd_skip(&rec, 1) || rd_u16(&rec, &v))
-		return SL_SNIFF_NONE;
+		return -1;
 	rec = rd_sub(&rec, v);
 	/* Handshake header: ClientHello (1), 24-bit length. */
 	if (rd_u8(&rec, &hs_type) || hs_type != 1 || rd_u8(&rec, &hs_len_hi) || rd_u16(&rec, &hs_len))
-		return SL_SNIFF_NONE;
+		return -1;
 	hs = rd_sub(&rec, (size_t)hs_len_hi << 16 | hs_len);
 	/* client_version, random, session_id, cipher_suites, compression_methods. */
 	if (rd_skip(&hs, 2 + 32) || rd_u8(&hs, &v) || rd_skip(&hs, v) || rd_u16(&hs, &v) ||
 	    rd_skip(&hs, v) || rd_u8(&hs, &v) || rd_skip(&hs, v) || rd_u16(&hs, &v))
-		return SL_SNIFF_NONE;
+		return -1;
 	ext = rd_sub(&hs, v);
 	for (;;) {
-		unsigned etype, elen, list_len;
-		struct reader e, list;
+		unsigned etype, elen;
 
 		if (rd_u16(&ext, &etype) || rd_u16(&ext, &elen))
-			return SL_SNIFF_NONE;
-		e = rd_sub(&ext, elen);
-		if (rd_skip(&ext, elen) && etype != 0)
-			return SL_SNIFF_NONE; /* cut before the server_name extension */
-		if (etype != 0)
-			continue;
-		/* server_name: a list of (name_type, name); type 0 is host_name. */
-		if (rd_u16(&e, &list_len))
-			return SL_SNIFF_NONE;
-		list = rd_sub(&e, list_len);
-		for (;;) {
-			unsigned ntype, nlen;
-			size_t at;
-
-			if (rd_u8(&list, &ntype) || rd_u16(&list, &nlen))
-				return SL_SNIFF_NONE;
-			at = list.pos;
-			if (rd_skip(&list, nlen))
-				return SL_SNIFF_NONE;
-			if (ntype == 0)
-				return set_name(out, (const char *)buf + at, nlen) == 0 ? SL_SNIFF_TLS_SNI
-				                                                         : SL_SNIFF_NONE;
-		}
+			return -1;
+		*e = rd_sub(&ext, elen);
+		if (etype == want)
+			return 0; /* possibly cut short: the caller reads what is there */
+		if (rd_skip(&ext, elen))
+			return -1;
 	}
+}
+
+static int sniff_tls(const uint8_t *buf, size_t len, struct sl_sniffed *out)
+{
+	struct reader e, list;
+	unsigned list_len;
+
+	/* server_name (0): a list of (name_type, name); type 0 is host_name. */
+	if (tls_extension(buf, len, 0, &e) || rd_u16(&e, &list_len))
+		return SL_SNIFF_NONE;
+	list = rd_sub(&e, list_len);
+	for (;;) {
+		unsigned ntype, nlen;
+		size_t at;
+
+		if (rd_u8(&list, &ntype) || rd_u16(&list, &nlen))
+			return SL_SNIFF_NONE;
+		at = list.pos;
+		if (rd_skip(&list, nlen))
+			return SL_SNIFF_NONE;
+		if (ntype == 0)
+			return set_name(out, (const char *)buf + at, nlen) == 0 ? SL_SNIFF_TLS_SNI
+			                                                         : SL_SNIFF_NONE;
+	}
+}
+
+int sl_sniff_tls_offers_h2(const void *buf, size_t len)
+{
+	struct reader e, list;
+	unsigned list_len;
+
+	/* application_layer_protocol_negotiation (16): a list of 8-bit-length names. */
+	if (!buf || tls_extension(buf, len, 16, &e) || rd_u16(&e, &list_len))
+		return 0;
+	list = rd_sub(&e, list_len);
+	for (;;) {
+		unsigned n;
+		size_t at;
+
+		if (rd_u8(&list, &n))
+			return 0;
+		at = list.pos;
+		if (rd_skip(&list, n))
+			return 0;
+		if (n == 2 && memcmp((const uint8_t *)buf + at, "h2", 2) == 0)
+			return 1;
+	}
+}
+
+int sl_sniff_is_tls(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	return buf && len >= 3 && p[0] == 22 && p[1] == 3;
+}
+
+int sl_sniff_h2_preface(const void *buf, size_t len)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+	/* A first write may carry only the start of it: 14 bytes tell. */
+	return buf && len >= 14 && memcmp(buf, preface, SL_MIN(len, sizeof(preface) - 1)) == 0;
 }
 
 /* One line [s, s+n) ending in LF (the LF and a CR before it excluded from *linelen).

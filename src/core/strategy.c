@@ -26,22 +26,18 @@ static int64_t floor_div(int64_t a, int64_t b)
 
 /* --- GCRA (leaky-bucket, token-bucket) --- */
 
-/* How much closer than one interval two actual releases may come (one interval:
- * of the request at hand, a piece of bytes for meter = bytes): the scheduler
- * wakes sleepers late by a few microseconds to a few milliseconds, and without any
- * allowance each late release would push every later one of a backlog further, so
- * the lag would grow for as long as the backlog lasts.  With it, lag drains by up to
- * this much per release.  Slots themselves stay exactly one interval apart and no
- * release ever precedes its slot. */
-static int64_t release_slack(const struct sl_spec *s, uint64_t cost)
-{
-	return SL_MIN(SL_NS_PER_MS, sl_gcra_increment(s, cost) / 4);
-}
-
+/* The enforcement half is a GCRA over actual release instants with the section's
+ * own tolerance and nothing more: so the instants themselves - not only the slots
+ * - never hold more than burst + W/interval in any span W (SPEC §4), also while a
+ * backlog catches up after late wake-ups.  A late release makes the next ones of a
+ * backlog as late (lateness is allowed, excess is not); new arrivals are scheduled
+ * after it (sl_strategy_slot), so the lag ends with the backlog.  See
+ * docs/design.md, "The queue". */
 static int64_t gcra_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                                uint64_t cost)
 {
-	return sl_gcra_slot(st->rel_tat_ns, sl_gcra_tolerance(s) + release_slack(s, cost), now);
+	(void)cost;
+	return sl_gcra_slot(st->rel_tat_ns, sl_gcra_tolerance(s), now);
 }
 
 /* --- fixed-window: window k is [k*W - wall_off, (k+1)*W - wall_off) --- */
@@ -226,11 +222,7 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 		slide_add(&st->rel_slide, slide_bucket(s, now), w);
 		break;
 	default:
-		/* The allowance is forgiven at every release, not only the first after
-		 * a late one: over actual instants alone, a single late wake-up left
-		 * every later release of a backlog that much late for good. */
-		st->rel_tat_ns = sl_gcra_charge(sl_sane_ns(st->rel_tat_ns) - release_slack(s, cost), now,
-		                                sl_gcra_increment(s, cost));
+		st->rel_tat_ns = sl_gcra_charge(st->rel_tat_ns, now, sl_gcra_increment(s, cost));
 	}
 }
 

@@ -1,6 +1,8 @@
-/* connect(): a matched TCP connection waits for its place (or, non-blocking, its
- * first write does); a UDP socket connected to a matched peer holds each datagram;
- * an unmatched TCP connection may be marked so its first write can name it. */
+/* connect(): a matched TCP connection waits for its place - inside connect when
+ * blocking, deferred when not (held.c) - a UDP socket connected to a matched peer
+ * holds each datagram; an unmatched TCP connection may be marked so its first
+ * write can name it.  getsockopt(SO_ERROR) and shutdown() answer for a deferred
+ * connect as for one under way. */
 #include "fdtab.h"
 #include "sluice/clock.h"
 #include "sluice/conc.h"
@@ -10,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -47,6 +50,7 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct sl_dest d;
 	struct sl_tcp_match t;
+	struct sl_match u;
 	char name[SL_HOST_MAX];
 	int rc;
 
@@ -65,20 +69,78 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 		                                   (1u << SL_METER_BYTES)));
 	if (!sl_is_fresh_tcp(fd))
 		return 0;
-	rc = t.n ? sl_hold_connection(fd, &d, &t.m, "connect", addr, len) : 0;
+	/* The connect takes the place of its connections sections and of its first
+	 * request: so no first write is held (HTTP/2's preface, a TLS ClientHello,
+	 * an SMTP reply), and the destination sees the connection at the rate. */
+	sl_match_union(&u, &t.m, &t.rm);
+	rc = t.n || t.nr ? sl_hold_connection(fd, &d, &u, "connect", addr, len, 0) : 0;
 	/* meter = requests, bytes: the connection keeps a record for its life,
 	 * whatever the connect itself did (a deferred one included). */
-	if ((t.nr || t.nb) && (rc == 0 || rc == -EINPROGRESS) && sl_held_stream(fd, &d, &t.rm, &t.bm) < 0)
+	if ((t.nr || t.nb) && (rc == 0 || rc == -EINPROGRESS) &&
+	    sl_held_stream(fd, &d, &t.rm, &t.bm, 1) < 0)
 		sl_debug("connect on fd %d: no free hold record: its requests and bytes go unshaped", fd);
 	return rc;
 }
 
+/* A non-blocking connection whose concurrency places (`conc`, maybe none) are in
+ * hand: its rate slot is reserved now, and the connect goes at once when the slot
+ * is now, or is deferred to it.  Returns 0 to connect now, -EINPROGRESS when
+ * deferred, or -errno when refused (the places are then given back). */
+static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_match *m,
+                            const char *what, uint64_t conc, const struct sockaddr *addr,
+                            socklen_t alen)
+{
+	struct sl_shm_header *h = sl_shim.shm.hdr;
+	struct sl_ticket t;
+	char dest[SL_HOST_MAX + 80], names[256];
+	int64_t retry;
+	int rc;
+
+	if (sl_shim.debug) {
+		sl_dest_format(d, dest, sizeof(dest));
+		sl_hold_section_names(m, names, sizeof(names));
+	}
+	rc = sl_wait_reserve(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
+	if (rc == -ECONNREFUSED) {
+		sl_debug("%s %s sections=%s: refused (wait would exceed max_wait)", what, dest, names);
+		if (conc)
+			sl_wait_conc_put(h, conc, m, sl_shim.pid);
+		return -(t.refuse_errno ? t.refuse_errno : ECONNREFUSED);
+	}
+	if (rc < 0 || t.mask == 0 ||
+	    (t.release_ns <= sl_clock_mono_ns() && sl_wait_try_release(h, &t, sl_shim.pid, &retry) == 0)) {
+		if (rc == 0 && t.mask)
+			sl_debug("%s %s sections=%s: go waited=0.000ms slot=%lld released=%lld", what, dest,
+			         names, (long long)t.release_ns, (long long)t.released_ns);
+		else
+			sl_debug("%s %s sections=%s: go (%s)", what, dest, names,
+			         rc == 0 ? "no rate to wait for, or observe only"
+			         : rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
+		if (conc && sl_held_open(fd, d, m, conc) < 0) {
+			sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
+			sl_wait_conc_put(h, conc, m, sl_shim.pid);
+		}
+		return 0;
+	}
+	if (sl_held_defer(fd, d, m, conc, -1, 0, &t, addr, alen) == 0) {
+		sl_debug("%s %s sections=%s: non-blocking; deferred to its slot in %.3fms", what, dest, names,
+		         (double)(t.release_ns - t.arrival_ns) / 1e6);
+		return -EINPROGRESS;
+	}
+	/* No record to defer it with: wait here, as a blocking caller would. */
+	sl_debug("%s on fd %d: no free hold record: waiting inside connect", what, fd);
+	sl_wait_release(h, &t, sl_shim.pid, NULL);
+	if (conc && sl_held_open(fd, d, m, conc) < 0)
+		sl_wait_conc_put(h, conc, m, sl_shim.pid);
+	return 0;
+}
+
 /* A connection to sections of which `conc` limit concurrency: a place in each is
  * taken first (a blocking caller sleeps on the segment's futex for it; a
- * non-blocking one proceeds, its first write waiting), then the rate part as for
- * any connection.  The places stay with the fd's record until it closes. */
+ * non-blocking one is deferred until one frees), then the rate part as for any
+ * connection.  The places stay with the fd's record until it closes. */
 static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
-                        uint64_t conc, const struct sockaddr *addr, socklen_t alen)
+                        uint64_t conc, const struct sockaddr *addr, socklen_t alen, int nonblocking)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	int refuse = 0, full = 0, rc;
@@ -86,7 +148,7 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 	int64_t deadline = max_wait < 0 ? -1 : sl_clock_mono_ns() + max_wait;
 	uint64_t taken = 0;
 
-	if (sl_fd_nonblocking(fd)) {
+	if (nonblocking) {
 		struct sl_ticket t;
 
 		rc = sl_wait_check(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
@@ -96,16 +158,14 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 		 * EINPROGRESS and waits for writability, which comes when it is made), so
 		 * the destination never sees more than N connections. */
 		rc = sl_wait_conc(h, m, sl_shim.pid, -2, &taken, &full);
-		if (sl_held_limited(fd, d, m, rc == -EBUSY ? SL_HOLD_DEFERRED : SL_HOLD_FIRST, taken,
-		                    deadline, refuse, addr, alen) == 0) {
-			sl_debug("%s on fd %d: non-blocking; %s", what, fd,
-			         rc == -EBUSY ? "concurrency limit reached: the connect waits for a place"
-			                      : "holds a concurrency place; its first write takes the rate place");
-			return rc == -EBUSY ? -EINPROGRESS : 0;
+		if (rc != -EBUSY)
+			return rate_nonblocking(fd, d, m, what, taken, addr, alen);
+		if (sl_held_defer(fd, d, m, 0, deadline, refuse, NULL, addr, alen) == 0) {
+			sl_debug("%s on fd %d: non-blocking; concurrency limit reached: the connect waits for a place",
+			         what, fd);
+			return -EINPROGRESS;
 		}
-		if (taken)
-			sl_wait_conc_put(h, taken, m, sl_shim.pid);
-		taken = 0; /* no record to keep them: wait below as a blocking caller would */
+		/* no record to defer it with: wait below as a blocking caller would */
 	}
 	rc = sl_wait_conc(h, m, sl_shim.pid, deadline, &taken, &full);
 	if (rc == -ECONNREFUSED) {
@@ -116,7 +176,7 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 		sl_wait_conc_put(h, taken, m, sl_shim.pid);
 		return rc;
 	}
-	if (taken && sl_held_limited(fd, d, m, SL_HOLD_OPEN, taken, -1, 0, NULL, 0) < 0) {
+	if (taken && sl_held_open(fd, d, m, taken) < 0) {
 		sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
 		sl_wait_conc_put(h, taken, m, sl_shim.pid);
 	}
@@ -124,38 +184,19 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 }
 
 /* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN).
- * Blocking: waits here.  Non-blocking: proceeds, and its first write is held
- * (held.c); only when the pool of hold records is full does it wait here instead.
+ * Blocking: waits here.  Non-blocking: goes now when its slot is now, or is
+ * deferred to it (-EINPROGRESS: the real connect is not to be made now).
  * Returns 0 to go, or -errno. */
 int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
-                       const struct sockaddr *addr, socklen_t alen)
+                       const struct sockaddr *addr, socklen_t alen, int dontwait)
 {
 	uint64_t conc = sl_shim.mode == SL_SHIM_CLOSED ? 0 : sl_conc_sections(sl_shim.shm.hdr, m);
+	int nonblocking = dontwait || sl_fd_nonblocking(fd);
 
 	if (conc)
-		return hold_limited(fd, d, m, what, conc, addr, alen);
-	if (sl_fd_nonblocking(fd)) {
-		struct sl_ticket t;
-		char dest[SL_HOST_MAX + 80];
-		int rc;
-
-		if (sl_shim.debug)
-			sl_dest_format(d, dest, sizeof(dest));
-		/* No place within max_wait now: refuse the connect itself, as a blocking
-		 * one would be; nothing is charged, so a happy-eyeballs pair is refused
-		 * alike.  Otherwise the place is taken at the first write. */
-		rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
-		     : sl_wait_check(sl_shim.shm.hdr, m, sl_clock_mono_ns(), sl_shim.pid, &t);
-		if (rc == -ECONNREFUSED) {
-			sl_debug("%s %s: refused (no place within max_wait)", what, dest);
-			return -(sl_shim.mode != SL_SHIM_CLOSED && t.refuse_errno ? t.refuse_errno
-			                                                          : ECONNREFUSED);
-		}
-		if (sl_held_connect(fd, d, m, SL_KIND_CONNECTION) == 0) {
-			sl_debug("%s %s: non-blocking; its first write takes the place", what, dest);
-			return 0;
-		}
-	}
+		return hold_limited(fd, d, m, what, conc, addr, alen, nonblocking);
+	if (sl_shim.mode != SL_SHIM_CLOSED && nonblocking)
+		return rate_nonblocking(fd, d, m, what, 0, addr, alen);
 	return sl_hold_wait(d, m, what, ECONNREFUSED);
 }
 
@@ -164,6 +205,11 @@ SL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	int (*real)(int, const struct sockaddr *, socklen_t) = SL_REAL(connect, connect);
 	int rc, mark = 0;
 
+	/* connect() again on a deferred socket: answered as for a connect under way. */
+	if (sl_unlikely(sl_fdtab_get(fd)) && sl_held_reconnect(fd, &rc)) {
+		errno = -rc;
+		return -1;
+	}
 	if (sl_shim_active() && (mark = decide(fd, addr, len)) < 0) {
 		errno = -mark;
 		return -1;
@@ -190,4 +236,33 @@ SL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		errno = saved;
 	}
 	return rc;
+}
+
+SL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	int (*real)(int, int, int, void *, socklen_t *) = SL_REAL(getsockopt, getsockopt);
+	int err;
+
+	/* SO_ERROR of a deferred connect: 0 while it waits, then the refusal once. */
+	if (sl_unlikely(level == SOL_SOCKET && name == SO_ERROR && sl_fdtab_get(fd)) && val && len &&
+	    *len >= (socklen_t)sizeof(int) && sl_held_so_error(fd, &err)) {
+		memcpy(val, &err, sizeof(err));
+		*len = sizeof(err);
+		return 0;
+	}
+	if (sl_unlikely(!real))
+		return (int)syscall(SYS_getsockopt, fd, level, name, val, len);
+	return real(fd, level, name, val, len);
+}
+
+SL_EXPORT int shutdown(int fd, int how)
+{
+	int (*real)(int, int) = SL_REAL(shutdown, shutdown);
+	int rc;
+
+	if (sl_unlikely(sl_fdtab_get(fd)) && sl_held_shutdown(fd, &rc))
+		return rc;
+	if (sl_unlikely(!real))
+		return (int)syscall(SYS_shutdown, fd, how);
+	return real(fd, how);
 }

@@ -1,9 +1,13 @@
 /*
  * fdtab.h - held sockets: the fd table and the hold records (fdtab.c).
  *
- * A matched non-blocking connect() leaves its socket a record in state FIRST; the
- * first write reserves a place (WAITING) and is refused with EAGAIN until the place
- * is released; then the record goes and the socket is never looked at again.
+ * A matched non-blocking connect() whose place is not due yet is deferred: the
+ * program sees EINPROGRESS, the socket a record in state DEFERRED, and the real
+ * connect is made at the release.  A connection first named by its first write
+ * (SNI, Host, CONNECT) is already open: its record starts in FIRST, and that write
+ * reserves a place (WAITING) and is refused with EAGAIN until it is released.
+ * A record that has nothing more to hold goes at the connection's next write; one
+ * that meters requests or bytes, or holds concurrency places, lives until close.
  */
 #ifndef SLUICE_SHIM_FDTAB_H
 #define SLUICE_SHIM_FDTAB_H
@@ -27,12 +31,20 @@
 enum sl_hold_state {
 	SL_HOLD_FIRST = 1,     /* nothing reserved yet: the next write takes a place */
 	SL_HOLD_WAITING = 2,   /* the place is reserved: writes wait for release_ns */
-	SL_HOLD_DEFERRED = 3,  /* non-blocking connect to a full concurrency limit: the
-	                        * connect itself is not made yet (the program saw
-	                        * EINPROGRESS); re-checked at release_ns, it is made when a
-	                        * place frees.  Meanwhile the socket shows no events at all */
-	SL_HOLD_OPEN = 4,      /* released, but holds concurrency places until closed */
-	SL_HOLD_REFUSED = 5,   /* deferred past max_wait: its writes fail */
+	SL_HOLD_DEFERRED = 3,  /* non-blocking connect not made yet (the program saw
+	                        * EINPROGRESS): waiting for a concurrency place or for its
+	                        * rate slot (defer_phase); looked at again at release_ns
+	                        * and made once both are had.  Meanwhile the socket shows
+	                        * no events at all */
+	SL_HOLD_OPEN = 4,      /* released: only what it meters or holds is looked at */
+	SL_HOLD_REFUSED = 5,   /* a deferred connect refused (max_wait) or failed at once:
+	                        * SO_ERROR reports refuse_errno, writes fail with it */
+};
+
+/* What a DEFERRED record waits for. */
+enum sl_defer_phase {
+	SL_DEFER_CONC = 1, /* a concurrency place; the rate slot is reserved after it */
+	SL_DEFER_RATE = 2, /* its rate slot, reserved in rec->t (given back on close) */
 };
 
 /* How often a non-blocking connection waiting for a concurrency place looks again
@@ -79,6 +91,9 @@ struct sl_hold {
 	uint64_t conc_mask;    /* sections whose concurrency place this connection holds */
 	int64_t conc_deadline; /* DEFERRED: refuse after this (-1: never) */
 	int conc_refuse;       /* ...with this errno (0: the default) */
+	int defer_phase;       /* DEFERRED: enum sl_defer_phase */
+	int refuse_errno;      /* REFUSED: what SO_ERROR and writes report */
+	int so_error_read;     /* REFUSED: SO_ERROR was read once (then it says 0) */
 	unsigned ep_withheld;  /* DEFERRED: bit i: registration ep[i] is not in the kernel
 	                        * (an unconnected socket would report EPOLLHUP at once) */
 	socklen_t peer_len;    /* DEFERRED: the address to connect to */
@@ -102,6 +117,11 @@ enum sl_stream_mode {
 	SL_STREAM_UNDECIDED = 0, /* decided by the connection's first write */
 	SL_STREAM_HTTP1 = 1,     /* request messages, found by core/http1.c */
 	SL_STREAM_TURNS = 2,     /* TLS or other: each write after a read, and the first */
+	SL_STREAM_CONNECTION = 3, /* HTTP/2 (the plaintext preface, or TLS offering h2):
+	                           * multiplexed streams cannot be held by turns without
+	                           * answering EAGAIN where clients take it as fatal, so
+	                           * the connection counts as one request, taken with its
+	                           * connect (or its first write when named by it) */
 };
 
 extern struct sl_hold sl_holds[SL_HOLDS];
@@ -131,11 +151,27 @@ void sl_fdtab_after_fork(void);
  * `kind` for destination d and sections m (-ENOSPC when the pool is full). */
 int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, int kind);
 int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait);
-/* A connection holding concurrency places (`conc`), in `state` (FIRST, DEFERRED or
- * OPEN; DEFERRED keeps `addr` to connect to later).  -ENOSPC when the pool is full. */
-int sl_held_limited(int fd, const struct sl_dest *d, const struct sl_match *m, int state,
-                    uint64_t conc, int64_t conc_deadline, int conc_refuse,
-                    const struct sockaddr *addr, socklen_t alen);
+/* A released connection that holds concurrency places (`conc`) until it closes.
+ * -ENOSPC when the pool is full. */
+int sl_held_open(int fd, const struct sl_dest *d, const struct sl_match *m, uint64_t conc);
+/* A non-blocking connect deferred: waiting for a concurrency place in the sections
+ * of m that limit concurrency (t NULL), or, with `conc` places in hand, for the rate
+ * slot reserved in *t.  The connect to `addr` is made when both are had; past
+ * conc_deadline (-1: never) it is refused with conc_refuse.  -ENOSPC when the pool
+ * is full (nothing is kept: the caller still owns t and conc). */
+int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m, uint64_t conc,
+                  int64_t conc_deadline, int conc_refuse, const struct sl_ticket *t,
+                  const struct sockaddr *addr, socklen_t alen);
+/* Calls that look at a socket's connect, on an fd with a table entry: connect()
+ * again, getsockopt(SO_ERROR), shutdown().  Each returns 1 when it answered for a
+ * deferred (or refused) connect, with *rc the call's result or -errno, and 0 when
+ * the real call is to run. */
+int sl_held_reconnect(int fd, int *rc);
+int sl_held_so_error(int fd, int *err);
+int sl_held_shutdown(int fd, int *rc);
+/* A read on fd failed with ENOTCONN: whether fd is a deferred connect, which a
+ * program must see as still connecting (EAGAIN). */
+int sl_held_is_deferred(int fd);
 /* epoll_ctl on a deferred fd: kept here, not given to the kernel yet.  1 if handled. */
 int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev);
 void sl_held_drop_udp(int fd);
@@ -156,10 +192,11 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n);
 /* A read on fd returned data (turns: the next write starts a request). */
 void sl_held_read(int fd);
 /* Give a connection its requests sections (meter = requests) and bytes sections
- * (meter = bytes): its record stays for its whole life.  -ENOSPC when none could
+ * (meter = bytes): its record stays for its whole life.  first_admitted: its first
+ * request already has its place (taken with the connect).  -ENOSPC when none could
  * be had. */
 int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
-                   const struct sl_match *bm);
+                   const struct sl_match *bm, int first_admitted);
 
 /* stream.c, all under the record's lock. */
 int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt);
@@ -180,10 +217,10 @@ int sl_fd_nonblocking(int fd); /* O_NONBLOCK, asked through the real fcntl */
 int sl_socket_type(int fd);    /* SO_TYPE (SOCK_STREAM, SOCK_DGRAM), -1 if no socket */
 
 /* connect.c: a new TCP connection to sections m, by connect() or
- * sendto(MSG_FASTOPEN) to addr: 0 to go, or -errno (-EINPROGRESS: deferred, the
- * connect is not to be made now). */
+ * sendto(MSG_FASTOPEN) to addr (dontwait: MSG_DONTWAIT, as a non-blocking socket):
+ * 0 to go, or -errno (-EINPROGRESS: deferred, the connect is not to be made now). */
 int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
-                       const struct sockaddr *addr, socklen_t alen);
+                       const struct sockaddr *addr, socklen_t alen, int dontwait);
 int sl_is_fresh_tcp(int fd);
 
 /* sniff.c: the first write of a marked connection (SL_FD_SNIFF), read for a name;

@@ -1,10 +1,15 @@
 /*
- * The first write of a held connection (SPEC §5): a matched non-blocking connect
- * proceeds at once; its first write takes the place in the queue.  On a blocking
- * socket that write sleeps until the release, as connect would have; on a
- * non-blocking one it fails with EAGAIN, and the readiness hooks (poll.c, epoll.c)
- * show the socket as not writable until the release is due.  The loser of a
- * happy-eyeballs race never writes, so it never takes a place.
+ * Held sockets (SPEC §5).  A matched non-blocking connect() whose place is not due
+ * is deferred: the program sees EINPROGRESS, the real connect is made at the
+ * release (by whichever hook looks at the socket then: poll, select, epoll, a
+ * write, connect again), and until then the socket shows no events, so the
+ * destination sees connection attempts at the rate and no connection sits open and
+ * silent while it waits.  A connection first named by its first write (SNI, Host,
+ * CONNECT) is already open: that write takes the place, sleeping on a blocking
+ * socket and failing with EAGAIN on a non-blocking one, while the readiness hooks
+ * (poll.c, epoll.c) show it not writable until the release is due.  Requests and
+ * bytes are held at the writes that start them.  A happy-eyeballs loser closed
+ * before its release gives its place back.
  */
 #include "fdtab.h"
 #include "sluice/clock.h"
@@ -51,28 +56,57 @@ int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, i
 	return 0;
 }
 
-int sl_held_limited(int fd, const struct sl_dest *d, const struct sl_match *m, int state,
-                    uint64_t conc, int64_t conc_deadline, int conc_refuse,
-                    const struct sockaddr *addr, socklen_t alen)
+/* A new record for fd, locked, for a connection to d under m. */
+static struct sl_hold *new_connection(int fd, const struct sl_dest *d, const struct sl_match *m)
 {
 	struct sl_hold *rec = sl_hold_new(fd);
 
 	if (!rec)
-		return -ENOSPC;
+		return NULL;
 	pthread_mutex_lock(&rec->lock);
 	rec->fd = fd;
 	rec->kind = SL_KIND_CONNECTION;
 	set_target(rec, d, m);
-	rec->state = state;
+	return rec;
+}
+
+int sl_held_open(int fd, const struct sl_dest *d, const struct sl_match *m, uint64_t conc)
+{
+	struct sl_hold *rec = new_connection(fd, d, m);
+
+	if (!rec)
+		return -ENOSPC;
+	rec->state = SL_HOLD_OPEN;
+	rec->m.mask = 0; /* released: the connection itself holds nothing more */
+	rec->conc_mask = conc;
+	pthread_mutex_unlock(&rec->lock);
+	return 0;
+}
+
+int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m, uint64_t conc,
+                  int64_t conc_deadline, int conc_refuse, const struct sl_ticket *t,
+                  const struct sockaddr *addr, socklen_t alen)
+{
+	struct sl_hold *rec = new_connection(fd, d, m);
+
+	if (!rec)
+		return -ENOSPC;
+	rec->state = SL_HOLD_DEFERRED;
 	rec->conc_mask = conc;
 	rec->conc_deadline = conc_deadline;
 	rec->conc_refuse = conc_refuse;
-	if (state == SL_HOLD_DEFERRED) {
-		rec->peer_len = (socklen_t)SL_MIN((size_t)alen, sizeof(rec->peer));
-		memcpy(&rec->peer, addr, rec->peer_len);
+	rec->peer_len = (socklen_t)SL_MIN((size_t)alen, sizeof(rec->peer));
+	memcpy(&rec->peer, addr, rec->peer_len);
+	if (t) {
+		rec->defer_phase = SL_DEFER_RATE;
+		rec->t = *t;
+		rec->want = *m;
+		rec->release_ns = t->release_ns;
+	} else {
+		rec->defer_phase = SL_DEFER_CONC;
 		rec->release_ns = sl_clock_mono_ns() + SL_CONC_RECHECK_NS;
-		withhold_registrations(rec);
 	}
+	withhold_registrations(rec);
 	pthread_mutex_unlock(&rec->lock);
 	return 0;
 }
@@ -169,35 +203,220 @@ static void restore_registrations(struct sl_hold *rec)
 	errno = saved;
 }
 
-/* Under rec->lock: a deferred connect that is due takes its places and is made, or
- * past its max_wait is refused.  Returns 1 when it stopped being deferred. */
-static int kick_locked(struct sl_hold *rec, int64_t now)
+static void log_go(const char *what, struct sl_hold *rec);
+
+/* Under rec->lock: a deferred connect ends refused with errno e (its max_wait, or
+ * a connect that failed at once).  Places in hand go back now: a refused
+ * connection must not keep others out until the program closes it. */
+static void refuse_deferred(struct sl_hold *rec, int e)
 {
-	uint64_t taken = 0;
-	int full = 0, rc, saved = errno;
+	if (rec->conc_mask && !rec->inherited)
+		sl_wait_conc_put(sl_shim.shm.hdr, rec->conc_mask, &rec->m, sl_shim.pid);
+	rec->conc_mask = 0;
+	rec->state = SL_HOLD_REFUSED;
+	rec->refuse_errno = e;
+}
+
+/* Under rec->lock: both places are had; make the connect on fd (a descriptor of
+ * rec's socket).  It is made non-blocking whatever the program has set since, so
+ * nothing waits under the lock; a blocking program's next call then waits in the
+ * kernel for the connection, as it would have in connect.  Its outcome reaches the
+ * program as any non-blocking connect's does. */
+static void connect_now(struct sl_hold *rec, int fd)
+{
+	int fl = sl_real.fcntl ? sl_real.fcntl(fd, F_GETFL) : -1, rc;
+
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		sl_real.fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	rc = sl_real.connect ? sl_real.connect(fd, (struct sockaddr *)&rec->peer, rec->peer_len)
+	                     : (int)syscall(SYS_connect, fd, &rec->peer, rec->peer_len);
+	if (rc != 0 && errno != EINPROGRESS) {
+		sl_debug("deferred connect on fd %d: failed (%s)", fd, strerror(errno));
+		refuse_deferred(rec, errno);
+	} else {
+		rec->state = SL_HOLD_OPEN;
+		rec->m.mask = 0; /* released: its first write is not held again */
+	}
+	if (fl >= 0 && !(fl & O_NONBLOCK))
+		sl_real.fcntl(fd, F_SETFL, fl);
+}
+
+/* Under rec->lock, phase CONC with a place just taken: reserve the rate slot.
+ * Returns 1 when the connect may be made now, 0 when it now waits for the slot (or
+ * was refused). */
+static int reserve_after_place(struct sl_hold *rec, int64_t now)
+{
+	int rc = sl_wait_reserve(sl_shim.shm.hdr, &rec->m, now, sl_shim.pid, &rec->t);
+
+	if (rc == -ECONNREFUSED) {
+		sl_debug("deferred connect on fd %d: refused (wait would exceed max_wait)", rec->fd);
+		refuse_deferred(rec, rec->t.refuse_errno ? rec->t.refuse_errno : ECONNREFUSED);
+		return 0;
+	}
+	if (rc < 0 || rec->t.mask == 0)
+		return 1; /* observe only, or no rate among its sections */
+	rec->defer_phase = SL_DEFER_RATE;
+	rec->want = rec->m;
+	rec->release_ns = rec->t.release_ns;
+	return 0;
+}
+
+/* Under rec->lock: a deferred connect that is due takes what it waits for and is
+ * made, or past its max_wait is refused.  fd is the descriptor the caller looks
+ * at (it shares rec).  Returns 1 when it stopped being deferred. */
+static int kick_locked(struct sl_hold *rec, int fd, int64_t now)
+{
+	int saved = errno;
 
 	if (rec->state != SL_HOLD_DEFERRED || now < rec->release_ns)
 		return 0;
-	rc = sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full);
-	if (rc == -EBUSY) {
-		if (rec->conc_deadline < 0 || now < rec->conc_deadline) {
-			rec->release_ns = now + SL_CONC_RECHECK_NS;
+	if (rec->defer_phase == SL_DEFER_CONC) {
+		uint64_t taken = 0;
+		int full = 0;
+
+		if (sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full) == -EBUSY) {
+			if (rec->conc_deadline < 0 || now < rec->conc_deadline) {
+				rec->release_ns = now + SL_CONC_RECHECK_NS;
+				errno = saved;
+				return 0;
+			}
+			sl_debug("deferred connect on fd %d: refused (no concurrency place within max_wait)", fd);
+			refuse_deferred(rec, rec->conc_refuse ? rec->conc_refuse : ECONNREFUSED);
+			goto done;
+		}
+		rec->conc_mask = taken;
+		sl_debug("deferred connect on fd %d: a concurrency place is free", fd);
+		if (!reserve_after_place(rec, now))
+			goto check_rate;
+		goto connect;
+	}
+check_rate:
+	if (rec->state != SL_HOLD_DEFERRED) {
+		goto done; /* refused */
+	} else {
+		int64_t retry;
+
+		if (now < rec->release_ns) {
+			errno = saved;
 			return 0;
 		}
-		sl_debug("deferred connect on fd %d: refused (no concurrency place within max_wait)", rec->fd);
-		rec->state = SL_HOLD_REFUSED;
-	} else {
-		/* A place (or, the table full, none to hold): make the connect now.  Its
-		 * outcome reaches the program as any non-blocking connect's does. */
-		rec->conc_mask = taken;
-		rec->state = SL_HOLD_FIRST;
-		if (sl_real.connect)
-			sl_real.connect(rec->fd, (struct sockaddr *)&rec->peer, rec->peer_len);
-		sl_debug("deferred connect on fd %d: a concurrency place freed; connecting", rec->fd);
+		if (sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry) != 0) {
+			rec->release_ns = retry;
+			errno = saved;
+			return 0;
+		}
+		log_go("deferred connect", rec);
 	}
+connect:
+	connect_now(rec, fd);
+done:
 	restore_registrations(rec);
 	errno = saved;
 	return 1;
+}
+
+/* Under no lock: the record fd points at, locked, or NULL. */
+static struct sl_hold *lock_record(int fd)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		struct sl_hold *rec = sl_hold_of(fd);
+
+		if (!rec)
+			return NULL;
+		pthread_mutex_lock(&rec->lock);
+		if (sl_fdtab_get(fd) == (unsigned)(rec - sl_holds) + 1)
+			return rec;
+		pthread_mutex_unlock(&rec->lock); /* freed and reused meanwhile */
+	}
+	return NULL;
+}
+
+int sl_held_reconnect(int fd, int *rc)
+{
+	struct sl_hold *rec = lock_record(fd);
+	int answered = 0;
+
+	if (!rec)
+		return 0;
+	if (rec->state == SL_HOLD_DEFERRED && rec->kind == SL_KIND_CONNECTION) {
+		kick_locked(rec, fd, sl_clock_mono_ns());
+		if (rec->state == SL_HOLD_DEFERRED) {
+			*rc = -EALREADY; /* as for a connect under way */
+			answered = 1;
+		}
+	}
+	if (rec->state == SL_HOLD_REFUSED && rec->kind == SL_KIND_CONNECTION) {
+		/* The kernel reports a failed connect's error to the next connect once. */
+		*rc = rec->so_error_read ? -ECONNABORTED : -rec->refuse_errno;
+		rec->so_error_read = 1;
+		answered = 1;
+	}
+	pthread_mutex_unlock(&rec->lock);
+	return answered;
+}
+
+int sl_held_so_error(int fd, int *err)
+{
+	struct sl_hold *rec = lock_record(fd);
+	int answered = 0;
+
+	if (!rec)
+		return 0;
+	if (rec->state == SL_HOLD_DEFERRED)
+		kick_locked(rec, fd, sl_clock_mono_ns());
+	if (rec->state == SL_HOLD_DEFERRED) {
+		*err = 0; /* still connecting */
+		answered = 1;
+	} else if (rec->state == SL_HOLD_REFUSED && rec->kind == SL_KIND_CONNECTION) {
+		*err = rec->so_error_read ? 0 : rec->refuse_errno;
+		rec->so_error_read = 1;
+		answered = 1;
+	}
+	pthread_mutex_unlock(&rec->lock);
+	return answered;
+}
+
+int sl_held_is_deferred(int fd)
+{
+	struct sl_hold *rec = lock_record(fd);
+	int deferred;
+
+	if (!rec)
+		return 0;
+	if (rec->state == SL_HOLD_DEFERRED)
+		kick_locked(rec, fd, sl_clock_mono_ns());
+	deferred = rec->state == SL_HOLD_DEFERRED;
+	pthread_mutex_unlock(&rec->lock);
+	return deferred;
+}
+
+int sl_held_shutdown(int fd, int *rc)
+{
+	struct sl_hold *rec = lock_record(fd);
+	int deferred;
+
+	if (!rec)
+		return 0;
+	deferred = rec->state == SL_HOLD_DEFERRED;
+	if (deferred) {
+		/* shutdown abandons a connect under way, and succeeds; a deferred one
+		 * gives its places back, and the socket is a plain unconnected one. */
+		if (rec->defer_phase == SL_DEFER_RATE && !rec->inherited)
+			sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
+		if (rec->conc_mask && !rec->inherited)
+			sl_wait_conc_put(sl_shim.shm.hdr, rec->conc_mask, &rec->m, sl_shim.pid);
+		rec->conc_mask = 0;
+		rec->defer_phase = 0;
+		rec->state = SL_HOLD_OPEN;
+		rec->m.mask = 0;
+		restore_registrations(rec);
+		sl_debug("deferred connect on fd %d: shut down before its release; its place is given back", fd);
+		*rc = 0;
+	}
+	pthread_mutex_unlock(&rec->lock);
+	if (deferred)
+		sl_held_close(fd);
+	return deferred;
 }
 
 int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev)
@@ -312,18 +531,6 @@ static int64_t send_timeout_at(int fd)
 	return sl_clock_mono_ns() + tv.tv_sec * SL_NS_PER_S + tv.tv_usec * SL_NS_PER_US;
 }
 
-/* The union of two matches (sections of either). */
-static void match_union(struct sl_match *out, const struct sl_match *a, const struct sl_match *b)
-{
-	*out = *a;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
-		if (b->mask & (1ULL << i)) {
-			out->mask |= 1ULL << i;
-			out->serial[i] = b->serial[i];
-		}
-	}
-}
-
 int sl_held_write(int fd, int dontwait)
 {
 	return sl_held_write_data(fd, dontwait, NULL, 0, NULL, NULL);
@@ -375,6 +582,13 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 			continue;
 		}
 		if (rec->state == SL_HOLD_OPEN) {
+			/* A released connection that meters and holds nothing more (its
+			 * deferred connect made): its record goes. */
+			if (rec->kind == SL_KIND_CONNECTION && !rec->conc_mask && !rec->rm.mask &&
+			    !rec->bm.mask) {
+				release_record(fd, rec);
+				return 0;
+			}
 			/* meter = requests: does this write begin a request without a place?
 			 * meter = bytes: has it any released bytes to go? */
 			if ((!rec->rm.mask || !sl_stream_starts(rec, iov, iovcnt)) &&
@@ -386,14 +600,18 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 			rec->state = SL_HOLD_FIRST;
 		}
 		if (rec->state == SL_HOLD_DEFERRED) {
-			kick_locked(rec, sl_clock_mono_ns());
+			kick_locked(rec, fd, sl_clock_mono_ns());
 			if (rec->state == SL_HOLD_DEFERRED) {
 				at = rec->release_ns; /* not even connected yet */
 				goto wait;
 			}
+			if (rec->state == SL_HOLD_OPEN) {
+				pthread_mutex_unlock(&rec->lock);
+				continue; /* made: written as a released connection */
+			}
 		}
 		if (rec->state == SL_HOLD_REFUSED) {
-			int e = rec->conc_refuse ? rec->conc_refuse : ECONNREFUSED;
+			int e = rec->refuse_errno ? rec->refuse_errno : ECONNREFUSED;
 
 			release_record(fd, rec);
 			return -e;
@@ -403,12 +621,12 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 			 * pending (rec->m), and the requests sections when a request begins. */
 			struct sl_match none = {0}, with_rm;
 
-			match_union(&with_rm, &rec->m,
+			sl_match_union(&with_rm, &rec->m,
 			            rec->rm.mask && sl_stream_starts(rec, iov, iovcnt) ? &rec->rm : &none);
 			rec->pending = 0;
 			if (needs_bytes(rec, iov, iovcnt))
 				rec->pending = SL_MIN((uint64_t)iov_bytes(iov, iovcnt), rec->piece_max);
-			match_union(&rec->want, &with_rm, rec->pending ? &rec->bm : &none);
+			sl_match_union(&rec->want, &with_rm, rec->pending ? &rec->bm : &none);
 			rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
 			     : sl_wait_reserve_bytes(h, &rec->want, sl_clock_mono_ns(), sl_shim.pid, &rec->t,
 			                             rec->pending);
@@ -554,7 +772,7 @@ int64_t sl_held_due(int fd, int *deferred)
 		return 0;
 	pthread_mutex_lock(&rec->lock);
 	if (deferred && rec->state == SL_HOLD_DEFERRED)
-		*deferred = !kick_locked(rec, sl_clock_mono_ns());
+		*deferred = !kick_locked(rec, fd, sl_clock_mono_ns());
 	if (rec->state == SL_HOLD_WAITING || rec->state == SL_HOLD_DEFERRED)
 		at = rec->release_ns;
 	pthread_mutex_unlock(&rec->lock);
@@ -585,8 +803,14 @@ void sl_held_close(int fd)
 void sl_held_finish(struct sl_hold *last)
 {
 	pthread_mutex_lock(&last->lock);
-	if (last->state == SL_HOLD_WAITING && !last->inherited)
+	if ((last->state == SL_HOLD_WAITING ||
+	     (last->state == SL_HOLD_DEFERRED && last->defer_phase == SL_DEFER_RATE)) &&
+	    !last->inherited) {
 		sl_wait_refund(sl_shim.shm.hdr, &last->t, sl_shim.pid);
+		if (last->state == SL_HOLD_DEFERRED)
+			sl_debug("deferred connect on fd %d: closed before its release; its place is given back",
+			         last->fd);
+	}
 	if (last->conc_mask && !last->inherited)
 		sl_wait_conc_put(sl_shim.shm.hdr, last->conc_mask, &last->m, sl_shim.pid);
 	last->conc_mask = 0;
@@ -611,8 +835,11 @@ int64_t sl_held_epoll_due(int epfd, int64_t now)
 			if (((rec->ep_masked | rec->ep_withheld) & (1u << r)) && rec->ep[r].epfd == epfd)
 				mine |= 1u << r;
 		if (mine && rec->state == SL_HOLD_DEFERRED) {
-			/* Made when due and a place is free (its registrations then return). */
-			if (!kick_locked(rec, now) && (!earliest || rec->release_ns < earliest))
+			/* Made when due (its registrations then return), through the fd that
+			 * connected while it still names rec; a dup that outlived it is made
+			 * by its own poll or write. */
+			if (sl_fdtab_get(rec->fd) == i + 1 && !kick_locked(rec, rec->fd, now) &&
+			    (!earliest || rec->release_ns < earliest))
 				earliest = rec->release_ns;
 		} else if (mine) {
 			if (rec->release_ns <= now)
@@ -692,20 +919,18 @@ static uint64_t piece_for(const struct sl_match *bm)
 }
 
 int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
-                   const struct sl_match *bm)
+                   const struct sl_match *bm, int first_admitted)
 {
 	struct sl_hold *rec = sl_hold_of(fd);
 
 	if (!rec) {
-		if (sl_held_limited(fd, d, rm->mask ? rm : bm, SL_HOLD_OPEN, 0, -1, 0, NULL, 0) < 0)
+		if (sl_held_open(fd, d, rm->mask ? rm : bm, 0) < 0)
 			return -ENOSPC;
 		if (!(rec = sl_hold_of(fd)))
 			return -ENOSPC;
-		pthread_mutex_lock(&rec->lock);
-		rec->m.mask = 0; /* the connection itself holds nothing more */
-	} else {
-		pthread_mutex_lock(&rec->lock);
 	}
+	pthread_mutex_lock(&rec->lock);
+	rec->admitted_next = first_admitted && rm->mask;
 	rec->rm = *rm;
 	sl_http1_init(&rec->h1);
 	rec->bm = *bm;

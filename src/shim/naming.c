@@ -141,7 +141,7 @@ int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwa
 		return 0;
 	if (t.n && sl_held_connect(fd, &d, &t.m, SL_KIND_CONNECTION) < 0)
 		return sl_hold_wait(&d, &t.m, "first write", ECONNRESET);
-	if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm) < 0)
+	if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm, 0) < 0)
 		sl_debug("first write on fd %d: no free hold record: its requests and bytes go unshaped", fd);
 	return sl_held_write_data(fd, dontwait, iov, iovcnt, limit, track);
 }

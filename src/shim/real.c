@@ -22,6 +22,8 @@ void *sl_real_lookup(const char *name, void *hook)
 void sl_real_resolve(void)
 {
 	sl_real.connect = sl_real_lookup("connect", (void *)connect);
+	sl_real.getsockopt = sl_real_lookup("getsockopt", (void *)getsockopt);
+	sl_real.shutdown = sl_real_lookup("shutdown", (void *)shutdown);
 	sl_real.getaddrinfo = sl_real_lookup("getaddrinfo", (void *)getaddrinfo);
 	sl_real.gethostbyname = sl_real_lookup("gethostbyname", (void *)gethostbyname);
 	sl_real.gethostbyname2 = sl_real_lookup("gethostbyname2", (void *)gethostbyname2);

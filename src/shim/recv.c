@@ -2,7 +2,9 @@
  * The read side, for meter = requests on protocols the shim cannot parse (TLS and
  * others): a request is a turn, and a turn starts with the first write after a
  * read that returned data.  So each read that returns data notes it on a tracked
- * socket.  On any other fd this is one table load after the real call.
+ * socket.  On any other fd this is one table load after the real call.  A read of
+ * a deferred connect (not connected yet: ENOTCONN) says EAGAIN, as a read of a
+ * connect under way does.
  */
 #include "fdtab.h"
 
@@ -19,6 +21,8 @@ static inline ssize_t noted(int fd, ssize_t r)
 
 		sl_held_read(fd);
 		errno = saved;
+	} else if (sl_unlikely(r < 0 && errno == ENOTCONN) && sl_fdtab_get(fd) && sl_held_is_deferred(fd)) {
+		errno = EAGAIN; /* a deferred connect reads as one still connecting */
 	}
 	return r;
 }

@@ -6,9 +6,10 @@
  *  - a datagram sent with an address (sendto, sendmsg, sendmmsg) when some section
  *    meters datagrams: matched against that address, each datagram held;
  *  - sendto/sendmsg with MSG_FASTOPEN, which connect and send at once: held as a
- *    new connection.  Non-blocking, the connect is made without the data and the
+ *    new connection.  Non-blocking and not due, the connect is deferred and the
  *    call fails with EINPROGRESS, as the kernel's own fallback without a Fast Open
- *    cookie does; the program's next write is then the held first write.
+ *    cookie does; the connect is made at the release, without the data, which the
+ *    program then writes.
  */
 #include "fdtab.h"
 #include "sluice/wait.h"
@@ -215,6 +216,7 @@ static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const s
 {
 	struct sl_dest peer, d;
 	struct sl_tcp_match t;
+	struct sl_match u;
 	char name[SL_HOST_MAX], name2[SL_HOST_MAX];
 	int rc;
 
@@ -229,27 +231,17 @@ static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const s
 		return 1;
 	if (!sl_is_fresh_tcp(fd))
 		return 1; /* already connected: an ordinary send, gated as such */
-	if (!(flags & MSG_DONTWAIT) && !sl_fd_nonblocking(fd)) {
-		if (t.n && (rc = sl_hold_wait(&d, &t.m, "fastopen", ECONNREFUSED)) < 0)
-			return rc;
-		/* Requests and bytes: the data of this very call is the first request;
-		 * the caller gates it through the record made here. */
-		if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm) == 0)
-			return 1;
-		return 0;
-	}
-	if (t.n && (rc = sl_hold_connection(fd, &d, &t.m, "fastopen", addr, alen)) < 0) {
-		if (rc == -EINPROGRESS && (t.nr || t.nb))
-			sl_held_stream(fd, &d, &t.rm, &t.bm); /* deferred: the stream starts once made */
+	/* As connect(): the place of the connection and of its first request, which
+	 * is this call's data.  Deferred (non-blocking, not due): -EINPROGRESS, and the
+	 * connect is made at the release without the data, which the program then
+	 * writes as after any Fast Open fallback. */
+	sl_match_union(&u, &t.m, &t.rm);
+	rc = t.n || t.nr ? sl_hold_connection(fd, &d, &u, "fastopen", addr, alen, flags & MSG_DONTWAIT) : 0;
+	if (rc < 0 && rc != -EINPROGRESS)
 		return rc;
-	}
-	if (t.nr || t.nb)
-		sl_held_stream(fd, &d, &t.rm, &t.bm);
-	if (!sl_fdtab_get(fd))
-		return 0; /* no record to hold its first write: it waited above instead */
-	if (sl_real.connect && sl_real.connect(fd, addr, alen) != 0)
-		return -errno;
-	return -EINPROGRESS; /* connected at once (loopback can): still no data sent */
+	if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm, 1) == 0 && rc == 0)
+		return 1; /* the caller gates this call's data through the record */
+	return rc;
 }
 
 SL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)

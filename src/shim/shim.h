@@ -47,6 +47,8 @@ extern struct sl_shim sl_shim;
  * other means, or fails with ENOSYS, and never crashes). */
 struct sl_real {
 	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	int (*shutdown)(int, int);
 	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
 	struct hostent *(*gethostbyname)(const char *);
 	struct hostent *(*gethostbyname2)(const char *, int);

@@ -6,10 +6,12 @@
  * which every program that writes to sockets handles), so the next can be held
  * before any of its bytes go.  Anything else - TLS, another protocol, HTTP the
  * parser cannot follow - counts turns: the first write, and every write after a
- * read that returned data.  Bytes are only read here, never changed or reordered.
+ * read that returned data.  HTTP/2 (its plaintext preface, or a ClientHello
+ * offering h2) counts once, for the whole connection.  Bytes are only read here, never changed or reordered.
  * Every function runs under the record's lock.
  */
 #include "fdtab.h"
+#include "sluice/sniff.h"
 
 #include <stdint.h>
 
@@ -22,16 +24,35 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
 	return n;
 }
 
-/* The first non-empty piece of the write, to tell HTTP/1 from anything else. */
+/* The first non-empty piece of the write, to tell HTTP/1, HTTP/2 and the rest
+ * apart.  HTTP/2 multiplexes its requests, so a held turn would be an EAGAIN on a
+ * write its client cannot take (curl fails the connection on one): the whole
+ * connection counts as one request.  Over TLS the server's choice is not seen, so a
+ * ClientHello that offers h2 is taken at its word; docs/design.md says what that
+ * costs in accuracy. */
 static void decide(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
 {
 	for (int i = 0; i < iovcnt; i++) {
-		if (!iov[i].iov_len || !iov[i].iov_base)
+		const char *why;
+		size_t n = iov[i].iov_len;
+		const void *p = iov[i].iov_base;
+
+		if (!n || !p)
 			continue;
-		rec->stream_mode = sl_http1_looks_like(iov[i].iov_base, iov[i].iov_len) ? SL_STREAM_HTTP1
-		                                                                         : SL_STREAM_TURNS;
-		sl_debug("requests on fd %d: %s", rec->fd,
-		         rec->stream_mode == SL_STREAM_HTTP1 ? "HTTP/1 messages" : "not HTTP/1: counting turns");
+		if (sl_sniff_h2_preface(p, n) || sl_sniff_tls_offers_h2(p, n)) {
+			rec->stream_mode = SL_STREAM_CONNECTION;
+			why = sl_sniff_is_tls(p, n) ? "TLS offering HTTP/2: the connection counts as one request, "
+			                              "shaped at its connect; its writes are never held"
+			                            : "HTTP/2 (prior-knowledge preface): the connection counts as one "
+			                              "request, shaped at its connect; its writes are never held";
+		} else if (sl_http1_looks_like(p, n)) {
+			rec->stream_mode = SL_STREAM_HTTP1;
+			why = "HTTP/1 messages";
+		} else {
+			rec->stream_mode = SL_STREAM_TURNS;
+			why = "not HTTP/1: counting turns";
+		}
+		sl_debug("requests on fd %d: %s", rec->fd, why);
 		return;
 	}
 }
@@ -40,7 +61,7 @@ int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
 {
 	size_t total = iov ? iov_total(iov, iovcnt) : 1; /* sendfile: some bytes */
 
-	if (!rec->rm.mask || total == 0 || rec->admitted_next)
+	if (!rec->rm.mask || total == 0)
 		return 0;
 	if (rec->stream_mode == SL_STREAM_UNDECIDED) {
 		if (!iov)
@@ -48,9 +69,16 @@ int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
 		else
 			decide(rec, iov, iovcnt);
 	}
-	if (rec->stream_mode == SL_STREAM_HTTP1)
+	if (rec->admitted_next)
+		return 0;
+	switch (rec->stream_mode) {
+	case SL_STREAM_HTTP1:
 		return rec->h1.state == SL_H1_IDLE;
-	return !rec->wrote_any || rec->read_since_write;
+	case SL_STREAM_CONNECTION:
+		return !rec->wrote_any; /* named by this write: its one place */
+	default:
+		return !rec->wrote_any || rec->read_since_write;
+	}
 }
 
 size_t sl_stream_limit(struct sl_hold *rec, const struct iovec *iov, int iovcnt)

@@ -61,6 +61,20 @@ start_server() {
 		python3 "$HELPERS/server.py" --port-file "$pf" --log "$SERVER_LOG" --lifetime 240 "$@"
 }
 
+# start_syn_witness PORT FILE: kernel timestamps of every SYN to PORT on loopback,
+# appended to FILE (helpers/syn_witness.py): the destination's own record of when
+# connections were attempted.
+start_syn_witness() {
+	local ready="$T/witness.$RANDOM"
+	python3 "$HELPERS/syn_witness.py" --port "$1" --out "$2" --ready-file "$ready" --lifetime 240 &
+	BG_PIDS+=($!)
+	for _ in $(seq 100); do
+		[ -s "$ready" ] && return 0
+		sleep 0.1
+	done
+	fail "SYN witness did not start (it needs root for a packet socket)"
+}
+
 # write_config FILE: the [sluice] section for this test, then stdin's sections.
 write_config() {
 	{

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A held first write on a blocking socket (connected non-blocking, then switched):
-# a signal handler with SA_RESTART lets the wait go on to the slot; one without
+# A held first write on a blocking socket (a connection named by its Host header,
+# so already open when its first write names it): a signal handler with SA_RESTART lets the wait go on to the slot; one without
 # makes the write fail with EINTR and return the place (python3 retries by itself,
 # PEP 475, so the program sees only the delay; the returned places show in stat);
 # SO_SNDTIMEO ends the wait with EAGAIN and keeps the place for the retry.
@@ -9,7 +9,7 @@
 start_server
 write_config "$T/b.ini" <<EOF
 [slow]
-match = 127.0.0.1:$PORT
+match = held.test
 rate = 1/s
 max_wait = 1m
 EOF
@@ -18,15 +18,10 @@ import json, os, select, signal, socket, struct, subprocess, sys, time
 port, sluice = int(sys.argv[1]), sys.argv[2]
 
 def held_socket():
-    s = socket.socket()
-    s.setblocking(False)
-    s.connect_ex(("127.0.0.1", port))
-    select.select([], [s], [], 5)
-    s.setblocking(True)
-    return s
+    return socket.create_connection(("127.0.0.1", port))
 
 def request(s, tag):
-    s.sendall(b"GET /%s HTTP/1.0\r\n\r\n" % tag.encode())
+    s.sendall(b"GET /%s HTTP/1.0\r\nHost: held.test\r\n\r\n" % tag.encode())
     assert b"200 OK" in s.recv(4096)
     s.close()
 
@@ -67,7 +62,7 @@ s = held_socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 200000))
 t0 = time.monotonic()
 try:
-    s.send(b"GET /timeout HTTP/1.0\r\n\r\n")
+    s.send(b"GET /timeout HTTP/1.0\r\nHost: held.test\r\n\r\n")
     sys.exit("held send did not time out")
 except (BlockingIOError, socket.timeout):
     pass
@@ -77,7 +72,7 @@ assert 0.15 <= timed_out < 0.9, timed_out
 before = stat()["given_up"]
 for attempt in range(20):      # as a program with SO_SNDTIMEO would: try again
     try:
-        s.sendall(b"GET /timeout HTTP/1.0\r\n\r\n")
+        s.sendall(b"GET /timeout HTTP/1.0\r\nHost: held.test\r\n\r\n")
         break
     except (BlockingIOError, socket.timeout):
         pass

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A held socket followed through dup, dup2 over it, and fork: a dup keeps the hold
-# (the write through it waits and goes at the slot), dup2 over a held fd gives its
+# A held (deferred) socket followed through dup, dup2 over it, and fork: a dup keeps
+# the hold (the connect is made at the slot, seen through it), dup2 over a held fd gives its
 # place back and leaves the new fd unheld, a child forked while the parent holds a
 # socket neither releases nor returns the parent's place, fd 0 reused for a held
 # socket works, os.closerange returns held places, and a socket() reusing the
@@ -15,7 +15,7 @@ rate = 2/s
 max_wait = 1m
 EOF
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/f.ini" -- python3 - "$PORT" "$SLUICE" <<'EOF' || fail "fd tracking"
-import json, os, select, socket, subprocess, sys, time
+import errno, json, os, select, socket, subprocess, sys, time
 port, sluice = int(sys.argv[1]), sys.argv[2]
 
 def stat():
@@ -24,16 +24,18 @@ def stat():
     return [x for x in json.loads(out)["sections"] if x["name"] == "slow"][0]
 
 def held(tag):
-    """A non-blocking connection whose first write is waiting for its place."""
+    """A non-blocking connection deferred to its place (the first took the slot
+    of now, so every later one within the test's few seconds waits)."""
     s = socket.socket()
     s.setblocking(False)
-    s.connect_ex(("127.0.0.1", port))
-    select.select([], [s], [], 5)
-    try:
+    assert s.connect_ex(("127.0.0.1", port)) == errno.EINPROGRESS
+    if tag == "first":
+        select.select([], [s], [], 5)
         s.send(b"GET /%s HTTP/1.0\r\n\r\n" % tag.encode())
         return s, True           # went at once
-    except BlockingIOError:
-        return s, False
+    # Deferred: not connected, and not shown to select.
+    assert select.select([s], [s], [s], 0) == ([], [], []), "a deferred socket showed events"
+    return s, False
 
 def finish(fd, tag):
     """Write through fd when select says so; check the answer."""

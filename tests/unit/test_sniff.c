@@ -173,6 +173,67 @@ static void test_proxy_targets(void **state)
 	assert_int_equal(sniff_str("GET http:///x HTTP/1.1\r\n\r\n", &s), SL_SNIFF_NONE);
 }
 
+/* The ALPN extension listing `protos` (each a length byte and its name). */
+static size_t alpn_ext(uint8_t *out, const char *const *protos, int n)
+{
+	size_t len = 6;
+
+	for (int i = 0; i < n; i++) {
+		size_t l = strlen(protos[i]);
+
+		out[len++] = (uint8_t)l;
+		memcpy(out + len, protos[i], l), len += l;
+	}
+	out[0] = 0, out[1] = 16;
+	out[2] = (uint8_t)((len - 4) >> 8), out[3] = (uint8_t)(len - 4);
+	out[4] = (uint8_t)((len - 6) >> 8), out[5] = (uint8_t)(len - 6);
+	return len;
+}
+
+static void test_tls_alpn_h2(void **state)
+{
+	static const char *const h2_first[] = {"h2", "http/1.1"}, *const h1_only[] = {"http/1.1"},
+	                         *const lookalike[] = {"h2c", "h2-14", "xh2"};
+	uint8_t ext[512], hello[4096];
+	size_t n, len;
+
+	(void)state;
+	n = sni_ext(ext, "api.example.com");
+	n += alpn_ext(ext + n, h2_first, 2);
+	len = client_hello(hello, ext, n);
+	assert_true(sl_sniff_is_tls(hello, len));
+	assert_int_equal(sl_sniff_tls_offers_h2(hello, len), 1);
+	/* Cut anywhere before the whole "h2" name: not known to offer it.  The name
+	 * ends 9 bytes before the end (the "http/1.1" entry follows). */
+	for (size_t cut = 0; cut <= len; cut++)
+		assert_int_equal(sl_sniff_tls_offers_h2(hello, cut), cut >= len - 9);
+	n = alpn_ext(ext, h1_only, 1);
+	assert_int_equal(sl_sniff_tls_offers_h2(hello, client_hello(hello, ext, n)), 0);
+	n = alpn_ext(ext, lookalike, 3);
+	assert_int_equal(sl_sniff_tls_offers_h2(hello, client_hello(hello, ext, n)), 0);
+	n = sni_ext(ext, "no-alpn.example");
+	assert_int_equal(sl_sniff_tls_offers_h2(hello, client_hello(hello, ext, n)), 0);
+	/* A list length past its extension is read only as far as the extension. */
+	n = alpn_ext(ext, h2_first, 2);
+	ext[5] = 0xff;
+	len = client_hello(hello, ext, n);
+	assert_int_equal(sl_sniff_tls_offers_h2(hello, len), 1);
+	assert_int_equal(sl_sniff_tls_offers_h2(NULL, 10), 0);
+	assert_false(sl_sniff_is_tls("GET / HTTP/1.1\r\n", 16));
+}
+
+static void test_h2_preface(void **state)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+	(void)state;
+	assert_int_equal(sl_sniff_h2_preface(preface, sizeof(preface) - 1), 1);
+	assert_int_equal(sl_sniff_h2_preface(preface, 14), 1);   /* its start says enough */
+	assert_int_equal(sl_sniff_h2_preface(preface, 13), 0);
+	assert_int_equal(sl_sniff_h2_preface("PRI * HTTP/2.0\r\n\r\nXX", 22), 0);
+	assert_int_equal(sl_sniff_h2_preface("GET / HTTP/1.1\r\n", 16), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -180,6 +241,8 @@ int main(void)
 		cmocka_unit_test(test_tls_without_sni),
 		cmocka_unit_test(test_http_host),
 		cmocka_unit_test(test_proxy_targets),
+		cmocka_unit_test(test_tls_alpn_h2),
+		cmocka_unit_test(test_h2_preface),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

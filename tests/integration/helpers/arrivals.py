@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Check arrival times recorded at the destination against a rate's promise.
+
+The input has one arrival a line, its first field a time in nanoseconds (the SYN
+witness's kernel timestamps, or a server log); other fields are ignored, and so
+are lines before --skip arrivals.  The promise for a leaky or token bucket of
+--interval-ms and --burst is: at most burst + W/interval arrivals in any span W.
+That is exactly conformance to GCRA(interval, (burst-1)*interval), checked here in
+one pass, with --slack-ms of measuring jitter allowed on top (the kernel stamps the
+SYN a little after the release it follows).  Also checks --expect N arrivals.
+Prints a one-line summary; exits 1 on any violation.
+"""
+import argparse
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("file")
+    ap.add_argument("--interval-ms", type=float, required=True)
+    ap.add_argument("--burst", type=int, default=1)
+    ap.add_argument("--slack-ms", type=float, default=1.0)
+    ap.add_argument("--expect", type=int)
+    ap.add_argument("--at-least", type=int)
+    ap.add_argument("--what", default="arrivals")
+    args = ap.parse_args()
+
+    times = []
+    with open(args.file) as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0].isdigit():
+                times.append(int(parts[0]))
+    times.sort()
+    n = len(times)
+    if args.expect is not None and n != args.expect:
+        print("FAIL: %d %s at the destination, expected %d" % (n, args.what, args.expect))
+        return 1
+    if args.at_least is not None and n < args.at_least:
+        print("FAIL: %d %s at the destination, expected at least %d" % (n, args.what, args.at_least))
+        return 1
+    if n < 2:
+        print("FAIL: too few %s (%d) to check" % (args.what, n))
+        return 1
+    T = args.interval_ms * 1e6
+    tau = (args.burst - 1) * T + args.slack_ms * 1e6
+    tat = times[0]
+    for i, t in enumerate(times):
+        if t < tat - tau:
+            print("FAIL: %s %d came %.3f ms early: more than burst %d + W/%.1fms in a span"
+                  % (args.what, i, (tat - tau - t) / 1e6, args.burst, args.interval_ms))
+            return 1
+        tat = max(t, tat) + T
+    gaps = [(b - a) / 1e6 for a, b in zip(times, times[1:])]
+    span = (times[-1] - times[0]) / 1e6
+    print("%s=%d span=%.1fms min_gap=%.3fms mean_gap=%.3fms (interval %.1fms, burst %d)"
+          % (args.what, n, span, min(gaps), span / len(gaps), args.interval_ms, args.burst))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
