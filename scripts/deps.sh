@@ -5,7 +5,9 @@
 # Fails loudly: a missing package that cannot be installed stops the build.
 set -eu
 
-# Package, and the file or command that shows it is present.
+# Package, and the file or command that shows it is present.  Past the build and
+# the core tests: the real clients and servers of the transparency matrix
+# (tests/integration/t_matrix.sh) and the programs that once broke (t_programs.sh).
 PACKAGES="
 gcc:/usr/bin/gcc
 make:/usr/bin/make
@@ -22,6 +24,17 @@ openssl:/usr/bin/openssl
 nodejs:/usr/bin/node
 socat:/usr/bin/socat
 trickle:/usr/bin/trickle
+git:/usr/bin/git
+nghttp2-server:/usr/sbin/nghttpd
+libwww-perl:/usr/share/perl5/LWP.pm
+ruby:/usr/bin/ruby
+php-cli:/usr/bin/php
+redis-server:/usr/bin/redis-server
+redis-tools:/usr/bin/redis-cli
+python3-requests:/usr/lib/python3/dist-packages/requests
+python3-aiohttp:/usr/lib/python3/dist-packages/aiohttp
+python3-httpx:/usr/lib/python3/dist-packages/httpx
+python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
 "
 
 missing=""

@@ -9,6 +9,7 @@
 #include "sluice/clock.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -106,9 +107,22 @@ static int ms_of(int64_t ns)
 	return ns < 0 ? -1 : (int)SL_MIN((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS, (int64_t)INT32_MAX);
 }
 
+/* epoll_wait's timeout is in milliseconds: rounded up, each deferred release would
+ * be up to 1 ms late, and in a backlog the lateness adds up.  epoll_pwait2 with no
+ * mask is the same call to the nanosecond (Linux 5.11); older kernels say ENOSYS. */
+static _Atomic int no_pwait2;
+
 static int call_epoll_wait(int epfd, struct epoll_event *evs, int max, int64_t ns, const sigset_t *mask)
 {
 	(void)mask;
+	if (sl_real.epoll_pwait2 && !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		struct timespec ts = {.tv_sec = ns / SL_NS_PER_S, .tv_nsec = ns % SL_NS_PER_S};
+		int rc = sl_real.epoll_pwait2(epfd, evs, max, ns < 0 ? NULL : &ts, NULL);
+
+		if (rc >= 0 || errno != ENOSYS)
+			return rc;
+		atomic_store(&no_pwait2, 1);
+	}
 	return sl_real.epoll_wait(epfd, evs, max, ms_of(ns));
 }
 

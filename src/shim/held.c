@@ -305,7 +305,9 @@ check_rate:
 			errno = saved;
 			return 0;
 		}
+		connect_now(rec, fd); /* first: nothing may come between release and SYN */
 		log_go("deferred connect", rec);
+		goto done;
 	}
 connect:
 	connect_now(rec, fd);

@@ -17,24 +17,34 @@
 #define MAX_TRACKED_POLLFDS 1024 /* larger sets pass through unmasked (stack use) */
 #define NS_FOREVER INT64_MAX
 
-/* Milliseconds to wait until `until` (NS_FOREVER: -1), rounded up so a wake-up
- * never comes before the release. */
-static int ms_until(int64_t until, int64_t now)
+/* Nanoseconds to wait until `until` (NS_FOREVER: -1).  The waits below are made
+ * with nanosecond timeouts (ppoll, pselect) even for poll and select: a wait
+ * rounded up to the millisecond would make every deferred release that much late,
+ * and in a backlog the lateness adds up. */
+static int64_t ns_until(int64_t until, int64_t now)
 {
-	int64_t ms;
-
 	if (until == NS_FOREVER)
 		return -1;
-	if (until <= now)
-		return 0;
-	ms = (until - now + SL_NS_PER_MS - 1) / SL_NS_PER_MS;
-	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+	return until <= now ? 0 : until - now;
+}
+
+static struct timespec ts_of(int64_t ns)
+{
+	return (struct timespec){.tv_sec = ns / SL_NS_PER_S, .tv_nsec = ns % SL_NS_PER_S};
+}
+
+/* ns rounded up to milliseconds (-1: for ever), for a poll with no ppoll. */
+static int ms_of(int64_t ns)
+{
+	if (ns < 0)
+		return -1;
+	return (int)SL_MIN((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS, (int64_t)INT32_MAX);
 }
 
 /* The poll family's one loop.  `deadline` is absolute (NS_FOREVER: none); `real`
- * waits for at most `ms` milliseconds (-1: for ever). */
+ * waits for at most `ns` nanoseconds (-1: for ever). */
 static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
-                     int (*real)(struct pollfd *, nfds_t, int, void *), void *ctx)
+                     int (*real)(struct pollfd *, nfds_t, int64_t, void *), void *ctx)
 {
 	/* Sized by the caller's set (at most MAX_TRACKED_POLLFDS): a host thread's
 	 * stack may be small. */
@@ -73,7 +83,7 @@ static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
 			fds[i].events &= (short)~POLLOUT;
 			earliest = SL_MIN(earliest, due[i]);
 		}
-		rc = real(fds, n, ms_until(SL_MIN(deadline, earliest), now), ctx);
+		rc = real(fds, n, ns_until(SL_MIN(deadline, earliest), now), ctx);
 		for (nfds_t i = 0; i < n; i++) {
 			if (masked[i] == 1)
 				fds[i].events |= POLLOUT;
@@ -94,11 +104,14 @@ static int poll_held(struct pollfd *fds, nfds_t n, int64_t deadline,
 	}
 }
 
-static int call_poll(struct pollfd *fds, nfds_t n, int ms, void *ctx)
+static int call_poll(struct pollfd *fds, nfds_t n, int64_t ns, void *ctx)
 {
 	int (*real)(struct pollfd *, nfds_t, int) = ctx;
+	struct timespec ts = ts_of(ns);
 
-	return real(fds, n, ms);
+	if (sl_real.ppoll)
+		return sl_real.ppoll(fds, n, ns < 0 ? NULL : &ts, NULL); /* poll, to the ns */
+	return real(fds, n, ms_of(ns));
 }
 
 SL_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
@@ -122,12 +135,12 @@ struct ppoll_ctx {
 	const sigset_t *mask;
 };
 
-static int call_ppoll(struct pollfd *fds, nfds_t n, int ms, void *arg)
+static int call_ppoll(struct pollfd *fds, nfds_t n, int64_t ns, void *arg)
 {
 	struct ppoll_ctx *c = arg;
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * SL_NS_PER_MS};
+	struct timespec ts = ts_of(ns);
 
-	return c->real(fds, n, ms < 0 ? NULL : &ts, c->mask);
+	return c->real(fds, n, ns < 0 ? NULL : &ts, c->mask);
 }
 
 static int64_t deadline_of(const struct timespec *ts)
@@ -152,9 +165,9 @@ SL_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, con
 }
 
 /* select and pselect: the same, on fd_sets.  `wait` runs the real call for at most
- * `ms` milliseconds (-1: for ever). */
+ * `ns` nanoseconds (-1: for ever; -2: the caller's own timeout). */
 static int select_held(int nfds, fd_set *r, fd_set *w, fd_set *e, int64_t deadline,
-                       int (*wait)(int, fd_set *, fd_set *, fd_set *, int, void *), void *ctx)
+                       int (*wait)(int, fd_set *, fd_set *, fd_set *, int64_t, void *), void *ctx)
 {
 	fd_set r0, w0, e0, masked;
 
@@ -198,7 +211,7 @@ static int select_held(int nfds, fd_set *r, fd_set *w, fd_set *e, int64_t deadli
 		}
 		if (nmasked == 0)
 			return wait(nfds, r, w, e, -2, ctx);
-		rc = wait(nfds, r, w, e, ms_until(SL_MIN(deadline, earliest), now), ctx);
+		rc = wait(nfds, r, w, e, ns_until(SL_MIN(deadline, earliest), now), ctx);
 		if (rc != 0)
 			return rc;
 		now = sl_clock_mono_ns();
@@ -223,14 +236,18 @@ struct select_ctx {
 	struct timeval *tv;
 };
 
-static int call_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int ms, void *arg)
+static int call_select(int nfds, fd_set *r, fd_set *w, fd_set *e, int64_t ns, void *arg)
 {
 	struct select_ctx *c = arg;
-	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+	struct timespec ts = ts_of(ns);
+	struct timeval tv = {.tv_sec = ns / SL_NS_PER_S,
+	                     .tv_usec = (ns % SL_NS_PER_S + SL_NS_PER_US - 1) / SL_NS_PER_US};
 
-	if (ms == -2)
+	if (ns == -2)
 		return c->real(nfds, r, w, e, c->tv);
-	return c->real(nfds, r, w, e, ms < 0 ? NULL : &tv);
+	if (sl_real.pselect)
+		return sl_real.pselect(nfds, r, w, e, ns < 0 ? NULL : &ts, NULL); /* select, to the ns */
+	return c->real(nfds, r, w, e, ns < 0 ? NULL : &tv);
 }
 
 SL_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
@@ -264,14 +281,14 @@ struct pselect_ctx {
 	const sigset_t *mask;
 };
 
-static int call_pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, int ms, void *arg)
+static int call_pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, int64_t ns, void *arg)
 {
 	struct pselect_ctx *c = arg;
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * SL_NS_PER_MS};
+	struct timespec ts = ts_of(ns);
 
-	if (ms == -2)
+	if (ns == -2)
 		return c->real(nfds, r, w, e, c->ts, c->mask);
-	return c->real(nfds, r, w, e, ms < 0 ? NULL : &ts, c->mask);
+	return c->real(nfds, r, w, e, ns < 0 ? NULL : &ts, c->mask);
 }
 
 SL_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts,

@@ -63,10 +63,11 @@ start_server() {
 
 # start_syn_witness PORT FILE: kernel timestamps of every SYN to PORT on loopback,
 # appended to FILE (helpers/syn_witness.py): the destination's own record of when
-# connections were attempted.
+# connections were attempted.  Sets WITNESS_PID (stop it before reusing FILE).
 start_syn_witness() {
 	local ready="$T/witness.$RANDOM"
 	python3 "$HELPERS/syn_witness.py" --port "$1" --out "$2" --ready-file "$ready" --lifetime 240 &
+	WITNESS_PID=$!
 	BG_PIDS+=($!)
 	for _ in $(seq 100); do
 		[ -s "$ready" ] && return 0

@@ -72,16 +72,31 @@ def main():
     ap.add_argument("--log")
     ap.add_argument("--ipv6", action="store_true")
     ap.add_argument("--lifetime", type=float, default=300)
+    ap.add_argument("--dual", action="store_true",
+                    help="also serve ::1 on the same port (for happy eyeballs)")
+    ap.add_argument("--idle-timeout", type=float,
+                    help="close a connection silent for this many seconds, as servers "
+                         "with header timeouts do")
     args = ap.parse_args()
+    if args.idle_timeout:
+        Handler.timeout = args.idle_timeout
     cls = Server6 if args.ipv6 else Server
     srv = cls(("::1" if args.ipv6 else "127.0.0.1", 0), Handler)
-    srv.log_path = args.log
-    srv.log_lock = threading.Lock()
+    servers = [srv]
+    if args.dual:
+        servers.append(Server6(("::1", srv.server_address[1]), Handler))
+    for x in servers:
+        x.log_path = args.log
+        x.log_lock = threading.Lock()
+    srv.log_lock = servers[-1].log_lock = threading.Lock()
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write("%d\n" % srv.server_address[1])
     os.rename(tmp, args.port_file)
-    threading.Timer(args.lifetime, srv.shutdown).start()
+    for x in servers:
+        threading.Timer(args.lifetime, x.shutdown).start()
+    for x in servers[1:]:
+        threading.Thread(target=x.serve_forever, daemon=True).start()
     srv.serve_forever()
 
 
