@@ -74,6 +74,11 @@ int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
                      int64_t *retry_ns);
 
+/* A request of the sections in m released at `from` went only at `to`
+ * (sl_strategy_moved for each). */
+void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,
+                    int32_t self);
+
 /* Give the reservation back (signal, timeout, death of the waiter). */
 void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);
 

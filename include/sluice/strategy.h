@@ -46,6 +46,15 @@ int64_t sl_strategy_release_at(const struct sl_spec *s, const struct sl_state *s
 void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
                           int64_t wall_off);
 
+/* A request released at `from` actually went at `to` (later): its connection's
+ * first request, whose place was taken with the connect and whose bytes left at
+ * the first write.  The enforcement half is moved on so that the instants the
+ * destination sees keep the bound: a GCRA's next release is one interval after
+ * `to`; a window that `to` falls in and `from` did not counts it too (counted
+ * twice, never too few). */
+void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
+                       uint64_t cost, int64_t wall_off);
+
 /* Reservations whose slot is still ahead of `now`: callers waiting in the queue. */
 uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                             int64_t wall_off);

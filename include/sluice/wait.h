@@ -21,6 +21,8 @@ int sl_wait_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int
 int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                   int32_t self, struct sl_ticket *t);
 void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);
+void sl_wait_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,
+                   int32_t self);
 
 /* Sleep to the ticket's slot on an absolute CLOCK_MONOTONIC deadline, then until the
  * release check agrees, and count the release.  A signal handler interrupts the

@@ -236,6 +236,22 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 	return 0;
 }
 
+void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,
+                    int32_t self)
+{
+	if (to <= from || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if (!(m->mask & (1ULL << i)) || !(sec = live_section(h, i, m->serial[i])) ||
+		    sec->spec.mode == SL_MODE_OBSERVE)
+			continue;
+		sl_strategy_moved(&sec->spec, &sec->state, from, to, 1, wall_off(h));
+	}
+	sl_shm_unlock(h, self);
+}
+
 void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self)
 {
 	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)

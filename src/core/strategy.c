@@ -226,6 +226,35 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 	}
 }
 
+void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
+                       uint64_t cost, int64_t wall_off)
+{
+	uint64_t w = weight(s, cost);
+
+	if (s->amount == 0 || to <= from)
+		return;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW:
+		if (fixed_index(s, to, wall_off) != fixed_index(s, from, wall_off))
+			fixed_count(s, &st->rel_win, &st->rel_win_used, to, w, wall_off);
+		break;
+	case SL_STRAT_SESSION_WINDOW:
+		if (to >= sl_sane_ns(st->rel_win) + window(s))
+			session_count(s, &st->rel_win, &st->rel_win_used, to, w);
+		break;
+	case SL_STRAT_SLIDING_WINDOW:
+		if (slide_bucket(s, to) != slide_bucket(s, from))
+			slide_add(&st->rel_slide, slide_bucket(s, to), w);
+		break;
+	default: {
+		int64_t next = sl_sane_ns(to) + sl_gcra_increment(s, cost);
+
+		if (next > sl_sane_ns(st->rel_tat_ns))
+			st->rel_tat_ns = next;
+	}
+	}
+}
+
 int64_t sl_strategy_slot(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                          uint64_t cost, int64_t wall_off)
 {

@@ -71,6 +71,16 @@ void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t 
 	leave_critical(&c);
 }
 
+void sl_wait_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,
+                   int32_t self)
+{
+	struct critical c;
+
+	enter_critical(&c);
+	sl_admit_moved(h, m, from, to, self);
+	leave_critical(&c);
+}
+
 int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                     volatile sig_atomic_t *stop)
 {

@@ -103,6 +103,8 @@ struct sl_hold {
 	struct sl_match want;  /* what the reservation in hand (WAITING) covers */
 	uint8_t stream_mode;   /* enum sl_stream_mode */
 	uint8_t admitted_next; /* the request at the current boundary has its place */
+	int64_t first_released_ns; /* its place was taken with the connect, released
+	                            * then: its first write moves the instant (0: none) */
 	uint8_t read_since_write; /* turns: a read returned data since the last write */
 	uint8_t wrote_any;     /* turns: the first write is a turn */
 	struct sl_http1 h1;

@@ -236,6 +236,8 @@ static void connect_now(struct sl_hold *rec, int fd)
 	} else {
 		rec->state = SL_HOLD_OPEN;
 		rec->m.mask = 0; /* released: its first write is not held again */
+		if (rec->admitted_next)
+			rec->first_released_ns = sl_clock_mono_ns();
 	}
 	if (fl >= 0 && !(fl & O_NONBLOCK))
 		sl_real.fcntl(fd, F_SETFL, fl);
@@ -591,6 +593,12 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 				release_record(fd, rec);
 				return 0;
 			}
+			/* The first request went out with this write, not at the connect
+			 * that took its place: the destination sees it now. */
+			if (rec->first_released_ns && rec->rm.mask) {
+				sl_wait_moved(h, &rec->rm, rec->first_released_ns, sl_clock_mono_ns(), sl_shim.pid);
+				rec->first_released_ns = 0;
+			}
 			/* meter = requests: does this write begin a request without a place?
 			 * meter = bytes: has it any released bytes to go? */
 			if ((!rec->rm.mask || !sl_stream_starts(rec, iov, iovcnt)) &&
@@ -933,6 +941,7 @@ int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
 	}
 	pthread_mutex_lock(&rec->lock);
 	rec->admitted_next = first_admitted && rm->mask;
+	rec->first_released_ns = rec->admitted_next && rec->state == SL_HOLD_OPEN ? sl_clock_mono_ns() : 0;
 	rec->rm = *rm;
 	sl_http1_init(&rec->h1);
 	rec->bm = *bm;

@@ -66,6 +66,18 @@ class Server6(Server):
     address_family = socket.AF_INET6
 
 
+class TLSServer(Server):
+    """HTTPS: each connection's handshake runs in its own thread."""
+    tls = None
+
+    def finish_request(self, request, client_address):
+        try:
+            request = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ValueError):
+            return
+        super().finish_request(request, client_address)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port-file", required=True)
@@ -74,21 +86,26 @@ def main():
     ap.add_argument("--lifetime", type=float, default=300)
     ap.add_argument("--dual", action="store_true",
                     help="also serve ::1 on the same port (for happy eyeballs)")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS")
     ap.add_argument("--idle-timeout", type=float,
                     help="close a connection silent for this many seconds, as servers "
                          "with header timeouts do")
     args = ap.parse_args()
     if args.idle_timeout:
         Handler.timeout = args.idle_timeout
-    cls = Server6 if args.ipv6 else Server
+    cls = Server6 if args.ipv6 else TLSServer if args.tls else Server
+    if args.tls:
+        import ssl
+        TLSServer.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        TLSServer.tls.load_cert_chain(*args.tls)
     srv = cls(("::1" if args.ipv6 else "127.0.0.1", 0), Handler)
     servers = [srv]
     if args.dual:
         servers.append(Server6(("::1", srv.server_address[1]), Handler))
+    lock = threading.Lock()  # one log, whichever family a request came by
     for x in servers:
         x.log_path = args.log
-        x.log_lock = threading.Lock()
-    srv.log_lock = servers[-1].log_lock = threading.Lock()
+        x.log_lock = lock
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:
         f.write("%d\n" % srv.server_address[1])
