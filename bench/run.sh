@@ -14,7 +14,10 @@
 #   7. how long a freed concurrency place takes to reach the next waiter;
 #   8. meter = bytes against trickle: achieved vs configured rate for the same
 #      uploads (blocking writes at four rates, one 20 MB write, a non-blocking
-#      epoll sender with its CPU time, python3, four processes sharing a limit).
+#      epoll sender with its CPU time, python3, four processes sharing a limit);
+#   9. deferred connects as the destination sees them: 400 non-blocking connects
+#      at once at 200/s (asyncio and node), kernel SYN timestamps at the server:
+#      achieved rate, the most SYNs in any one second, how late the last one was.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -302,3 +305,49 @@ awk '{ b += $1; if (!s || $4 < s) s = $4; if ($5 > e) e = $5 } END { print b, (e
 rm -f "$out"
 SH
 row "4 processes sharing one limit" 1024 $((2560 * 1024)) sh "$T/four.sh" "$up" "$uport" $((640 * 1024))
+
+echo
+echo "9. deferred connects at the destination: 400 non-blocking connects at once, 200/s"
+python3 "$ROOT/tests/integration/helpers/server.py" --port-file "$T/dport" --lifetime 600 &
+dport=$(wait_port "$T/dport")
+config deferred >"$T/deferred.ini" <<EOF
+[two-hundred]
+match = 127.0.0.1:$dport
+rate = 200/s
+max_wait = 1m
+EOF
+deferred_row() { # LABEL CMD...: one run, witnessed at the destination
+	local label=$1
+	shift
+	: >"$T/syn.log"
+	python3 "$ROOT/tests/integration/helpers/syn_witness.py" --port "$dport" --out "$T/syn.log" \
+		--ready-file "$T/syn.ready.$label" --lifetime 120 &
+	local w=$!
+	for _ in $(seq 100); do [ -s "$T/syn.ready.$label" ] && break; sleep 0.1; done
+	"$B/sluice" run -c "$T/deferred.ini" -- "$@" >/dev/null
+	sleep 0.3
+	kill $w 2>/dev/null
+	python3 - "$T/syn.log" "$label" <<'PY'
+import bisect, sys
+t = sorted(int(l.split()[0]) for l in open(sys.argv[1]))
+span = (t[-1] - t[0]) / 1e9
+busiest = max(bisect.bisect_right(t, x + 10**9 - 1) - i for i, x in enumerate(t))
+late = span - (len(t) - 1) / 200
+gaps = [(b - a) / 1e6 for a, b in zip(t, t[1:])]
+print("   %-8s %d SYNs, %.2f/s; most in any 1 s: %d (limit 201); smallest gap %.3f ms; "
+      "last %.1f ms behind the schedule" % (sys.argv[2], len(t), (len(t) - 1) / span, busiest, min(gaps), late * 1000))
+PY
+}
+deferred_row asyncio /usr/bin/python3 -c '
+import asyncio, sys
+async def one(i):
+    r, w = await asyncio.open_connection("127.0.0.1", int(sys.argv[1]))
+    w.write(b"GET /d%d HTTP/1.0\r\n\r\n" % i); await w.drain(); await r.read(); w.close()
+async def main():
+    await asyncio.gather(*(one(i) for i in range(400)))
+asyncio.run(main())' "$dport"
+deferred_row node node -e '
+const h = require("http"); let left = 400;
+for (let i = 0; i < 400; i++)
+	h.get({host: "127.0.0.1", port: +process.argv[1], path: "/n" + i, agent: false}, r => {
+		r.resume(); r.on("end", () => { if (--left === 0) process.exit(0); }); });' "$dport"
