@@ -51,9 +51,13 @@ struct sl_config {
 /* Defaults of the [sluice] section. */
 void sl_config_defaults(struct sl_config *cfg);
 
-/* Parse `path` into `cfg` (which the caller allocates: it is large).  Returns 0, or
- * -EINVAL when cfg->nerrors > 0, or -errno when the file cannot be read (also
- * recorded as an error). */
+/* The largest config file read: anything bigger is refused unread. */
+#define SL_CONFIG_MAX_BYTES (16u << 20)
+
+/* Parse `path` into `cfg` (which the caller allocates: it is large).  Only a
+ * regular file of at most SL_CONFIG_MAX_BYTES, without NUL bytes, is a config.
+ * Returns 0, or -EINVAL when cfg->nerrors > 0, or -errno when the file cannot be
+ * read or is no config file (also recorded as an error). */
 int sl_config_load(struct sl_config *cfg, const char *path);
 
 /* Same from a string, reported under the name `path`; for tests and fuzzing. */

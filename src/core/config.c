@@ -5,10 +5,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Key identifiers, generated from config_keys.def. */
 enum key_id {
@@ -50,8 +53,7 @@ struct raw_value {
 
 struct parse_state {
 	struct sl_config *cfg;
-	const char *text; /* load_string: remaining input */
-	FILE *file;
+	const char *text; /* remaining input */
 	int line;      /* line number of the line inih is processing */
 	int indented;  /* that line started with white space (a continuation) */
 	int in_global; /* current section is [sluice] */
@@ -494,23 +496,6 @@ static void inspect_line(struct parse_state *ps, char *line, int num)
 	}
 }
 
-static char *read_file_line(char *str, int num, void *stream)
-{
-	struct parse_state *ps = stream;
-
-	if (!fgets(str, num, ps->file))
-		return NULL;
-	ps->truncated = 0;
-	inspect_line(ps, str, num);
-	if (ps->truncated) {
-		int c;
-
-		while ((c = fgetc(ps->file)) != EOF && c != '\n')
-			;
-	}
-	return str;
-}
-
 static char *read_string_line(char *str, int num, void *stream)
 {
 	struct parse_state *ps = stream;
@@ -584,26 +569,95 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 	return cfg->nerrors ? -EINVAL : 0;
 }
 
+/* Start cfg over with one error about the file as a whole. */
+static int file_error(struct sl_config *cfg, const char *path, int rc, const char *what)
+{
+	snprintf(cfg->path, sizeof(cfg->path), "%s", path);
+	cfg->nerrors = 0;
+	cfg->nsections = 0;
+	add_error(cfg, 0, "%s", what);
+	return rc;
+}
+
+/* The whole file, NUL-terminated, into a malloc'd buffer.  Only a regular file of
+ * at most SL_CONFIG_MAX_BYTES is read: a FIFO, a device (/dev/zero, /dev/urandom)
+ * or a directory would hang or exhaust whoever reads it - the shim reads
+ * SLUICE_CONFIG in its host's constructor, before main().  O_NONBLOCK keeps the
+ * open itself from waiting for a FIFO's writer. */
+static int read_whole(struct sl_config *cfg, const char *path, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), rc = 0;
+	struct stat st;
+	size_t n = 0;
+	char *buf = NULL;
+
+	char why[96];
+
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, sizeof(why), "cannot read: %s", strerror(-rc));
+		return file_error(cfg, path, rc, why);
+	}
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, sizeof(why), "cannot read: %s", strerror(errno));
+		rc = file_error(cfg, path, -errno, why);
+	} else if (!S_ISREG(st.st_mode)) {
+		rc = file_error(cfg, path, -EINVAL, "not a regular file (a config is read whole, so a "
+		                                    "FIFO, device or directory cannot be one)");
+	} else if ((uint64_t)st.st_size > SL_CONFIG_MAX_BYTES) {
+		rc = file_error(cfg, path, -EFBIG, "larger than 16 MiB: not a config");
+	} else if (!(buf = malloc((size_t)st.st_size + 1))) {
+		rc = file_error(cfg, path, -ENOMEM, "out of memory");
+	} else {
+		while (n < (size_t)st.st_size) {
+			ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				snprintf(why, sizeof(why), "cannot read: %s", strerror(errno));
+				rc = file_error(cfg, path, -errno, why);
+				break;
+			}
+			if (r == 0)
+				break; /* shrank while read: what is there */
+			n += (size_t)r;
+		}
+	}
+	close(fd);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
 int sl_config_load(struct sl_config *cfg, const char *path)
 {
-	struct parse_state *ps = calloc(1, sizeof(*ps));
-	int rc;
+	char *text = NULL, *nul;
+	size_t len = 0;
+	int rc = read_whole(cfg, path, &text, &len);
 
-	if (!ps)
-		return -ENOMEM;
-	ps->file = fopen(path, "re");
-	if (!ps->file) {
-		rc = -errno;
+	if (rc < 0)
+		return rc;
+	/* A NUL byte would end the line there, silently: say which line has one. */
+	if ((nul = memchr(text, '\0', len))) {
+		int line = 1;
+
+		for (const char *p = text; p < nul; p++)
+			line += *p == '\n';
 		snprintf(cfg->path, sizeof(cfg->path), "%s", path);
 		cfg->nerrors = 0;
 		cfg->nsections = 0;
-		add_error(cfg, 0, "cannot read: %s", strerror(-rc));
-		free(ps);
-		return rc;
+		add_error(cfg, line, "a NUL byte in the line: a config is text");
+		free(text);
+		return -EINVAL;
 	}
-	rc = parse_with(cfg, path, read_file_line, ps);
-	fclose(ps->file);
-	free(ps);
+	rc = sl_config_load_string(cfg, path, text);
+	free(text);
 	return rc;
 }
 

@@ -74,6 +74,23 @@ grep -q "^ok generation" "$T/out" || fail "reload said: $(cat "$T/out")"
 [ "$(json_field "$T/s.json" api rate)" = "20/s" ] || fail "rate not reloaded"
 [ "$(json_field "$T/s.json" api admitted)" -eq 8 ] || fail "reload lost the section's state"
 
+# Files that are no config are refused with a clear error, never read (a FIFO or
+# /dev/zero would hang or fill the reader): sluice check and sluiced -n alike.  A
+# NUL byte is an error naming its line, not a line silently cut short.
+mkfifo "$T/fifo"
+truncate -s 17M "$T/huge.ini"
+printf '[a]\nmatch = 192.0.2.1\nra\0te = 1/s\n' >"$T/nul.ini"
+for f in /dev/zero /dev/urandom "$T/fifo" "$T" "$T/huge.ini" "$T/nul.ini"; do
+	for cmd in "$SLUICE check -c" "$SLUICED -n -c"; do
+		timeout 10 $cmd "$f" >"$T/out" 2>&1
+		rc=$?
+		[ $rc -eq 2 ] || fail "$cmd $f: exit $rc, want 2: $(cat "$T/out")"
+	done
+done
+timeout 10 "$SLUICE" check -c "$T/fifo" 2>&1 | grep -q "fifo: not a regular file" || fail "FIFO not explained"
+timeout 10 "$SLUICE" check -c "$T/huge.ini" 2>&1 | grep -q "larger than 16 MiB" || fail "huge file not explained"
+timeout 10 "$SLUICE" check -c "$T/nul.ini" 2>&1 | grep -q "nul.ini:3: a NUL byte in the line" || fail "NUL byte not found"
+
 # The shipped samples are valid.
 for f in "$ROOT"/conf/*.ini "$ROOT"/examples/*.ini; do
 	"$SLUICE" check -c "$f" >/dev/null || fail "$f does not check"

@@ -33,6 +33,19 @@ expect_ok 3 SLUICE_SHM=no-slash SLUICE_CONFIG=/nonexistent/sluice.ini
 expect_ok 3 SLUICE_SHM="$long" SLUICE_CONFIG="$long"
 expect_ok 3 SLUICE_SHM= SLUICE_CONFIG= SLUICE_DEBUG=yes SLUICE_LOG=/nonexistent/dir/log
 expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T" SLUICE_FALLBACK=sideways
+# Files that are no config: a device, a FIFO nobody writes, random bytes, a file
+# over 16 MiB.  Each would hang or exhaust a reader; the host runs unshaped at once.
+mkfifo "$T/fifo"
+truncate -s 17M "$T/huge.ini"
+for f in /dev/zero "$T/fifo" /dev/urandom "$T/huge.ini"; do
+	start=$(now_ms)
+	expect_ok 1 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$f"
+	took=$(($(now_ms) - start))
+	[ "$took" -lt 5000 ] || fail "SLUICE_CONFIG=$f held the host $took ms"
+done
+SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/fifo" \
+	timeout 10 true 2>"$T/fifo.err" || fail "SLUICE_CONFIG=FIFO: the host did not run"
+grep -q "fifo: not a regular file" "$T/fifo.err" || fail "SLUICE_DEBUG did not explain the FIFO: $(cat "$T/fifo.err")"
 printf '[api]\nmatch = 127.0.0.1:%s\nrate = fast\n' "$PORT" >"$T/broken.ini"
 expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/broken.ini"
 SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/broken.ini" \
