@@ -34,6 +34,7 @@ struct sl_daemon {
 	int ctl_fd;
 	char ctl_path[108];
 	ev_io ctl_watcher;
+	struct sl_ctl_client *clients; /* control connections being served (control.c) */
 	ev_timer heartbeat;
 	ev_signal sig_hup, sig_term, sig_int;
 };
@@ -47,7 +48,9 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
  * when `errors` is given, the errors are also written there. */
 int sl_daemon_reload(struct sl_daemon *d, FILE *errors);
 
-/* Stop the watchers, remove the control socket (and the segment when embedded). */
+/* Stop the watchers, remove the control socket (and the segment when embedded).
+ * The control connections are closed first: none may be served once the segment
+ * is detached. */
 void sl_daemon_stop(struct sl_daemon *d);
 
 #endif

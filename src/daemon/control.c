@@ -21,12 +21,38 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-struct client {
+/* A control connection: one request line, one answer, closed.  It is dropped if
+ * its line has not come within CLIENT_TIMEOUT_S, so a client that connects and
+ * never sends holds nothing for long. */
+#define CLIENT_TIMEOUT_S 2.0
+
+struct sl_ctl_client {
 	ev_io io;
+	ev_timer timeout;
 	struct sl_daemon *d;
+	struct sl_ctl_client *next, **prev; /* in d->clients */
 	size_t len;
 	char buf[256];
 };
+
+static void client_close(struct ev_loop *loop, struct sl_ctl_client *c)
+{
+	ev_io_stop(loop, &c->io);
+	ev_timer_stop(loop, &c->timeout);
+	close(c->io.fd);
+	*c->prev = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c);
+}
+
+static void on_client_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sl_ctl_client *c = w->data;
+
+	(void)revents;
+	client_close(loop, c);
+}
 
 
 static void send_all(int fd, const char *p, size_t n)
@@ -57,9 +83,11 @@ static void handle(struct sl_daemon *d, int fd, char *cmd)
 {
 	char *out = NULL;
 	size_t outlen = 0;
-	FILE *f = open_memstream(&out, &outlen);
+	FILE *f;
 
-	if (!f)
+	if (!d->shm.hdr)
+		return; /* stopping: nothing to answer from */
+	if (!(f = open_memstream(&out, &outlen)))
 		return;
 	cmd[strcspn(cmd, "\r\n")] = '\0';
 	if (strcmp(cmd, "ping") == 0) {
@@ -98,7 +126,7 @@ static void handle(struct sl_daemon *d, int fd, char *cmd)
 
 static void on_client(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct client *c = (struct client *)w;
+	struct sl_ctl_client *c = (struct sl_ctl_client *)w;
 	ssize_t n;
 
 	(void)revents;
@@ -112,16 +140,14 @@ static void on_client(struct ev_loop *loop, ev_io *w, int revents)
 		return; /* wait for the rest of the line */
 	if (c->len > 0)
 		handle(c->d, w->fd, c->buf);
-	ev_io_stop(loop, w);
-	close(w->fd);
-	free(c);
+	client_close(loop, c);
 }
 
 static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct sl_daemon *d = w->data;
 	struct timeval tv = {.tv_sec = 1};
-	struct client *c;
+	struct sl_ctl_client *c;
 	int fd;
 
 	(void)revents;
@@ -135,8 +161,16 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	c->d = d;
+	c->next = d->clients;
+	c->prev = &d->clients;
+	if (c->next)
+		c->next->prev = &c->next;
+	d->clients = c;
 	ev_io_init(&c->io, on_client, fd, EV_READ);
 	ev_io_start(loop, &c->io);
+	ev_timer_init(&c->timeout, on_client_timeout, CLIENT_TIMEOUT_S, 0.);
+	c->timeout.data = c;
+	ev_timer_start(loop, &c->timeout);
 }
 
 int sl_control_open(struct sl_daemon *d)
@@ -188,6 +222,8 @@ int sl_control_open(struct sl_daemon *d)
 
 void sl_control_close(struct sl_daemon *d)
 {
+	while (d->clients)
+		client_close(d->loop, d->clients);
 	if (d->ctl_fd < 0)
 		return;
 	ev_io_stop(d->loop, &d->ctl_watcher);

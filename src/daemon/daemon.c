@@ -56,11 +56,13 @@ static void on_hup(struct ev_loop *loop, ev_signal *w, int revents)
 	sl_daemon_reload(w->data, NULL);
 }
 
+/* Only breaks the loop: watchers already pending in this iteration (a control
+ * request arriving with the signal) still run, and must find the segment there.
+ * The caller of ev_run stops the daemon once the loop has returned. */
 static void on_term(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	(void)revents;
 	sl_log_info("signal %d: stopping", w->signum);
-	sl_daemon_stop(w->data);
 	ev_break(loop, EVBREAK_ALL);
 }
 
