@@ -25,4 +25,13 @@ int64_t sl_clock_wall_offset_ns(void);
  * whether to resume). */
 int sl_clock_sleep_until(int64_t deadline_ns);
 
+/* The same, but on time to a few microseconds: sleeps to SL_CLOCK_SPIN_NS before
+ * the deadline and yields the processor in a loop for the rest.  A release woken
+ * late makes every later release of its backlog as late (the release check allows
+ * no catch-up), so the scheduler's wake-up latency, 50 us to a few ms, would add
+ * up release after release.  Costs at most SL_CLOCK_SPIN_NS of CPU per wait.
+ * 0, or -EINTR when a signal ended the sleep part. */
+#define SL_CLOCK_SPIN_NS (200 * 1000)
+int sl_clock_sleep_until_precise(int64_t deadline_ns);
+
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 static int64_t read_clock(clockid_t id)
@@ -35,6 +36,19 @@ int sl_clock_sleep_until(int64_t deadline_ns)
 	ts.tv_nsec = deadline_ns % SL_NS_PER_S;
 	rc = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 	return rc == 0 ? 0 : -rc;
+}
+
+int sl_clock_sleep_until_precise(int64_t deadline_ns)
+{
+	int rc = 0;
+
+	if (deadline_ns - SL_CLOCK_SPIN_NS > sl_clock_mono_ns())
+		rc = sl_clock_sleep_until(deadline_ns - SL_CLOCK_SPIN_NS);
+	if (rc != 0)
+		return rc;
+	while (sl_clock_mono_ns() < deadline_ns)
+		sched_yield();
+	return 0;
 }
 
 int64_t sl_clock_wall_offset_ns(void)

@@ -95,7 +95,7 @@ int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
 			 * much: sleep precisely, and put the thread's own setting back after. */
 			if (slack < 0 && (slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) > 1)
 				prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-			while (sl_clock_sleep_until(at) == -EINTR) {
+			while (sl_clock_sleep_until_precise(at) == -EINTR) {
 				if (stop && *stop) {
 					sl_wait_refund(h, t, self);
 					rc = -EINTR;

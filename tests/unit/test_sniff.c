@@ -230,7 +230,7 @@ static void test_h2_preface(void **state)
 	assert_int_equal(sl_sniff_h2_preface(preface, sizeof(preface) - 1), 1);
 	assert_int_equal(sl_sniff_h2_preface(preface, 14), 1);   /* its start says enough */
 	assert_int_equal(sl_sniff_h2_preface(preface, 13), 0);
-	assert_int_equal(sl_sniff_h2_preface("PRI * HTTP/2.0\r\n\r\nXX", 22), 0);
+	assert_int_equal(sl_sniff_h2_preface("PRI * HTTP/2.0\r\n\r\nXX", 20), 0);
 	assert_int_equal(sl_sniff_h2_preface("GET / HTTP/1.1\r\n", 16), 0);
 }
 

@@ -14,7 +14,7 @@ import argparse
 import re
 import sys
 
-GO = re.compile(r"sluice\[(\d+)\]: (\w+) (\S+).* sections=(\S+): go .*slot=(\d+) released=(\d+)")
+GO = re.compile(r"sluice\[(\d+)\]: ((?:deferred )?\w+) (\S+).* sections=(\S+): go .*slot=(\d+) released=(\d+)")
 
 
 def main():
