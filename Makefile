@@ -41,13 +41,14 @@ SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS)
 
 CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
 	src/core/config.c src/core/limiter.c src/core/strategy.c src/core/conc.c src/core/shm.c src/core/admit.c \
-	src/core/stats.c src/core/wait.c src/core/sniff.c src/core/http1.c src/core/log.c src/core/ctl.c
+	src/core/stats.c src/core/wait.c src/core/sniff.c src/core/http1.c src/core/proc.c src/core/log.c \
+	src/core/ctl.c
 # What the shim takes from the core: no logging or control-socket client in a host.
 SHIM_CORE_SRC = $(filter-out src/core/log.c src/core/ctl.c,$(CORE_SRC))
 SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/hold.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
 	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
-	src/shim/exec.c src/shim/stream.c src/shim/recv.c
+	src/shim/exec.c src/shim/stream.c src/shim/recv.c src/shim/undecided.c
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c

@@ -70,7 +70,9 @@ int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t no
                    int32_t self, struct sl_ticket *t);
 
 /* At or after t->release_ns: returns 0 when the request may go now (and counts it),
- * or 1 with *retry_ns set when an earlier late waker means it must sleep longer. */
+ * 1 with *retry_ns set when an earlier late waker means it must sleep longer, or
+ * -ETIMEDOUT when the lock could not be had (nothing is decided: the caller's
+ * fallback policy is). */
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
                      int64_t *retry_ns);
 
@@ -87,6 +89,11 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
  * the process would have, had it given up alive).  Returns how many were returned. */
 int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
                        int (*is_dead)(int32_t pid));
+
+/* Daemon, at each heartbeat: reset every section's state that lies further ahead
+ * than any admission can put it (sl_strategy_repair).  Returns the mask of the
+ * sections reset. */
+uint64_t sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self);
 
 /* Charge every matched section in refusal mode (fallback = closed): counts refusals. */
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m);

@@ -23,6 +23,17 @@
 #define sl_likely(x) __builtin_expect(!!(x), 1)
 #define sl_unlikely(x) __builtin_expect(!!(x), 0)
 
+/* A spin-wait hint to the processor (pause on x86, yield on arm64, nothing
+ * elsewhere): lets the other hardware thread run while a lock is polled. */
+static inline void sl_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 /* Symbols visible outside libsluice.so; everything else is hidden. */
 #define SL_EXPORT __attribute__((visibility("default")))
 

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 2           /* incompatible layout changes */
+#define SL_SHM_MAJOR 3           /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 #define SL_MAX_SECTIONS 64  /* a destination's matches fit one uint64_t mask */
@@ -146,7 +146,12 @@ struct sl_state {
 	uint32_t conc_waiters;
 	uint32_t conc_futex;
 	uint32_t pad1;
-	uint8_t reserved[48];
+	uint64_t undecided; /* calls the shared state could not decide (lock unavailable,
+	                     * holder table full, release check never agreeing): decided
+	                     * by the fallback policy instead, never simply let go (count) */
+	uint64_t repaired;  /* times this state was found further ahead than any
+	                     * admission can put it, and reset (sl_strategy_repair) */
+	uint8_t reserved[32];
 };
 _Static_assert(sizeof(struct sl_state) % 8 == 0, "sl_state keeps 8-byte alignment");
 
@@ -171,12 +176,16 @@ struct sl_shm_header {
 	uint32_t max_sections; /* SL_MAX_SECTIONS */
 	uint64_t generation;   /* config generation: +1 per successful load or reload */
 	uint32_t spec_seq;     /* seqlock over every spec: odd while the daemon writes */
-	uint32_t lock;         /* segment lock: pid of the holder, 0 when free */
 	uint32_t lock_waiters; /* processes sleeping on the lock's futex */
+	uint64_t lock;         /* segment lock, 0 when free: the holder's pid in the low
+	                        * 32 bits (the futex word) and its start stamp in the
+	                        * high 32, so a pid reused by another process, or a
+	                        * scribbled word, is known not to be the holder (shm.c) */
 	int32_t daemon_pid;    /* pid of the daemon that last attached (0: none) */
-	int64_t heartbeat_ns;  /* CLOCK_MONOTONIC of the daemon's last beat */
 	uint32_t has_names;    /* some section matches by host name */
+	int64_t heartbeat_ns;  /* CLOCK_MONOTONIC of the daemon's last beat */
 	uint32_t fallback;     /* the config's fallback, for information */
+	uint32_t pad0;
 	uint64_t lock_recoveries; /* times a dead holder's lock was taken over (count) */
 	char config_path[SL_PATH_MAX]; /* config the daemon loaded, for `sluice run` */
 	uint32_t slots_used;   /* sections at index >= this are all unused: readers stop
@@ -185,13 +194,14 @@ struct sl_shm_header {
 	                        * uses: the shim skips paths no section meters */
 	int64_t wall_off_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed by the
 	                        * daemon's heartbeat: aligns fixed windows to UTC */
-	uint8_t reserved[160];
+	uint8_t reserved[152];
 };
 _Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");
-_Static_assert(offsetof(struct sl_shm_header, lock) == 44, "sl_shm_header ABI");
-_Static_assert(offsetof(struct sl_shm_header, config_path) == 80, "sl_shm_header ABI");
-_Static_assert(offsetof(struct sl_shm_header, slots_used) == 336, "sl_shm_header ABI");
+/* 8-aligned: the lock is one 64-bit compare-and-swap. */
+_Static_assert(offsetof(struct sl_shm_header, lock) == 48, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, config_path) == 88, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, slots_used) == 344, "sl_shm_header ABI");
 
 /* Who holds concurrency places: one entry per (process, section), in a table after
  * the sections.  pid 0: free. */

@@ -67,5 +67,8 @@ int sl_shm_reap_lock(struct sl_shm_header *h);
  * unchanged keeps its state; others start from zero (SPEC §3).  Takes the lock and
  * the spec seqlock.  Returns 0 or -ETIMEDOUT. */
 int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self);
+/* The same with the clock given (`now` converts the state of changed limits). */
+int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self,
+                           int64_t now);
 
 #endif

@@ -55,6 +55,21 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
                        uint64_t cost, int64_t wall_off);
 
+/* Reload: the section keeps its state when its limit changes (SPEC §3 as amended
+ * by the reload rule in docs/design.md): leaky and token bucket rescale their
+ * queue to the new interval; the same windows keep their counts; any other change
+ * of strategy or window starts the new one as if a whole window's worth had just
+ * gone, so nothing the old limit let through is forgotten.  Under the lock. */
+void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, struct sl_state *st,
+                         int64_t now, int64_t wall_off);
+
+/* State further ahead of `now` than any admission can put it (max_wait, or
+ * SL_REPAIR_FOREVER_NS when the section waits for ever, plus a window and its
+ * burst) is corrupt: reset to what holds no excess, counted in st->repaired.
+ * Returns 1 when something was reset.  Under the segment lock. */
+#define SL_REPAIR_FOREVER_NS (24 * 3600 * 1000000000LL)
+int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off);
+
 /* Reservations whose slot is still ahead of `now`: callers waiting in the queue. */
 uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                             int64_t wall_off);

@@ -28,8 +28,9 @@ void sl_wait_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t fr
  * release check agrees, and count the release.  A signal handler interrupts the
  * sleep; the wait then resumes towards the same deadline, unless `stop` is given and
  * has become nonzero, in which case the reservation is returned and -EINTR is the
- * result.  Returns 0 once released.  Bounded in rounds, so a corrupt segment cannot
- * keep a caller here for ever. */
+ * result.  Returns 0 once released, or -ETIMEDOUT when the check could not be made
+ * (no lock) or never agreed within its bounded rounds: then nothing was released,
+ * and the caller's fallback policy decides. */
 int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                     volatile sig_atomic_t *stop);
 
@@ -39,9 +40,10 @@ int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 
 /* Take a concurrency place in every section of m that limits concurrency, waiting
  * (futex, woken when a place is given back) until `deadline` (-1: none; -2: do not
- * wait, -EBUSY when full).  Returns 0 with *taken set, -ECONNREFUSED at the deadline
- * (*full: the section that was full; its refusal is counted), or -ENOSPC /
- * -ETIMEDOUT (the caller passes through). */
+ * wait, -EBUSY when full).  A full holder table or an unavailable lock counts as no
+ * place (and as undecided in the section's counters): it is waited out like a full
+ * limit, never passed.  Returns 0 with *taken set, or -ECONNREFUSED at the deadline
+ * (*full: the section that was full; its refusal is counted). */
 int sl_wait_conc(struct sl_shm_header *h, const struct sl_match *m, int32_t self, int64_t deadline,
                  uint64_t *taken, int *full);
 

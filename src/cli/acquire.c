@@ -191,12 +191,18 @@ int sl_cmd_acquire(int argc, char **argv)
 		return SL_EXIT_FAIL;
 	}
 	if (rc < 0) {
-		fprintf(stderr, "sluice: segment %s unusable (%s): not held\n", shm_name, strerror(-rc));
-		return SL_EXIT_OK;
+		/* Undecided is never a release: a script asking leaves its call undone. */
+		fprintf(stderr, "sluice: segment %s cannot decide (%s): refused\n", shm_name,
+		        rc == -ETIMEDOUT ? "its lock is unavailable" : "its sections changed");
+		return SL_EXIT_FAIL;
 	}
-	if (t.mask && sl_wait_release(shm.hdr, &t, (int32_t)getpid(), &stop_signal) == -EINTR) {
+	if (t.mask && (rc = sl_wait_release(shm.hdr, &t, (int32_t)getpid(), &stop_signal)) == -EINTR) {
 		fprintf(stderr, "sluice: interrupted by signal %d: place returned\n", (int)stop_signal);
 		return 128 + stop_signal;
+	}
+	if (t.mask && rc < 0) {
+		fprintf(stderr, "sluice: segment %s: the release could not be checked: refused\n", shm_name);
+		return SL_EXIT_FAIL;
 	}
 	if (verbose && t.mask) /* the shim's SLUICE_DEBUG format, so one tool reads both */
 		fprintf(stderr, "sluice[%d]: acquire %s sections=%s: go waited=%.3fms slot=%lld released=%lld\n",

@@ -47,7 +47,7 @@ int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_m
 		int count = 0;
 
 		if (seq & 1) {
-			__builtin_ia32_pause();
+			sl_cpu_relax();
 			continue;
 		}
 		unsigned used = SL_MIN(h->slots_used, (unsigned)SL_MAX_SECTIONS);
@@ -115,6 +115,7 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		live++;
 		if (sec->spec.amount == 0)
 			continue;
+		sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h)); /* never sleep on a scribble */
 		slot = sl_strategy_slot(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
 			struct sl_undo ignored;
@@ -206,15 +207,14 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 	int64_t wait = now - t->arrival_ns, later = now;
 	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
 
-	if (rc < 0) {
-		t->released_ns = now; /* cannot check: the scheduled slot was honoured already */
-		return 0;
-	}
+	if (rc < 0)
+		return rc; /* cannot check: the caller's fallback decides, never "go" */
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
+		sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h));
 		later = SL_MAX(later, sl_strategy_release_at(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h)));
 	}
 	if (later > now) {
@@ -299,6 +299,22 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 	}
 	sl_shm_unlock(h, self);
 	return returned;
+}
+
+uint64_t sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self)
+{
+	uint64_t fixed = 0;
+
+	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return 0;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (sec->in_use && sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h)))
+			fixed |= 1ULL << i;
+	}
+	sl_shm_unlock(h, self);
+	return fixed;
 }
 
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)

@@ -1,6 +1,8 @@
 #include "sluice/shm.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/proc.h"
+#include "sluice/strategy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -147,7 +149,22 @@ struct sl_holder *sl_shm_holders(struct sl_shm_header *h)
 
 int sl_pid_is_dead(int32_t pid)
 {
-	return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+	return sl_proc_check(pid, 0) == SL_PROC_GONE;
+}
+
+/* The lock word's 32-bit half that holds the pid: the futex word. */
+static uint32_t *lock_futex(struct sl_shm_header *h)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (uint32_t *)&h->lock;
+#else
+	return (uint32_t *)&h->lock + 1;
+#endif
+}
+
+static uint64_t lock_value(int32_t pid, uint32_t stamp)
+{
+	return (uint64_t)stamp << 32 | (uint32_t)pid;
 }
 
 static void futex_wait(uint32_t *word, uint32_t val, int64_t ns)
@@ -158,25 +175,37 @@ static void futex_wait(uint32_t *word, uint32_t val, int64_t ns)
 	syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
+/* Whether the lock word `cur` names no live holder: its process is gone, a
+ * zombie, or its pid now belongs to another process (the stamp differs) - or the
+ * word was scribbled into something no process wrote. */
+static int holder_gone(uint64_t cur, int32_t self)
+{
+	int32_t pid = (int32_t)(cur & 0xffffffffu);
+
+	if (cur == 0 || pid == self)
+		return 0;
+	return sl_proc_check(pid, (uint32_t)(cur >> 32)) == SL_PROC_GONE;
+}
+
 int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 {
-	_Atomic uint32_t *word = A(&h->lock);
+	_Atomic uint64_t *word = A(&h->lock);
+	uint64_t mine = lock_value(self, sl_proc_self_stamp(self));
 	int64_t deadline = 0;
 	int saved = errno;
 
 	for (unsigned spin = 0;; spin++) {
-		uint32_t cur = 0;
+		uint64_t cur = 0;
 
-		if (atomic_compare_exchange_weak_explicit(word, &cur, (uint32_t)self,
-		                                          memory_order_acquire, memory_order_relaxed))
+		if (atomic_compare_exchange_weak_explicit(word, &cur, mine, memory_order_acquire,
+		                                          memory_order_relaxed))
 			return 0;
 		if (spin < 64) {
-			__builtin_ia32_pause();
+			sl_cpu_relax();
 			continue;
 		}
-		if (cur != 0 && (int32_t)cur != self && sl_pid_is_dead((int32_t)cur)) {
-			if (atomic_compare_exchange_strong_explicit(word, &cur, (uint32_t)self,
-			                                            memory_order_acquire,
+		if (holder_gone(cur, self)) {
+			if (atomic_compare_exchange_strong_explicit(word, &cur, mine, memory_order_acquire,
 			                                            memory_order_relaxed)) {
 				atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
 				errno = saved;
@@ -193,34 +222,34 @@ int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 		if (cur == 0)
 			continue;
 		atomic_fetch_add_explicit(A(&h->lock_waiters), 1, memory_order_relaxed);
-		futex_wait(&h->lock, cur, 2 * SL_NS_PER_MS);
+		futex_wait(lock_futex(h), (uint32_t)(cur & 0xffffffffu), 2 * SL_NS_PER_MS);
 		atomic_fetch_sub_explicit(A(&h->lock_waiters), 1, memory_order_relaxed);
 	}
 }
 
 void sl_shm_unlock(struct sl_shm_header *h, int32_t self)
 {
-	uint32_t expect = (uint32_t)self;
+	uint64_t expect = lock_value(self, sl_proc_self_stamp(self));
 	int saved = errno;
 
 	/* Only the holder releases; a lock taken over meanwhile stays with its new owner. */
 	if (atomic_compare_exchange_strong_explicit(A(&h->lock), &expect, 0, memory_order_release,
 	                                            memory_order_relaxed) &&
 	    atomic_load_explicit(A(&h->lock_waiters), memory_order_relaxed) != 0)
-		syscall(SYS_futex, &h->lock, FUTEX_WAKE, 1, NULL, NULL, 0);
+		syscall(SYS_futex, lock_futex(h), FUTEX_WAKE, 1, NULL, NULL, 0);
 	errno = saved;
 }
 
 int sl_shm_reap_lock(struct sl_shm_header *h)
 {
-	uint32_t cur = atomic_load_explicit(A(&h->lock), memory_order_relaxed);
+	uint64_t cur = atomic_load_explicit(A(&h->lock), memory_order_relaxed);
 
-	if (cur == 0 || !sl_pid_is_dead((int32_t)cur))
+	if (cur == 0 || !holder_gone(cur, 0))
 		return 0;
 	if (!atomic_compare_exchange_strong(A(&h->lock), &cur, 0))
 		return 0;
 	atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
-	syscall(SYS_futex, &h->lock, FUTEX_WAKE, 1, NULL, NULL, 0);
+	syscall(SYS_futex, lock_futex(h), FUTEX_WAKE, 1, NULL, NULL, 0);
 	return 1;
 }
 
@@ -234,6 +263,12 @@ static int find_new(const struct sl_config *cfg, const char *name)
 
 int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self)
 {
+	return sl_shm_apply_config_at(h, cfg, self, sl_clock_mono_ns());
+}
+
+int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self,
+                           int64_t now)
+{
 	int placed[SL_MAX_SECTIONS] = {0};
 	uint32_t has_names = 0;
 	int rc = sl_shm_lock(h, self, SL_NS_PER_S);
@@ -243,7 +278,10 @@ int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, in
 	atomic_fetch_add_explicit(A(&h->spec_seq), 1, memory_order_relaxed); /* odd: writing */
 	atomic_thread_fence(memory_order_release);
 
-	/* Pass 1: sections that stay keep their slot; changed identities reset it. */
+	/* Pass 1: a section that stays (by name) keeps its slot, its serial - so waiters
+	 * admitted under the old config are released by the new one's checks - and its
+	 * state, converted to the new limit.  Only a new meter starts it afresh: its
+	 * counts were of something else. */
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 		int j;
@@ -258,9 +296,12 @@ int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, in
 			memset(&sec->state, 0, sizeof(sec->state));
 			continue;
 		}
-		if (!sl_spec_same_identity(&sec->spec, &cfg->sections[j].spec)) {
+		if (sec->spec.meter != cfg->sections[j].spec.meter) {
 			sec->serial++;
 			memset(&sec->state, 0, sizeof(sec->state));
+		} else {
+			sl_strategy_convert(&sec->spec, &cfg->sections[j].spec, &sec->state, now,
+			                    h->wall_off_ns);
 		}
 		sec->spec = cfg->sections[j].spec;
 		placed[j] = 1;

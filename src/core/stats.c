@@ -173,7 +173,7 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        "\"queued\":%llu,\"admitted\":%llu,\"held\":%llu,\"refused\":%llu,"
 			        "\"given_up\":%llu,\"observed\":%llu,\"wait_p50_us\":%lld,"
 			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld,"
-			        "\"concurrency\":%u,\"open\":%u}",
+			        "\"concurrency\":%u,\"open\":%u,\"undecided\":%llu,\"repaired\":%llu}",
 			        sl_meter_name(sec.spec.meter), sl_strategy_name(sec.spec.strategy), rate,
 			        (unsigned long long)sec.spec.amount, (long long)sec.spec.window_ns,
 			        (unsigned long long)sec.spec.burst,
@@ -184,7 +184,8 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        (long long)(sl_stats_wait_quantile(st, 0.5) / 1000),
 			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
 			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
-			        sec.spec.concurrency, st->conc_open);
+			        sec.spec.concurrency, st->conc_open, (unsigned long long)st->undecided,
+			        (unsigned long long)st->repaired);
 		} else {
 			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
 			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(st, 0.99) / 1e6);
@@ -200,6 +201,10 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
 			if (sec.spec.concurrency)
 				fprintf(out, "  concurrency %u, %u open", sec.spec.concurrency, st->conc_open);
+			if (st->undecided)
+				fprintf(out, "  %llu undecided (fallback applied)", (unsigned long long)st->undecided);
+			if (st->repaired)
+				fprintf(out, "  state reset %llu times (corrupt)", (unsigned long long)st->repaired);
 			fputc('\n', out);
 		}
 		first = 0;

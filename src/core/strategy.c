@@ -3,6 +3,8 @@
 #include "sluice/common.h"
 #include "sluice/limiter.h"
 
+#include <string.h>
+
 #define B SL_SLIDE_BUCKETS
 
 /* What one request counts for in a window: never more than the whole window, or a
@@ -252,6 +254,142 @@ void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t fro
 		if (next > sl_sane_ns(st->rel_tat_ns))
 			st->rel_tat_ns = next;
 	}
+	}
+}
+
+/* --- corrupt state (SPEC §4: no corrupt value turns into a hang or a release) ---
+ *
+ * How far ahead of `now` a section's state may lawfully lie: no admission hands
+ * out a slot beyond max_wait (a day, when the section waits for ever), and a slot
+ * moves the state on by at most one window, or one burst's tolerance.  Anything
+ * further was written by no admission: a scribble.  It is reset to what can hold
+ * no excess - the scheduling half to "no queue", the enforcement half to "one
+ * window's worth went just now", which may make callers wait one window more but
+ * never lets more through - instead of being slept on for years. */
+static int64_t horizon(const struct sl_spec *s)
+{
+	int64_t wait = s->max_wait_ns >= 0 ? sl_sane_ns(s->max_wait_ns) : SL_REPAIR_FOREVER_NS;
+
+	return wait + 2 * window(s) + sl_sane_ns(sl_gcra_tolerance(s));
+}
+
+int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off)
+{
+	int64_t limit = sl_sane_ns(now) + horizon(s);
+	int fixed = 0;
+
+	if (s->amount == 0)
+		return 0;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW: {
+		int64_t k = fixed_index(s, now, wall_off);
+
+		if (fixed_start(s, sl_sane_ns(st->win), wall_off) > limit) {
+			st->win = k;
+			st->win_used = 0;
+			fixed = 1;
+		}
+		if (fixed_start(s, sl_sane_ns(st->rel_win), wall_off) > limit) {
+			st->rel_win = k;
+			st->rel_win_used = s->amount;
+			fixed = 1;
+		}
+		break;
+	}
+	case SL_STRAT_SESSION_WINDOW:
+		if (sl_sane_ns(st->win) > limit) {
+			st->win = now;
+			st->win_used = 0;
+			fixed = 1;
+		}
+		if (sl_sane_ns(st->rel_win) > limit) {
+			st->rel_win = now;
+			st->rel_win_used = s->amount;
+			fixed = 1;
+		}
+		break;
+	case SL_STRAT_SLIDING_WINDOW:
+		if (slide_start(s, sl_sane_ns(st->slide.newest)) > limit) {
+			memset(&st->slide, 0, sizeof(st->slide));
+			st->slide.newest = slide_bucket(s, now);
+			fixed = 1;
+		}
+		if (slide_start(s, sl_sane_ns(st->rel_slide.newest)) > limit) {
+			memset(&st->rel_slide, 0, sizeof(st->rel_slide));
+			st->rel_slide.newest = slide_bucket(s, now);
+			st->rel_slide.count[(uint64_t)st->rel_slide.newest % B] = s->amount;
+			fixed = 1;
+		}
+		break;
+	default:
+		if (sl_sane_ns(st->rel_tat_ns) > limit) {
+			st->rel_tat_ns = sl_sane_ns(now) + window(s);
+			fixed = 1;
+		}
+		if (sl_sane_ns(st->tat_ns) > limit) {
+			st->tat_ns = SL_MAX(sl_sane_ns(now), sl_sane_ns(st->rel_tat_ns));
+			fixed = 1;
+		}
+	}
+	if (fixed)
+		st->repaired++;
+	return fixed;
+}
+
+/* --- reload: a section's limit changes, its state is carried over --- */
+
+/* A time `t` ahead of now by some requests at increment `from` becomes as many
+ * requests ahead at increment `to`. */
+static int64_t rescale(int64_t t, int64_t now, int64_t from, int64_t to)
+{
+	__int128 ahead;
+
+	t = sl_sane_ns(t);
+	if (t <= now || from <= 0)
+		return t;
+	ahead = (__int128)(t - now) * to / from;
+	return now + (int64_t)(ahead > SL_SANE_NS ? SL_SANE_NS : ahead);
+}
+
+void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, struct sl_state *st,
+                         int64_t now, int64_t wall_off)
+{
+	if (to->amount == 0 || from->amount == 0)
+		return; /* no rate before or after: nothing to carry over */
+	if (is_gcra(from) && is_gcra(to)) {
+		/* The queue and the releases in flight, counted in requests, keep their
+		 * length; each request now takes the new interval. */
+		int64_t a = sl_gcra_increment(from, 1), b = sl_gcra_increment(to, 1);
+
+		st->tat_ns = rescale(st->tat_ns, now, a, b);
+		st->rel_tat_ns = rescale(st->rel_tat_ns, now, a, b);
+		return;
+	}
+	if (from->strategy == to->strategy && from->window_ns == to->window_ns)
+		return; /* the same windows: their counts hold against the new AMOUNT */
+	/* Across kinds of state nothing tells what went in the new window so far, so
+	 * take the most it could have been: a whole window's worth just now.  Callers
+	 * may wait up to one window more; the destination never sees more. */
+	memset(&st->slide, 0, sizeof(st->slide));
+	memset(&st->rel_slide, 0, sizeof(st->rel_slide));
+	st->win = st->win_used = st->rel_win = st->rel_win_used = 0;
+	st->tat_ns = st->rel_tat_ns = 0;
+	switch (to->strategy) {
+	case SL_STRAT_FIXED_WINDOW:
+		st->win = st->rel_win = fixed_index(to, now, wall_off);
+		st->win_used = st->rel_win_used = to->amount;
+		break;
+	case SL_STRAT_SESSION_WINDOW:
+		st->win = st->rel_win = now;
+		st->win_used = st->rel_win_used = to->amount;
+		break;
+	case SL_STRAT_SLIDING_WINDOW:
+		st->slide.newest = st->rel_slide.newest = slide_bucket(to, now);
+		st->slide.count[(uint64_t)st->slide.newest % B] = to->amount;
+		st->rel_slide.count[(uint64_t)st->rel_slide.newest % B] = to->amount;
+		break;
+	default:
+		st->tat_ns = st->rel_tat_ns = sl_sane_ns(now) + window(to) - sl_gcra_tolerance(to);
 	}
 }
 

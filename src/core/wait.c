@@ -106,11 +106,11 @@ int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
 		enter_critical(&c);
 		rc = sl_admit_release(h, t, sl_clock_mono_ns(), self, &retry);
 		leave_critical(&c);
-		if (rc == 0)
-			break;
+		if (rc <= 0)
+			goto out; /* released, or -ETIMEDOUT */
 		at = retry;
-		rc = 0;
 	}
+	rc = -ETIMEDOUT; /* never agreed: undecided, not released */
 out:
 	if (slack > 1)
 		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
@@ -141,6 +141,20 @@ int sl_wait_conc(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 		enter_critical(&c);
 		rc = sl_conc_take(h, m, self, taken, full, &seen);
 		leave_critical(&c);
+		if (rc == -ENOSPC || rc == -ETIMEDOUT) {
+			/* No room in the holder table, or no lock: no place now.  That is
+			 * never a "go": wait for one as for a full limit, up to the deadline. */
+			uint64_t conc = sl_conc_sections(h, m);
+
+			*full = conc ? __builtin_ctzll(conc) : 0;
+			seen = atomic_load_explicit(
+				(_Atomic uint32_t *)&sl_shm_section(h, (unsigned)*full)->state.conc_futex,
+				memory_order_acquire);
+			atomic_fetch_add_explicit(
+				(_Atomic uint64_t *)&sl_shm_section(h, (unsigned)*full)->state.undecided, 1,
+				memory_order_relaxed);
+			rc = -EBUSY;
+		}
 		if (rc != -EBUSY || deadline == -2)
 			return rc;
 		now = sl_clock_mono_ns();

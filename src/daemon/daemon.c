@@ -25,6 +25,15 @@ static void beat(struct sl_daemon *d)
 	h->wall_off_ns = sl_clock_wall_offset_ns(); /* follows steps of the wall clock */
 	if (sl_shm_reap_lock(h))
 		sl_log_warnx("took the segment lock back from a process that died holding it");
+	{
+		uint64_t fixed = sl_admit_repair(h, h->heartbeat_ns, (int32_t)getpid());
+
+		for (unsigned i = 0; fixed && i < SL_MAX_SECTIONS; i++)
+			if (fixed & (1ULL << i))
+				sl_log_warnx("section [%.*s]: its state lay further ahead than any admission can put "
+				             "it (a scribbled segment?): reset", SL_SECTION_NAME_MAX,
+				             sl_shm_section(h, i)->spec.name);
+	}
 	if (sl_admit_reap_dead(h, h->heartbeat_ns, (int32_t)getpid(), sl_pid_is_dead))
 		sl_log_debug("returned the queue slot of a process that died waiting");
 	if (sl_conc_reap_dead(h, (int32_t)getpid(), sl_pid_is_dead))

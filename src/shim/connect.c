@@ -82,6 +82,18 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 	return rc;
 }
 
+/* A connection released now keeps its concurrency places (if any) in a record
+ * until it closes.  Returns 0. */
+static int keep_places(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
+                       uint64_t conc)
+{
+	if (conc && sl_held_open(fd, d, m, conc) < 0) {
+		sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
+		sl_wait_conc_put(sl_shim.shm.hdr, conc, m, sl_shim.pid);
+	}
+	return 0;
+}
+
 /* A non-blocking connection whose concurrency places (`conc`, maybe none) are in
  * hand: its rate slot is reserved now, and the connect goes at once when the slot
  * is now, or is deferred to it.  Returns 0 to connect now, -EINPROGRESS when
@@ -107,20 +119,29 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
 			sl_wait_conc_put(h, conc, m, sl_shim.pid);
 		return -(t.refuse_errno ? t.refuse_errno : ECONNREFUSED);
 	}
-	if (rc < 0 || t.mask == 0 ||
-	    (t.release_ns <= sl_clock_mono_ns() && sl_wait_try_release(h, &t, sl_shim.pid, &retry) == 0)) {
-		if (rc == 0 && t.mask)
+	if (rc < 0) {
+		rc = sl_undecided(d, m, what, ECONNREFUSED,
+		                  rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
+		if (rc < 0) {
+			if (conc)
+				sl_wait_conc_put(h, conc, m, sl_shim.pid);
+			return rc;
+		}
+		return keep_places(fd, d, m, what, conc);
+	}
+	if (t.mask == 0 || (t.release_ns <= sl_clock_mono_ns() &&
+	                    (rc = sl_wait_try_release(h, &t, sl_shim.pid, &retry)) <= 0)) {
+		if (rc < 0 && (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0) {
+			if (conc)
+				sl_wait_conc_put(h, conc, m, sl_shim.pid);
+			return rc;
+		}
+		if (t.mask)
 			sl_debug("%s %s sections=%s: go waited=0.000ms slot=%lld released=%lld", what, dest,
 			         names, (long long)t.release_ns, (long long)t.released_ns);
 		else
-			sl_debug("%s %s sections=%s: go (%s)", what, dest, names,
-			         rc == 0 ? "no rate to wait for, or observe only"
-			         : rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
-		if (conc && sl_held_open(fd, d, m, conc) < 0) {
-			sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
-			sl_wait_conc_put(h, conc, m, sl_shim.pid);
-		}
-		return 0;
+			sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
+		return keep_places(fd, d, m, what, conc);
 	}
 	if (sl_held_defer(fd, d, m, conc, -1, 0, &t, addr, alen) == 0) {
 		sl_debug("%s %s sections=%s: non-blocking; deferred to its slot in %.3fms", what, dest, names,
@@ -129,10 +150,13 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
 	}
 	/* No record to defer it with: wait here, as a blocking caller would. */
 	sl_debug("%s on fd %d: no free hold record: waiting inside connect", what, fd);
-	sl_wait_release(h, &t, sl_shim.pid, NULL);
-	if (conc && sl_held_open(fd, d, m, conc) < 0)
-		sl_wait_conc_put(h, conc, m, sl_shim.pid);
-	return 0;
+	if (sl_wait_release(h, &t, sl_shim.pid, NULL) < 0 &&
+	    (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0) {
+		if (conc)
+			sl_wait_conc_put(h, conc, m, sl_shim.pid);
+		return rc;
+	}
+	return keep_places(fd, d, m, what, conc);
 }
 
 /* A connection to sections of which `conc` limit concurrency: a place in each is
@@ -176,11 +200,7 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 		sl_wait_conc_put(h, taken, m, sl_shim.pid);
 		return rc;
 	}
-	if (taken && sl_held_open(fd, d, m, taken) < 0) {
-		sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
-		sl_wait_conc_put(h, taken, m, sl_shim.pid);
-	}
-	return 0;
+	return keep_places(fd, d, m, what, taken);
 }
 
 /* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN).

@@ -205,6 +205,17 @@ static void restore_registrations(struct sl_hold *rec)
 
 static void log_go(const char *what, struct sl_hold *rec);
 
+/* Under rec->lock: the segment could not decide for what rec waits for; the
+ * fallback policy does (undecided.c).  0 to go, or -errno. */
+static int undecided(struct sl_hold *rec, const char *why)
+{
+	int connect = rec->kind == SL_KIND_CONNECTION && rec->state == SL_HOLD_DEFERRED;
+
+	return sl_undecided(&rec->dest, rec->want.mask ? &rec->want : &rec->m,
+	                    connect ? "deferred connect" : rec->kind == SL_KIND_CONNECTION ? "write" : "datagram",
+	                    connect || rec->kind != SL_KIND_CONNECTION ? ECONNREFUSED : ECONNRESET, why);
+}
+
 /* Under rec->lock: a deferred connect ends refused with errno e (its max_wait, or
  * a connect that failed at once).  Places in hand go back now: a refused
  * connection must not keep others out until the program closes it. */
@@ -243,77 +254,85 @@ static void connect_now(struct sl_hold *rec, int fd)
 		sl_real.fcntl(fd, F_SETFL, fl);
 }
 
-/* Under rec->lock, phase CONC with a place just taken: reserve the rate slot.
- * Returns 1 when the connect may be made now, 0 when it now waits for the slot (or
- * was refused). */
-static int reserve_after_place(struct sl_hold *rec, int64_t now)
+/* Under rec->lock, phase RATE: whether its slot has come and the release check
+ * agrees.  1: go, 0: not yet (release_ns moved on), -1: refused (state set). */
+static int take_slot(struct sl_hold *rec, int64_t now)
 {
-	int rc = sl_wait_reserve(sl_shim.shm.hdr, &rec->m, now, sl_shim.pid, &rec->t);
+	int64_t retry;
+	int rc;
 
-	if (rc == -ECONNREFUSED) {
-		sl_debug("deferred connect on fd %d: refused (wait would exceed max_wait)", rec->fd);
-		refuse_deferred(rec, rec->t.refuse_errno ? rec->t.refuse_errno : ECONNREFUSED);
+	if (now < rec->release_ns)
+		return 0;
+	rc = sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry);
+	if (rc > 0) {
+		rec->release_ns = retry;
 		return 0;
 	}
+	if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
+		refuse_deferred(rec, -rc);
+		return -1;
+	}
+	return 1;
+}
+
+/* Under rec->lock, phase CONC: a place if one is free, then the rate slot reserved
+ * (phase RATE, which may be due at once).  As take_slot. */
+static int take_place(struct sl_hold *rec, int fd, int64_t now)
+{
+	uint64_t taken = 0;
+	int full = 0, rc;
+
+	if (sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full) == -EBUSY) {
+		if (rec->conc_deadline < 0 || now < rec->conc_deadline) {
+			rec->release_ns = now + SL_CONC_RECHECK_NS;
+			return 0;
+		}
+		sl_debug("deferred connect on fd %d: refused (no concurrency place within max_wait)", fd);
+		refuse_deferred(rec, rec->conc_refuse ? rec->conc_refuse : ECONNREFUSED);
+		return -1;
+	}
+	rec->conc_mask = taken;
+	sl_debug("deferred connect on fd %d: a concurrency place is free", fd);
+	rc = sl_wait_reserve(sl_shim.shm.hdr, &rec->m, now, sl_shim.pid, &rec->t);
+	if (rc == -ECONNREFUSED) {
+		sl_debug("deferred connect on fd %d: refused (wait would exceed max_wait)", fd);
+		refuse_deferred(rec, rec->t.refuse_errno ? rec->t.refuse_errno : ECONNREFUSED);
+		return -1;
+	}
+	if (rc < 0 && (rc = undecided(rec, rc == -ETIMEDOUT ? "segment lock unavailable"
+	                                                   : "sections changed")) < 0) {
+		refuse_deferred(rec, -rc);
+		return -1;
+	}
 	if (rc < 0 || rec->t.mask == 0)
-		return 1; /* observe only, or no rate among its sections */
+		return 1; /* decided by the fallback, observe only, or no rate among its sections */
 	rec->defer_phase = SL_DEFER_RATE;
 	rec->want = rec->m;
 	rec->release_ns = rec->t.release_ns;
-	return 0;
+	return take_slot(rec, now);
 }
 
 /* Under rec->lock: a deferred connect that is due takes what it waits for and is
- * made, or past its max_wait is refused.  fd is the descriptor the caller looks
- * at (it shares rec).  Returns 1 when it stopped being deferred. */
+ * made, or is refused.  fd is the descriptor the caller looks at (it shares rec).
+ * Returns 1 when it stopped being deferred. */
 static int kick_locked(struct sl_hold *rec, int fd, int64_t now)
 {
-	int saved = errno;
+	int saved = errno, go;
 
 	if (rec->state != SL_HOLD_DEFERRED || now < rec->release_ns)
 		return 0;
-	if (rec->defer_phase == SL_DEFER_CONC) {
-		uint64_t taken = 0;
-		int full = 0;
-
-		if (sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full) == -EBUSY) {
-			if (rec->conc_deadline < 0 || now < rec->conc_deadline) {
-				rec->release_ns = now + SL_CONC_RECHECK_NS;
-				errno = saved;
-				return 0;
-			}
-			sl_debug("deferred connect on fd %d: refused (no concurrency place within max_wait)", fd);
-			refuse_deferred(rec, rec->conc_refuse ? rec->conc_refuse : ECONNREFUSED);
-			goto done;
-		}
-		rec->conc_mask = taken;
-		sl_debug("deferred connect on fd %d: a concurrency place is free", fd);
-		if (!reserve_after_place(rec, now))
-			goto check_rate;
-		goto connect;
+	go = rec->defer_phase == SL_DEFER_CONC ? take_place(rec, fd, now) : take_slot(rec, now);
+	if (go == 0) {
+		errno = saved;
+		return 0;
 	}
-check_rate:
-	if (rec->state != SL_HOLD_DEFERRED) {
-		goto done; /* refused */
-	} else {
-		int64_t retry;
+	if (go > 0) {
+		int rated = rec->defer_phase == SL_DEFER_RATE;
 
-		if (now < rec->release_ns) {
-			errno = saved;
-			return 0;
-		}
-		if (sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry) != 0) {
-			rec->release_ns = retry;
-			errno = saved;
-			return 0;
-		}
 		connect_now(rec, fd); /* first: nothing may come between release and SYN */
-		log_go("deferred connect", rec);
-		goto done;
+		if (rated)
+			log_go("deferred connect", rec);
 	}
-connect:
-	connect_now(rec, fd);
-done:
 	restore_registrations(rec);
 	errno = saved;
 	return 1;
@@ -653,7 +672,13 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 				return -e;
 			}
 			if (rc < 0 || rec->t.mask == 0) {
-				/* observe only, or unusable: let it go */
+				/* Observe only: let it go.  Undecided: the fallback decides (it may
+				 * wait, under this fd's record lock only). */
+				if (rc < 0 && (rc = undecided(rec, rc == -ETIMEDOUT ? "segment lock unavailable"
+				                                                   : "sections changed")) < 0) {
+					release_record(fd, rec);
+					return rc;
+				}
 				went(rec);
 				go_limits(rec, iov, iovcnt, limit, track);
 				release_record(fd, rec);
@@ -667,6 +692,10 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 			struct sl_ticket *t = &rec->t;
 
 			rc = sl_wait_try_release(h, t, sl_shim.pid, &retry);
+			if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
+				release_record(fd, rec);
+				return rc;
+			}
 			if (rc == 0) {
 				log_go(rec->kind != SL_KIND_CONNECTION ? "datagram"
 				       : rec->want.mask & rec->rm.mask ? "request"

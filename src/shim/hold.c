@@ -98,18 +98,18 @@ int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *
 		         t.refusing_section >= 0 ? sl_shm_section(h, (unsigned)t.refusing_section)->spec.name : "?");
 		return -(t.refuse_errno ? t.refuse_errno : default_refuse);
 	}
-	if (rc < 0) {
-		sl_debug("%s %s sections=%s: passing through (%s)", what, dest, names,
-		         rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
-		return 0;
-	}
+	if (rc < 0)
+		return sl_undecided(d, m, what, default_refuse,
+		                    rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
 	if (t.mask == 0) {
 		sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
 		return 0;
 	}
 	pthread_cleanup_push(refund_on_cancel, &t);
-	sl_wait_release(h, &t, sl_shim.pid, NULL);
+	rc = sl_wait_release(h, &t, sl_shim.pid, NULL);
 	pthread_cleanup_pop(0);
+	if (rc < 0)
+		return sl_undecided(d, m, what, default_refuse, "release check unavailable");
 	/* released= is the instant the release check let it go, the quantity the
 	 * spacing guarantee is about; the real call follows at once. */
 	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld", what, dest,

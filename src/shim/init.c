@@ -65,6 +65,7 @@ static void at_fork_child(void)
 	sl_shim.pid = (int32_t)getpid();
 	sl_namemap_after_fork();
 	sl_fdtab_after_fork();
+	sl_undecided_after_fork();
 	/* A private segment's lock may have been held by a thread that does not exist in
 	 * the child; no other process can hold it. */
 	if (sl_shim.shm.hdr && sl_shim.shm.anonymous)
@@ -104,6 +105,7 @@ static void init_once_body(void)
 		}
 	}
 	fallback = parse_fallback(getenv("SLUICE_FALLBACK"), fallback);
+	sl_shim.fallback = fallback;
 	if (!shm_name || !*shm_name)
 		shm_name = "/sluice";
 

@@ -34,6 +34,7 @@ enum sl_shim_mode {
 struct sl_shim {
 	atomic_int ready;  /* 0 not started, 1 initialising, 2 done */
 	int mode;          /* enum sl_shim_mode */
+	int fallback;      /* enum sl_fallback: what decides when the segment cannot */
 	int debug;         /* SLUICE_DEBUG */
 	int32_t pid;       /* getpid(), refreshed in the fork child */
 	struct sl_shm shm;
@@ -146,6 +147,16 @@ struct sl_tcp_match {
 void sl_hold_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t);
 int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
                  int default_refuse);
+
+/* undecided.c: the segment could not decide for a matched call (its lock was not
+ * had within its bound, its release check never agreed, every section changed
+ * under it): the fallback policy decides instead, and says so - `local` holds the
+ * call in a process-private copy of the sections (each process limits itself, as
+ * with no daemon), `closed` refuses it, `open` lets it go unshaped.  Counted in
+ * each section's `undecided`.  May sleep (local).  Returns 0 to go, or -errno. */
+int sl_undecided(const struct sl_dest *d, const struct sl_match *m, const char *what,
+                 int default_refuse, const char *why);
+void sl_undecided_after_fork(void);
 
 /* The names of the matched sections, comma-separated, for debug lines. */
 void sl_hold_section_names(const struct sl_match *m, char *buf, size_t size);

@@ -30,7 +30,7 @@ static void load(const char *text)
 		sl_config_print_errors(cfg, stderr);
 		fail_msg("bad test config");
 	}
-	assert_int_equal(sl_shm_apply_config(shm.hdr, cfg, (int32_t)getpid()), 0);
+	assert_int_equal(sl_shm_apply_config_at(shm.hdr, cfg, (int32_t)getpid(), T0), 0);
 }
 
 static int setup(void **state)
@@ -170,7 +170,10 @@ static void test_max_wait_refusal(void **state)
 	assert_int_equal(section("a")->state.refused, 1);
 	assert_int_equal(reserve(T0 + 60 * MS, &t), T0 + 300 * MS); /* 240 ms: fits */
 
+	/* Reloaded to 10/m, a keeps its queue: 4 requests ahead are 24 s at 10/m. */
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/m\nmax_wait = 0\n");
+	assert_int_equal(reserve(T0, &t), -ECONNREFUSED);
+	load("[b]\nmatch = 10.0.0.0/8\nrate = 10/m\nmax_wait = 0\n");
 	assert_int_equal(reserve(T0, &t), T0);
 	assert_int_equal(reserve(T0, &t), -ECONNREFUSED);
 	assert_int_equal(t.refuse_errno, 0); /* the caller's default errno */
@@ -321,6 +324,47 @@ static void check_catch_up(const char *cfg, int64_t interval, int burst)
 	}
 }
 
+/* F5: state scribbled far ahead (2^61 ns, 73 years) is no schedule any admission
+ * made.  It is reset at the next reservation - never slept on, never a refusal for
+ * ever - to a state that lets nothing through early: the next slot is within a
+ * window or two of now, and the repair is counted.  For every strategy, with
+ * max_wait forever and finite. */
+static void test_scribbled_state_repaired(void **state)
+{
+	static const char *const cfgs[] = {
+		"[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = forever\n",
+		"[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 5s\n",
+		"[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nstrategy = fixed-window\nmax_wait = 5s\n",
+		"[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nstrategy = sliding-window\nmax_wait = 5s\n",
+		"[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nstrategy = session-window\nmax_wait = forever\n",
+	};
+	const int64_t far = (int64_t)1 << 61;
+
+	(void)state;
+	for (unsigned k = 0; k < SL_ARRAY_LEN(cfgs); k++) {
+		struct sl_ticket t;
+		struct sl_state *st;
+		int64_t slot, retry = 0;
+
+		drop_segment(NULL);
+		fresh_segment(NULL);
+		load(cfgs[k]);
+		st = &section("a")->state;
+		st->tat_ns = st->rel_tat_ns = far;
+		st->win = st->rel_win = far;
+		st->slide.newest = st->rel_slide.newest = far;
+		slot = reserve(T0, &t);
+		assert_true(slot >= T0);
+		assert_true(slot <= T0 + 2 * SL_NS_PER_S);
+		assert_true(st->repaired >= 1);
+		/* and its release goes within that bound too */
+		while (sl_admit_release(shm.hdr, &t, slot, (int32_t)getpid(), &retry) == 1) {
+			assert_true(retry <= T0 + 3 * SL_NS_PER_S);
+			slot = retry;
+		}
+	}
+}
+
 static void test_catch_up_never_exceeds(void **state)
 {
 	(void)state;
@@ -332,29 +376,58 @@ static void test_catch_up_never_exceeds(void **state)
 
 static void test_reload_keeps_state(void **state)
 {
-	struct sl_ticket t;
+	struct sl_ticket t, old[10];
 	uint32_t serial;
+	int64_t retry;
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n[b]\nmatch = 10.0.0.1\nrate = 1/s\n");
 	assert_int_equal(reserve(T0, &t), T0);
 	assert_int_equal(reserve(T0, &t), T0 + SL_NS_PER_S); /* b's 1/s rules */
 	serial = section("a")->serial;
-	/* A new amount and burst keep a's queue; b's new window starts it afresh. */
-	load("[a]\nmatch = 10.0.0.0/8\nrate = 20/s\nburst = 2\n[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
+	/* A new amount and burst keep a's slot and serial; its queue, 11 intervals of
+	 * 100 ms, is 11 intervals of 50 ms now.  b's window changes: the same rate
+	 * (1/s = 60/m) keeps its schedule exactly. */
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 20/s\nburst = 2\n[b]\nmatch = 10.0.0.1\nrate = 60/m\n");
 	assert_int_equal(section("a")->serial, serial);
-	assert_int_equal(section("a")->state.tat_ns, T0 + 1100 * MS);
-	assert_int_equal(section("b")->state.tat_ns, 0);
-	/* A ticket matched before a section was replaced charges nothing in it. */
+	assert_int_equal(section("a")->state.tat_ns, T0 + 550 * MS);
+	assert_int_equal(section("b")->state.tat_ns, T0 + 2 * SL_NS_PER_S);
+	/* A slower rate stretches the queue: 2 s ahead at 1/s is 2 minutes at 1/m. */
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 20/s\nburst = 2\n[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
+	assert_int_equal(section("b")->state.tat_ns, T0 + 120 * SL_NS_PER_S);
+	/* A new meter counts other things: the section starts afresh, and a ticket
+	 * matched before charges nothing in it. */
 	{
 		struct sl_dest d = dest("10.0.0.1", 80);
 		struct sl_match m;
 
 		assert_int_equal(sl_admit_match(shm.hdr, &d, &m), 2);
-		load("[a]\nmatch = 10.0.0.0/16\nrate = 20/s\n[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
+		load("[a]\nmatch = 10.0.0.0/16\nrate = 20/s\nmeter = requests\n"
+		     "[b]\nmatch = 10.0.0.1\nrate = 1/m\nmax_wait = forever\n");
 		assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, (int32_t)getpid(), &t), 0);
 		assert_int_equal(section("a")->state.tat_ns, 0);
 	}
+	/* F1: 10 waiters queued at 50/s; the limit becomes 3000/m (the same rate, a
+	 * new window).  A new arrival queues after them (no empty bucket), and the old
+	 * waiters are released by the new section's checks (same serial), one
+	 * interval apart. */
+	load("[c]\nmatch = 10.0.0.0/8\nrate = 50/s\nmax_wait = 1m\n");
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(reserve(T0, &old[i]), T0 + i * 20 * MS);
+	load("[c]\nmatch = 10.0.0.0/8\nrate = 3000/m\nmax_wait = 1m\n");
+	assert_int_equal(reserve(T0, &t), T0 + 200 * MS);
+	for (int i = 0; i < 10; i++) {
+		int64_t at = old[i].release_ns;
+
+		while (sl_admit_release(shm.hdr, &old[i], at, (int32_t)getpid(), &retry) == 1)
+			at = retry;
+		assert_true(i == 0 || at >= old[i - 1].released_ns + 20 * MS);
+	}
+	assert_int_equal(section("c")->state.admitted, 10);
+	/* A new strategy cannot read the old state: the new one starts as if a whole
+	 * window's worth had just gone, so nothing goes before the next window. */
+	load("[c]\nmatch = 10.0.0.0/8\nrate = 50/s\nstrategy = fixed-window\nmax_wait = 1m\n");
+	assert_true(reserve(T0, &t) >= T0 + 1); /* not now */
 	/* A removed section frees its slot. */
 	load("[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
 	for (unsigned i = 0, n = 0; i < SL_MAX_SECTIONS; i++)
@@ -409,6 +482,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reap_dead_waiter, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_release_is_strict, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_catch_up_never_exceeds, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_scribbled_state_repaired, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_reload_keeps_state, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_observe, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_histogram, fresh_segment, drop_segment),

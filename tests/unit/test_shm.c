@@ -7,9 +7,11 @@
 #include <cmocka.h>
 
 #include "sluice/admit.h"
+#include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/conc.h"
 #include "sluice/config.h"
+#include "sluice/proc.h"
 #include "sluice/shm.h"
 
 #include <errno.h>
@@ -21,6 +23,25 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* The start stamp of another process, as proc.c reads it. */
+static uint32_t stamp_of(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	unsigned long long start = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	p = strrchr(buf, ')') + 2;
+	for (int field = 3; field < 22; field++)
+		p = strchr(p, ' ') + 1;
+	start = strtoull(p, NULL, 10);
+	return (uint32_t)start;
+}
 
 static char name[64];
 
@@ -214,19 +235,99 @@ static void test_lock_basic(void **state)
 	(void)state;
 	assert_int_equal(sl_shm_create_anonymous(&a), 0);
 	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 0);
-	assert_int_equal(a.hdr->lock, (uint32_t)me);
+	/* pid and start stamp, in one word */
+	assert_true(a.hdr->lock == ((uint64_t)sl_proc_self_stamp(me) << 32 | (uint32_t)me));
 	sl_shm_unlock(a.hdr, me);
-	assert_int_equal(a.hdr->lock, 0);
-	/* Held by a live process (ourselves, as another "holder"): times out, no hang. */
-	a.hdr->lock = (uint32_t)getppid();
+	assert_true(a.hdr->lock == 0);
+	/* Held by a live process (our parent, with its own stamp): times out, no hang. */
+	a.hdr->lock = (uint64_t)stamp_of(getppid()) << 32 | (uint32_t)getppid();
 	assert_int_equal(sl_shm_lock(a.hdr, me, 20 * SL_NS_PER_MS), -ETIMEDOUT);
+	assert_int_equal(a.hdr->lock_recoveries, 0);
 	sl_shm_detach(&a);
+}
+
+/* F6: a word naming a live pid with another stamp - a pid reused since, or a
+ * scribble - is known not to be the holder: taken over at once, and the daemon's
+ * reaper frees it too. */
+static void test_lock_reused_pid(void **state)
+{
+	struct sl_shm a;
+	int32_t me = (int32_t)getpid();
+	int64_t t0;
+
+	(void)state;
+	assert_int_equal(sl_shm_create_anonymous(&a), 0);
+	a.hdr->lock = (uint64_t)(stamp_of(getppid()) + 1) << 32 | (uint32_t)getppid();
+	t0 = sl_clock_mono_ns();
+	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 1);
+	assert_true(sl_clock_mono_ns() - t0 < 100 * SL_NS_PER_MS);
+	sl_shm_unlock(a.hdr, me);
+	a.hdr->lock = (uint64_t)12345 << 32 | 1; /* pid 1 lives, but was not started then */
+	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
+	assert_true(a.hdr->lock == 0);
+	assert_int_equal(a.hdr->lock_recoveries, 2);
+	sl_shm_detach(&a);
+}
+
+/* F2: a holder killed -9 and not reaped (a zombie) passes kill(pid, 0), yet holds
+ * nothing: its lock is taken over at once, before its parent reaps it. */
+static void test_lock_zombie_holder(void **state)
+{
+	struct sl_shm a;
+	int reattached, pipefd[2];
+	pid_t child;
+	char c;
+	int64_t t0;
+
+	(void)state;
+	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	assert_int_equal(pipe(pipefd), 0);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		if (sl_shm_lock(a.hdr, (int32_t)getpid(), SL_NS_PER_S) != 0)
+			_exit(1);
+		if (write(pipefd[1], "L", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	assert_int_equal(read(pipefd[0], &c, 1), 1);
+	kill(child, SIGKILL);
+	/* Not reaped: wait until it is a zombie, as `ps` would show it. */
+	for (int i = 0; i < 200 && sl_proc_check(child, 0) != SL_PROC_GONE; i++)
+		usleep(5000);
+	assert_int_equal(kill(child, 0), 0); /* the old check would call it alive */
+	assert_int_equal(sl_proc_check(child, 0), SL_PROC_GONE);
+	t0 = sl_clock_mono_ns();
+	assert_int_equal(sl_shm_lock(a.hdr, (int32_t)getpid(), 2 * SL_NS_PER_S), 1);
+	assert_true(sl_clock_mono_ns() - t0 < 100 * SL_NS_PER_MS);
+	sl_shm_unlock(a.hdr, (int32_t)getpid());
+	waitpid(child, NULL, 0);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	sl_shm_detach(&a);
+}
+
+static void test_proc_check(void **state)
+{
+	int32_t me = (int32_t)getpid();
+
+	(void)state;
+	assert_int_equal(sl_proc_check(me, sl_proc_self_stamp(me)), SL_PROC_ALIVE);
+	assert_int_equal(sl_proc_check(me, 0), SL_PROC_ALIVE);
+	assert_int_equal(sl_proc_check(me, sl_proc_self_stamp(me) + 1), SL_PROC_GONE);
+	assert_int_equal(sl_proc_check(0, 0), SL_PROC_GONE);
+	assert_int_equal(sl_proc_check(-5, 0), SL_PROC_GONE);
+	assert_int_equal(sl_proc_check(0x3fffffff, 0), SL_PROC_GONE); /* beyond pid_max */
+	assert_true(sl_proc_self_stamp(me) != 0);
 }
 
 /* A child takes the lock, signals, and is killed -9 inside the critical section; the
  * parent must still get the lock, promptly, and see the recovery counted. */
 static void test_lock_holder_killed(void **state)
 {
+	uint64_t recovered;
 	struct sl_shm a;
 	int reattached, pipefd[2];
 	pid_t child;
@@ -246,16 +347,17 @@ static void test_lock_holder_killed(void **state)
 			pause(); /* inside the critical section until killed */
 	}
 	assert_int_equal(read(pipefd[0], &c, 1), 1);
-	assert_int_equal(a.hdr->lock, (uint32_t)child);
+	assert_int_equal((uint32_t)a.hdr->lock, (uint32_t)child);
+	recovered = a.hdr->lock_recoveries;
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 	assert_int_equal(sl_shm_lock(a.hdr, (int32_t)getpid(), SL_NS_PER_S), 1);
-	assert_int_equal(a.hdr->lock_recoveries, 1);
+	assert_int_equal(a.hdr->lock_recoveries, recovered + 1);
 	sl_shm_unlock(a.hdr, (int32_t)getpid());
 	/* The daemon's reaper does the same without taking the lock itself. */
 	a.hdr->lock = (uint32_t)child;
 	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
-	assert_int_equal(a.hdr->lock, 0);
+	assert_true(a.hdr->lock == 0);
 	close(pipefd[0]);
 	close(pipefd[1]);
 	sl_shm_detach(&a);
@@ -300,6 +402,9 @@ int main(void)
 		cmocka_unit_test(test_match_by_meter),
 		cmocka_unit_test(test_concurrency_places),
 		cmocka_unit_test(test_lock_basic),
+		cmocka_unit_test(test_lock_reused_pid),
+		cmocka_unit_test(test_lock_zombie_holder),
+		cmocka_unit_test(test_proc_check),
 		cmocka_unit_test(test_lock_holder_killed),
 		cmocka_unit_test(test_lock_mutual_exclusion),
 	};

@@ -215,7 +215,10 @@ def main():
     procs = []
 
     def bg(cmd, **kw):
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+        # Its own process group: git daemon and redis-server fork, and all of a
+        # server's processes must go when the matrix ends.
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, **kw)
         procs.append(p)
         return p
 
@@ -374,7 +377,10 @@ def main():
     print("\n".join(table))
     failed += failed2
     for p in procs:
-        p.kill()
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
     return 1 if failed else 0
 
 

@@ -1,0 +1,79 @@
+/* Process identity for words in the segment (proc.h). */
+#include "sluice/proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* State letter and start time of `pid` from /proc/PID/stat.  0, or -1 when it
+ * cannot be read (-2: no such process). */
+static int read_stat(int32_t pid, char *state, unsigned long long *start)
+{
+	char path[32], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -2 : -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold spaces and parentheses; the last ')' ends it. */
+	if (!(p = strrchr(buf, ')')) || p[1] != ' ' || !p[2])
+		return -1;
+	*state = p[2];
+	p += 3;
+	/* Fields 4..21 follow, then the start time (field 22). */
+	for (int field = 4; field <= 22; field++) {
+		if (!(p = strchr(p, ' ')))
+			return -1;
+		p++;
+	}
+	*start = strtoull(p, NULL, 10);
+	return 0;
+}
+
+int sl_proc_check(int32_t pid, uint32_t stamp)
+{
+	unsigned long long start = 0;
+	char state = 0;
+	int rc;
+
+	if (pid <= 0)
+		return SL_PROC_GONE;
+	rc = read_stat(pid, &state, &start);
+	if (rc == -2)
+		return SL_PROC_GONE;
+	if (rc < 0)
+		return kill(pid, 0) != 0 && errno == ESRCH ? SL_PROC_GONE : SL_PROC_UNKNOWN;
+	if (state == 'Z' || state == 'X' || state == 'x')
+		return SL_PROC_GONE;
+	if (stamp && (uint32_t)start != stamp)
+		return SL_PROC_GONE; /* the pid was given to another process since */
+	return SL_PROC_ALIVE;
+}
+
+uint32_t sl_proc_self_stamp(int32_t self)
+{
+	/* pid and stamp in one word, so threads racing on the first call agree. */
+	static _Atomic uint64_t cache;
+	uint64_t c = atomic_load_explicit(&cache, memory_order_relaxed);
+	unsigned long long start = 0;
+	char state;
+
+	if (c && (int32_t)(c & 0xffffffffu) == self)
+		return (uint32_t)(c >> 32);
+	if (read_stat(self, &state, &start) != 0)
+		start = 0;
+	atomic_store_explicit(&cache, (uint64_t)(uint32_t)start << 32 | (uint32_t)self, memory_order_relaxed);
+	return (uint32_t)start;
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Lock ownership the kernel vouches for (F2, F6): the segment lock word holds the
+# holder's pid and start stamp.  A holder killed -9 but not yet reaped (a zombie)
+# passes kill(pid, 0) yet holds nothing; a live pid whose start stamp differs (a
+# pid reused since, or a scribble) is not the holder.  Either way the next caller
+# takes the lock over at once, and is shaped: with rate 1/m and max_wait 0, its
+# second connect is refused - the check ran, nothing passed through.  A daemon
+# started on such a segment repairs it instead of exiting "lock unavailable".
+. "$(dirname "$0")/lib.sh"
+
+start_server
+write_config "$T/l.ini" <<EOF
+[once]
+match = 127.0.0.1:$PORT
+rate = 1/m
+max_wait = 0
+EOF
+
+# wedge MODE: write a lock word into the segment.  zombie: a child's own pid and
+# stamp, the child then killed -9 and left unreaped by a keeper process, whose pid
+# is printed (the keeper holds no file of ours open, and is killed at the end);
+# stranger: pid 1 with a stamp that is not init's.
+wedge() {
+	python3 - "$SHM_NAME" "$1" <<'EOF'
+import os, signal, struct, sys, time
+path, mode = "/dev/shm/" + sys.argv[1].lstrip("/"), sys.argv[2]
+
+def stamp(pid):
+    stat = open("/proc/%d/stat" % pid).read()
+    return int(stat[stat.rindex(")") + 2:].split()[19]) & 0xffffffff
+
+if mode == "stranger":
+    word = (stamp(1) ^ 0x5a5a) << 32 | 1
+    with open(path, "r+b") as f:
+        f.seek(48); f.write(struct.pack("<Q", word))
+    sys.exit(0)
+r, w = os.pipe()
+keeper = os.fork()
+if keeper == 0:                         # the keeper: parent of the zombie, never reaps
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    child = os.fork()
+    if child == 0:
+        with open(path, "r+b") as f:
+            f.seek(48); f.write(struct.pack("<Q", stamp(os.getpid()) << 32 | os.getpid()))
+        os.write(w, b"x")
+        time.sleep(600)
+    os.read(r, 1)
+    os.kill(child, signal.SIGKILL)
+    time.sleep(600)                      # the child stays a zombie while we sleep
+    os._exit(0)
+print(keeper, flush=True)
+time.sleep(0.5)
+EOF
+}
+
+try_shaped() { # WHAT: two connects; the first goes, the second is refused, quickly
+	local start took
+	start=$(now_ms)
+	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" timeout 20 python3 - "$PORT" <<'EOF' || fail "$1: not shaped"
+import socket, sys
+port = int(sys.argv[1])
+socket.create_connection(("127.0.0.1", port), timeout=5).close()
+try:
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    sys.exit("the second connect went: the limit was not applied")
+except ConnectionRefusedError:
+    pass
+EOF
+	took=$(($(now_ms) - start))
+	note "$1: shaped, two connects in $took ms"
+	[ "$took" -lt 1500 ] || fail "$1: the dead holder's lock held the calls $took ms"
+}
+
+fresh() {
+	[ -n "${DAEMON_PID:-}" ] && kill "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null
+	rm -f "/dev/shm/${SHM_NAME#/}"
+	start_daemon "$T/l.ini"
+}
+
+fresh
+keeper=$(wedge zombie)
+[ -n "$keeper" ] && BG_PIDS+=($keeper)
+zombie=$(ps -o pid=,stat= --ppid "$keeper" | awk '$2 ~ /^Z/ {print $1}')
+[ -n "$zombie" ] || fail "no zombie holder was made"
+try_shaped "zombie holder"
+"$SLUICE" stat -c "$T/l.ini" --json >"$T/s.json"
+[ "$(json_field "$T/s.json" - lock_recoveries)" -ge 1 ] || fail "the recovery was not counted"
+
+fresh
+wedge stranger
+try_shaped "live pid with another start stamp"
+
+# A daemon started on a segment with a wedged lock repairs it.
+kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null
+wedge stranger
+start_daemon "$T/l.ini"
+grep -q "lock unavailable" "$T/sluiced.log" && fail "the restarted daemon found the lock unavailable"
+echo "ok"

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# When the segment cannot decide, the fallback policy does - never "go" (F3, F4):
+#  - the lock held by a live process that never lets go (as a stopped holder
+#    would): three threads connecting at once each wait out the lock's bound, then
+#    fallback = local holds them in the process's own copy of the sections, so the
+#    destination still sees them at the rate; fallback = closed refuses them;
+#  - a full holder table under a concurrency limit: no place can be recorded, so
+#    none is taken - the connect waits for room and is refused at max_wait, and the
+#    destination sees no connection.
+# Each is counted as undecided in `sluice stat`.  Witness: kernel SYN timestamps.
+. "$(dirname "$0")/lib.sh"
+
+start_server
+write_config "$T/u.ini" <<EOF
+[slow]
+match = 127.0.0.1:$PORT
+rate = 2/s
+max_wait = 1m
+
+[two-at-once]
+match = 127.0.0.2:$PORT
+concurrency = 2
+max_wait = 1s
+EOF
+start_daemon "$T/u.ini"
+SEG="/dev/shm/${SHM_NAME#/}"
+
+# hold_lock: a live process writes its own pid and start stamp into the lock word
+# and sleeps: a holder that never releases.  Sets HOLDER.
+hold_lock() {
+	python3 - "$SEG" <<'EOF' &
+import os, struct, sys, time
+stat = open("/proc/self/stat").read()
+stamp = int(stat[stat.rindex(")") + 2:].split()[19]) & 0xffffffff
+with open(sys.argv[1], "r+b") as f:
+    f.seek(48); f.write(struct.pack("<Q", stamp << 32 | os.getpid()))
+time.sleep(120)
+EOF
+	HOLDER=$!
+	BG_PIDS+=($HOLDER)
+	sleep 0.5
+}
+release_lock() {
+	kill "$HOLDER"; wait "$HOLDER" 2>/dev/null
+	python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(48); f.write(bytes(8))' "$SEG"
+}
+threads3() { # FALLBACK: three threads connect at once; prints what each got
+	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_FALLBACK="$1" SLUICE_DEBUG=1 \
+		SLUICE_LOG="$T/shim.log" timeout 60 python3 - "$PORT" <<'EOF'
+import socket, sys, threading
+port, got = int(sys.argv[1]), []
+def one():
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=10).close(); got.append("ok")
+    except OSError as e:
+        got.append(type(e).__name__)
+ts = [threading.Thread(target=one) for _ in range(3)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(" ".join(sorted(got)))
+EOF
+}
+
+hold_lock
+start_syn_witness "$PORT" "$T/syn-local.log"
+got=$(threads3 local) || fail "fallback = local: the client failed"
+sleep 0.3; kill "$WITNESS_PID"
+[ "$got" = "ok ok ok" ] || fail "fallback = local: $got"
+grep -q "undecided (segment lock unavailable); fallback = local" "$T/shim.log" || fail "no undecided line: $(tail -5 "$T/shim.log")"
+python3 "$HELPERS/arrivals.py" "$T/syn-local.log" --interval-ms 500 --expect 3 --what "local-fallback connects" ||
+	fail "fallback = local let them through unshaped"
+
+start_syn_witness "$PORT" "$T/syn-closed.log"
+got=$(threads3 closed) || fail "fallback = closed: the client failed"
+sleep 0.3; kill "$WITNESS_PID"
+[ "$got" = "ConnectionRefusedError ConnectionRefusedError ConnectionRefusedError" ] || fail "fallback = closed: $got"
+[ ! -s "$T/syn-closed.log" ] || fail "fallback = closed: a connection reached the destination"
+release_lock
+"$SLUICE" stat -c "$T/u.ini" --json >"$T/s.json"
+[ "$(json_field "$T/s.json" slow undecided)" -ge 6 ] || fail "undecided calls not counted: $(cat "$T/s.json")"
+note "lock held by a live process: 3 threads spaced by the local fallback, 3 refused when closed"
+
+# A full holder table: every entry taken by a live process (pid 1), each naming a
+# live section (the first, by its serial) so the daemon's reaper leaves it there.
+python3 - "$SEG" <<'EOF'
+import os, struct, sys
+size = os.path.getsize(sys.argv[1])
+with open(sys.argv[1], "r+b") as f:
+    f.seek(4096 + 4)                  # sections[0].serial
+    serial = struct.unpack("<I", f.read(4))[0]
+    f.seek(size - 1024 * 16)          # the holder table ends the segment
+    f.write(struct.pack("<iIII", 1, 0, serial, 0) * 1024)
+EOF
+start_syn_witness "$PORT" "$T/syn-conc.log"
+start=$(now_ms)
+LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" timeout 30 python3 - "$PORT" <<'EOF' || fail "full holder table"
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.2", int(sys.argv[1])), timeout=10).close()
+    sys.exit("a connect went with no concurrency place recorded")
+except ConnectionRefusedError:
+    pass
+EOF
+took=$(($(now_ms) - start))
+sleep 0.3; kill "$WITNESS_PID"
+[ ! -s "$T/syn-conc.log" ] || fail "full holder table: a connection reached the destination"
+[ "$took" -ge 900 ] || fail "full holder table: refused after $took ms, before max_wait"
+"$SLUICE" stat -c "$T/u.ini" --json >"$T/s.json"
+[ "$(json_field "$T/s.json" two-at-once undecided)" -ge 1 ] || fail "the full table was not counted"
+note "full holder table: refused after $took ms (max_wait 1 s), nothing reached the destination"
+echo "ok"
