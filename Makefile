@@ -5,6 +5,7 @@
 #   make test       unit and integration tests (what .ci/run runs)
 #   make bench      figures: admission cost, shim overhead, release error
 #   make asan       everything built with AddressSanitizer + UBSan, then the tests
+#   make chaos      the chaos suite at full size (kill storms, restarts, reloads, scribbles)
 #   make fuzz       libFuzzer on the config, pattern and first-write parsers (clang)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
@@ -126,8 +127,13 @@ bench: all $(BENCH_BINS)
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" test
 
-# Fuzz the config and pattern parsers, then the first-write name parser, with
-# libFuzzer (clang), FUZZ_SECONDS each.
+# The chaos suite at full size (make test runs it small, as t_chaos).
+chaos: all $(BENCH_BINS)
+	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size full
+
+# Fuzz the config and pattern parsers, the first-write name parser, the HTTP/1
+# parser and the shared segment as untrusted input, with libFuzzer (clang),
+# FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
 FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
 fuzz: | deps
@@ -136,11 +142,14 @@ fuzz: | deps
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/match.c \
 		src/core/util.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/core/http1.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(INIH_LIBS)
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
 	$(BUILD)/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus
 	$(BUILD)/fuzz/fuzz_sniff -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
 	$(BUILD)/fuzz/fuzz_http1 -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
+	@mkdir -p $(BUILD)/fuzz/corpus-segment
+	$(BUILD)/fuzz/fuzz_segment -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-segment
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sluice \
@@ -153,6 +162,6 @@ install: all
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps run test bench asan fuzz install clean
+.PHONY: all deps run test bench asan chaos fuzz install clean
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -69,6 +69,12 @@ int sl_admit_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, in
 int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                    int32_t self, struct sl_ticket *t);
 
+/* `now` for sl_admit_release: the clock, read once the lock is held.  A time read
+ * before the lock is as old as the wait for it (milliseconds when a dead holder is
+ * being taken over), and a release checked at an old time lets the next one come
+ * that much early at the destination. */
+#define SL_ADMIT_NOW INT64_MIN
+
 /* At or after t->release_ns: returns 0 when the request may go now (and counts it),
  * 1 with *retry_ns set when an earlier late waker means it must sleep longer, or
  * -ETIMEDOUT when the lock could not be had (nothing is decided: the caller's

@@ -1,4 +1,5 @@
 #include "sluice/admit.h"
+#include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/limiter.h"
 #include "sluice/shm.h"
@@ -204,11 +205,15 @@ int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
                      int64_t *retry_ns)
 {
-	int64_t wait = now - t->arrival_ns, later = now;
+	int64_t wait, later;
 	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
 
 	if (rc < 0)
 		return rc; /* cannot check: the caller's fallback decides, never "go" */
+	if (now == SL_ADMIT_NOW)
+		now = sl_clock_mono_ns();
+	wait = now - t->arrival_ns;
+	later = now;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
 

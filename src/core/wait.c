@@ -104,7 +104,7 @@ int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
 			}
 		}
 		enter_critical(&c);
-		rc = sl_admit_release(h, t, sl_clock_mono_ns(), self, &retry);
+		rc = sl_admit_release(h, t, SL_ADMIT_NOW, self, &retry);
 		leave_critical(&c);
 		if (rc <= 0)
 			goto out; /* released, or -ETIMEDOUT */
@@ -124,7 +124,7 @@ int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 	int rc;
 
 	enter_critical(&c);
-	rc = sl_admit_release(h, t, sl_clock_mono_ns(), self, retry_ns);
+	rc = sl_admit_release(h, t, SL_ADMIT_NOW, self, retry_ns);
 	leave_critical(&c);
 	return rc;
 }

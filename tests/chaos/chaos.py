@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""The chaos suite: an operator's worst day, witnessed at the destination.
+
+  chaos.py BUILD_DIR WORKDIR [--size ci|full]
+
+Phase 1 (the limit must hold): CLIENTS processes under the shim connect in loops
+to one local sink through a daemon's segment at 50/s, while this driver
+  - kills clients with SIGKILL at random instants (some in their sleep, some inside
+    the segment lock), reaping some of them late so they linger as zombies, and
+    starts new ones in their place;
+  - kills the daemon with SIGKILL and starts it again;
+  - reloads between equal limits written in other windows (50/s, 3000/m, 500/10s),
+    which once zeroed the state.
+It asserts, on the kernel's SYN timestamps at the sink: never more than
+burst + W/interval in any span W, up to SLACK_MS; and that no client ran longer
+than its bound or died of a signal it was not sent.  The slack is the client's
+own scheduling delay between its release (checked under the segment lock, to the
+microsecond) and the SYN its connect() sends: with dozens of processes on two
+cores and a storm of kills, a process can be preempted for a few milliseconds in
+between.  docs/design.md ("Where the bound is kept") says what would remove it.
+
+Phase 2 (nothing may crash or hang): the same clients while the segment is
+scribbled on - the header, each section's fields, the lock word - with random
+bytes.  A scribbler can loosen a limit (whoever may write the segment is trusted
+that far); what must never happen is a client killed by the shim or held past its
+bound.  Truncating the segment is left out: it still kills attached programs with
+SIGBUS (docs/design.md says why and what would fix it).
+
+Prints a summary line per phase; exits 1 on any violation.
+"""
+import argparse
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HELPERS = os.path.join(HERE, "..", "integration", "helpers")
+INTERVAL_MS = 20.0  # 50/s
+SLACK_MS = 5.0
+SIZES = {
+    # clients, seconds per phase, connects per client before it exits and is replaced
+    "ci": dict(clients=40, seconds=12, connects=8),
+    "full": dict(clients=400, seconds=60, connects=20),
+}
+FORMS = ["50/s", "3000/m", "500/10s"]
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def wait_file(path, what, limit=10):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if os.path.exists(path) and open(path).read().strip():
+            return open(path).read().strip()
+        time.sleep(0.05)
+    fail(what + " did not start")
+
+
+class Chaos:
+    def __init__(self, build, work, size):
+        self.build, self.work, self.size = build, work, SIZES[size]
+        self.shm = "/sluice-chaos-%d" % os.getpid()
+        self.config = os.path.join(work, "chaos.ini")
+        self.procs = []        # {"p", "started", "killed" (by us), "reap_at"}
+        self.violations = []
+        self.lock = threading.Lock()
+        self.daemon = None
+        self.kills = self.daemon_restarts = self.reloads = self.scribbles = 0
+
+    def write_config(self, form):
+        with open(self.config + ".tmp", "w") as f:
+            f.write("[sluice]\nshm_name = %s\ncontrol_socket = %s/ctl.sock\n\n" % (self.shm, self.work))
+            f.write("[chaos]\nmatch = 127.0.0.1:%d\nrate = %s\nmax_wait = 30s\n" % (self.port, form))
+        os.rename(self.config + ".tmp", self.config)
+
+    def start_daemon(self):
+        log = open(os.path.join(self.work, "sluiced.log"), "a")
+        self.daemon = subprocess.Popen([os.path.join(self.build, "sluiced"), "-f", "-c", self.config],
+                                       stdout=log, stderr=log)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            if os.path.exists("/dev/shm" + self.shm) and os.path.exists(self.work + "/ctl.sock"):
+                return
+            time.sleep(0.05)
+        fail("sluiced did not start")
+
+    def start_client(self):
+        env = dict(os.environ, LD_PRELOAD=os.path.join(self.build, "libsluice.so"), SLUICE_SHM=self.shm,
+                   SLUICE_CONFIG=self.config)
+        p = subprocess.Popen([os.path.join(self.build, "bench", "connect_loop"), "127.0.0.1",
+                              str(self.port), str(self.size["connects"])],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        with self.lock:
+            self.procs.append({"p": p, "started": time.monotonic(), "killed": False, "reap_at": 0})
+
+    def bound(self):
+        """How long a client may take: each connect waits behind every other client
+        at most, with a margin for a lock taken over or a daemon restart."""
+        return self.size["connects"] * (self.size["clients"] * INTERVAL_MS / 1000 + 2) + 10
+
+    def check_exits(self, final=False):
+        """Reap what ended (what we killed only once its reap time came, so it is a
+        zombie meanwhile); a client killed by anything but us, or running past its
+        bound, is a violation."""
+        now = time.monotonic()
+        with self.lock:
+            keep = []
+            for e in self.procs:
+                p = e["p"]
+                if e["killed"]:
+                    if now >= e["reap_at"] or final:
+                        p.wait()
+                    else:
+                        keep.append(e)
+                    continue
+                rc = p.poll()
+                if rc is None:
+                    if final or now - e["started"] > self.bound():
+                        p.kill()
+                        p.wait()
+                        self.violations.append("a client ran %.0f s, past its bound of %.0f s (hung)"
+                                               % (now - e["started"], self.bound()))
+                    else:
+                        keep.append(e)
+                elif rc != 0:
+                    self.violations.append("a client exited %d%s" % (rc, " (a signal we did not send)"
+                                                                      if rc < 0 else ""))
+            self.procs = keep
+
+    def live(self):
+        return [e for e in self.procs if not e["killed"] and e["p"].returncode is None]
+
+    def killer(self, stop, rng):
+        while not stop.is_set():
+            time.sleep(rng.uniform(0.01, 0.08))
+            with self.lock:
+                live = self.live()
+                if not live:
+                    continue
+                e = rng.choice(live)
+                try:
+                    os.kill(e["p"].pid, signal.SIGKILL)
+                except OSError:
+                    continue
+                e["killed"] = True
+                e["reap_at"] = time.monotonic() + rng.uniform(0, 2)  # a zombie meanwhile
+                self.kills += 1
+
+    def refill(self, stop):
+        while not stop.is_set():
+            self.check_exits()
+            with self.lock:
+                missing = self.size["clients"] - len(self.live())
+            for _ in range(missing):
+                self.start_client()
+            time.sleep(0.05)
+
+    def operator(self, stop, rng):
+        i = 0
+        while not stop.wait(rng.uniform(0.8, 1.6)):
+            i += 1
+            if i % 3 == 0:
+                self.daemon.kill()
+                self.daemon.wait()
+                self.start_daemon()
+                self.daemon_restarts += 1
+            else:
+                self.write_config(FORMS[i % len(FORMS)])
+                self.daemon.send_signal(signal.SIGHUP)
+                self.reloads += 1
+
+    def scribbler(self, stop, rng):
+        path = "/dev/shm" + self.shm
+        while not stop.wait(rng.uniform(0.005, 0.03)):
+            try:
+                size = os.path.getsize(path)
+                with open(path, "r+b") as f:
+                    target = rng.choice(["header", "section", "lock", "state"])
+                    if target == "lock":
+                        f.seek(48)
+                        f.write(struct.pack("<Q", rng.getrandbits(64)))
+                    elif target == "header":
+                        f.seek(rng.randrange(8, 512 - 8))  # past magic and version
+                        f.write(os.urandom(rng.randrange(1, 8)))
+                    else:
+                        f.seek(4096 + rng.randrange(0, min(size - 4096, 64 * 4096) - 64))
+                        f.write(os.urandom(rng.randrange(1, 64)))
+                self.scribbles += 1
+            except OSError:
+                pass
+
+    def phase(self, name, workers):
+        stop = threading.Event()
+        rng = random.Random(os.getpid())
+        threads = [threading.Thread(target=w, args=(stop, rng) if w != self.refill else (stop,))
+                   for w in workers + [self.refill]]
+        for t in threads:
+            t.start()
+        time.sleep(self.size["seconds"])
+        stop.set()
+        for t in threads:
+            t.join()
+        # Let running clients finish their loops (bounded by their timeouts).
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            self.check_exits()
+            with self.lock:
+                if not self.live():
+                    break
+            time.sleep(0.2)
+        self.check_exits(final=True)
+        if self.violations:
+            fail("%s: %s" % (name, "; ".join(sorted(set(self.violations)))))
+
+    def run(self):
+        sink_pf = os.path.join(self.work, "sink.port")
+        sink = subprocess.Popen([sys.executable, os.path.join(HELPERS, "sink.py"), sink_pf, "900"])
+        self.port = int(wait_file(sink_pf, "sink"))
+        syn_log = os.path.join(self.work, "syn.log")
+        ready = os.path.join(self.work, "witness.ready")
+        witness = subprocess.Popen([sys.executable, os.path.join(HELPERS, "syn_witness.py"), "--port",
+                                    str(self.port), "--out", syn_log, "--ready-file", ready,
+                                    "--lifetime", "900"])
+        wait_file(ready, "SYN witness")
+        self.write_config(FORMS[0])
+        self.start_daemon()
+        try:
+            rng = random.Random(1)
+            self.phase("kill storms, daemon restarts, reloads",
+                       [lambda s, r=rng: self.killer(s, r), lambda s, r=rng: self.operator(s, r)])
+            time.sleep(0.3)
+            witness.kill()
+            rc = subprocess.run([sys.executable, os.path.join(HELPERS, "arrivals.py"), syn_log,
+                                 "--interval-ms", str(INTERVAL_MS), "--slack-ms", str(SLACK_MS),
+                                 "--at-least", "20", "--what", "connects"]).returncode
+            if rc != 0:
+                fail("phase 1: the destination saw more than the limit")
+            print("phase 1 ok: %d clients at a time, %d kills, %d daemon restarts, %d reloads"
+                  % (self.size["clients"], self.kills, self.daemon_restarts, self.reloads), flush=True)
+            self.phase("scribbles", [lambda s, r=random.Random(2): self.scribbler(s, r)])
+            print("phase 2 ok: %d scribbles of header, sections and lock word; no client crashed or hung"
+                  % self.scribbles, flush=True)
+        finally:
+            for p in (self.daemon, sink, witness):
+                if p and p.poll() is None:
+                    p.kill()
+            try:
+                os.unlink("/dev/shm" + self.shm)
+            except OSError:
+                pass
+        return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("work")
+    ap.add_argument("--size", choices=sorted(SIZES), default="ci")
+    a = ap.parse_args()
+    return Chaos(os.path.abspath(a.build), a.work, a.size).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

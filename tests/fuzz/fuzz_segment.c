@@ -1,0 +1,96 @@
+/*
+ * libFuzzer target for the shared segment as untrusted input (`make fuzz`): the
+ * input is laid over a segment - its header (magic, version and sizes kept valid,
+ * so every path runs), its sections, its holder table - and then every reader and
+ * writer of the segment runs over it: matching, reserving, releasing, refunding,
+ * the concurrency places, stat in both forms, and the daemon's heartbeat (lock
+ * reaping, dead waiters, dead holders, corrupt-state repair).  Nothing may crash,
+ * hang or read out of bounds; every time read from the segment is clamped.
+ */
+#include "sluice/admit.h"
+#include "sluice/conc.h"
+#include "sluice/shm.h"
+#include "sluice/stats.h"
+
+#include <arpa/inet.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NOW (5000 * 1000000000LL)
+
+static int all_dead(int32_t pid)
+{
+	(void)pid;
+	return 1;
+}
+
+static void exercise(struct sl_shm_header *h, const char *addr, uint16_t port, int meter)
+{
+	struct sl_dest d = {.family = AF_INET, .port = port, .meter = meter};
+	struct sl_match m;
+	struct sl_ticket t;
+	uint64_t taken = 0;
+	uint32_t seen = 0;
+	int full = 0;
+	int64_t retry = 0;
+
+	inet_pton(AF_INET, addr, d.addr);
+	d.name = "api.example.com";
+	d.name_len = strlen(d.name);
+	if (sl_admit_match(h, &d, &m) <= 0)
+		return;
+	if (sl_admit_reserve(h, &m, NOW, 7, &t) == 0) {
+		/* Released at the slot, then up to a few retries: each bounded. */
+		int64_t at = t.release_ns;
+
+		for (int i = 0; i < 4 && sl_admit_release(h, &t, at, 7, &retry) == 1; i++)
+			at = retry;
+		sl_admit_refund(h, &t, 7);
+	}
+	sl_admit_check(h, &m, NOW, 7, &t);
+	sl_admit_reserve_bytes(h, &m, NOW, 7, &t, 65536);
+	sl_admit_moved(h, &m, NOW - 1000, NOW, 7);
+	if (sl_conc_take(h, &m, 7, &taken, &full, &seen) == 0 && taken)
+		sl_conc_put(h, taken, &m, 7);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct sl_shm shm;
+	struct sl_shm_header *h;
+	FILE *null;
+
+	if (!shm.hdr && sl_shm_create_anonymous(&shm) != 0)
+		return 0;
+	h = shm.hdr;
+	/* The input over the header (after its layout fields), then the sections and
+	 * the holder table, wrapping as far as it goes. */
+	memset((char *)h + 32, 0, SL_SHM_SIZE - 32);
+	for (size_t i = 0; i < size; i++) {
+		size_t at = i < sizeof(*h) - 32 ? 32 + i : SL_SHM_SECTIONS_OFF + (i - (sizeof(*h) - 32));
+
+		if (at >= SL_SHM_SIZE)
+			break;
+		((uint8_t *)h)[at] = data[i];
+	}
+	if (sl_shm_validate(h, SL_SHM_SIZE) != 0)
+		return 0;
+	/* The daemon's heartbeat reaps whatever the lock word says (no waiting). */
+	sl_shm_reap_lock(h);
+	h->lock = 0; /* a lock word naming this very process would hold each call 2 s */
+	exercise(h, "10.0.0.1", 443, SL_METER_CONNECTIONS);
+	exercise(h, "192.0.2.7", 80, SL_METER_REQUESTS);
+	exercise(h, "10.1.2.3", 8080, SL_METER_BYTES);
+	sl_admit_reap_dead(h, NOW, 7, all_dead);
+	sl_conc_reap_dead(h, 7, all_dead);
+	sl_admit_repair(h, NOW, 7);
+	null = fopen("/dev/null", "w");
+	if (null) {
+		sl_stats_render(h, 0, NOW, null);
+		sl_stats_render(h, 1, NOW, null);
+		fclose(null);
+	}
+	return 0;
+}
