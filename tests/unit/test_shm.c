@@ -269,23 +269,19 @@ static void test_lock_reused_pid(void **state)
 	sl_shm_detach(&a);
 }
 
-/* F2: a holder killed -9 and not reaped (a zombie) passes kill(pid, 0), yet holds
- * nothing: its lock is taken over at once, before its parent reaps it. */
-static void test_lock_zombie_holder(void **state)
+/* A child that takes a's lock and stays inside the critical section until killed;
+ * returns once it holds the lock. */
+static pid_t fork_lock_holder(struct sl_shm *a)
 {
-	struct sl_shm a;
-	int reattached, pipefd[2];
+	int pipefd[2];
 	pid_t child;
 	char c;
-	int64_t t0;
 
-	(void)state;
-	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
 	assert_int_equal(pipe(pipefd), 0);
 	child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
-		if (sl_shm_lock(a.hdr, (int32_t)getpid(), SL_NS_PER_S) != 0)
+		if (sl_shm_lock(a->hdr, (int32_t)getpid(), SL_NS_PER_S) != 0)
 			_exit(1);
 		if (write(pipefd[1], "L", 1) != 1)
 			_exit(1);
@@ -293,6 +289,23 @@ static void test_lock_zombie_holder(void **state)
 			pause();
 	}
 	assert_int_equal(read(pipefd[0], &c, 1), 1);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	return child;
+}
+
+/* F2: a holder killed -9 and not reaped (a zombie) passes kill(pid, 0), yet holds
+ * nothing: its lock is taken over at once, before its parent reaps it. */
+static void test_lock_zombie_holder(void **state)
+{
+	struct sl_shm a;
+	int reattached;
+	pid_t child;
+	int64_t t0;
+
+	(void)state;
+	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	child = fork_lock_holder(&a);
 	kill(child, SIGKILL);
 	/* Not reaped: wait until it is a zombie, as `ps` would show it. */
 	for (int i = 0; i < 200 && sl_proc_check(child, 0) != SL_PROC_GONE; i++)
@@ -304,8 +317,6 @@ static void test_lock_zombie_holder(void **state)
 	assert_true(sl_clock_mono_ns() - t0 < 100 * SL_NS_PER_MS);
 	sl_shm_unlock(a.hdr, (int32_t)getpid());
 	waitpid(child, NULL, 0);
-	close(pipefd[0]);
-	close(pipefd[1]);
 	sl_shm_detach(&a);
 }
 
@@ -329,24 +340,12 @@ static void test_lock_holder_killed(void **state)
 {
 	uint64_t recovered;
 	struct sl_shm a;
-	int reattached, pipefd[2];
+	int reattached;
 	pid_t child;
-	char c;
 
 	(void)state;
 	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
-	assert_int_equal(pipe(pipefd), 0);
-	child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		if (sl_shm_lock(a.hdr, (int32_t)getpid(), SL_NS_PER_S) != 0)
-			_exit(1);
-		if (write(pipefd[1], "L", 1) != 1)
-			_exit(1);
-		for (;;)
-			pause(); /* inside the critical section until killed */
-	}
-	assert_int_equal(read(pipefd[0], &c, 1), 1);
+	child = fork_lock_holder(&a);
 	assert_int_equal((uint32_t)a.hdr->lock, (uint32_t)child);
 	recovered = a.hdr->lock_recoveries;
 	kill(child, SIGKILL);
@@ -358,8 +357,6 @@ static void test_lock_holder_killed(void **state)
 	a.hdr->lock = (uint32_t)child;
 	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
 	assert_true(a.hdr->lock == 0);
-	close(pipefd[0]);
-	close(pipefd[1]);
 	sl_shm_detach(&a);
 }
 

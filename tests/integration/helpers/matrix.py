@@ -124,6 +124,14 @@ def conforms(times, interval_ms, burst=1, slack_ms=SLACK_MS):
     return None
 
 
+def lwp(base, keep_alive):
+    """perl LWP fetching three paths, with keep-alive off (a connection each) or on."""
+    return ["perl", "-MLWP::UserAgent", "-e",
+            "my $ua = LWP::UserAgent->new(keep_alive => %d, timeout => 10);"
+            "for my $i (0..2) { my $r = $ua->get('%s/l' . $i); die unless $r->is_success; print $r->decoded_content }"
+            % (keep_alive, base)]
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -314,10 +322,7 @@ def main():
          sh("for i in 1 2 3 4; do echo d$i | socat -u - UDP:127.0.0.1:%d || exit 1; done" % udp.port)),
         ("redis-cli", "redis-cli ping, a run each", [redis],
          sh("for i in 1 2 3; do redis-cli -p %d ping || exit 1; done" % redis)),
-        ("perl LWP", "LWP::UserAgent, keep_alive 0", [http],
-         ["perl", "-MLWP::UserAgent", "-e",
-          "my $ua = LWP::UserAgent->new(keep_alive => 0, timeout => 10);"
-          "for my $i (1..3) { my $r = $ua->get('%s/l' . $i); die unless $r->is_success; print $r->decoded_content }" % H]),
+        ("perl LWP", "LWP::UserAgent, keep_alive 0", [http], lwp(H, 0)),
         ("ruby net/http", "Net::HTTP.get", [http],
          ["ruby", "-rnet/http", "-e", "3.times { |i| print Net::HTTP.get(URI('%s/rb' + i.to_s)) }" % H]),
         ("php", "file_get_contents", [http],
@@ -356,10 +361,7 @@ def main():
           "let i = 0; const next = () => h.get({host: '127.0.0.1', port: %d, path: '/k' + i, agent}, r => {"
           "let b = ''; r.on('data', d => b += d); r.on('end', () => { process.stdout.write(b); if (++i < 3) next(); else agent.destroy(); }); });"
           "next();" % http]),
-        ("perl LWP", "LWP::UserAgent, keep_alive 1", [http],
-         ["perl", "-MLWP::UserAgent", "-e",
-          "my $ua = LWP::UserAgent->new(keep_alive => 1, timeout => 10);"
-          "for my $i (0..2) { my $r = $ua->get('%s/k' . $i); die unless $r->is_success; print $r->decoded_content }" % H]),
+        ("perl LWP", "LWP::UserAgent, keep_alive 1", [http], lwp(H, 1)),
         ("ruby net/http", "Net::HTTP.start, three gets", [http],
          ["ruby", "-rnet/http", "-e", "Net::HTTP.start('127.0.0.1', %d) { |h| 3.times { |i| print h.get('/k' + i.to_s).body } }" % http]),
     ]
