@@ -131,12 +131,13 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
 	}
 	if (t.mask == 0 || (t.release_ns <= sl_clock_mono_ns() &&
 	                    (rc = sl_wait_try_release(h, &t, sl_shim.pid, &retry)) <= 0)) {
-		if (rc < 0 && (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0) {
-			if (conc)
-				sl_wait_conc_put(h, conc, m, sl_shim.pid);
-			return rc;
-		}
-		if (t.mask)
+		if (rc < 0) { /* the fallback decided, and said so */
+			if ((rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0) {
+				if (conc)
+					sl_wait_conc_put(h, conc, m, sl_shim.pid);
+				return rc;
+			}
+		} else if (t.mask)
 			sl_debug("%s %s sections=%s: go waited=0.000ms slot=%lld released=%lld", what, dest,
 			         names, (long long)t.release_ns, (long long)t.released_ns);
 		else
