@@ -242,8 +242,10 @@ static void connect_now(struct sl_hold *rec, int fd)
 	rc = sl_real.connect ? sl_real.connect(fd, (struct sockaddr *)&rec->peer, rec->peer_len)
 	                     : (int)syscall(SYS_connect, fd, &rec->peer, rec->peer_len);
 	if (rc != 0 && errno != EINPROGRESS) {
-		sl_debug("deferred connect on fd %d: failed (%s)", fd, strerror(errno));
-		refuse_deferred(rec, errno);
+		int e = errno;
+
+		sl_debug("deferred connect on fd %d: failed (%s)", fd, strerror(e));
+		refuse_deferred(rec, e);
 	} else {
 		rec->state = SL_HOLD_OPEN;
 		rec->m.mask = 0; /* released: its first write is not held again */
