@@ -82,6 +82,13 @@ int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
                      int64_t *retry_ns);
 
+/* The same, and when the request may go, act(arg) runs before the lock is let go
+ * - the call being released, made so that no other release can come between
+ * this one and it - and the release is counted from the clock after it.  act must
+ * not block: a non-blocking connect, say. */
+int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
+                         int64_t *retry_ns, void (*act)(void *), void *arg);
+
 /* A request of the sections in m released at `from` went only at `to`
  * (sl_strategy_moved for each). */
 void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,

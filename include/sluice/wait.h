@@ -38,6 +38,12 @@ int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
 int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                         int64_t *retry_ns);
 
+/* Both, with the released call made inside the release (sl_admit_release_act). */
+int sl_wait_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
+                        volatile sig_atomic_t *stop, void (*act)(void *), void *arg);
+int sl_wait_try_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
+                            int64_t *retry_ns, void (*act)(void *), void *arg);
+
 /* Take a concurrency place in every section of m that limits concurrency, waiting
  * (futex, woken when a place is given back) until `deadline` (-1: none; -2: do not
  * wait, -EBUSY when full).  A full holder table or an unavailable lock counts as no

@@ -84,6 +84,12 @@ void sl_wait_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t fr
 int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                     volatile sig_atomic_t *stop)
 {
+	return sl_wait_release_act(h, t, self, stop, NULL, NULL);
+}
+
+int sl_wait_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
+                        volatile sig_atomic_t *stop, void (*act)(void *), void *arg)
+{
 	int64_t at = t->release_ns, retry;
 	int slack = -1, rc = 0;
 
@@ -104,7 +110,7 @@ int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
 			}
 		}
 		enter_critical(&c);
-		rc = sl_admit_release(h, t, SL_ADMIT_NOW, self, &retry);
+		rc = sl_admit_release_act(h, t, SL_ADMIT_NOW, self, &retry, act, arg);
 		leave_critical(&c);
 		if (rc <= 0)
 			goto out; /* released, or -ETIMEDOUT */
@@ -120,11 +126,17 @@ out:
 int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                         int64_t *retry_ns)
 {
+	return sl_wait_try_release_act(h, t, self, retry_ns, NULL, NULL);
+}
+
+int sl_wait_try_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
+                            int64_t *retry_ns, void (*act)(void *), void *arg)
+{
 	struct critical c;
 	int rc;
 
 	enter_critical(&c);
-	rc = sl_admit_release(h, t, SL_ADMIT_NOW, self, retry_ns);
+	rc = sl_admit_release_act(h, t, SL_ADMIT_NOW, self, retry_ns, act, arg);
 	leave_critical(&c);
 	return rc;
 }

@@ -9,6 +9,7 @@
 #include "sluice/wait.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -46,7 +47,7 @@ static void connect_udp(int fd, const struct sl_dest *d)
 /* Returns 0 to let the connect go, 1 to let it go and mark the socket for a look
  * at its first write (no section matched, some match by name), or -errno to fail
  * it with. */
-static int decide(int fd, const struct sockaddr *addr, socklen_t len)
+static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_made_connect *made)
 {
 	struct sl_dest d;
 	struct sl_tcp_match t;
@@ -73,7 +74,7 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len)
 	 * request: so no first write is held (HTTP/2's preface, a TLS ClientHello,
 	 * an SMTP reply), and the destination sees the connection at the rate. */
 	sl_match_union(&u, &t.m, &t.rm);
-	rc = t.n || t.nr ? sl_hold_connection(fd, &d, &u, "connect", addr, len, 0) : 0;
+	rc = t.n || t.nr ? sl_hold_connection(fd, &d, &u, "connect", addr, len, 0, made) : 0;
 	/* meter = requests, bytes: the connection keeps a record for its life,
 	 * whatever the connect itself did (a deferred one included). */
 	if ((t.nr || t.nb) && (rc == 0 || rc == -EINPROGRESS) &&
@@ -100,7 +101,7 @@ static int keep_places(int fd, const struct sl_dest *d, const struct sl_match *m
  * deferred, or -errno when refused (the places are then given back). */
 static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_match *m,
                             const char *what, uint64_t conc, const struct sockaddr *addr,
-                            socklen_t alen)
+                            socklen_t alen, struct sl_made_connect *made)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_ticket t;
@@ -130,7 +131,8 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
 		return keep_places(fd, d, m, what, conc);
 	}
 	if (t.mask == 0 || (t.release_ns <= sl_clock_mono_ns() &&
-	                    (rc = sl_wait_try_release(h, &t, sl_shim.pid, &retry)) <= 0)) {
+	                    (rc = sl_wait_try_release_act(h, &t, sl_shim.pid, &retry,
+	                                                  made ? sl_connect_act : NULL, made)) <= 0)) {
 		if (rc < 0) { /* the fallback decided, and said so */
 			if ((rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0) {
 				if (conc)
@@ -151,7 +153,7 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
 	}
 	/* No record to defer it with: wait here, as a blocking caller would. */
 	sl_debug("%s on fd %d: no free hold record: waiting inside connect", what, fd);
-	if (sl_wait_release(h, &t, sl_shim.pid, NULL) < 0 &&
+	if (sl_wait_release_act(h, &t, sl_shim.pid, NULL, made ? sl_connect_act : NULL, made) < 0 &&
 	    (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0) {
 		if (conc)
 			sl_wait_conc_put(h, conc, m, sl_shim.pid);
@@ -165,7 +167,8 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
  * non-blocking one is deferred until one frees), then the rate part as for any
  * connection.  The places stay with the fd's record until it closes. */
 static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
-                        uint64_t conc, const struct sockaddr *addr, socklen_t alen, int nonblocking)
+                        uint64_t conc, const struct sockaddr *addr, socklen_t alen, int nonblocking,
+                        struct sl_made_connect *made)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	int refuse = 0, full = 0, rc;
@@ -184,7 +187,7 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 		 * the destination never sees more than N connections. */
 		rc = sl_wait_conc(h, m, sl_shim.pid, -2, &taken, &full);
 		if (rc != -EBUSY)
-			return rate_nonblocking(fd, d, m, what, taken, addr, alen);
+			return rate_nonblocking(fd, d, m, what, taken, addr, alen, made);
 		if (sl_held_defer(fd, d, m, 0, deadline, refuse, NULL, addr, alen) == 0) {
 			sl_debug("%s on fd %d: non-blocking; concurrency limit reached: the connect waits for a place",
 			         what, fd);
@@ -197,7 +200,7 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 		sl_debug("%s on fd %d: refused (no concurrency place within max_wait)", what, fd);
 		return -(refuse ? refuse : ECONNREFUSED);
 	}
-	if ((rc = sl_hold_wait(d, m, what, ECONNREFUSED)) < 0) {
+	if ((rc = sl_hold_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made)) < 0) {
 		sl_wait_conc_put(h, taken, m, sl_shim.pid);
 		return rc;
 	}
@@ -209,21 +212,85 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
  * deferred to it (-EINPROGRESS: the real connect is not to be made now).
  * Returns 0 to go, or -errno. */
 int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
-                       const struct sockaddr *addr, socklen_t alen, int dontwait)
+                       const struct sockaddr *addr, socklen_t alen, int dontwait,
+                       struct sl_made_connect *made)
 {
 	uint64_t conc = sl_shim.mode == SL_SHIM_CLOSED ? 0 : sl_conc_sections(sl_shim.shm.hdr, m);
 	int nonblocking = dontwait || sl_fd_nonblocking(fd);
 
+	if (made) {
+		made->fd = fd;
+		made->addr = addr;
+		made->alen = alen;
+		made->done = 0;
+	}
 	if (conc)
-		return hold_limited(fd, d, m, what, conc, addr, alen, nonblocking);
+		return hold_limited(fd, d, m, what, conc, addr, alen, nonblocking, made);
 	if (sl_shim.mode != SL_SHIM_CLOSED && nonblocking)
-		return rate_nonblocking(fd, d, m, what, 0, addr, alen);
-	return sl_hold_wait(d, m, what, ECONNREFUSED);
+		return rate_nonblocking(fd, d, m, what, 0, addr, alen, made);
+	return sl_hold_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made);
+}
+
+void sl_connect_act(void *arg)
+{
+	struct sl_made_connect *mk = arg;
+	int fl = sl_real.fcntl ? sl_real.fcntl(mk->fd, F_GETFL) : -1;
+
+	mk->blocking = fl >= 0 && !(fl & O_NONBLOCK);
+	if (mk->blocking)
+		sl_real.fcntl(mk->fd, F_SETFL, fl | O_NONBLOCK);
+	mk->rc = sl_real.connect ? sl_real.connect(mk->fd, mk->addr, mk->alen)
+	                         : (int)syscall(SYS_connect, mk->fd, mk->addr, mk->alen);
+	mk->err = mk->rc == 0 ? 0 : errno;
+	if (mk->blocking)
+		sl_real.fcntl(mk->fd, F_SETFL, fl);
+	mk->done = 1;
+}
+
+/* A blocking connect whose SYN went inside its release: wait for the connection as
+ * the kernel would have inside connect(), honouring SO_SNDTIMEO (then EINPROGRESS,
+ * as the kernel says) and resuming after signals (as the shim's blocking waits
+ * do).  Returns connect()'s result, errno set. */
+static int finish_blocking(int fd)
+{
+	struct timeval tv = {0};
+	socklen_t len = sizeof(tv);
+	int64_t deadline = -1;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec))
+		deadline = sl_clock_mono_ns() + tv.tv_sec * SL_NS_PER_S + tv.tv_usec * SL_NS_PER_US;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		int64_t left = deadline < 0 ? -1 : deadline - sl_clock_mono_ns();
+		int err = 0, r;
+
+		if (deadline >= 0 && left <= 0) {
+			errno = EINPROGRESS;
+			return -1;
+		}
+		r = sl_real.poll ? sl_real.poll(&p, 1, left < 0 ? -1 : (int)SL_MIN((left + SL_NS_PER_MS - 1) / SL_NS_PER_MS, (int64_t)INT32_MAX))
+		                 : (int)syscall(SYS_poll, &p, 1, -1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			continue; /* the deadline is checked above */
+		len = sizeof(err);
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+			return -1;
+		if (err) {
+			errno = err;
+			return -1;
+		}
+		return 0;
+	}
 }
 
 SL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	int (*real)(int, const struct sockaddr *, socklen_t) = SL_REAL(connect, connect);
+	struct sl_made_connect made = {.done = 0};
 	int rc, mark = 0;
 
 	/* connect() again on a deferred socket: answered as for a connect under way. */
@@ -231,14 +298,20 @@ SL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		errno = -rc;
 		return -1;
 	}
-	if (sl_shim_active() && (mark = decide(fd, addr, len)) < 0) {
+	if (sl_shim_active() && (mark = decide(fd, addr, len, &made)) < 0) {
 		errno = -mark;
 		return -1;
 	}
-	if (sl_unlikely(!real))
+	if (made.done) { /* made inside its release */
+		rc = made.rc;
+		errno = made.err;
+		if (rc != 0 && made.err == EINPROGRESS && made.blocking)
+			rc = finish_blocking(fd);
+	} else if (sl_unlikely(!real)) {
 		rc = (int)syscall(SYS_connect, fd, addr, len);
-	else
+	} else {
 		rc = real(fd, addr, len);
+	}
 	/* Only a connection that starts now is marked: a repeated connect() on one
 	 * under way (EALREADY, EISCONN) keeps the mark it had, or its written state. */
 	if (mark > 0 && (rc == 0 || errno == EINPROGRESS)) {

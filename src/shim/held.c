@@ -228,44 +228,38 @@ static void refuse_deferred(struct sl_hold *rec, int e)
 	rec->refuse_errno = e;
 }
 
-/* Under rec->lock: both places are had; make the connect on fd (a descriptor of
- * rec's socket).  It is made non-blocking whatever the program has set since, so
+/* Under rec->lock: both places are had; the connect on fd (a descriptor of rec's
+ * socket) is made - inside the release already when mk->done says so, else now.
+ * It is made non-blocking whatever the program has set since (sl_connect_act), so
  * nothing waits under the lock; a blocking program's next call then waits in the
  * kernel for the connection, as it would have in connect.  Its outcome reaches the
  * program as any non-blocking connect's does. */
-static void connect_now(struct sl_hold *rec, int fd)
+static void connect_now(struct sl_hold *rec, struct sl_made_connect *mk)
 {
-	int fl = sl_real.fcntl ? sl_real.fcntl(fd, F_GETFL) : -1, rc;
-
-	if (fl >= 0 && !(fl & O_NONBLOCK))
-		sl_real.fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-	rc = sl_real.connect ? sl_real.connect(fd, (struct sockaddr *)&rec->peer, rec->peer_len)
-	                     : (int)syscall(SYS_connect, fd, &rec->peer, rec->peer_len);
-	if (rc != 0 && errno != EINPROGRESS) {
-		int e = errno;
-
-		sl_debug("deferred connect on fd %d: failed (%s)", fd, strerror(e));
-		refuse_deferred(rec, e);
+	if (!mk->done)
+		sl_connect_act(mk);
+	if (mk->rc != 0 && mk->err != EINPROGRESS) {
+		sl_debug("deferred connect on fd %d: failed (%s)", mk->fd, strerror(mk->err));
+		refuse_deferred(rec, mk->err);
 	} else {
 		rec->state = SL_HOLD_OPEN;
 		rec->m.mask = 0; /* released: its first write is not held again */
 		if (rec->admitted_next)
 			rec->first_released_ns = sl_clock_mono_ns();
 	}
-	if (fl >= 0 && !(fl & O_NONBLOCK))
-		sl_real.fcntl(fd, F_SETFL, fl);
 }
 
 /* Under rec->lock, phase RATE: whether its slot has come and the release check
- * agrees.  1: go, 0: not yet (release_ns moved on), -1: refused (state set). */
-static int take_slot(struct sl_hold *rec, int64_t now)
+ * agrees, the connect `mk` made inside the release when it does.  1: go, 0: not
+ * yet (release_ns moved on), -1: refused (state set). */
+static int take_slot(struct sl_hold *rec, int64_t now, struct sl_made_connect *mk)
 {
 	int64_t retry;
 	int rc;
 
 	if (now < rec->release_ns)
 		return 0;
-	rc = sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry);
+	rc = sl_wait_try_release_act(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry, sl_connect_act, mk);
 	if (rc > 0) {
 		rec->release_ns = retry;
 		return 0;
@@ -279,7 +273,7 @@ static int take_slot(struct sl_hold *rec, int64_t now)
 
 /* Under rec->lock, phase CONC: a place if one is free, then the rate slot reserved
  * (phase RATE, which may be due at once).  As take_slot. */
-static int take_place(struct sl_hold *rec, int fd, int64_t now)
+static int take_place(struct sl_hold *rec, int fd, int64_t now, struct sl_made_connect *mk)
 {
 	uint64_t taken = 0;
 	int full = 0, rc;
@@ -311,7 +305,7 @@ static int take_place(struct sl_hold *rec, int fd, int64_t now)
 	rec->defer_phase = SL_DEFER_RATE;
 	rec->want = rec->m;
 	rec->release_ns = rec->t.release_ns;
-	return take_slot(rec, now);
+	return take_slot(rec, now, mk);
 }
 
 /* Under rec->lock: a deferred connect that is due takes what it waits for and is
@@ -319,11 +313,12 @@ static int take_place(struct sl_hold *rec, int fd, int64_t now)
  * Returns 1 when it stopped being deferred. */
 static int kick_locked(struct sl_hold *rec, int fd, int64_t now)
 {
+	struct sl_made_connect mk = {.fd = fd, .addr = (struct sockaddr *)&rec->peer, .alen = rec->peer_len};
 	int saved = errno, go;
 
 	if (rec->state != SL_HOLD_DEFERRED || now < rec->release_ns)
 		return 0;
-	go = rec->defer_phase == SL_DEFER_CONC ? take_place(rec, fd, now) : take_slot(rec, now);
+	go = rec->defer_phase == SL_DEFER_CONC ? take_place(rec, fd, now, &mk) : take_slot(rec, now, &mk);
 	if (go == 0) {
 		errno = saved;
 		return 0;
@@ -331,7 +326,7 @@ static int kick_locked(struct sl_hold *rec, int fd, int64_t now)
 	if (go > 0) {
 		int rated = rec->defer_phase == SL_DEFER_RATE;
 
-		connect_now(rec, fd); /* first: nothing may come between release and SYN */
+		connect_now(rec, &mk);
 		if (rated)
 			log_go("deferred connect", rec);
 	}

@@ -77,6 +77,12 @@ static void refund_on_cancel(void *arg)
 int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
                  int default_refuse)
 {
+	return sl_hold_wait_act(d, m, what, default_refuse, NULL, NULL);
+}
+
+int sl_hold_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
+                     int default_refuse, void (*act)(void *), void *arg)
+{
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_ticket t;
 	char dest[SL_HOST_MAX + 80], names[256];
@@ -106,7 +112,7 @@ int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *
 		return 0;
 	}
 	pthread_cleanup_push(refund_on_cancel, &t);
-	rc = sl_wait_release(h, &t, sl_shim.pid, NULL);
+	rc = sl_wait_release_act(h, &t, sl_shim.pid, NULL, act, arg);
 	pthread_cleanup_pop(0);
 	if (rc < 0)
 		return sl_undecided(d, m, what, default_refuse, "release check unavailable");

@@ -236,7 +236,7 @@ static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const s
 	 * connect is made at the release without the data, which the program then
 	 * writes as after any Fast Open fallback. */
 	sl_match_union(&u, &t.m, &t.rm);
-	rc = t.n || t.nr ? sl_hold_connection(fd, &d, &u, "fastopen", addr, alen, flags & MSG_DONTWAIT) : 0;
+	rc = t.n || t.nr ? sl_hold_connection(fd, &d, &u, "fastopen", addr, alen, flags & MSG_DONTWAIT, NULL) : 0;
 	if (rc < 0 && rc != -EINPROGRESS)
 		return rc;
 	if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm, 1) == 0 && rc == 0)

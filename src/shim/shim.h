@@ -147,6 +147,9 @@ struct sl_tcp_match {
 void sl_hold_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t);
 int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
                  int default_refuse);
+/* The same, act(arg) made inside the release (sl_wait_release_act). */
+int sl_hold_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
+                     int default_refuse, void (*act)(void *), void *arg);
 
 /* undecided.c: the segment could not decide for a matched call (its lock was not
  * had within its bound, its release check never agreed, every section changed

@@ -12,12 +12,11 @@ to one local sink through a daemon's segment at 50/s, while this driver
   - reloads between equal limits written in other windows (50/s, 3000/m, 500/10s),
     which once zeroed the state.
 It asserts, on the kernel's SYN timestamps at the sink: never more than
-burst + W/interval in any span W, up to SLACK_MS; and that no client ran longer
-than its bound or died of a signal it was not sent.  The slack is the client's
-own scheduling delay between its release (checked under the segment lock, to the
-microsecond) and the SYN its connect() sends: with dozens of processes on two
-cores and a storm of kills, a process can be preempted for a few milliseconds in
-between.  docs/design.md ("Where the bound is kept") says what would remove it.
+burst + W/interval in any span W (SLACK_MS of timestamping noise allowed, as in
+every test); and that no client ran longer than its bound or died of a signal it
+was not sent.  The connect is made inside its release's critical section, so no
+preemption between the check and the SYN can bring two SYNs closer than an
+interval (docs/design.md, "Where the bound is kept").
 
 Phase 2 (nothing may crash or hang): the same clients while the segment is
 scribbled on - the header, each section's fields, the lock word - with random
@@ -42,7 +41,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 HELPERS = os.path.join(HERE, "..", "integration", "helpers")
 INTERVAL_MS = 20.0  # 50/s
-SLACK_MS = 5.0
+SLACK_MS = 1.0
 SIZES = {
     # clients, seconds per phase, connects per client before it exits and is replaced
     "ci": dict(clients=40, seconds=12, connects=8),
