@@ -9,10 +9,10 @@
 #include "sluice/wait.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -95,6 +95,15 @@ static int keep_places(int fd, const struct sl_dest *d, const struct sl_match *m
 	return 0;
 }
 
+/* A connection refused with -errno `rc` gives back the concurrency places it took
+ * (`conc`, maybe none).  Returns rc. */
+static int give_back(int rc, uint64_t conc, const struct sl_match *m)
+{
+	if (conc)
+		sl_wait_conc_put(sl_shim.shm.hdr, conc, m, sl_shim.pid);
+	return rc;
+}
+
 /* A non-blocking connection whose concurrency places (`conc`, maybe none) are in
  * hand: its rate slot is reserved now, and the connect goes at once when the slot
  * is now, or is deferred to it.  Returns 0 to connect now, -EINPROGRESS when
@@ -116,29 +125,19 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
 	rc = sl_wait_reserve(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
 	if (rc == -ECONNREFUSED) {
 		sl_debug("%s %s sections=%s: refused (wait would exceed max_wait)", what, dest, names);
-		if (conc)
-			sl_wait_conc_put(h, conc, m, sl_shim.pid);
-		return -(t.refuse_errno ? t.refuse_errno : ECONNREFUSED);
+		return give_back(-(t.refuse_errno ? t.refuse_errno : ECONNREFUSED), conc, m);
 	}
 	if (rc < 0) {
 		rc = sl_undecided(d, m, what, ECONNREFUSED,
 		                  rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
-		if (rc < 0) {
-			if (conc)
-				sl_wait_conc_put(h, conc, m, sl_shim.pid);
-			return rc;
-		}
-		return keep_places(fd, d, m, what, conc);
+		return rc < 0 ? give_back(rc, conc, m) : keep_places(fd, d, m, what, conc);
 	}
 	if (t.mask == 0 || (t.release_ns <= sl_clock_mono_ns() &&
 	                    (rc = sl_wait_try_release_act(h, &t, sl_shim.pid, &retry,
 	                                                  made ? sl_connect_act : NULL, made)) <= 0)) {
 		if (rc < 0) { /* the fallback decided, and said so */
-			if ((rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0) {
-				if (conc)
-					sl_wait_conc_put(h, conc, m, sl_shim.pid);
-				return rc;
-			}
+			if ((rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0)
+				return give_back(rc, conc, m);
 		} else if (t.mask)
 			sl_debug("%s %s sections=%s: go waited=0.000ms slot=%lld released=%lld", what, dest,
 			         names, (long long)t.release_ns, (long long)t.released_ns);
@@ -154,11 +153,8 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
 	/* No record to defer it with: wait here, as a blocking caller would. */
 	sl_debug("%s on fd %d: no free hold record: waiting inside connect", what, fd);
 	if (sl_wait_release_act(h, &t, sl_shim.pid, NULL, made ? sl_connect_act : NULL, made) < 0 &&
-	    (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0) {
-		if (conc)
-			sl_wait_conc_put(h, conc, m, sl_shim.pid);
-		return rc;
-	}
+	    (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0)
+		return give_back(rc, conc, m);
 	return keep_places(fd, d, m, what, conc);
 }
 
@@ -200,10 +196,8 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 		sl_debug("%s on fd %d: refused (no concurrency place within max_wait)", what, fd);
 		return -(refuse ? refuse : ECONNREFUSED);
 	}
-	if ((rc = sl_hold_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made)) < 0) {
-		sl_wait_conc_put(h, taken, m, sl_shim.pid);
-		return rc;
-	}
+	if ((rc = sl_hold_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made)) < 0)
+		return give_back(rc, taken, m);
 	return keep_places(fd, d, m, what, taken);
 }
 
