@@ -5,12 +5,14 @@
  * sl_shm_validate() succeeds, readers still index it only with compile-time bounds
  * (SL_MAX_SECTIONS, SL_MAX_PATTERNS), never with values read from it.
  *
- * Locking: one lock word per segment holds the holder's pid.  A waiter that finds
- * the holder dead (kill(pid, 0) == ESRCH) takes the lock over, so a process killed
- * -9 inside the critical section never wedges the others.  Waiters sleep on the
- * word's futex in short slices and give up after a deadline: a corrupt segment can
- * slow a call down, never hang it.  Critical sections are a few hundred nanoseconds
- * of arithmetic; nobody sleeps or blocks while holding the lock.
+ * Locking: one 64-bit lock word per segment holds the holder's pid and start stamp
+ * (proc.h).  A waiter that finds no such holder - gone, a zombie, or another
+ * process under that pid - takes the lock over, so a process killed -9 inside the
+ * critical section never wedges the others.  Waiters sleep on the word's futex in
+ * short slices and give up after a deadline (the caller's fallback then decides):
+ * a corrupt segment can slow a call down, never hang it.  Critical sections are a
+ * few hundred nanoseconds of arithmetic, plus a non-blocking connect when one is
+ * made inside its release; nobody sleeps or blocks while holding the lock.
  */
 #ifndef SLUICE_SHM_H
 #define SLUICE_SHM_H
@@ -56,8 +58,8 @@ struct sl_holder *sl_shm_holders(struct sl_shm_header *h);
 int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns);
 void sl_shm_unlock(struct sl_shm_header *h, int32_t self);
 
-/* Whether no process `pid` exists (kill(pid, 0) fails with ESRCH).  Only meaningful
- * within one pid namespace. */
+/* Whether process `pid` is gone: no such process, or a zombie (sl_proc_check).
+ * Only meaningful within one pid namespace. */
 int sl_pid_is_dead(int32_t pid);
 
 /* Daemon, at each heartbeat: free the lock if its holder is dead. Returns 1 if it did. */
