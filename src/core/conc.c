@@ -124,10 +124,13 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *
 		/* A section reset or removed by a reload meanwhile holds nothing of ours. */
 		if (!(mask & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
 			continue;
-		if (sec->state.conc_open)
-			sec->state.conc_open--;
+		/* The holder entry first: killed between the two, this process leaves a
+		 * place counted open that no entry accounts for, which the heartbeat's
+		 * recount gives back - never one counted free twice. */
 		if ((e = holder(h, self, i, sec->serial, 0)) && e->count && --e->count == 0)
 			e->pid = 0;
+		if (sec->state.conc_open)
+			sec->state.conc_open--;
 		wake(sec);
 	}
 	sl_shm_unlock(h, self);
@@ -157,25 +160,36 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 	 * heartbeat does not take the lock every shim contends for. */
 	for (unsigned k = 0; k < SL_MAX_HOLDERS && !any; k++)
 		any = atomic_load_explicit(A(&t[k].pid), memory_order_relaxed) > 0;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS && !any; i++)
+		any = atomic_load_explicit(A(&sl_shm_section(h, i)->state.conc_open), memory_order_relaxed) > 0;
 	if (!any || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
 	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
-		struct sl_section *sec;
-
 		if (t[k].pid <= 0)
 			continue;
-		sec = live(h, t[k].section, t[k].serial);
-		if (sec && !is_dead(t[k].pid))
+		if (live(h, t[k].section, t[k].serial) && !is_dead(t[k].pid))
 			continue;
-		/* Dead, or its section is gone (then the count went with it). */
-		if (sec) {
-			uint32_t n = SL_MIN(t[k].count, sec->state.conc_open);
+		/* Dead, or its section is gone: its places go with it. */
+		returned += (int)t[k].count;
+		t[k].pid = 0;
+	}
+	/* The holder table is the record of who holds what: each section's count of
+	 * open places is recounted from it.  So a holder killed -9 between the two
+	 * updates of a take or a give-back (the lock is taken over from it) leaves the
+	 * count right by the next beat, never one place too many. */
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+		uint64_t held = 0;
 
-			sec->state.conc_open -= n;
-			returned += (int)n;
+		if (!sec->in_use || !sec->spec.concurrency)
+			continue;
+		for (unsigned k = 0; k < SL_MAX_HOLDERS; k++)
+			if (t[k].pid > 0 && t[k].section == i && t[k].serial == sec->serial)
+				held += t[k].count;
+		if (held != sec->state.conc_open) {
+			sec->state.conc_open = (uint32_t)SL_MIN(held, (uint64_t)UINT32_MAX);
 			wake(sec);
 		}
-		t[k].pid = 0;
 	}
 	sl_shm_unlock(h, self);
 	return returned;

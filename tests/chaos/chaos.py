@@ -4,14 +4,18 @@
   chaos.py BUILD_DIR WORKDIR [--size ci|full]
 
 Phase 1 (the limit must hold): CLIENTS processes under the shim connect in loops
-to one local sink through a daemon's segment at 50/s, while this driver
+to one local sink through a daemon's segment at 50/s, and HOLDERS processes each
+keep connections open a while to a second sink under `concurrency = 3`, while
+this driver
   - kills clients with SIGKILL at random instants (some in their sleep, some inside
     the segment lock), reaping some of them late so they linger as zombies, and
     starts new ones in their place;
   - kills the daemon with SIGKILL and starts it again;
   - reloads between equal limits written in other windows (50/s, 3000/m, 500/10s),
     which once zeroed the state.
-It asserts, on the kernel's SYN timestamps at the sink: never more than
+It asserts, on the kernel's SYN timestamps at the sink: never more than 3
+connections open at once at the second sink (from each connection's SYN to its
+client's FIN or RST, kernel times too), never more than
 burst + W/interval in any span W (SLACK_MS of timestamping noise allowed, as in
 every test); and that no client ran longer than its bound or died of a signal it
 was not sent.  The connect is made inside its release's critical section, so no
@@ -44,10 +48,37 @@ INTERVAL_MS = 20.0  # 50/s
 SLACK_MS = 1.0
 SIZES = {
     # clients, seconds per phase, connects per client before it exits and is replaced
-    "ci": dict(clients=40, seconds=12, connects=8),
-    "full": dict(clients=400, seconds=60, connects=4),
+    "ci": dict(clients=40, holders=6, seconds=12, connects=8),
+    "full": dict(clients=400, holders=40, seconds=60, connects=4),
 }
 FORMS = ["50/s", "3000/m", "500/10s"]
+CONCURRENCY = 3
+HOLD = """import socket, sys, time
+for i in range(4):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=60)
+    time.sleep(0.05)
+    s.close()
+"""
+
+
+def max_open(syn_file, end_file):
+    """The most connections open at once at a sink, from kernel times: each from its
+    SYN to its client's FIN or RST (the first after it, by source port)."""
+    events = []
+    for path, kind in ((syn_file, 1), (end_file, -1)):
+        with open(path) as f:
+            for line in f:
+                ns, _, sport = (int(x) for x in line.split())
+                events.append((ns, kind, sport))
+    events.sort()
+    open_ports, most = set(), 0
+    for ns, kind, sport in events:
+        if kind == 1:
+            open_ports.add(sport)
+            most = max(most, len(open_ports))
+        else:
+            open_ports.discard(sport)
+    return most
 
 
 def fail(msg):
@@ -78,7 +109,9 @@ class Chaos:
     def write_config(self, form):
         with open(self.config + ".tmp", "w") as f:
             f.write("[sluice]\nshm_name = %s\ncontrol_socket = %s/ctl.sock\n\n" % (self.shm, self.work))
-            f.write("[chaos]\nmatch = 127.0.0.1:%d\nrate = %s\nmax_wait = 30s\n" % (self.port, form))
+            f.write("[chaos]\nmatch = 127.0.0.1:%d\nrate = %s\nmax_wait = 30s\n\n" % (self.port, form))
+            f.write("[chaos-places]\nmatch = 127.0.0.1:%d\nconcurrency = %d\nmax_wait = 30s\n"
+                    % (self.cport, CONCURRENCY))
         os.rename(self.config + ".tmp", self.config)
 
     def start_daemon(self):
@@ -92,14 +125,16 @@ class Chaos:
             time.sleep(0.05)
         fail("sluiced did not start")
 
-    def start_client(self):
+    def start_client(self, kind):
         env = dict(os.environ, LD_PRELOAD=os.path.join(self.build, "libsluice.so"), SLUICE_SHM=self.shm,
                    SLUICE_CONFIG=self.config)
-        p = subprocess.Popen([os.path.join(self.build, "bench", "connect_loop"), "127.0.0.1",
-                              str(self.port), str(self.size["connects"])],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        cmd = ([os.path.join(self.build, "bench", "connect_loop"), "127.0.0.1", str(self.port),
+                str(self.size["connects"])] if kind == "rate"
+               else ["/usr/bin/python3", "-c", HOLD, str(self.cport)])
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         with self.lock:
-            self.procs.append({"p": p, "started": time.monotonic(), "killed": False, "reap_at": 0})
+            self.procs.append({"p": p, "kind": kind, "started": time.monotonic(), "killed": False,
+                               "reap_at": 0})
 
     def bound(self):
         """How long a client may take: each connect waits behind every other client
@@ -137,8 +172,9 @@ class Chaos:
                                                                       if rc < 0 else ""))
             self.procs = keep
 
-    def live(self):
-        return [e for e in self.procs if not e["killed"] and e["p"].returncode is None]
+    def live(self, kind=None):
+        return [e for e in self.procs if not e["killed"] and e["p"].returncode is None
+                and (kind is None or e["kind"] == kind)]
 
     def killer(self, stop, rng):
         while not stop.is_set():
@@ -159,10 +195,11 @@ class Chaos:
     def refill(self, stop):
         while not stop.is_set():
             self.check_exits()
-            with self.lock:
-                missing = self.size["clients"] - len(self.live())
-            for _ in range(missing):
-                self.start_client()
+            for kind, want in (("rate", self.size["clients"]), ("conc", self.size["holders"])):
+                with self.lock:
+                    missing = want - len(self.live(kind))
+                for _ in range(missing):
+                    self.start_client(kind)
             time.sleep(0.05)
 
     def operator(self, stop, rng):
@@ -226,6 +263,16 @@ class Chaos:
         sink_pf = os.path.join(self.work, "sink.port")
         sink = subprocess.Popen([sys.executable, os.path.join(HELPERS, "sink.py"), sink_pf, "900"])
         self.port = int(wait_file(sink_pf, "sink"))
+        hold_pf = os.path.join(self.work, "hold.port")
+        hold_sink = subprocess.Popen([sys.executable, os.path.join(HELPERS, "sink.py"), hold_pf, "900", "hold"])
+        self.cport = int(wait_file(hold_pf, "holding sink"))
+        csyn, cend = os.path.join(self.work, "conc-syn.log"), os.path.join(self.work, "conc-end.log")
+        open(cend, "w").close()
+        cready = os.path.join(self.work, "conc.ready")
+        cwitness = subprocess.Popen([sys.executable, os.path.join(HELPERS, "syn_witness.py"), "--port",
+                                     str(self.cport), "--out", csyn, "--ends-out", cend,
+                                     "--ready-file", cready, "--lifetime", "900"])
+        wait_file(cready, "concurrency witness")
         syn_log = os.path.join(self.work, "syn.log")
         ready = os.path.join(self.work, "witness.ready")
         witness = subprocess.Popen([sys.executable, os.path.join(HELPERS, "syn_witness.py"), "--port",
@@ -240,18 +287,25 @@ class Chaos:
                        [lambda s, r=rng: self.killer(s, r), lambda s, r=rng: self.operator(s, r)])
             time.sleep(0.3)
             witness.kill()
+            cwitness.kill()
+            most = max_open(csyn, cend)
+            if most > CONCURRENCY:
+                fail("phase 1: %d connections open at once at the destination under concurrency = %d"
+                     % (most, CONCURRENCY))
             rc = subprocess.run([sys.executable, os.path.join(HELPERS, "arrivals.py"), syn_log,
                                  "--interval-ms", str(INTERVAL_MS), "--slack-ms", str(SLACK_MS),
                                  "--at-least", "20", "--what", "connects"]).returncode
             if rc != 0:
                 fail("phase 1: the destination saw more than the limit")
-            print("phase 1 ok: %d clients at a time, %d kills, %d daemon restarts, %d reloads"
-                  % (self.size["clients"], self.kills, self.daemon_restarts, self.reloads), flush=True)
+            print("phase 1 ok: %d clients and %d holders at a time, %d kills, %d daemon restarts, %d reloads; "
+                  "at most %d of %d places open at the destination"
+                  % (self.size["clients"], self.size["holders"], self.kills, self.daemon_restarts,
+                     self.reloads, most, CONCURRENCY), flush=True)
             self.phase("scribbles", [lambda s, r=random.Random(2): self.scribbler(s, r)])
             print("phase 2 ok: %d scribbles of header, sections and lock word; no client crashed or hung"
                   % self.scribbles, flush=True)
         finally:
-            for p in (self.daemon, sink, witness):
+            for p in (self.daemon, sink, witness, hold_sink, cwitness):
                 if p and p.poll() is None:
                     p.kill()
             try:

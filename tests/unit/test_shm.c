@@ -219,6 +219,22 @@ static void test_concurrency_places(void **state)
 	assert_int_equal(sl_conc_reap_dead(a.hdr, 1, dead_pid_777), 1);
 	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 0);
 
+	/* Killed -9 half way through a give-back (its count already down, its holder
+	 * entry not): the reaper's recount from the holder table keeps the live
+	 * holder's place counted - subtracting the dead one's entry again would free
+	 * a place that is in use.  And half way through a take (count up, no entry):
+	 * the place leaked is given back. */
+	assert_int_equal(sl_conc_take(a.hdr, &m81, 100, &taken, &full, &seen), 0);
+	assert_int_equal(sl_conc_take(a.hdr, &m81, 777, &taken, &full, &seen), 0);
+	sl_shm_section(a.hdr, 0)->state.conc_open--; /* 777's give-back, cut short */
+	sl_conc_reap_dead(a.hdr, 1, dead_pid_777);
+	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 1); /* 100's */
+	sl_shm_section(a.hdr, 0)->state.conc_open++; /* a take cut short: no entry */
+	sl_conc_reap_dead(a.hdr, 1, dead_pid_777);
+	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 1);
+	sl_conc_put(a.hdr, taken, &m81, 100);
+	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 0);
+
 	/* A holder table full of others: refused cleanly, nothing taken. */
 	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++)
 		sl_shm_holders(a.hdr)[k] = (struct sl_holder){.pid = 5000 + (int32_t)k, .count = 1};
