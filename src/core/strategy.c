@@ -270,7 +270,9 @@ static int64_t horizon(const struct sl_spec *s)
 {
 	int64_t wait = s->max_wait_ns >= 0 ? sl_sane_ns(s->max_wait_ns) : SL_REPAIR_FOREVER_NS;
 
-	return wait + 2 * window(s) + sl_sane_ns(sl_gcra_tolerance(s));
+	/* Each term is at most SL_SANE_NS, so the sum fits; clamped again, it can be
+	 * added to a sane `now`. */
+	return sl_sane_ns(wait + 2 * window(s) + sl_sane_ns(sl_gcra_tolerance(s)));
 }
 
 int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off)

@@ -8,6 +8,7 @@
  * hang or read out of bounds; every time read from the segment is clamped.
  */
 #include "sluice/admit.h"
+#include "sluice/common.h"
 #include "sluice/conc.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
@@ -60,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct sl_shm shm;
 	struct sl_shm_header *h;
-	FILE *null;
+	static FILE *null;
+	size_t head;
 
 	if (!shm.hdr && sl_shm_create_anonymous(&shm) != 0)
 		return 0;
@@ -68,13 +70,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The input over the header (after its layout fields), then the sections and
 	 * the holder table, wrapping as far as it goes. */
 	memset((char *)h + 32, 0, SL_SHM_SIZE - 32);
-	for (size_t i = 0; i < size; i++) {
-		size_t at = i < sizeof(*h) - 32 ? 32 + i : SL_SHM_SECTIONS_OFF + (i - (sizeof(*h) - 32));
-
-		if (at >= SL_SHM_SIZE)
-			break;
-		((uint8_t *)h)[at] = data[i];
-	}
+	/* Two copies, not a loop per byte: a 64 KiB input copied byte by byte spent
+	 * most of each run in the loop's own coverage counters. */
+	head = SL_MIN(size, sizeof(*h) - 32);
+	memcpy((char *)h + 32, data, head);
+	memcpy((char *)h + SL_SHM_SECTIONS_OFF, data + head,
+	       SL_MIN(size - head, SL_SHM_SIZE - SL_SHM_SECTIONS_OFF));
 	if (sl_shm_validate(h, SL_SHM_SIZE) != 0)
 		return 0;
 	/* The daemon's heartbeat reaps whatever the lock word says (no waiting). */
@@ -86,11 +87,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sl_admit_reap_dead(h, NOW, 7, all_dead);
 	sl_conc_reap_dead(h, 7, all_dead);
 	sl_admit_repair(h, NOW, 7);
-	null = fopen("/dev/null", "w");
+	if (!null)
+		null = fopen("/dev/null", "w"); /* kept open: one fopen per run was a syscall pair */
 	if (null) {
 		sl_stats_render(h, 0, NOW, null);
 		sl_stats_render(h, 1, NOW, null);
-		fclose(null);
 	}
 	return 0;
 }

@@ -311,6 +311,30 @@ static void test_garbage_state(void **state)
 	}
 }
 
+/* A spec at the ends of every range (found by the segment fuzzer: the horizon of
+ * a day's wait, two windows and a tolerance, all clamped, overflowed when added to
+ * now).  State at `now` is never taken for corrupt; state at the clamp is, or is
+ * left alone, but the arithmetic never overflows (UBSan traps it under make asan). */
+static void test_repair_extreme_spec(void **state)
+{
+	static const uint32_t strategies[] = {SL_STRAT_LEAKY_BUCKET, SL_STRAT_FIXED_WINDOW,
+	                                      SL_STRAT_SLIDING_WINDOW, SL_STRAT_SESSION_WINDOW};
+
+	(void)state;
+	for (unsigned k = 0; k < SL_ARRAY_LEN(strategies); k++) {
+		struct sl_spec s = spec(strategies[k], 7, S);
+		struct sl_state st;
+
+		s.max_wait_ns = INT64_MAX;
+		s.window_ns = INT64_MAX;
+		s.burst = UINT64_MAX;
+		memset(&st, 0, sizeof(st));
+		assert_int_equal(sl_strategy_repair(&s, &st, T0, 0), 0);
+		memset(&st, 0x7f, sizeof(st));
+		sl_strategy_repair(&s, &st, INT64_MAX, INT64_MAX);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -320,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_undo),
 		cmocka_unit_test(test_never_more_than_amount),
 		cmocka_unit_test(test_garbage_state),
+		cmocka_unit_test(test_repair_extreme_spec),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
