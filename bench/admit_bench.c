@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 	}
 	for (int p = 0; p < procs; p++)
 		wait(NULL);
-	shm_unlink(name);
+	sl_shm_remove(name);
 	for (int p = 0; p < procs; p++) {
 		if (results[p] < 0) {
 			fprintf(stderr, "admit_bench: admission failed\n");

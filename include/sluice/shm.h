@@ -22,25 +22,41 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct sl_shm {
 	struct sl_shm_header *hdr; /* NULL when not attached */
 	size_t size;
 	int anonymous; /* a process-private segment (fallback = local, tests) */
+	int id;        /* its System V id; -1 when anonymous */
 };
 
 /* Whether `base` (of `size` mapped bytes) holds a segment this build understands.
  * Returns 0 or -EPROTO (wrong magic/version/layout) / -EINVAL (too small). */
 int sl_shm_validate(const void *base, size_t size);
 
+/* The System V key of the segment named `name` (the config's shm_name): a hash
+ * of the name, never IPC_PRIVATE. */
+key_t sl_shm_key(const char *name);
+
 /* Attach an existing segment read-write (shim) or read-only (stat).  Keeps no fd
- * open.  Returns 0, -errno from shm_open/mmap, or -EPROTO for a layout we do not
- * know (the caller passes traffic through). */
+ * open.  Returns 0, -errno from shmget/shmat (-ENOENT: none), or -EPROTO for a
+ * layout we do not know (the caller passes traffic through). */
 int sl_shm_attach(struct sl_shm *shm, const char *name, int writable);
 
 /* Daemon: create the segment, or re-attach it with its state when it already holds
- * a valid one.  *reattached tells which.  An invalid segment is re-initialised. */
+ * a valid one.  *reattached tells which.  An invalid segment of our size is
+ * re-initialised; one of another size is removed (when it is a sluice segment)
+ * and made anew; a stranger's segment under our key gives -EEXIST. */
 int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached);
+
+/* Mark the segment named `name` for removal: it goes when its last user detaches,
+ * and the name is free at once.  0 or -errno. */
+int sl_shm_remove(const char *name);
+
+/* Whether `name` still names the segment `shm` is attached to (not removed, not
+ * replaced by another). */
+int sl_shm_is_named(const struct sl_shm *shm, const char *name);
 
 /* A fresh segment in private anonymous memory (not shared across fork's copy). */
 int sl_shm_create_anonymous(struct sl_shm *shm);

@@ -5,12 +5,13 @@
 #include "sluice/strategy.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -48,71 +49,142 @@ static void init_header(struct sl_shm_header *h)
 	atomic_store_explicit(A(&h->magic), SL_SHM_MAGIC, memory_order_release);
 }
 
-static int map_fd(struct sl_shm *shm, int fd, int writable)
-{
-	void *p = mmap(NULL, SL_SHM_SIZE, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-	               MAP_SHARED, fd, 0);
+/* --- where the segment lives ---
+ *
+ * A System V shared-memory segment, not a POSIX shm file: its size is fixed when it
+ * is created and no one - not its owner, not root - can shrink it afterwards, so
+ * no process holding write access can make the others' mappings fault (SIGBUS on
+ * a truncated file was the one way a segment could kill its attached programs).
+ * Marked for removal, it stays mapped until its last user detaches.  The name
+ * (`shm_name`) is turned into the segment's key by sl_shm_key(); docs/design.md
+ * "The segment" has the reasons and what `ipcs -m` shows. */
 
-	if (p == MAP_FAILED)
+key_t sl_shm_key(const char *name)
+{
+	uint32_t h = 2166136261u; /* FNV-1a over "sluice:" and the name */
+	const char *p;
+
+	for (p = "sluice:"; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	for (p = name ? name : ""; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	/* Neither IPC_PRIVATE (0) nor -1, which shmget() would take for something else. */
+	if (h == 0 || h == UINT32_MAX)
+		h = 0x51ce0001u;
+	return (key_t)h;
+}
+
+static int attach_id(struct sl_shm *shm, int id, int writable)
+{
+	void *p = shmat(id, NULL, writable ? 0 : SHM_RDONLY);
+
+	if (p == (void *)-1)
 		return -errno;
 	shm->hdr = p;
 	shm->size = SL_SHM_SIZE;
 	shm->anonymous = 0;
+	shm->id = id;
 	return 0;
+}
+
+/* The size of segment `id`, or -errno. */
+static int64_t segment_size(int id)
+{
+	struct shmid_ds ds;
+
+	if (shmctl(id, IPC_STAT, &ds) != 0)
+		return -errno;
+	return (int64_t)ds.shm_segsz;
 }
 
 int sl_shm_attach(struct sl_shm *shm, const char *name, int writable)
 {
-	struct stat st;
-	int fd, rc;
+	int64_t size;
+	int id, rc;
 
 	shm->hdr = NULL;
-	fd = shm_open(name, writable ? O_RDWR : O_RDONLY, 0);
-	if (fd < 0)
+	id = shmget(sl_shm_key(name), 0, 0);
+	if (id < 0)
 		return -errno;
-	if (fstat(fd, &st) != 0) {
-		rc = -errno;
-		goto out;
-	}
-	if ((size_t)st.st_size < SL_SHM_SIZE) {
-		rc = -EPROTO; /* also guards against SIGBUS on a truncated object */
-		goto out;
-	}
-	rc = map_fd(shm, fd, writable);
+	if ((size = segment_size(id)) < 0)
+		return (int)size;
+	if ((uint64_t)size < SL_SHM_SIZE)
+		return -EPROTO;
+	rc = attach_id(shm, id, writable);
 	if (rc == 0 && (rc = sl_shm_validate(shm->hdr, shm->size)) < 0)
 		sl_shm_detach(shm);
-out:
-	close(fd);
 	return rc;
+}
+
+/* Whether segment `id` was made by some sluice (any layout version): its first
+ * word is our magic.  A key that collides with another program's segment must not
+ * get that segment removed. */
+static int is_ours(int id)
+{
+	void *p = shmat(id, NULL, SHM_RDONLY);
+	int ours;
+
+	if (p == (void *)-1)
+		return 0;
+	ours = atomic_load_explicit((_Atomic uint32_t *)p, memory_order_acquire) == SL_SHM_MAGIC;
+	shmdt(p);
+	return ours;
 }
 
 int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached)
 {
-	struct stat st;
-	int fd, rc;
+	key_t key = sl_shm_key(name);
+	struct shmid_ds ds;
+	int id, rc, fresh = 1;
 
 	*reattached = 0;
-	fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, mode);
-	if (fd < 0)
+	shm->hdr = NULL;
+	id = shmget(key, SL_SHM_SIZE, IPC_CREAT | IPC_EXCL | (mode & 0777));
+	if (id < 0 && errno == EEXIST) {
+		fresh = 0;
+		if ((id = shmget(key, 0, 0)) < 0)
+			return -errno;
+		if (segment_size(id) != (int64_t)SL_SHM_SIZE) {
+			/* Another layout's segment (or a stranger's under our key): a
+			 * segment's size never changes, so replace it - its users keep
+			 * their mapping until they detach - but only if it is ours. */
+			if (!is_ours(id))
+				return -EEXIST;
+			if (shmctl(id, IPC_RMID, NULL) != 0)
+				return -errno;
+			id = shmget(key, SL_SHM_SIZE, IPC_CREAT | IPC_EXCL | (mode & 0777));
+			fresh = 1;
+		}
+	}
+	if (id < 0)
 		return -errno;
-	if (fchmod(fd, mode) != 0 || fstat(fd, &st) != 0) {
-		rc = -errno;
-		goto out;
-	}
-	if ((size_t)st.st_size != SL_SHM_SIZE && ftruncate(fd, SL_SHM_SIZE) != 0) {
-		rc = -errno;
-		goto out;
-	}
-	rc = map_fd(shm, fd, 1);
-	if (rc < 0)
-		goto out;
-	if ((size_t)st.st_size == SL_SHM_SIZE && sl_shm_validate(shm->hdr, shm->size) == 0)
+	/* The mode the config asks for, also on a segment made under another one. */
+	if (shmctl(id, IPC_STAT, &ds) != 0)
+		return -errno;
+	ds.shm_perm.mode = (ds.shm_perm.mode & ~0777u) | (mode & 0777);
+	if (shmctl(id, IPC_SET, &ds) != 0)
+		return -errno;
+	if ((rc = attach_id(shm, id, 1)) < 0)
+		return rc;
+	if (!fresh && sl_shm_validate(shm->hdr, shm->size) == 0)
 		*reattached = 1;
 	else
 		init_header(shm->hdr);
-out:
-	close(fd);
-	return rc;
+	return 0;
+}
+
+int sl_shm_remove(const char *name)
+{
+	int id = shmget(sl_shm_key(name), 0, 0);
+
+	if (id < 0 || shmctl(id, IPC_RMID, NULL) != 0)
+		return -errno;
+	return 0;
+}
+
+int sl_shm_is_named(const struct sl_shm *shm, const char *name)
+{
+	return shm->hdr && !shm->anonymous && shmget(sl_shm_key(name), 0, 0) == shm->id;
 }
 
 int sl_shm_create_anonymous(struct sl_shm *shm)
@@ -124,14 +196,19 @@ int sl_shm_create_anonymous(struct sl_shm *shm)
 	shm->hdr = p;
 	shm->size = SL_SHM_SIZE;
 	shm->anonymous = 1;
+	shm->id = -1;
 	init_header(shm->hdr);
 	return 0;
 }
 
 void sl_shm_detach(struct sl_shm *shm)
 {
-	if (shm->hdr)
-		munmap(shm->hdr, shm->size);
+	if (shm->hdr) {
+		if (shm->anonymous)
+			munmap(shm->hdr, shm->size);
+		else
+			shmdt(shm->hdr);
+	}
 	shm->hdr = NULL;
 }
 

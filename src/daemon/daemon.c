@@ -34,6 +34,13 @@ static void beat(struct sl_daemon *d)
 				             "it (a scribbled segment?): reset", SL_SECTION_NAME_MAX,
 				             sl_shm_section(h, i)->spec.name);
 	}
+	if (!d->shm_gone && !sl_shm_is_named(&d->shm, d->shm_name)) {
+		/* Only its owner or root can remove it.  Those attached keep it, programs
+		 * started from now on find no segment and apply their fallback. */
+		d->shm_gone = 1;
+		sl_log_warnx("segment %s was removed (ipcrm?): programs attached before keep sharing it, "
+		             "new ones apply their fallback until sluiced is restarted", d->shm_name);
+	}
 	if (sl_admit_reap_dead(h, h->heartbeat_ns, (int32_t)getpid(), sl_pid_is_dead))
 		sl_log_debug("returned the queue slot of a process that died waiting");
 	if (sl_conc_reap_dead(h, (int32_t)getpid(), sl_pid_is_dead))
@@ -192,7 +199,7 @@ void sl_daemon_stop(struct sl_daemon *d)
 		d->shm.hdr->daemon_pid = 0;
 	sl_shm_detach(&d->shm);
 	if (d->opts.unlink_shm_on_exit)
-		shm_unlink(d->shm_name);
+		sl_shm_remove(d->shm_name);
 	free(d->cfg);
 	d->cfg = NULL;
 }

@@ -42,6 +42,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration", "helpers"))
+import segment  # noqa: E402  (the test helpers' view of the shared segment)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 HELPERS = os.path.join(HERE, "..", "integration", "helpers")
 INTERVAL_MS = 20.0  # 50/s
@@ -104,7 +107,7 @@ class Chaos:
         self.violations = []
         self.lock = threading.Lock()
         self.daemon = None
-        self.kills = self.daemon_restarts = self.reloads = self.scribbles = 0
+        self.kills = self.daemon_restarts = self.reloads = self.scribbles = self.resizes = 0
 
     def write_config(self, form):
         with open(self.config + ".tmp", "w") as f:
@@ -120,7 +123,7 @@ class Chaos:
                                        stdout=log, stderr=log)
         end = time.monotonic() + 10
         while time.monotonic() < end:
-            if os.path.exists("/dev/shm" + self.shm) and os.path.exists(self.work + "/ctl.sock"):
+            if segment.exists(self.shm) and os.path.exists(self.work + "/ctl.sock"):
                 return
             time.sleep(0.05)
         fail("sluiced did not start")
@@ -217,18 +220,24 @@ class Chaos:
                 self.reloads += 1
 
     def scribbler(self, stop, rng):
-        path = "/dev/shm" + self.shm
         while not stop.wait(rng.uniform(0.005, 0.03)):
             try:
-                size = os.path.getsize(path)
-                with open(path, "r+b") as f:
-                    target = rng.choice(["header", "section", "lock", "state"])
+                with segment.Segment(self.shm) as f:
+                    size = f.size
+                    target = rng.choice(["header", "section", "lock", "state", "resize"])
                     if target == "lock":
                         f.seek(48)
                         f.write(struct.pack("<Q", rng.getrandbits(64)))
                     elif target == "header":
                         f.seek(rng.randrange(8, 512 - 8))  # past magic and version
                         f.write(os.urandom(rng.randrange(1, 8)))
+                    elif target == "resize":
+                        # What truncating the old POSIX file did: ask for the segment at
+                        # another size.  The kernel refuses; sizes never change.
+                        for want in (64, size * 2):
+                            if segment.get(self.shm, want) >= 0 and want > size:
+                                fail("the segment was reachable at a larger size")
+                        self.resizes += 1
                     else:
                         f.seek(4096 + rng.randrange(0, min(size - 4096, 64 * 4096) - 64))
                         f.write(os.urandom(rng.randrange(1, 64)))
@@ -302,14 +311,14 @@ class Chaos:
                   % (self.size["clients"], self.size["holders"], self.kills, self.daemon_restarts,
                      self.reloads, most, CONCURRENCY), flush=True)
             self.phase("scribbles", [lambda s, r=random.Random(2): self.scribbler(s, r)])
-            print("phase 2 ok: %d scribbles of header, sections and lock word; no client crashed or hung"
-                  % self.scribbles, flush=True)
+            print("phase 2 ok: %d scribbles of header, sections and lock word, %d resize attempts refused; "
+                  "no client crashed or hung" % (self.scribbles, self.resizes), flush=True)
         finally:
             for p in (self.daemon, sink, witness, hold_sink, cwitness):
                 if p and p.poll() is None:
                     p.kill()
             try:
-                os.unlink("/dev/shm" + self.shm)
+                segment.remove(self.shm)
             except OSError:
                 pass
         return 0

@@ -8,7 +8,7 @@ BUILD_DIR=$(cd "$ROOT/${BUILD:-build}" && pwd)
 SLUICE="$BUILD_DIR/sluice"
 SLUICED="$BUILD_DIR/sluiced"
 SHIM="$BUILD_DIR/libsluice.so"
-HELPERS="$ROOT/tests/integration/helpers"
+export HELPERS="$ROOT/tests/integration/helpers"
 export SLUICE_LIB="$SHIM"
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/sluice-test.XXXXXX")
@@ -20,7 +20,7 @@ cleanup() {
 	local p
 	for p in "${BG_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
-	rm -f "/dev/shm/${SHM_NAME#/}"
+	python3 "$HELPERS/segment.py" remove "$SHM_NAME"
 	if [ -n "${KEEP:-}" ]; then
 		echo "kept $T"
 	else
@@ -99,6 +99,13 @@ start_daemon() {
 	done
 	cat "$T/sluiced.log"
 	fail "sluiced did not start"
+}
+
+# stop_daemon: SIGTERM to the daemon start_daemon started, and wait for it.
+stop_daemon() {
+	kill "$DAEMON_PID" 2>/dev/null
+	wait "$DAEMON_PID" 2>/dev/null
+	DAEMON_PID=
 }
 
 # json_field JSON_FILE SECTION FIELD

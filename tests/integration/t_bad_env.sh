@@ -75,31 +75,41 @@ got=$(run_curl 2 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini" SLUICE_FA
 # fallback = open: nothing shaped.
 expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini" SLUICE_FALLBACK=open
 
-# Segments that are not ours: wrong size, garbage, a future layout version.
-python3 - "$SHM_NAME" <<'EOF'
+# Segments that are not ours: wrong size, garbage, a future layout version (the
+# right size for each, from the daemon's own segment).
+start_daemon "$T/e.ini"
+size=$(python3 -c 'import os, sys; sys.path.insert(0, os.environ["HELPERS"]); import segment
+print(segment.Segment(sys.argv[1]).size)' "$SHM_NAME")
+stop_daemon
+python3 - "$SHM_NAME" "$size" <<'EOF'
 import os, struct, sys
-base = "/dev/shm/" + sys.argv[1].lstrip("/")
-open(base + "-small", "wb").write(b"SLCE" + b"\0" * 60)
-open(base + "-junk", "wb").write(os.urandom(342528))
-hdr = struct.pack("<IHHQ", 0x45434c53, 99, 0, 342528)
-open(base + "-future", "wb").write(hdr + b"\0" * (342528 - len(hdr)))
+sys.path.insert(0, os.environ["HELPERS"]); import segment
+base = sys.argv[1]
+size = int(sys.argv[2])
+def make(kind, data):
+    with segment.Segment(base + "-" + kind, create=len(data)) as f:
+        f.write(data)
+make("small", b"SLCE" + b"\0" * 60)
+make("junk", os.urandom(size))
+hdr = struct.pack("<IHHQ", 0x45434c53, 99, 0, size)
+make("future", hdr + b"\0" * (size - len(hdr)))
 EOF
 for kind in small junk future; do
 	expect_ok 2 SLUICE_SHM="$SHM_NAME-$kind"
 	SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$kind" curl -s -o /dev/null "$url/d" 2>"$T/dbg.err"
 	grep -q "not a sluice segment of this version" "$T/dbg.err" || fail "$kind segment: $(cat "$T/dbg.err")"
-	rm -f "/dev/shm/${SHM_NAME#/}-$kind"
+	python3 "$HELPERS/segment.py" remove "$SHM_NAME-$kind"
 done
 
 # A valid segment scribbled on while processes use it: no crash, ever.
 start_daemon "$T/e.ini"
 python3 - "$SHM_NAME" <<'EOF' &
 import os, sys, time
-path = "/dev/shm/" + sys.argv[1].lstrip("/")
+sys.path.insert(0, os.environ["HELPERS"]); import segment
 end = time.time() + 3
-with open(path, "r+b") as f:
+with segment.Segment(sys.argv[1]) as f:
     while time.time() < end:
-        f.seek(4096 + int.from_bytes(os.urandom(3), "little") % (342528 - 4096 - 64))
+        f.seek(4096 + int.from_bytes(os.urandom(3), "little") % (f.size - 4096 - 64))
         f.write(os.urandom(64))
 EOF
 scribbler=$!
@@ -120,8 +130,9 @@ wait $scribbler
 # A lock word naming a live process that never took it (pid 1, another start
 # stamp): known not to be the holder, so taken over at once (t_lock_owner has more).
 python3 - "$SHM_NAME" <<'EOF'
-import struct, sys
-with open("/dev/shm/" + sys.argv[1].lstrip("/"), "r+b") as f:
+import os, struct, sys
+sys.path.insert(0, os.environ["HELPERS"]); import segment
+with segment.Segment(sys.argv[1]) as f:
     f.seek(48)
     f.write(struct.pack("<Q", 12345 << 32 | 1))
 EOF

@@ -23,7 +23,8 @@ EOF
 wedge() {
 	python3 - "$SHM_NAME" "$1" <<'EOF'
 import os, signal, struct, sys, time
-path, mode = "/dev/shm/" + sys.argv[1].lstrip("/"), sys.argv[2]
+sys.path.insert(0, os.environ["HELPERS"]); import segment
+name, mode = sys.argv[1], sys.argv[2]
 
 def stamp(pid):
     stat = open("/proc/%d/stat" % pid).read()
@@ -31,7 +32,7 @@ def stamp(pid):
 
 if mode == "stranger":
     word = (stamp(1) ^ 0x5a5a) << 32 | 1
-    with open(path, "r+b") as f:
+    with segment.Segment(name) as f:
         f.seek(48); f.write(struct.pack("<Q", word))
     sys.exit(0)
 r, w = os.pipe()
@@ -42,7 +43,7 @@ if keeper == 0:                         # the keeper: parent of the zombie, neve
         os.dup2(null, fd)
     child = os.fork()
     if child == 0:
-        with open(path, "r+b") as f:
+        with segment.Segment(name) as f:
             f.seek(48); f.write(struct.pack("<Q", stamp(os.getpid()) << 32 | os.getpid()))
         os.write(w, b"x")
         time.sleep(600)
@@ -75,7 +76,7 @@ EOF
 
 fresh() {
 	[ -n "${DAEMON_PID:-}" ] && kill "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null
-	rm -f "/dev/shm/${SHM_NAME#/}"
+	python3 "$HELPERS/segment.py" remove "$SHM_NAME"
 	start_daemon "$T/l.ini"
 }
 

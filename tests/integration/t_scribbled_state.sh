@@ -21,7 +21,6 @@ rate = 5/s
 max_wait = 3s
 EOF
 start_daemon "$T/s.ini"
-SEG="/dev/shm/${SHM_NAME#/}"
 connect() { # PORT: one connect under the shim, in at most 20 s
 	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 20 python3 -c '
 import socket, sys
@@ -34,12 +33,12 @@ for sec in forever bounded; do
 	"$SLUICE" stat -c "$T/s.ini" --json >"$T/s.json"
 	tat=$(json_field "$T/s.json" $sec tat_ns)
 	# The section's tat, found by its value in the segment, set 2^61 ns ahead.
-	python3 - "$SEG" "$tat" <<'EOF' || fail "$sec: could not find its tat in the segment"
-import struct, sys
-data = bytearray(open(sys.argv[1], "rb").read())
-at = data.find(struct.pack("<q", int(sys.argv[2])), 4096)
-assert at > 0
-with open(sys.argv[1], "r+b") as f:
+	python3 - "$SHM_NAME" "$tat" <<'EOF' || fail "$sec: could not find its tat in the segment"
+import os, struct, sys
+sys.path.insert(0, os.environ["HELPERS"]); import segment
+with segment.Segment(sys.argv[1]) as f:
+    at = f.read().find(struct.pack("<q", int(sys.argv[2])), 4096)
+    assert at > 0
     f.seek(at); f.write(struct.pack("<q", 1 << 61))
 EOF
 	start=$(now_ms)
@@ -52,11 +51,12 @@ done
 [ "$(json_field "$T/s.json" forever repaired)" -ge 1 ] || fail "the repair was not counted"
 # The daemon finds and logs one too: scribble once more and give it a heartbeat.
 "$SLUICE" stat -c "$T/s.ini" --json >"$T/s.json"
-python3 - "$SEG" "$(json_field "$T/s.json" forever tat_ns)" <<'EOF'
-import struct, sys
-data = bytearray(open(sys.argv[1], "rb").read())
-at = data.find(struct.pack("<q", int(sys.argv[2])), 4096)
-with open(sys.argv[1], "r+b") as f:
+python3 - "$SHM_NAME" "$(json_field "$T/s.json" forever tat_ns)" <<'EOF'
+import os, struct, sys
+sys.path.insert(0, os.environ["HELPERS"]); import segment
+with segment.Segment(sys.argv[1]) as f:
+    at = f.read().find(struct.pack("<q", int(sys.argv[2])), 4096)
+    assert at > 0
     f.seek(at); f.write(struct.pack("<q", 1 << 61))
 EOF
 sleep 1.5

@@ -23,16 +23,16 @@ concurrency = 2
 max_wait = 1s
 EOF
 start_daemon "$T/u.ini"
-SEG="/dev/shm/${SHM_NAME#/}"
 
 # hold_lock: a live process writes its own pid and start stamp into the lock word
 # and sleeps: a holder that never releases.  Sets HOLDER.
 hold_lock() {
-	python3 - "$SEG" <<'EOF' &
+	python3 - "$SHM_NAME" <<'EOF' &
 import os, struct, sys, time
+sys.path.insert(0, os.environ["HELPERS"]); import segment
 stat = open("/proc/self/stat").read()
 stamp = int(stat[stat.rindex(")") + 2:].split()[19]) & 0xffffffff
-with open(sys.argv[1], "r+b") as f:
+with segment.Segment(sys.argv[1]) as f:
     f.seek(48); f.write(struct.pack("<Q", stamp << 32 | os.getpid()))
 time.sleep(120)
 EOF
@@ -42,7 +42,8 @@ EOF
 }
 release_lock() {
 	kill "$HOLDER"; wait "$HOLDER" 2>/dev/null
-	python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(48); f.write(bytes(8))' "$SEG"
+	python3 -c 'import os, sys; sys.path.insert(0, os.environ["HELPERS"]); import segment
+f = segment.Segment(sys.argv[1]); f.seek(48); f.write(bytes(8))' "$SHM_NAME"
 }
 threads3() { # FALLBACK: three threads connect at once; prints what each got
 	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_FALLBACK="$1" SLUICE_DEBUG=1 \
@@ -81,10 +82,11 @@ note "lock held by a live process: 3 threads spaced by the local fallback, 3 ref
 
 # A full holder table: every entry taken by a live process (pid 1), each naming a
 # live section (the first, by its serial) so the daemon's reaper leaves it there.
-python3 - "$SEG" <<'EOF'
+python3 - "$SHM_NAME" <<'EOF'
 import os, struct, sys
-size = os.path.getsize(sys.argv[1])
-with open(sys.argv[1], "r+b") as f:
+sys.path.insert(0, os.environ["HELPERS"]); import segment
+with segment.Segment(sys.argv[1]) as f:
+    size = f.size
     f.seek(4096 + 4)                  # sections[0].serial
     serial = struct.unpack("<I", f.read(4))[0]
     f.seek(size - 1024 * 16)          # the holder table ends the segment

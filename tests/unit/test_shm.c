@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,14 +50,14 @@ static int setup(void **state)
 {
 	(void)state;
 	snprintf(name, sizeof(name), "/sluice-unit-%d", (int)getpid());
-	shm_unlink(name);
+	sl_shm_remove(name);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	shm_unlink(name);
+	sl_shm_remove(name);
 	return 0;
 }
 
@@ -95,26 +96,85 @@ static void test_bounds(void **state)
 	sl_shm_detach(&a);
 }
 
+/* What truncating a POSIX shm file did to every attached program (SIGBUS) has no
+ * counterpart: a segment's size is fixed, and one marked for removal stays mapped
+ * for those attached while its name is free for a new daemon. */
+static void test_segment_cannot_shrink(void **state)
+{
+	struct sl_shm a, b, c;
+	struct shmid_ds ds;
+	int reattached, id;
+
+	(void)state;
+	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	id = shmget(sl_shm_key(name), 0, 0);
+	assert_true(id >= 0);
+	assert_int_equal(shmctl(id, IPC_STAT, &ds), 0);
+	assert_int_equal(ds.shm_segsz, SL_SHM_SIZE);
+	/* Asking for the segment at a larger size fails: sizes never change. */
+	assert_int_equal(shmget(sl_shm_key(name), SL_SHM_SIZE * 2, 0), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(sl_shm_attach(&b, name, 1), 0);
+	assert_int_equal(sl_shm_remove(name), 0);
+	/* Still mapped and whole, to its last byte, for both. */
+	((volatile char *)b.hdr)[SL_SHM_SIZE - 1] = 7;
+	assert_int_equal(((volatile char *)a.hdr)[SL_SHM_SIZE - 1], 7);
+	assert_int_equal(sl_shm_attach(&c, name, 1), -ENOENT);
+	/* The name is free: a new daemon starts a new segment. */
+	assert_int_equal(sl_shm_open_or_create(&c, name, 0600, &reattached), 0);
+	assert_int_equal(reattached, 0);
+	sl_shm_detach(&a);
+	sl_shm_detach(&b);
+	sl_shm_detach(&c);
+}
+
+/* A key that some other program's segment already uses is not taken from it. */
+static void test_foreign_segment_kept(void **state)
+{
+	struct sl_shm a;
+	int reattached, id;
+
+	(void)state;
+	sl_shm_remove(name);
+	id = shmget(sl_shm_key(name), 4096, IPC_CREAT | IPC_EXCL | 0600);
+	assert_true(id >= 0);
+	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), -EEXIST);
+	assert_int_equal(shmget(sl_shm_key(name), 0, 0), id);
+	/* One of ours under an older layout (another size) is replaced. */
+	{
+		uint32_t *p = shmat(id, NULL, 0);
+
+		assert_true(p != (void *)-1);
+		*p = SL_SHM_MAGIC;
+		shmdt(p);
+	}
+	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	assert_int_equal(reattached, 0);
+	assert_int_not_equal(shmget(sl_shm_key(name), 0, 0), id);
+	sl_shm_detach(&a);
+}
+
 /* Segments a shim must refuse (and so pass traffic through). */
 static void test_untrusted_segments(void **state)
 {
 	struct sl_shm a, s;
-	int fd;
+	int id;
 
 	(void)state;
 	assert_int_equal(sl_shm_attach(&s, "/sluice-does-not-exist", 1), -ENOENT);
 	assert_int_equal(sl_shm_attach(&s, "no-slash/../x", 1) < 0, 1);
 
-	/* Too small: rejected before mapping, so no SIGBUS past its end. */
-	shm_unlink(name);
-	fd = shm_open(name, O_RDWR | O_CREAT, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, 100), 0);
+	/* Too small: rejected before attaching, so nothing is read past its end. */
+	sl_shm_remove(name);
+	id = shmget(sl_shm_key(name), 100, IPC_CREAT | IPC_EXCL | 0600);
+	assert_true(id >= 0);
 	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
+	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);
 	/* Right size, all zero: not initialised. */
-	assert_int_equal(ftruncate(fd, (off_t)SL_SHM_SIZE), 0);
+	id = shmget(sl_shm_key(name), SL_SHM_SIZE, IPC_CREAT | IPC_EXCL | 0600);
+	assert_true(id >= 0);
 	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
-	close(fd);
+	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);
 
 	assert_int_equal(sl_shm_create_anonymous(&a), 0);
 	assert_int_equal(sl_shm_validate(a.hdr, a.size), 0);
@@ -412,6 +472,8 @@ int main(void)
 		cmocka_unit_test(test_create_and_reattach),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_untrusted_segments),
+		cmocka_unit_test(test_segment_cannot_shrink),
+		cmocka_unit_test(test_foreign_segment_kept),
 		cmocka_unit_test(test_match_by_meter),
 		cmocka_unit_test(test_concurrency_places),
 		cmocka_unit_test(test_lock_basic),
