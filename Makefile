@@ -135,7 +135,7 @@ chaos: all $(BENCH_BINS)
 # parser and the shared segment as untrusted input, with libFuzzer (clang),
 # FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
-FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
+FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
 fuzz: | deps
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-sniff
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(INIH_LIBS)

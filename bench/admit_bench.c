@@ -28,7 +28,7 @@ static double run(struct sl_shm_header *h, long iterations)
 		struct sl_ticket t;
 		int64_t retry;
 
-		if (sl_admit_match(h, &d, &m) <= 0 ||
+		if (sl_admit_match(h, &d, &m, (int32_t)getpid()) <= 0 ||
 		    sl_admit_reserve(h, &m, sl_clock_mono_ns(), self, &t) != 0)
 			return -1;
 		sl_admit_release(h, &t, sl_clock_mono_ns(), self, &retry);

@@ -2,7 +2,7 @@
  * admit.h - deciding, across every section that applies, when a request may go.
  *
  * The sequence for one request (the shim's, and `sluice acquire`'s):
- *   sl_admit_match()    lock-free: which sections apply to the destination;
+ *   sl_admit_match()    lock-free (mostly): which sections apply to the destination;
  *   sl_admit_reserve()  under the lock: one slot in every applicable section at the
  *                       latest of their release times, or a refusal that charges none;
  *   (sleep until ticket.release_ns, without any lock)
@@ -46,10 +46,11 @@ struct sl_ticket {
 /* out = the sections of a or b (out may be a). */
 void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct sl_match *b);
 
-/* Fill `m` with the sections matching `d`.  Lock-free; retried when a reload runs
- * concurrently.  Returns the number of matching sections, or -EAGAIN when no stable
- * read could be had (the caller passes through). */
-int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m);
+/* Fill `m` with the sections matching `d`, as process `self`.  Lock-free, retried
+ * when a reload runs concurrently; when no steady read can be had, read under the
+ * segment lock (the specs' writer holds it), or failing that as they are.  Never
+ * "matches nothing" for want of a read.  Returns the number of matching sections. */
+int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m, int32_t self);
 
 /* Reserve a slot in every matched section.  Returns 0 with t->release_ns set (which
  * may be `now`), -ECONNREFUSED when the wait would exceed some section's max_wait

@@ -41,33 +41,54 @@ void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct
 			out->serial[i] = b->serial[i];
 }
 
-int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m)
+/* One pass over the in-use slots: the sections whose patterns take `d`. */
+static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m)
 {
+	unsigned used = SL_MIN(h->slots_used, (unsigned)SL_MAX_SECTIONS);
+	int count = 0;
+
+	m->mask = 0;
+	for (unsigned i = 0; i < used; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (!sec->in_use || !spec_matches(&sec->spec, d))
+			continue;
+		m->mask |= 1ULL << i;
+		m->serial[i] = sec->serial;
+		count++;
+	}
+	return count;
+}
+
+int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m, int32_t self)
+{
+	int count;
+
 	for (int attempt = 0; attempt < MATCH_TRIES; attempt++) {
 		uint32_t seq = atomic_load_explicit(A(&h->spec_seq), memory_order_acquire);
-		int count = 0;
 
 		if (seq & 1) {
 			sl_cpu_relax();
 			continue;
 		}
-		unsigned used = SL_MIN(h->slots_used, (unsigned)SL_MAX_SECTIONS);
-
-		m->mask = 0;
-		for (unsigned i = 0; i < used; i++) {
-			struct sl_section *sec = sl_shm_section(h, i);
-
-			if (!sec->in_use || !spec_matches(&sec->spec, d))
-				continue;
-			m->mask |= 1ULL << i;
-			m->serial[i] = sec->serial;
-			count++;
-		}
+		count = match_pass(h, d, m);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) == seq)
 			return count;
 	}
-	return -EAGAIN;
+	/* The specs are being rewritten (a reload or a daemon start, perhaps preempted
+	 * half way, or killed there).  "Cannot read" must not become "matches nothing",
+	 * which would let the call go unshaped: the writer holds the segment lock for
+	 * the whole rewrite, so under the lock they are whole.  With no lock within its
+	 * bound either, read them as they are - a torn spec is no worse than a scribbled
+	 * one - and the reservation that follows, which needs the lock too, hands the
+	 * call to the fallback policy. */
+	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) >= 0) {
+		count = match_pass(h, d, m);
+		sl_shm_unlock(h, self);
+		return count;
+	}
+	return match_pass(h, d, m);
 }
 
 /* The section at index i if it is still the one the caller matched. */
@@ -233,12 +254,33 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 		*retry_ns = later;
 		return 1;
 	}
-	/* The released call itself, before anyone else may be released: the next
-	 * release is then counted from the moment it was made, not from a check the
-	 * caller could be preempted after (docs/design.md, "Where the bound is kept"). */
+	/* Charged first, then made: a process killed inside the call below (under
+	 * overload it may sit there, preempted, for milliseconds) leaves its release
+	 * counted, not an uncounted SYN that the next holder of the lock would follow
+	 * at once. */
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+			continue;
+		sl_strategy_released(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h));
+	}
+	/* The released call itself, before anyone else may be released: the release
+	 * is then moved on to the moment it was made, not left at a check the caller
+	 * could be preempted after (docs/design.md, "Where the bound is kept"). */
 	if (act) {
+		int64_t made;
+
 		act(arg);
-		now = sl_clock_mono_ns();
+		made = sl_clock_mono_ns();
+		for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+			struct sl_section *sec;
+
+			if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+				continue;
+			sl_strategy_moved(&sec->spec, &sec->state, now, made, cost_in(sec, t), wall_off(h));
+		}
+		now = made;
 	}
 	wait = now - t->arrival_ns;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
@@ -246,7 +288,6 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
-		sl_strategy_released(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h));
 		sl_stats_record_wait(&sec->state, wait, t->held, cost_in(sec, t));
 	}
 	t->released_ns = now;

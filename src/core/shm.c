@@ -347,12 +347,15 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
                            int64_t now)
 {
 	int placed[SL_MAX_SECTIONS] = {0};
-	uint32_t has_names = 0;
+	uint32_t has_names = 0, seq;
 	int rc = sl_shm_lock(h, self, SL_NS_PER_S);
 
 	if (rc < 0)
 		return rc;
-	atomic_fetch_add_explicit(A(&h->spec_seq), 1, memory_order_relaxed); /* odd: writing */
+	/* Odd: writing.  Set odd rather than incremented: a writer killed half way
+	 * left it odd, and one more increment would make it even while we write. */
+	seq = atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) | 1u;
+	atomic_store_explicit(A(&h->spec_seq), seq, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 
 	/* Pass 1: a section that stays (by name) keeps its slot, its serial - so waiters
@@ -416,7 +419,7 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 	h->generation++;
 
 	atomic_thread_fence(memory_order_release);
-	atomic_fetch_add_explicit(A(&h->spec_seq), 1, memory_order_relaxed); /* even: done */
+	atomic_store_explicit(A(&h->spec_seq), seq + 1, memory_order_relaxed); /* even: done */
 	sl_shm_unlock(h, self);
 	return 0;
 }

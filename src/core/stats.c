@@ -126,7 +126,7 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 	static struct sl_section sec; /* large: keep it off the stack */
 	int32_t dpid = h->daemon_pid;
 	int alive = dpid > 0 && (kill(dpid, 0) == 0 || errno == EPERM);
-	int64_t age = h->heartbeat_ns ? now - h->heartbeat_ns : -1;
+	int64_t age = h->heartbeat_ns ? sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) : -1; /* segment data: clamped */
 	int first = 1;
 
 	if (json)

@@ -33,9 +33,7 @@ int sl_hold_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match
 	if (!(h->meters & (1u << (meter & 31))))
 		return 0; /* no section meters that: nothing to look at */
 	x.meter = meter;
-	n = sl_admit_match(h, &x, m);
-	if (n < 0)
-		sl_debug("segment is being rewritten too often to read: passing through");
+	n = sl_admit_match(h, &x, m, sl_shim.pid);
 	return n < 0 ? 0 : n;
 }
 

@@ -76,7 +76,7 @@ static int64_t reserve(int64_t now, struct sl_ticket *t)
 	struct sl_match m;
 	int rc;
 
-	assert_true(sl_admit_match(shm.hdr, &d, &m) > 0);
+	assert_true(sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()) > 0);
 	rc = sl_admit_reserve(shm.hdr, &m, now, (int32_t)getpid(), t);
 	return rc < 0 ? rc : t->release_ns;
 }
@@ -247,7 +247,7 @@ static void test_reap_dead_waiter(void **state)
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
-	assert_true(sl_admit_match(shm.hdr, &d, &m) > 0);
+	assert_true(sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()) > 0);
 	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1001, &a), 0);
 	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1002, &b), 0);
 	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1003, &c), 0);
@@ -401,7 +401,7 @@ static void test_reload_keeps_state(void **state)
 		struct sl_dest d = dest("10.0.0.1", 80);
 		struct sl_match m;
 
-		assert_int_equal(sl_admit_match(shm.hdr, &d, &m), 2);
+		assert_int_equal(sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()), 2);
 		load("[a]\nmatch = 10.0.0.0/16\nrate = 20/s\nmeter = requests\n"
 		     "[b]\nmatch = 10.0.0.1\nrate = 1/m\nmax_wait = forever\n");
 		assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, (int32_t)getpid(), &t), 0);

@@ -201,7 +201,7 @@ static void test_untrusted_segments(void **state)
 		sec->in_use = 1;
 		sec->spec.npatterns = 0xffffffff;
 		a.hdr->slots_used = 0xffffffff; /* clamped to SL_MAX_SECTIONS */
-		assert_true(sl_admit_match(a.hdr, &d, &m) >= 0);
+		assert_true(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
 	}
 	sl_shm_detach(&a);
 }
@@ -222,19 +222,46 @@ static void test_match_by_meter(void **state)
 	assert_int_equal(sl_shm_create_anonymous(&a), 0);
 	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, (int32_t)getpid()), 0);
 	assert_int_equal(a.hdr->meters, (1u << SL_METER_CONNECTIONS) | (1u << SL_METER_DATAGRAMS));
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m), 1);
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
 	assert_string_equal(sl_shm_section(a.hdr, (unsigned)__builtin_ctzll(m.mask))->spec.name, "conn");
 	d.meter = SL_METER_DATAGRAMS;
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m), 1);
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
 	assert_string_equal(sl_shm_section(a.hdr, (unsigned)__builtin_ctzll(m.mask))->spec.name, "udp");
 	d.meter = SL_METER_BYTES;
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m), 0);
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 0);
 	sl_shm_detach(&a);
 }
 
 static int dead_pid_777(int32_t pid)
 {
 	return pid == 777;
+}
+
+/* A specs' writer killed half way leaves spec_seq odd.  Matching must not then
+ * find "no section" (the call would go unshaped, as under overload it did: five
+ * connects in 2 ms at 50/s when a daemon restarted), and the next writer must leave
+ * it even, not flip it odd for good. */
+static void test_match_while_specs_rewritten(void **state)
+{
+	static const char ini[] = "[a]\nmatch = 127.0.0.1\nrate = 5/s\n";
+	static struct sl_config cfg;
+	struct sl_dest d = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}};
+	struct sl_match m;
+	struct sl_shm a;
+	int64_t start;
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
+	assert_int_equal(sl_shm_create_anonymous(&a), 0);
+	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
+	assert_int_equal(a.hdr->spec_seq % 2, 0);
+	a.hdr->spec_seq |= 1; /* the writer died here */
+	start = sl_clock_mono_ns();
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
+	assert_true(sl_clock_mono_ns() - start < SL_NS_PER_S); /* under the free lock, at once */
+	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
+	assert_int_equal(a.hdr->spec_seq % 2, 0);
+	sl_shm_detach(&a);
 }
 
 /* Concurrency places: all or nothing over several sections, given back by put and
@@ -256,8 +283,8 @@ static void test_concurrency_places(void **state)
 	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
 	assert_int_equal(sl_shm_create_anonymous(&a), 0);
 	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
-	assert_int_equal(sl_admit_match(a.hdr, &d80, &m80), 2);
-	assert_int_equal(sl_admit_match(a.hdr, &d81, &m81), 1);
+	assert_int_equal(sl_admit_match(a.hdr, &d80, &m80, (int32_t)getpid()), 2);
+	assert_int_equal(sl_admit_match(a.hdr, &d81, &m81, (int32_t)getpid()), 1);
 	assert_int_equal(sl_conc_sections(a.hdr, &m80), 3);
 
 	/* Port 80 takes a place in both; a second is refused by [b] and takes nothing
@@ -475,6 +502,7 @@ int main(void)
 		cmocka_unit_test(test_segment_cannot_shrink),
 		cmocka_unit_test(test_foreign_segment_kept),
 		cmocka_unit_test(test_match_by_meter),
+		cmocka_unit_test(test_match_while_specs_rewritten),
 		cmocka_unit_test(test_concurrency_places),
 		cmocka_unit_test(test_lock_basic),
 		cmocka_unit_test(test_lock_reused_pid),

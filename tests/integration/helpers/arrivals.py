@@ -47,8 +47,8 @@ def main():
     tat = times[0]
     for i, t in enumerate(times):
         if t < tat - tau:
-            print("FAIL: %s %d came %.3f ms early: more than burst %d + W/%.1fms in a span"
-                  % (args.what, i, (tat - tau - t) / 1e6, args.burst, args.interval_ms))
+            print("FAIL: %s %d (at %d ns) came %.3f ms early: more than burst %d + W/%.1fms in a span"
+                  % (args.what, i, t, (tat - tau - t) / 1e6, args.burst, args.interval_ms))
             return 1
         tat = max(t, tat) + T
     gaps = [(b - a) / 1e6 for a, b in zip(times, times[1:])]
