@@ -5,7 +5,8 @@
 #   make test       unit and integration tests (what .ci/run runs)
 #   make bench      figures: admission cost, shim overhead, release error
 #   make asan       everything built with AddressSanitizer + UBSan, then the tests
-#   make chaos      the chaos suite at full size (kill storms, restarts, reloads, scribbles)
+#   make chaos      the chaos suite at full size (kill storms, restarts, reloads, scribbles),
+#                   then overloaded with 2,000 processes
 #   make fuzz       libFuzzer on the config, pattern and first-write parsers (clang)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
@@ -130,6 +131,7 @@ asan:
 # The chaos suite at full size (make test runs it small, as t_chaos).
 chaos: all $(BENCH_BINS)
 	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size full
+	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size overload
 
 # Fuzz the config and pattern parsers, the first-write name parser, the HTTP/1
 # parser and the shared segment as untrusted input, with libFuzzer (clang),
