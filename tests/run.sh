@@ -39,6 +39,16 @@ run_one() {
 }
 
 echo "== unit tests"
+# Each unit test is named after the core module it tests (the Makefile finds them).
+for src in tests/unit/test_*.c; do
+	module=$(basename "$src" .c)
+	module=${module#test_}
+	if [ ! -f "src/core/$module.c" ]; then
+		failed=$((failed + 1))
+		failures+=("unit/$(basename "$src" .c)")
+		echo "FAIL $src: no src/core/$module.c (a unit test is named after its module)"
+	fi
+done
 for t in "$BUILD"/tests/test_*; do
 	run_one "unit/$(basename "$t")" 120 "$t"
 done

@@ -263,7 +263,7 @@ static int finish_blocking(int fd)
 			return -1;
 		}
 		r = sl_real.poll ? sl_real.poll(&p, 1, left < 0 ? -1 : (int)SL_MIN((left + SL_NS_PER_MS - 1) / SL_NS_PER_MS, (int64_t)INT32_MAX))
-		                 : (int)syscall(SYS_poll, &p, 1, -1);
+		                 : (int)syscall(SYS_ppoll, &p, 1, NULL, NULL, 0); /* poll(2) is not on arm64 */
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)

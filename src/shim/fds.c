@@ -114,6 +114,19 @@ SL_EXPORT int dup(int fd)
 	return rc;
 }
 
+/* dup2(2) without libc's: arm64 has no dup2 system call, only dup3, which refuses
+ * fd == newfd where dup2 checks fd and returns it. */
+static int sys_dup2(int fd, int newfd)
+{
+#ifdef SYS_dup2
+	return (int)syscall(SYS_dup2, fd, newfd);
+#else
+	if (fd == newfd)
+		return syscall(SYS_fcntl, fd, F_GETFD) < 0 ? -1 : newfd;
+	return (int)syscall(SYS_dup3, fd, newfd, 0);
+#endif
+}
+
 SL_EXPORT int dup2(int fd, int newfd)
 {
 	int (*real)(int, int) = SL_REAL(dup2, dup2);
@@ -121,7 +134,7 @@ SL_EXPORT int dup2(int fd, int newfd)
 
 	if (fd != newfd)
 		forget(newfd);
-	rc = real ? real(fd, newfd) : (int)syscall(SYS_dup2, fd, newfd);
+	rc = real ? real(fd, newfd) : sys_dup2(fd, newfd);
 	if (rc >= 0 && fd != newfd && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
 		sl_hold_share(fd, rc);
 	return rc;

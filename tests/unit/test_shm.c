@@ -206,130 +206,6 @@ static void test_untrusted_segments(void **state)
 	sl_shm_detach(&a);
 }
 
-/* A section meters one kind of request: a connection never matches a datagram
- * section, nor a datagram a connection section, even on the same destination. */
-static void test_match_by_meter(void **state)
-{
-	static const char ini[] = "[conn]\nmatch = 127.0.0.1\nrate = 5/s\n"
-	                          "[udp]\nmatch = 127.0.0.1\nrate = 5/s\nmeter = datagrams\n";
-	static struct sl_config cfg; /* large */
-	struct sl_shm a;
-	struct sl_match m;
-	struct sl_dest d = {.family = AF_INET, .port = 53, .addr = {127, 0, 0, 1}};
-
-	(void)state;
-	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
-	assert_int_equal(sl_shm_create_anonymous(&a), 0);
-	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, (int32_t)getpid()), 0);
-	assert_int_equal(a.hdr->meters, (1u << SL_METER_CONNECTIONS) | (1u << SL_METER_DATAGRAMS));
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
-	assert_string_equal(sl_shm_section(a.hdr, (unsigned)__builtin_ctzll(m.mask))->spec.name, "conn");
-	d.meter = SL_METER_DATAGRAMS;
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
-	assert_string_equal(sl_shm_section(a.hdr, (unsigned)__builtin_ctzll(m.mask))->spec.name, "udp");
-	d.meter = SL_METER_BYTES;
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 0);
-	sl_shm_detach(&a);
-}
-
-static int dead_pid_777(int32_t pid)
-{
-	return pid == 777;
-}
-
-/* A specs' writer killed half way leaves spec_seq odd.  Matching must not then
- * find "no section" (the call would go unshaped, as under overload it did: five
- * connects in 2 ms at 50/s when a daemon restarted), and the next writer must leave
- * it even, not flip it odd for good. */
-static void test_match_while_specs_rewritten(void **state)
-{
-	static const char ini[] = "[a]\nmatch = 127.0.0.1\nrate = 5/s\n";
-	static struct sl_config cfg;
-	struct sl_dest d = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}};
-	struct sl_match m;
-	struct sl_shm a;
-	int64_t start;
-
-	(void)state;
-	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
-	assert_int_equal(sl_shm_create_anonymous(&a), 0);
-	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
-	assert_int_equal(a.hdr->spec_seq % 2, 0);
-	a.hdr->spec_seq |= 1; /* the writer died here */
-	start = sl_clock_mono_ns();
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
-	assert_true(sl_clock_mono_ns() - start < SL_NS_PER_S); /* under the free lock, at once */
-	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
-	assert_int_equal(a.hdr->spec_seq % 2, 0);
-	sl_shm_detach(&a);
-}
-
-/* Concurrency places: all or nothing over several sections, given back by put and
- * by the reaping of a dead holder, a full holder table refusing cleanly. */
-static void test_concurrency_places(void **state)
-{
-	static const char ini[] = "[a]\nmatch = 127.0.0.1\nconcurrency = 2\n"
-	                          "[b]\nmatch = 127.0.0.1:80\nconcurrency = 1\n";
-	static struct sl_config cfg;
-	struct sl_dest d80 = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}};
-	struct sl_dest d81 = {.family = AF_INET, .port = 81, .addr = {127, 0, 0, 1}};
-	struct sl_match m80, m81;
-	struct sl_shm a;
-	uint64_t taken;
-	uint32_t seen;
-	int full;
-
-	(void)state;
-	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
-	assert_int_equal(sl_shm_create_anonymous(&a), 0);
-	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
-	assert_int_equal(sl_admit_match(a.hdr, &d80, &m80, (int32_t)getpid()), 2);
-	assert_int_equal(sl_admit_match(a.hdr, &d81, &m81, (int32_t)getpid()), 1);
-	assert_int_equal(sl_conc_sections(a.hdr, &m80), 3);
-
-	/* Port 80 takes a place in both; a second is refused by [b] and takes nothing
-	 * from [a], so port 81 still finds one place left in [a]. */
-	assert_int_equal(sl_conc_take(a.hdr, &m80, 100, &taken, &full, &seen), 0);
-	assert_int_equal(taken, 3);
-	assert_int_equal(sl_conc_take(a.hdr, &m80, 100, &taken, &full, &seen), -EBUSY);
-	assert_int_equal(full, 1);
-	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 1);
-	assert_int_equal(sl_conc_take(a.hdr, &m81, 777, &taken, &full, &seen), 0);
-	assert_int_equal(sl_conc_take(a.hdr, &m81, 100, &taken, &full, &seen), -EBUSY);
-	assert_int_equal(full, 0);
-
-	/* Given back: the futex word moves, so a sleeper would wake. */
-	sl_conc_put(a.hdr, 3, &m80, 100);
-	assert_int_not_equal(sl_shm_section(a.hdr, 0)->state.conc_futex, seen);
-	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 1);
-	/* pid 777 dies holding its place in [a]: the reaper gives it back. */
-	assert_int_equal(sl_conc_reap_dead(a.hdr, 1, dead_pid_777), 1);
-	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 0);
-
-	/* Killed -9 half way through a give-back (its count already down, its holder
-	 * entry not): the reaper's recount from the holder table keeps the live
-	 * holder's place counted - subtracting the dead one's entry again would free
-	 * a place that is in use.  And half way through a take (count up, no entry):
-	 * the place leaked is given back. */
-	assert_int_equal(sl_conc_take(a.hdr, &m81, 100, &taken, &full, &seen), 0);
-	assert_int_equal(sl_conc_take(a.hdr, &m81, 777, &taken, &full, &seen), 0);
-	sl_shm_section(a.hdr, 0)->state.conc_open--; /* 777's give-back, cut short */
-	sl_conc_reap_dead(a.hdr, 1, dead_pid_777);
-	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 1); /* 100's */
-	sl_shm_section(a.hdr, 0)->state.conc_open++; /* a take cut short: no entry */
-	sl_conc_reap_dead(a.hdr, 1, dead_pid_777);
-	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 1);
-	sl_conc_put(a.hdr, taken, &m81, 100);
-	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 0);
-
-	/* A holder table full of others: refused cleanly, nothing taken. */
-	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++)
-		sl_shm_holders(a.hdr)[k] = (struct sl_holder){.pid = 5000 + (int32_t)k, .count = 1};
-	assert_int_equal(sl_conc_take(a.hdr, &m81, 100, &taken, &full, &seen), -ENOSPC);
-	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 0);
-	sl_shm_detach(&a);
-}
-
 static void test_lock_basic(void **state)
 {
 	struct sl_shm a;
@@ -423,20 +299,6 @@ static void test_lock_zombie_holder(void **state)
 	sl_shm_detach(&a);
 }
 
-static void test_proc_check(void **state)
-{
-	int32_t me = (int32_t)getpid();
-
-	(void)state;
-	assert_int_equal(sl_proc_check(me, sl_proc_self_stamp(me)), SL_PROC_ALIVE);
-	assert_int_equal(sl_proc_check(me, 0), SL_PROC_ALIVE);
-	assert_int_equal(sl_proc_check(me, sl_proc_self_stamp(me) + 1), SL_PROC_GONE);
-	assert_int_equal(sl_proc_check(0, 0), SL_PROC_GONE);
-	assert_int_equal(sl_proc_check(-5, 0), SL_PROC_GONE);
-	assert_int_equal(sl_proc_check(0x3fffffff, 0), SL_PROC_GONE); /* beyond pid_max */
-	assert_true(sl_proc_self_stamp(me) != 0);
-}
-
 /* A child takes the lock, signals, and is killed -9 inside the critical section; the
  * parent must still get the lock, promptly, and see the recovery counted. */
 static void test_lock_holder_killed(void **state)
@@ -501,13 +363,9 @@ int main(void)
 		cmocka_unit_test(test_untrusted_segments),
 		cmocka_unit_test(test_segment_cannot_shrink),
 		cmocka_unit_test(test_foreign_segment_kept),
-		cmocka_unit_test(test_match_by_meter),
-		cmocka_unit_test(test_match_while_specs_rewritten),
-		cmocka_unit_test(test_concurrency_places),
 		cmocka_unit_test(test_lock_basic),
 		cmocka_unit_test(test_lock_reused_pid),
 		cmocka_unit_test(test_lock_zombie_holder),
-		cmocka_unit_test(test_proc_check),
 		cmocka_unit_test(test_lock_holder_killed),
 		cmocka_unit_test(test_lock_mutual_exclusion),
 	};

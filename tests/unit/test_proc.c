@@ -1,0 +1,33 @@
+/* proc.c: telling a live process from a dead, zombie or reused pid. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sluice/proc.h"
+
+#include <unistd.h>
+
+static void test_proc_check(void **state)
+{
+	int32_t me = (int32_t)getpid();
+
+	(void)state;
+	assert_int_equal(sl_proc_check(me, sl_proc_self_stamp(me)), SL_PROC_ALIVE);
+	assert_int_equal(sl_proc_check(me, 0), SL_PROC_ALIVE);
+	assert_int_equal(sl_proc_check(me, sl_proc_self_stamp(me) + 1), SL_PROC_GONE);
+	assert_int_equal(sl_proc_check(0, 0), SL_PROC_GONE);
+	assert_int_equal(sl_proc_check(-5, 0), SL_PROC_GONE);
+	assert_int_equal(sl_proc_check(0x3fffffff, 0), SL_PROC_GONE); /* beyond pid_max */
+	assert_true(sl_proc_self_stamp(me) != 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_proc_check),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
