@@ -2,6 +2,8 @@
 # Install the Debian packages sluice needs to build and test, only those missing.
 #   scripts/deps.sh          check, and install what is missing (needs root or sudo)
 #   scripts/deps.sh --check  only check; exit 1 if something is missing
+#   scripts/deps.sh --cross  what `make cross` needs: Debian's arm64 cross compiler,
+#                            the arm64 libraries (multiarch) and qemu-user
 # Fails loudly: a missing package that cannot be installed stops the build.
 set -eu
 
@@ -37,10 +39,30 @@ python3-httpx:/usr/lib/python3/dist-packages/httpx
 python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
 "
 
+CROSS_PACKAGES="
+gcc-aarch64-linux-gnu:/usr/bin/aarch64-linux-gnu-gcc
+libinih-dev:arm64:/usr/lib/aarch64-linux-gnu/libinih.a
+libev-dev:arm64:/usr/lib/aarch64-linux-gnu/libev.so
+libcmocka-dev:arm64:/usr/lib/aarch64-linux-gnu/libcmocka.so
+qemu-user:/usr/bin/qemu-aarch64
+"
+if [ "${1:-}" = "--cross" ]; then
+	PACKAGES=$CROSS_PACKAGES
+	shift
+	# arm64 packages install beside amd64 ones only once dpkg knows the architecture.
+	if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+		[ "$(id -u)" -eq 0 ] && dpkg --add-architecture arm64 ||
+			sudo dpkg --add-architecture arm64 || {
+			echo "sluice: cannot add the arm64 architecture to dpkg" >&2
+			exit 1
+		}
+	fi
+fi
+
 missing=""
 for entry in $PACKAGES; do
-	pkg=${entry%%:*}
-	path=${entry#*:}
+	path=/${entry#*:/}
+	pkg=${entry%%:/*}
 	[ -e "$path" ] || missing="$missing $pkg"
 done
 
@@ -68,6 +90,6 @@ $SUDO apt-get install -y -q --no-install-recommends $missing || {
 	exit 1
 }
 for entry in $PACKAGES; do
-	path=${entry#*:}
-	[ -e "$path" ] || { echo "sluice: ${entry%%:*} still missing after install" >&2; exit 1; }
+	path=/${entry#*:/}
+	[ -e "$path" ] || { echo "sluice: ${entry%%:/*} still missing after install" >&2; exit 1; }
 done

@@ -1,6 +1,7 @@
 #include "sluice/config.h"
 #include "sluice/common.h"
 #include "sluice/match.h"
+#include "sluice/sys.h"
 #include "sluice/units.h"
 
 #include <ctype.h>
@@ -586,7 +587,7 @@ static int file_error(struct sl_config *cfg, const char *path, int rc, const cha
  * open itself from waiting for a FIFO's writer. */
 static int read_whole(struct sl_config *cfg, const char *path, char **out, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), rc = 0;
+	int fd = sl_sys_open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), rc = 0;
 	struct stat st;
 	size_t n = 0;
 	char *buf = NULL;
@@ -610,7 +611,7 @@ static int read_whole(struct sl_config *cfg, const char *path, char **out, size_
 		rc = file_error(cfg, path, -ENOMEM, "out of memory");
 	} else {
 		while (n < (size_t)st.st_size) {
-			ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+			ssize_t r = sl_sys_read(fd, buf + n, (size_t)st.st_size - n);
 
 			if (r < 0 && errno == EINTR)
 				continue;
@@ -624,7 +625,7 @@ static int read_whole(struct sl_config *cfg, const char *path, char **out, size_
 			n += (size_t)r;
 		}
 	}
-	close(fd);
+	sl_sys_close(fd);
 	if (rc < 0) {
 		free(buf);
 		return rc;

@@ -1,5 +1,6 @@
 /* Process identity for words in the segment (proc.h). */
 #include "sluice/proc.h"
+#include "sluice/sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,20 +11,20 @@
 #include <string.h>
 #include <unistd.h>
 
-/* State letter and start time of `pid` from /proc/PID/stat.  0, or -1 when it
- * cannot be read (-2: no such process). */
-static int read_stat(int32_t pid, char *state, unsigned long long *start)
+/* State letter and start time from a /proc stat file (`fmt` with the pid).  0, or
+ * -1 when it cannot be read (-2: no such process). */
+static int read_stat_at(const char *fmt, int32_t pid, char *state, unsigned long long *start)
 {
-	char path[32], buf[512], *p;
+	char path[48], buf[512], *p;
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), fmt, (int)pid, (int)pid);
+	fd = sl_sys_open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -2 : -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = sl_sys_read(fd, buf, sizeof(buf) - 1);
+	sl_sys_close(fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
@@ -40,6 +41,18 @@ static int read_stat(int32_t pid, char *state, unsigned long long *start)
 	}
 	*start = strtoull(p, NULL, 10);
 	return 0;
+}
+
+/* Through the task entry of the pid's main thread, which has the same start time
+ * and state: qemu-user answers a process's reads of its own /proc/self/stat and
+ * /proc/PID/stat itself, with a start time that differs from the kernel's (a
+ * forked child's is its parent's), but passes the task entries through.  So every
+ * process reads every stamp, its own included, from the same kernel source. */
+static int read_stat(int32_t pid, char *state, unsigned long long *start)
+{
+	int rc = read_stat_at("/proc/%d/task/%d/stat", pid, state, start);
+
+	return rc == -1 ? read_stat_at("/proc/%d/stat", pid, state, start) : rc;
 }
 
 int sl_proc_check(int32_t pid, uint32_t stamp)
