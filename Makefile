@@ -42,12 +42,13 @@ BASE_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC -fvi
 	-D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
 SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS)
 
-CORE_SRC = src/core/util.c src/core/clock.c src/core/units.c src/core/match.c \
-	src/core/config.c src/core/limiter.c src/core/strategy.c src/core/conc.c src/core/shm.c src/core/admit.c \
-	src/core/stats.c src/core/wait.c src/core/sniff.c src/core/http1.c src/core/proc.c src/core/log.c \
-	src/core/ctl.c
-# What the shim takes from the core: no logging or control-socket client in a host.
-SHIM_CORE_SRC = $(filter-out src/core/log.c src/core/ctl.c,$(CORE_SRC))
+# src/core: what the shim, the daemon and the CLI all use.  src/progs: what only the
+# two programs use (printing, logging sinks, the control client); the shim never
+# links it, and links with -z defs, so a core function that starts to call into it
+# fails to build rather than failing in a host program at start.
+CORE_SRC = $(wildcard src/core/*.c)
+PROGS_SRC = $(wildcard src/progs/*.c)
+SHIM_CORE_SRC = $(CORE_SRC)
 SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/hold.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
 	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
@@ -62,6 +63,7 @@ BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/se
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ = $(call obj,$(CORE_SRC))
+PROGS_OBJ = $(call obj,$(PROGS_SRC))
 # The shim's objects, the core's included, are compiled separately (shim-obj/) so a
 # sanitized build can give them their own sanitizer flags.
 shim_obj = $(patsubst src/%.c,$(BUILD)/shim-obj/%.o,$(1))
@@ -89,8 +91,12 @@ $(BUILD)/shim-asan-obj/%.o: src/%.c | deps
 $(BUILD)/libsluicecore.a: $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
+$(BUILD)/libsluiceprogs.a: $(PROGS_OBJ)
+	$(AR) rcs $@ $^
+
 # Only the hooks are exported (exports.map); inih is linked in statically and hidden.
-SHIM_LINK = -shared -Wl,--version-script=src/shim/exports.map -Wl,--exclude-libs,ALL -Wl,-z,now
+SHIM_LINK = -shared -Wl,--version-script=src/shim/exports.map -Wl,--exclude-libs,ALL -Wl,-z,now \
+	-Wl,-z,defs
 
 $(BUILD)/libsluice.so: $(SHIM_OBJ) src/shim/exports.map
 	$(CC) $(SHIM_SAN_FLAGS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_OBJ) \
@@ -100,15 +106,15 @@ $(BUILD)/libsluice-asan.so: $(SHIM_ASAN_OBJ) src/shim/exports.map
 	$(CC) $(SANITIZERS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_ASAN_OBJ) \
 		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
 
-$(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicecore.a
+$(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
 	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EV_LIBS) $(INIH_LIBS)
 
-$(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicecore.a
+$(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
 	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EV_LIBS) $(INIH_LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluicecore.a | deps
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluicecore.a \
+	$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a \
 		$(CMOCKA_LIBS) $(INIH_LIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libsluicecore.a | deps
@@ -157,11 +163,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
 fuzz: | deps
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-sniff
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(INIH_LIBS)
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/match.c \
 		src/core/util.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/core/http1.c
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(INIH_LIBS)
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
 	$(BUILD)/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus

@@ -48,6 +48,9 @@ struct sl_config {
 	int error_lines[SL_CONFIG_MAX_ERRORS];
 };
 
+/* Where sluiced and sluice look for the config when told nothing. */
+#define SL_DEFAULT_CONFIG "/etc/sluice/sluice.ini"
+
 /* Defaults of the [sluice] section. */
 void sl_config_defaults(struct sl_config *cfg);
 

@@ -4,7 +4,6 @@
 
 #include "sluice/config.h"
 
-#define SL_DEFAULT_CONFIG "/etc/sluice/sluice.ini"
 
 /* Exit statuses: 0 fine, 1 runtime failure, 2 bad usage or bad config. */
 enum { SL_EXIT_OK = 0, SL_EXIT_FAIL = 1, SL_EXIT_USAGE = 2 };

@@ -1,4 +1,5 @@
 #include "sluice/config.h"
+#include "sluice/config_keys.h"
 #include "sluice/common.h"
 #include "sluice/match.h"
 #include "sluice/sys.h"
@@ -9,40 +10,48 @@
 #include <fcntl.h>
 #include <ini.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Key identifiers, generated from config_keys.def. */
-enum key_id {
-#define SL_GLOBAL_KEY(name, def, help) KEY_G_##name,
-#define SL_SECTION_KEY(name, def, help)
+/* The key table, from config_keys.def. */
+#define FIELD_OF(type, field) (uint16_t)offsetof(type, field), (uint16_t)sizeof(((type *)0)->field)
+const struct sl_key_def sl_keys[SL_KEY_COUNT] = {
+#define SL_GLOBAL(name, type, field, max, def, help) \
+	[SL_KEY_##name] = {#name, 1, type, FIELD_OF(struct sl_global, field), max, def, NULL, 0, \
+	                   SL_FOR_ANY, SL_FOR_ANY, SL_NEEDS_NONE, NULL, help},
+#define SL_LIMIT(name, type, field, max, def, doc, flags, strats, meters, needs, why, help) \
+	[SL_KEY_##name] = {#name, 0, type, FIELD_OF(struct sl_spec, field), max, def, doc, flags, \
+	                   strats, meters, needs, why, help},
 #include "sluice/config_keys.def"
-#undef SL_GLOBAL_KEY
-#undef SL_SECTION_KEY
-#define SL_GLOBAL_KEY(name, def, help)
-#define SL_SECTION_KEY(name, def, help) KEY_S_##name,
-#include "sluice/config_keys.def"
-#undef SL_GLOBAL_KEY
-#undef SL_SECTION_KEY
-	KEY_COUNT
+#undef SL_GLOBAL
+#undef SL_LIMIT
 };
+#define KEY_COUNT SL_KEY_COUNT
+#define keys sl_keys
 
-struct key_info {
-	const char *name;
-	const char *def;
-	const char *help;
-	int global;
-};
+static const char *const meter_names[] = {"connections", "requests", "bytes", "datagrams"};
+static const char *const strategy_names[] = {"leaky-bucket", "token-bucket", "fixed-window",
+                                              "sliding-window", "session-window"};
+static const char *const fallback_names[] = {"local", "open", "closed"};
+static const char *const level_names[] = {"error", "warning", "notice", "info", "debug"};
+static const char *const mode_names[] = {"enforce", "observe"};
 
-static const struct key_info keys[KEY_COUNT] = {
-#define SL_GLOBAL_KEY(name, def, help) [KEY_G_##name] = {#name, def, help, 1},
-#define SL_SECTION_KEY(name, def, help) [KEY_S_##name] = {#name, def, help, 0},
-#include "sluice/config_keys.def"
-#undef SL_GLOBAL_KEY
-#undef SL_SECTION_KEY
-};
+const char *const *sl_key_choices(enum sl_key_type type, unsigned *n)
+{
+#define CHOICES(a) (*n = (unsigned)SL_ARRAY_LEN(a), a)
+	switch (type) {
+	case SL_KT_FALLBACK: return CHOICES(fallback_names);
+	case SL_KT_LOG_LEVEL: return CHOICES(level_names);
+	case SL_KT_METER: return CHOICES(meter_names);
+	case SL_KT_STRATEGY: return CHOICES(strategy_names);
+	case SL_KT_MODE: return CHOICES(mode_names);
+	default: *n = 0; return NULL;
+	}
+#undef CHOICES
+}
 
 #define RAW_MAX 4096 /* a value, with match continuation lines appended */
 
@@ -140,25 +149,6 @@ static int find_key(const char *name, int global)
 	return -1;
 }
 
-void sl_config_defaults(struct sl_config *cfg)
-{
-	struct sl_global *g = &cfg->global;
-
-	memset(g, 0, sizeof(*g));
-	sl_strlcpy(g->shm_name, keys[KEY_G_shm_name].def, sizeof(g->shm_name));
-	sl_strlcpy(g->control_socket, keys[KEY_G_control_socket].def, sizeof(g->control_socket));
-	g->shm_mode = 0660;
-	g->fallback = SL_FALLBACK_LOCAL;
-	g->log_level = SL_LOG_INFO;
-}
-
-static const char *const meter_names[] = {"connections", "requests", "bytes", "datagrams"};
-static const char *const strategy_names[] = {"leaky-bucket", "token-bucket", "fixed-window",
-                                              "sliding-window", "session-window"};
-static const char *const fallback_names[] = {"local", "open", "closed"};
-static const char *const level_names[] = {"error", "warning", "notice", "info", "debug"};
-static const char *const mode_names[] = {"enforce", "observe"};
-
 static int lookup_name(const char *const *names, size_t n, const char *s)
 {
 	for (size_t i = 0; i < n; i++)
@@ -200,76 +190,209 @@ static int parse_choice(struct sl_config *cfg, int line, const char *key,
 	return -1;
 }
 
-static void compile_global(struct parse_state *ps, int k, const char *v, int line)
+static void store_int(void *base, const struct sl_key_def *k, uint64_t v)
 {
-	struct sl_global *g = &ps->cfg->global;
-	int c;
+	char *field = (char *)base + k->offset;
 
-	switch (k) {
-	case KEY_G_shm_name:
-		if (v[0] != '/' || strchr(v + 1, '/') || v[1] == '\0' || strlen(v) > 250)
-			add_error(ps->cfg, line, "bad shm_name '%s' (want /name, one slash, at most 250 characters)", v);
-		else
-			sl_strlcpy(g->shm_name, v, sizeof(g->shm_name));
-		break;
-	case KEY_G_control_socket:
-		if (v[0] == '\0' || sl_strlcpy(g->control_socket, v, sizeof(g->control_socket)) < 0)
-			add_error(ps->cfg, line, "bad control_socket '%s' (want a path of at most %zu bytes)",
-			          v, sizeof(g->control_socket) - 1);
-		break;
-	case KEY_G_shm_mode: {
-		char *end;
-		unsigned long m = strtoul(v, &end, 8);
+	if (k->size == sizeof(uint64_t)) {
+		memcpy(field, &v, sizeof(v));
+	} else if (k->size == sizeof(uint32_t)) {
+		uint32_t x = (uint32_t)v;
 
-		if (*v < '0' || *v > '7' || *end != '\0' || m > 0777)
-			add_error(ps->cfg, line, "bad shm_mode '%s' (want octal permissions such as 0660)", v);
-		else
-			g->shm_mode = (unsigned)m;
-		break;
-	}
-	case KEY_G_fallback:
-		if ((c = parse_choice(ps->cfg, line, "fallback", fallback_names,
-		                      SL_ARRAY_LEN(fallback_names), v)) >= 0)
-			g->fallback = c;
-		break;
-	case KEY_G_log_level:
-		if ((c = parse_choice(ps->cfg, line, "log_level", level_names,
-		                      SL_ARRAY_LEN(level_names), v)) >= 0)
-			g->log_level = c;
-		break;
+		memcpy(field, &x, sizeof(x));
 	}
 }
 
-static void compile_match(struct parse_state *ps, struct sl_spec *s)
+/* match: every pattern of the (space- or comma-separated) list; `text` is cut up. */
+static int compile_match(struct sl_config *cfg, char *text, int line, struct sl_spec *s)
 {
-	struct raw_value *r = &ps->raw[KEY_S_match];
 	char *save = NULL, *tok;
+	unsigned before = cfg->nerrors;
 
-	for (tok = strtok_r(r->text, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+	for (tok = strtok_r(text, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
 		char err[200];
 
 		if (s->npatterns >= SL_MAX_PATTERNS) {
-			add_error(ps->cfg, r->line, "too many patterns in match (at most %d)", SL_MAX_PATTERNS);
-			return;
+			add_error(cfg, line, "too many patterns in match (at most %d)", SL_MAX_PATTERNS);
+			return -1;
 		}
 		if (sl_pattern_parse(&s->patterns[s->npatterns], tok, err, sizeof(err)) < 0)
-			add_error(ps->cfg, r->line, "match: %s", err);
+			add_error(cfg, line, "match: %s", err);
 		else
 			s->npatterns++;
 	}
-	if (s->npatterns == 0 && ps->cfg->nerrors == 0)
-		add_error(ps->cfg, r->line, "match has no patterns");
+	if (s->npatterns == 0 && cfg->nerrors == before)
+		add_error(cfg, line, "match has no patterns");
+	return cfg->nerrors == before ? 0 : -1;
 }
 
-/* Compile the raw keys of the section that just ended into cfg->sections[]. */
+/* Key k's value `text` (which may be cut up) into `base`, the struct sl_global or
+ * struct sl_spec its field belongs to; an error is reported at `line`.  0 or -1. */
+static int parse_value(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line,
+                       void *base)
+{
+	char err[200];
+
+	switch (k->type) {
+	case SL_KT_SHM_NAME:
+		if (text[0] != '/' || strchr(text + 1, '/') || text[1] == '\0' || strlen(text) > 250)
+			break;
+		sl_strlcpy((char *)base + k->offset, text, k->size);
+		return 0;
+	case SL_KT_PATH:
+		if (text[0] == '\0' || sl_strlcpy((char *)base + k->offset, text, k->size) < 0)
+			break;
+		return 0;
+	case SL_KT_OCTAL: {
+		char *end;
+		unsigned long m = strtoul(text, &end, 8);
+
+		if (*text < '0' || *text > '7' || *end != '\0' || m > k->max)
+			break;
+		store_int(base, k, m);
+		return 0;
+	}
+	case SL_KT_FALLBACK:
+	case SL_KT_LOG_LEVEL:
+	case SL_KT_METER:
+	case SL_KT_STRATEGY:
+	case SL_KT_MODE: {
+		unsigned n;
+		const char *const *names = sl_key_choices(k->type, &n);
+		int c = parse_choice(cfg, line, k->name, names, n, text);
+
+		if (c < 0)
+			return -1;
+		store_int(base, k, (uint64_t)c);
+		return 0;
+	}
+	case SL_KT_PATTERNS:
+		return compile_match(cfg, text, line, base);
+	case SL_KT_RATE: {
+		struct sl_spec *s = base;
+
+		if (sl_parse_rate(text, s->meter == SL_METER_BYTES, &s->amount, &s->window_ns, err,
+		                  sizeof(err)) == 0)
+			return 0;
+		add_error(cfg, line, "%s: %s", k->name, err);
+		return -1;
+	}
+	case SL_KT_COUNT: {
+		uint64_t n;
+
+		if (sl_parse_count(text, k->max, &n, err, sizeof(err)) == 0) {
+			store_int(base, k, n);
+			return 0;
+		}
+		add_error(cfg, line, "%s: %s", k->name, err);
+		return -1;
+	}
+	case SL_KT_DURATION: {
+		int64_t ns;
+
+		if (sl_parse_duration(text, 1, &ns, err, sizeof(err)) == 0) {
+			store_int(base, k, (uint64_t)ns);
+			return 0;
+		}
+		add_error(cfg, line, "%s: %s", k->name, err);
+		return -1;
+	}
+	case SL_KT_ERRNO: {
+		int e;
+
+		if (sl_parse_errno(text, &e, err, sizeof(err)) == 0) {
+			store_int(base, k, (uint64_t)(uint32_t)e);
+			return 0;
+		}
+		add_error(cfg, line, "%s: %s", k->name, err);
+		return -1;
+	}
+	}
+	/* The string kinds' errors. */
+	if (k->type == SL_KT_SHM_NAME)
+		add_error(cfg, line, "bad %s '%s' (want /name, one slash, at most 250 characters)", k->name, text);
+	else if (k->type == SL_KT_PATH)
+		add_error(cfg, line, "bad %s '%s' (want a path of at most %u bytes)", k->name, text,
+		          (unsigned)k->size - 1);
+	else
+		add_error(cfg, line, "bad %s '%s' (want octal permissions such as 0660)", k->name, text);
+	return -1;
+}
+
+/* A key's default, through its own parser (config_keys.def gives it as text). */
+static void apply_default(struct sl_config *cfg, const struct sl_key_def *k, void *base)
+{
+	char text[RAW_MAX];
+
+	if (!k->def)
+		return;
+	sl_strlcpy(text, k->def, sizeof(text));
+	parse_value(cfg, k, text, 0, base);
+}
+
+void sl_config_defaults(struct sl_config *cfg)
+{
+	memset(&cfg->global, 0, sizeof(cfg->global));
+	for (int k = 0; k < KEY_COUNT; k++)
+		if (keys[k].global)
+			apply_default(cfg, &keys[k], &cfg->global);
+}
+
+/* "a and b" / "a, b and c" for the values of a choice type in `mask`. */
+static void name_list(enum sl_key_type type, uint32_t mask, char *buf, size_t size)
+{
+	unsigned n, count = 0, done = 0;
+	const char *const *names = sl_key_choices(type, &n);
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < n; i++)
+		count += (mask & SL_BIT(i)) != 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (!(mask & SL_BIT(i)))
+			continue;
+		done++;
+		strncat(buf, done == 1 ? "" : done == count ? " and " : ", ", size - strlen(buf) - 1);
+		strncat(buf, names[i], size - strlen(buf) - 1);
+	}
+}
+
+/* Whether limit key k may be given in section s (its strategy and meter being
+ * known by then: they are compiled first); reports why not. */
+static int applies(struct sl_config *cfg, const struct sl_key_def *k, const struct sl_spec *s,
+                   const struct raw_value *raw, int line)
+{
+	char list[160];
+	unsigned n;
+
+	if (k->needs != SL_NEEDS_NONE && !raw[k->needs].line) {
+		add_error(cfg, line, "%s needs a %s", k->name, keys[k->needs].name);
+		return 0;
+	}
+	if (!(k->strategies & SL_BIT(s->strategy))) {
+		name_list(SL_KT_STRATEGY, k->strategies, list, sizeof(list));
+		add_error(cfg, line, "%s is for %s, not %s%s%s%s", k->name, list,
+		          sl_key_choices(SL_KT_STRATEGY, &n)[s->strategy], k->why ? " (" : "",
+		          k->why ? k->why : "", k->why ? ")" : "");
+		return 0;
+	}
+	if (!(k->meters & SL_BIT(s->meter))) {
+		name_list(SL_KT_METER, k->meters, list, sizeof(list));
+		add_error(cfg, line, "%s is for meter = %s, not %s%s%s%s", k->name, list,
+		          sl_key_choices(SL_KT_METER, &n)[s->meter], k->why ? " (" : "",
+		          k->why ? k->why : "", k->why ? ")" : "");
+		return 0;
+	}
+	return 1;
+}
+
+/* Compile the raw keys of the section that just ended into cfg->sections[]: each
+ * key in the table's order, given or by default, then the rules that span keys. */
 static void finish_section(struct parse_state *ps)
 {
 	struct sl_config *cfg = ps->cfg;
 	struct raw_value *raw = ps->raw;
 	struct sl_section_conf *sc;
 	struct sl_spec *s;
-	char err[200];
-	int c;
 	unsigned before = cfg->nerrors;
 
 	if (!ps->in_section || ps->skip)
@@ -279,67 +402,28 @@ static void finish_section(struct parse_state *ps)
 	sc->line = ps->header_line;
 	s = &sc->spec;
 	sl_strlcpy(s->name, ps->section, sizeof(s->name));
-	s->max_wait_ns = 30 * SL_NS_PER_S;
 
-	if (!raw[KEY_S_match].line)
-		add_error(cfg, ps->header_line, "[%s] has no match (which destinations does it limit?)", s->name);
-	else
-		compile_match(ps, s);
+	for (int k = 0; k < KEY_COUNT; k++) {
+		const struct sl_key_def *kd = &keys[k];
 
-	if (raw[KEY_S_meter].line &&
-	    (c = parse_choice(cfg, raw[KEY_S_meter].line, "meter", meter_names,
-	                      SL_ARRAY_LEN(meter_names), raw[KEY_S_meter].text)) >= 0) {
-		s->meter = (uint32_t)c;
-
+		if (kd->global)
+			continue;
+		if (!raw[k].line) {
+			if (kd->flags & SL_KF_REQUIRED)
+				add_error(cfg, ps->header_line, "[%s] has no %s%s%s%s", s->name, kd->name,
+				          kd->why ? " (" : "", kd->why ? kd->why : "", kd->why ? ")" : "");
+			apply_default(cfg, kd, s);
+			continue;
+		}
+		if (applies(cfg, kd, s, raw, raw[k].line))
+			parse_value(cfg, kd, raw[k].text, raw[k].line, s);
 	}
-	if (raw[KEY_S_strategy].line &&
-	    (c = parse_choice(cfg, raw[KEY_S_strategy].line, "strategy", strategy_names,
-	                      SL_ARRAY_LEN(strategy_names), raw[KEY_S_strategy].text)) >= 0) {
-		s->strategy = (uint32_t)c;
-		if (!raw[KEY_S_rate].line)
-			add_error(cfg, raw[KEY_S_strategy].line, "strategy needs a rate");
-	}
-	if (raw[KEY_S_mode].line &&
-	    (c = parse_choice(cfg, raw[KEY_S_mode].line, "mode", mode_names,
-	                      SL_ARRAY_LEN(mode_names), raw[KEY_S_mode].text)) >= 0)
-		s->mode = (uint32_t)c;
-	if (raw[KEY_S_rate].line &&
-	    sl_parse_rate(raw[KEY_S_rate].text, s->meter == SL_METER_BYTES, &s->amount,
-	                  &s->window_ns, err, sizeof(err)) < 0)
-		add_error(cfg, raw[KEY_S_rate].line, "rate: %s", err);
-	if (raw[KEY_S_concurrency].line) {
-		uint64_t n;
-
-		if (sl_parse_count(raw[KEY_S_concurrency].text, 1000000, &n, err, sizeof(err)) < 0)
-			add_error(cfg, raw[KEY_S_concurrency].line, "concurrency: %s", err);
-		else if (s->meter != SL_METER_CONNECTIONS)
-			add_error(cfg, raw[KEY_S_concurrency].line,
-			          "concurrency limits open connections: it needs meter = connections");
-		else
-			s->concurrency = (uint32_t)n;
-	}
-	if (!raw[KEY_S_rate].line && !raw[KEY_S_concurrency].line)
+	/* What spans keys: a section limits something; burst's default follows the
+	 * strategy and the rate. */
+	if (!raw[SL_KEY_rate].line && !raw[SL_KEY_concurrency].line)
 		add_error(cfg, ps->header_line, "[%s] needs a rate (e.g. rate = 10/s) or a concurrency", s->name);
-	if (raw[KEY_S_burst].line) {
-		if (!raw[KEY_S_rate].line)
-			add_error(cfg, raw[KEY_S_burst].line, "burst needs a rate");
-		else if (s->strategy >= SL_STRAT_FIXED_WINDOW)
-			add_error(cfg, raw[KEY_S_burst].line,
-			          "burst is for leaky-bucket and token-bucket; a %s admits up to AMOUNT "
-			          "at once already", strategy_names[s->strategy]);
-		else if (sl_parse_count(raw[KEY_S_burst].text, 1000000000, &s->burst, err, sizeof(err)) < 0)
-			add_error(cfg, raw[KEY_S_burst].line, "burst: %s", err);
-	} else {
+	if (!raw[SL_KEY_burst].line)
 		s->burst = s->strategy == SL_STRAT_TOKEN_BUCKET && s->amount ? s->amount : 1;
-	}
-	if (raw[KEY_S_max_wait].line &&
-	    sl_parse_duration(raw[KEY_S_max_wait].text, 1, &s->max_wait_ns, err, sizeof(err)) < 0)
-		add_error(cfg, raw[KEY_S_max_wait].line, "max_wait: %s", err);
-	if (raw[KEY_S_refuse].line &&
-	    sl_parse_errno(raw[KEY_S_refuse].text, &c, err, sizeof(err)) == 0)
-		s->refuse = c;
-	else if (raw[KEY_S_refuse].line)
-		add_error(cfg, raw[KEY_S_refuse].line, "refuse: %s", err);
 
 	if (cfg->nerrors == before)
 		cfg->nsections++;
@@ -424,7 +508,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	r = &ps->raw[k];
 	if (ps->indented && ps->had_key && k == ps->last_key) {
 		/* A continuation line: inih hands it over as another value of the key. */
-		if (k != KEY_S_match) {
+		if (k != SL_KEY_match) {
 			add_error(cfg, ps->line, "only match may continue on an indented line");
 			return 1;
 		}
@@ -448,8 +532,12 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	}
 	r->line = ps->line;
 	snprintf(r->text, sizeof(r->text), "%s", value);
-	if (ps->in_global)
-		compile_global(ps, k, value, ps->line);
+	if (ps->in_global) {
+		char text[RAW_MAX];
+
+		sl_strlcpy(text, value, sizeof(text));
+		parse_value(cfg, &keys[k], text, ps->line, &cfg->global);
+	}
 	return 1;
 }
 
@@ -675,81 +763,9 @@ int sl_config_load_string(struct sl_config *cfg, const char *path, const char *t
 	return rc;
 }
 
-void sl_config_print_errors(const struct sl_config *cfg, FILE *out)
-{
-	for (unsigned i = 0; i < SL_MIN(cfg->nerrors, SL_CONFIG_MAX_ERRORS); i++)
-		fprintf(out, "%s\n", cfg->errors[i]);
-	if (cfg->nerrors > SL_CONFIG_MAX_ERRORS)
-		fprintf(out, "%s: ... and %u more errors\n", cfg->path,
-		        cfg->nerrors - SL_CONFIG_MAX_ERRORS);
-}
-
-void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out)
-{
-	char buf[SL_HOST_MAX + 32], win[32], wait[32];
-	const char *e;
-
-	fprintf(out, "%smatch       ", indent);
-	for (uint32_t i = 0; i < SL_MIN(s->npatterns, SL_MAX_PATTERNS); i++) {
-		sl_pattern_format(&s->patterns[i], buf, sizeof(buf));
-		fprintf(out, "%s%s", i ? ", " : "", buf);
-	}
-	fprintf(out, "\n%smeter       %s\n", indent, sl_meter_name(s->meter));
-	if (s->amount)
-		fprintf(out, "%sstrategy    %s\n", indent, sl_strategy_name(s->strategy));
-	if (s->amount) {
-		sl_format_rate(s->amount, s->window_ns, s->meter == SL_METER_BYTES, win, sizeof(win));
-		fprintf(out, "%srate        %s", indent, win);
-		sl_format_duration(s->window_ns / (int64_t)s->amount, buf, sizeof(buf));
-		if (s->strategy < SL_STRAT_FIXED_WINDOW) {
-			fprintf(out, " (one every %s)\n", buf);
-			fprintf(out, "%sburst       %llu\n", indent, (unsigned long long)s->burst);
-		} else {
-			fputc('\n', out);
-		}
-	}
-	if (s->concurrency)
-		fprintf(out, "%sconcurrency %u\n", indent, s->concurrency);
-	sl_format_duration(s->max_wait_ns, wait, sizeof(wait));
-	fprintf(out, "%smax_wait    %s\n", indent, wait);
-	fprintf(out, "%smode        %s\n", indent, s->mode < SL_ARRAY_LEN(mode_names) ? mode_names[s->mode] : "?");
-	e = s->refuse ? sl_errno_name(s->refuse) : NULL;
-	if (s->refuse && e)
-		fprintf(out, "%srefuse      %s\n", indent, e);
-	else if (s->refuse)
-		fprintf(out, "%srefuse      %d\n", indent, s->refuse);
-	else if (s->meter == SL_METER_DATAGRAMS)
-		fprintf(out, "%srefuse      ECONNREFUSED\n", indent);
-	else
-		fprintf(out, "%srefuse      ECONNREFUSED (connect), ECONNRESET (first write)\n", indent);
-}
-
-void sl_config_dump(const struct sl_config *cfg, FILE *out)
-{
-	const struct sl_global *g = &cfg->global;
-
-	fprintf(out, "%s: OK, %u section%s\n", cfg->path, cfg->nsections,
-	        cfg->nsections == 1 ? "" : "s");
-	fprintf(out, "[sluice]\n  shm_name       %s\n  control_socket %s\n  shm_mode       %04o\n"
-	        "  fallback       %s\n  log_level      %s\n",
-	        g->shm_name, g->control_socket, g->shm_mode, sl_fallback_name(g->fallback),
-	        level_names[g->log_level]);
-	for (unsigned i = 0; i < cfg->nsections; i++) {
-		fprintf(out, "[%s]  (line %d)\n", cfg->sections[i].spec.name, cfg->sections[i].line);
-		sl_spec_dump(&cfg->sections[i].spec, "  ", out);
-	}
-}
-
 int sl_spec_same_identity(const struct sl_spec *a, const struct sl_spec *b)
 {
 	return strcmp(a->name, b->name) == 0 && a->npatterns == b->npatterns &&
 	       memcmp(a->patterns, b->patterns, sizeof(a->patterns)) == 0 &&
 	       a->meter == b->meter && a->strategy == b->strategy && a->window_ns == b->window_ns;
-}
-
-void sl_config_list_keys(FILE *out)
-{
-	for (int k = 0; k < KEY_COUNT; k++)
-		fprintf(out, "%-9s %-15s default %-28s %s\n", keys[k].global ? "[sluice]" : "[limit]",
-		        keys[k].name, keys[k].def, keys[k].help);
 }

@@ -49,7 +49,7 @@ static void detach(void)
 
 int main(int argc, char **argv)
 {
-	const char *config = "/etc/sluice/sluice.ini";
+	const char *config = SL_DEFAULT_CONFIG;
 	int foreground = 0, check_only = 0, opt;
 	struct sl_daemon_opts o = {0};
 	static struct sl_daemon d;

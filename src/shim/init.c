@@ -10,6 +10,7 @@
  *   SLUICE_LOG       file to append debug lines to instead of stderr
  */
 #include "shim.h"
+#include "sluice/config_keys.h"
 #include "fdtab.h"
 #include "sluice/config.h"
 
@@ -25,14 +26,14 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static int parse_fallback(const char *s, int dflt)
 {
+	unsigned n;
+	const char *const *names = sl_key_choices(SL_KT_FALLBACK, &n);
+
 	if (!s || !*s)
 		return dflt;
-	if (strcmp(s, "local") == 0)
-		return SL_FALLBACK_LOCAL;
-	if (strcmp(s, "open") == 0)
-		return SL_FALLBACK_OPEN;
-	if (strcmp(s, "closed") == 0)
-		return SL_FALLBACK_CLOSED;
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(s, names[i]) == 0)
+			return (int)i;
 	sl_debug("SLUICE_FALLBACK='%s' is not local, open or closed; using the config's", s);
 	return dflt;
 }
@@ -107,7 +108,7 @@ static void init_once_body(void)
 	fallback = parse_fallback(getenv("SLUICE_FALLBACK"), fallback);
 	sl_shim.fallback = fallback;
 	if (!shm_name || !*shm_name)
-		shm_name = "/sluice";
+		shm_name = sl_keys[SL_KEY_shm_name].def;
 
 	rc = sl_shm_attach(&sl_shim.shm, shm_name, 1);
 	if (rc == 0) {

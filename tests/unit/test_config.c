@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "sluice/config.h"
+#include "sluice/config_keys.h"
 #include "sluice/common.h"
 
 #include <errno.h>
@@ -194,7 +195,7 @@ static void test_bad_inputs(void **state)
 		{"[a]\nmatch = *\nrate = 1/s\nmeter = packets\n", "t.ini:4: bad meter 'packets'"},
 		{"[a]\nmatch = *\nrate = 5/s\nstrategy = fixed-window\nburst = 3\n", "t.ini:5: burst is for leaky-bucket and token-bucket"},
 		{"[a]\nmatch = *\nconcurrency = 3\nstrategy = sliding-window\n", "strategy needs a rate"},
-		{"[a]\nmatch = *\nconcurrency = 3\nmeter = datagrams\n", "t.ini:3: concurrency limits open connections"},
+		{"[a]\nmatch = *\nconcurrency = 3\nmeter = datagrams\n", "t.ini:3: concurrency is for meter = connections, not datagrams"},
 		{"[a]\nmatch = *\nconcurrency = 0\n", "t.ini:3: concurrency:"},
 		{"[a]\nmatch = *\nrate = 1/s\nrate = 2/s\n", "t.ini:4: duplicate key 'rate' in [a] (first at line 3)"},
 		{"[a]\nmatch = *\nrate = 1/s\n[a]\nmatch=*\nrate=1/s\n", "t.ini:4: duplicate section [a] (first at line 1)"},
@@ -282,6 +283,57 @@ static void test_edit_distance(void **state)
 	assert_int_equal(sl_edit_distance("", "abc"), 3);
 }
 
+/* Every key's default is config text its own parser takes, so the defaults are the
+ * parser's values: loading a section that gives nothing but what it must, every
+ * other field holds what its default text says. */
+static void test_key_defaults_parse(void **state)
+{
+	static struct sl_config cfg;
+	const struct sl_spec *s;
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", "[a]\nmatch = *\nrate = 5/s\n"), 0);
+	assert_int_equal(cfg.nerrors, 0);
+	s = &cfg.sections[0].spec;
+	assert_int_equal(s->meter, SL_METER_CONNECTIONS);
+	assert_int_equal(s->strategy, SL_STRAT_LEAKY_BUCKET);
+	assert_int_equal(s->max_wait_ns, 30 * SL_NS_PER_S);
+	assert_int_equal(s->mode, SL_MODE_ENFORCE);
+	assert_int_equal(s->burst, 1);
+	assert_string_equal(cfg.global.shm_name, "/sluice");
+	assert_int_equal(cfg.global.shm_mode, 0660);
+	/* Each key with a default names one, and each without says what it is. */
+	for (int k = 0; k < SL_KEY_COUNT; k++)
+		assert_true(sl_keys[k].def || sl_keys[k].def_doc);
+}
+
+/* docs/config.md and conf/sluice.ini, the two places a user reads about keys,
+ * mention every key of the table (run from the repository's top). */
+static void test_every_key_documented(void **state)
+{
+	static const char *const files[] = {"docs/config.md", "conf/sluice.ini"};
+	static char text[1 << 20];
+
+	(void)state;
+	for (unsigned f = 0; f < SL_ARRAY_LEN(files); f++) {
+		FILE *in = fopen(files[f], "r");
+		size_t n;
+
+		if (!in)
+			fail_msg("cannot read %s (run the unit tests from the repository's top)", files[f]);
+		n = fread(text, 1, sizeof(text) - 1, in);
+		fclose(in);
+		text[n] = '\0';
+		for (int k = 0; k < SL_KEY_COUNT; k++) {
+			char pattern[64];
+
+			snprintf(pattern, sizeof(pattern), f == 0 ? "`%s`" : "%s ", sl_keys[k].name);
+			if (!strstr(text, pattern))
+				fail_msg("%s does not mention the key %s", files[f], sl_keys[k].name);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +346,8 @@ int main(void)
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_identity),
 		cmocka_unit_test(test_edit_distance),
+		cmocka_unit_test(test_key_defaults_parse),
+		cmocka_unit_test(test_every_key_documented),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,203 @@
+/*
+ * Printing a configuration: its errors, its compiled form (`sluice check`) and the
+ * list of keys (`sluice check --keys`), all from the key table of
+ * config_keys.def.  Program-only: never linked into the shim.
+ */
+#include "sluice/common.h"
+#include "sluice/config.h"
+#include "sluice/config_keys.h"
+#include "sluice/match.h"
+#include "sluice/units.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+void sl_config_print_errors(const struct sl_config *cfg, FILE *out)
+{
+	for (unsigned i = 0; i < SL_MIN(cfg->nerrors, SL_CONFIG_MAX_ERRORS); i++)
+		fprintf(out, "%s\n", cfg->errors[i]);
+	if (cfg->nerrors > SL_CONFIG_MAX_ERRORS)
+		fprintf(out, "%s: ... and %u more errors\n", cfg->path,
+		        cfg->nerrors - SL_CONFIG_MAX_ERRORS);
+}
+
+static uint64_t load_int(const void *base, const struct sl_key_def *k)
+{
+	const char *field = (const char *)base + k->offset;
+
+	if (k->size == sizeof(uint64_t)) {
+		uint64_t v;
+
+		memcpy(&v, field, sizeof(v));
+		return v;
+	}
+	if (k->size == sizeof(uint32_t)) {
+		uint32_t v;
+
+		memcpy(&v, field, sizeof(v));
+		return v;
+	}
+	return 0;
+}
+
+/* Key k's value in `base` (struct sl_global or struct sl_spec), as the config
+ * would say it. */
+static void format_value(const struct sl_key_def *k, const void *base, char *buf, size_t size)
+{
+	uint64_t v = load_int(base, k);
+	unsigned n;
+
+	switch (k->type) {
+	case SL_KT_SHM_NAME:
+	case SL_KT_PATH:
+		snprintf(buf, size, "%.*s", (int)k->size, (const char *)base + k->offset);
+		return;
+	case SL_KT_OCTAL:
+		snprintf(buf, size, "%04" PRIo64, v);
+		return;
+	case SL_KT_FALLBACK:
+	case SL_KT_LOG_LEVEL:
+	case SL_KT_METER:
+	case SL_KT_STRATEGY:
+	case SL_KT_MODE: {
+		const char *const *names = sl_key_choices(k->type, &n);
+
+		snprintf(buf, size, "%s", v < n ? names[v] : "?");
+		return;
+	}
+	case SL_KT_PATTERNS: {
+		const struct sl_spec *s = base;
+		size_t used = 0;
+
+		buf[0] = '\0';
+		for (uint32_t i = 0; i < SL_MIN(s->npatterns, SL_MAX_PATTERNS) && used + 4 < size; i++) {
+			char one[SL_HOST_MAX + 32];
+
+			sl_pattern_format(&s->patterns[i], one, sizeof(one));
+			used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", one);
+		}
+		return;
+	}
+	case SL_KT_RATE: {
+		const struct sl_spec *s = base;
+		char every[32];
+
+		sl_format_rate(s->amount, s->window_ns, s->meter == SL_METER_BYTES, buf, size);
+		if (s->amount && s->strategy < SL_STRAT_FIXED_WINDOW) {
+			sl_format_duration(s->window_ns / (int64_t)s->amount, every, sizeof(every));
+			strncat(buf, " (one every ", size - strlen(buf) - 1);
+			strncat(buf, every, size - strlen(buf) - 1);
+			strncat(buf, ")", size - strlen(buf) - 1);
+		}
+		return;
+	}
+	case SL_KT_COUNT:
+		snprintf(buf, size, "%" PRIu64, v);
+		return;
+	case SL_KT_DURATION:
+		sl_format_duration((int64_t)v, buf, size);
+		return;
+	case SL_KT_ERRNO: {
+		const struct sl_spec *s = base;
+		int e = (int32_t)(uint32_t)v;
+
+		if (e && sl_errno_name(e))
+			snprintf(buf, size, "%s", sl_errno_name(e));
+		else if (e)
+			snprintf(buf, size, "%d", e);
+		else /* the call's own default, which depends on what is refused */
+			snprintf(buf, size, "%s", s->meter == SL_METER_DATAGRAMS
+			                              ? "ECONNREFUSED"
+			                              : "ECONNREFUSED (connect), ECONNRESET (first write)");
+		return;
+	}
+	}
+	snprintf(buf, size, "?");
+}
+
+/* Whether `sluice check` shows limit key k for section s: it applies to the
+ * section's strategy and meter, what it needs is set, and (for keys only shown
+ * when set) it is. */
+static int shown(const struct sl_key_def *k, const struct sl_spec *s)
+{
+	if (!(k->strategies & SL_BIT(s->strategy % 32)) || !(k->meters & SL_BIT(s->meter % 32)))
+		return 0;
+	if (k->needs != SL_NEEDS_NONE && !load_int(s, &sl_keys[k->needs]))
+		return 0;
+	return !(k->flags & SL_KF_IF_SET) || load_int(s, k) != 0;
+}
+
+void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out)
+{
+	char value[SL_MAX_PATTERNS * (SL_HOST_MAX + 34) + 64];
+
+	for (int k = 0; k < SL_KEY_COUNT; k++) {
+		if (sl_keys[k].global || !shown(&sl_keys[k], s))
+			continue;
+		format_value(&sl_keys[k], s, value, sizeof(value));
+		fprintf(out, "%s%-11s %s\n", indent, sl_keys[k].name, value);
+	}
+}
+
+void sl_config_dump(const struct sl_config *cfg, FILE *out)
+{
+	char value[SL_PATH_MAX + 16];
+
+	fprintf(out, "%s: OK, %u section%s\n", cfg->path, cfg->nsections,
+	        cfg->nsections == 1 ? "" : "s");
+	fprintf(out, "[sluice]\n");
+	for (int k = 0; k < SL_KEY_COUNT; k++) {
+		if (!sl_keys[k].global)
+			continue;
+		format_value(&sl_keys[k], &cfg->global, value, sizeof(value));
+		fprintf(out, "  %-14s %s\n", sl_keys[k].name, value);
+	}
+	for (unsigned i = 0; i < cfg->nsections; i++) {
+		fprintf(out, "[%s]  (line %d)\n", cfg->sections[i].spec.name, cfg->sections[i].line);
+		sl_spec_dump(&cfg->sections[i].spec, "  ", out);
+	}
+}
+
+/* "leaky-bucket|token-bucket": the values of a choice type in `mask`. */
+static void choice_list(enum sl_key_type type, uint32_t mask, char *buf, size_t size)
+{
+	unsigned n;
+	const char *const *names = sl_key_choices(type, &n);
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < n; i++)
+		if (mask & SL_BIT(i))
+			snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? "|" : "", names[i]);
+}
+
+/* Where a limit key may be given, for --keys: "" when anywhere. */
+static void applies_to(const struct sl_key_def *k, char *buf, size_t size)
+{
+	char list[96];
+
+	buf[0] = '\0';
+	if (k->strategies != SL_FOR_ANY) {
+		choice_list(SL_KT_STRATEGY, k->strategies, list, sizeof(list));
+		snprintf(buf + strlen(buf), size - strlen(buf), "strategy %s", list);
+	}
+	if (k->meters != SL_FOR_ANY) {
+		choice_list(SL_KT_METER, k->meters, list, sizeof(list));
+		snprintf(buf + strlen(buf), size - strlen(buf), "%smeter %s", buf[0] ? ", " : "", list);
+	}
+	if (k->needs != SL_NEEDS_NONE)
+		snprintf(buf + strlen(buf), size - strlen(buf), "%swith %s", buf[0] ? ", " : "",
+		         sl_keys[k->needs].name);
+}
+
+void sl_config_list_keys(FILE *out)
+{
+	for (int k = 0; k < SL_KEY_COUNT; k++) {
+		const struct sl_key_def *kd = &sl_keys[k];
+		char where[160];
+
+		applies_to(kd, where, sizeof(where));
+		fprintf(out, "%-9s %-15s default %-28s %s%s%s%s\n", kd->global ? "[sluice]" : "[limit]",
+		        kd->name, kd->def ? kd->def : kd->def_doc ? kd->def_doc : "-", kd->help,
+		        where[0] ? " (" : "", where, where[0] ? ")" : "");
+	}
+}

@@ -1,0 +1,157 @@
+/*
+ * Rendering the segment's sections for `sluice stat` and the control socket, as text
+ * or JSON.  Program-only: never linked into the shim.
+ */
+#include "sluice/stats.h"
+#include "sluice/common.h"
+#include "sluice/config.h"
+#include "sluice/limiter.h"
+#include "sluice/match.h"
+#include "sluice/shm.h"
+#include "sluice/strategy.h"
+#include "sluice/units.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define A(p) ((_Atomic __typeof__(*(p)) *)(p))
+
+/* A consistent copy of slot i (spec under the seqlock); 0 if unused. */
+static int snapshot(struct sl_shm_header *h, unsigned i, struct sl_section *out)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		uint32_t seq = atomic_load_explicit(A(&h->spec_seq), memory_order_acquire);
+
+		if (seq & 1)
+			continue;
+		memcpy(out, sl_shm_section(h, i), sizeof(*out));
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) == seq) {
+			out->spec.name[SL_SECTION_NAME_MAX - 1] = '\0';
+			out->spec.npatterns = SL_MIN(out->spec.npatterns, SL_MAX_PATTERNS);
+			return out->in_use != 0;
+		}
+	}
+	return 0;
+}
+
+static void json_string(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\u%04x", *s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+static void format_match(const struct sl_spec *s, char *buf, size_t size)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (uint32_t p = 0; p < s->npatterns && used + 4 < size; p++) {
+		char one[SL_HOST_MAX + 32];
+
+		sl_pattern_format(&s->patterns[p], one, sizeof(one));
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", p ? "," : "", one);
+	}
+}
+
+void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
+{
+	static struct sl_section sec; /* large: keep it off the stack */
+	int32_t dpid = h->daemon_pid;
+	int alive = dpid > 0 && (kill(dpid, 0) == 0 || errno == EPERM);
+	int64_t age = h->heartbeat_ns ? sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) : -1; /* segment data: clamped */
+	int first = 1;
+
+	if (json)
+		fprintf(out, "{\"generation\":%llu,\"config\":", (unsigned long long)h->generation);
+	if (json) {
+		char path[SL_PATH_MAX];
+
+		memcpy(path, h->config_path, sizeof(path));
+		path[sizeof(path) - 1] = '\0';
+		json_string(out, path);
+		fprintf(out, ",\"daemon_pid\":%d,\"daemon_alive\":%s,\"heartbeat_age_ms\":%lld,"
+		        "\"lock_recoveries\":%llu,\"sections\":[",
+		        dpid, alive ? "true" : "false", (long long)(age < 0 ? -1 : age / SL_NS_PER_MS),
+		        (unsigned long long)h->lock_recoveries);
+	} else {
+		fprintf(out, "generation %llu, daemon %s (pid %d), lock recoveries %llu\n",
+		        (unsigned long long)h->generation, alive ? "alive" : "not running", dpid,
+		        (unsigned long long)h->lock_recoveries);
+		fprintf(out, "%-20s %-11s %-14s %-10s %7s %9s %9s %9s %9s %10s %10s %10s\n", "SECTION",
+		        "METER", "STRATEGY", "RATE", "QUEUED", "ADMITTED", "HELD", "REFUSED",
+		        "GAVE_UP", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
+	}
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		char match[1024], rate[64], p50[32], p99[32], max[32];
+		const struct sl_state *st = &sec.state;
+		uint64_t queued;
+
+		if (!snapshot(h, i, &sec))
+			continue;
+		queued = sl_strategy_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
+		format_match(&sec.spec, match, sizeof(match));
+		if (sec.spec.amount)
+			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, rate,
+			               sizeof(rate));
+		else
+			snprintf(rate, sizeof(rate), "-");
+		if (json) {
+			fprintf(out, "%s{\"name\":", first ? "" : ",");
+			json_string(out, sec.spec.name);
+			fprintf(out, ",\"match\":");
+			json_string(out, match);
+			fprintf(out, ",\"meter\":\"%s\",\"strategy\":\"%s\",\"rate\":\"%s\","
+			        "\"amount\":%llu,\"window_ns\":%lld,\"burst\":%llu,\"mode\":\"%s\","
+			        "\"queued\":%llu,\"admitted\":%llu,\"held\":%llu,\"refused\":%llu,"
+			        "\"given_up\":%llu,\"observed\":%llu,\"wait_p50_us\":%lld,"
+			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld,"
+			        "\"concurrency\":%u,\"open\":%u,\"undecided\":%llu,\"repaired\":%llu}",
+			        sl_meter_name(sec.spec.meter), sl_strategy_name(sec.spec.strategy), rate,
+			        (unsigned long long)sec.spec.amount, (long long)sec.spec.window_ns,
+			        (unsigned long long)sec.spec.burst,
+			        sec.spec.mode == SL_MODE_OBSERVE ? "observe" : "enforce",
+			        (unsigned long long)queued, (unsigned long long)st->admitted,
+			        (unsigned long long)st->held, (unsigned long long)st->refused,
+			        (unsigned long long)st->given_up, (unsigned long long)st->observed,
+			        (long long)(sl_stats_wait_quantile(st, 0.5) / 1000),
+			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
+			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
+			        sec.spec.concurrency, st->conc_open, (unsigned long long)st->undecided,
+			        (unsigned long long)st->repaired);
+		} else {
+			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
+			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(st, 0.99) / 1e6);
+			snprintf(max, sizeof(max), "%.1fms", (double)st->wait_max_ns / 1e6);
+			fprintf(out, "%-20s %-11s %-14s %-10s %7llu %9llu %9llu %9llu %9llu %10s %10s %10s\n",
+			        sec.spec.name, sl_meter_name(sec.spec.meter),
+			        sec.spec.amount ? sl_strategy_name(sec.spec.strategy) : "-", rate,
+			        (unsigned long long)queued,
+			        (unsigned long long)st->admitted, (unsigned long long)st->held,
+			        (unsigned long long)st->refused, (unsigned long long)st->given_up,
+			        p50, p99, max);
+			fprintf(out, "  match %s%s", match,
+			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
+			if (sec.spec.concurrency)
+				fprintf(out, "  concurrency %u, %u open", sec.spec.concurrency, st->conc_open);
+			if (st->undecided)
+				fprintf(out, "  %llu undecided (fallback applied)", (unsigned long long)st->undecided);
+			if (st->repaired)
+				fprintf(out, "  state reset %llu times (corrupt)", (unsigned long long)st->repaired);
+			fputc('\n', out);
+		}
+		first = 0;
+	}
+	if (json)
+		fprintf(out, "]}\n");
+}
