@@ -94,15 +94,24 @@ $(BUILD)/libsluicecore.a: $(CORE_OBJ)
 $(BUILD)/libsluiceprogs.a: $(PROGS_OBJ)
 	$(AR) rcs $@ $^
 
-# Only the hooks are exported (exports.map); inih is linked in statically and hidden.
-SHIM_LINK = -shared -Wl,--version-script=src/shim/exports.map -Wl,--exclude-libs,ALL -Wl,-z,now \
+# Only the hooks are exported: the version script is generated from the list of
+# hooks (src/shim/hooks.def).  inih is linked in statically and hidden.
+$(BUILD)/exports.map: src/shim/hooks.def
+	@mkdir -p $(dir $@)
+	@{ echo '/* Generated from src/shim/hooks.def: the hooks, and nothing else. */'; \
+	  echo '{'; echo '	global:'; \
+	  $(CC) -E -P -x c -D'SL_HOOK(ret,name,params)=name;' -D'SL_EXPORT_ONLY(name)=name;' $< | \
+	  tr -s ' ;\n' '\n' | grep . | sed 's/.*/		&;/'; \
+	  echo '	local:'; echo '		*;'; echo '};'; } >$@.tmp && mv $@.tmp $@
+
+SHIM_LINK = -shared -Wl,--version-script=$(BUILD)/exports.map -Wl,--exclude-libs,ALL -Wl,-z,now \
 	-Wl,-z,defs
 
-$(BUILD)/libsluice.so: $(SHIM_OBJ) src/shim/exports.map
+$(BUILD)/libsluice.so: $(SHIM_OBJ) $(BUILD)/exports.map
 	$(CC) $(SHIM_SAN_FLAGS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_OBJ) \
 		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
 
-$(BUILD)/libsluice-asan.so: $(SHIM_ASAN_OBJ) src/shim/exports.map
+$(BUILD)/libsluice-asan.so: $(SHIM_ASAN_OBJ) $(BUILD)/exports.map
 	$(CC) $(SANITIZERS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_ASAN_OBJ) \
 		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
 

@@ -47,54 +47,11 @@ extern struct sl_shim sl_shim;
  * on first use; NULL when they cannot be resolved (the hook then passes through by
  * other means, or fails with ENOSYS, and never crashes). */
 struct sl_real {
-	int (*connect)(int, const struct sockaddr *, socklen_t);
-	int (*getsockopt)(int, int, int, void *, socklen_t *);
-	int (*shutdown)(int, int);
-	int (*getaddrinfo)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
-	struct hostent *(*gethostbyname)(const char *);
-	struct hostent *(*gethostbyname2)(const char *, int);
-	int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t, struct hostent **, int *);
-	int (*gethostbyname2_r)(const char *, int, struct hostent *, char *, size_t,
-	                        struct hostent **, int *);
-	ssize_t (*send)(int, const void *, size_t, int);
-	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
-	ssize_t (*sendmsg)(int, const struct msghdr *, int);
-	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
-	ssize_t (*write)(int, const void *, size_t);
-	ssize_t (*writev)(int, const struct iovec *, int);
-	ssize_t (*sendfile)(int, int, off_t *, size_t);
-	ssize_t (*sendfile64)(int, int, off_t *, size_t);
-	int (*close)(int);
-	int (*close_range)(unsigned int, unsigned int, int);
-	void (*closefrom)(int);
-	int (*fclose)(FILE *);
-	int (*dup)(int);
-	int (*dup2)(int, int);
-	int (*dup3)(int, int, int);
-	int (*fcntl)(int, int, ...);
-	int (*fcntl64)(int, int, ...);
-	int (*poll)(struct pollfd *, nfds_t, int);
-	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
-	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
-	int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
-	int (*epoll_ctl)(int, int, int, struct epoll_event *);
-	int (*epoll_wait)(int, struct epoll_event *, int, int);
-	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
-	int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
-	int (*socket)(int, int, int);
-	ssize_t (*read)(int, void *, size_t);
-	ssize_t (*readv)(int, const struct iovec *, int);
-	ssize_t (*recv)(int, void *, size_t, int);
-	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
-	ssize_t (*recvmsg)(int, struct msghdr *, int);
-	int (*execve)(const char *, char *const[], char *const[]);
-	int (*execveat)(int, const char *, char *const[], char *const[], int);
-	int (*fexecve)(int, char *const[], char *const[]);
-	int (*execvpe)(const char *, char *const[], char *const[]);
-	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-	                   const posix_spawnattr_t *, char *const[], char *const[]);
-	int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-	                    const posix_spawnattr_t *, char *const[], char *const[]);
+#define SL_HOOK(ret, name, params) ret(*name) params;
+#define SL_EXPORT_ONLY(name)
+#include "hooks.def"
+#undef SL_HOOK
+#undef SL_EXPORT_ONLY
 };
 
 extern struct sl_real sl_real;

@@ -28,7 +28,9 @@ note "30 unmatched connections in ${elapsed} ms"
 # No extra system call on the unmatched path: 50 more connects cost exactly as many
 # system calls with the shim as without it.
 loop="$BUILD_DIR/bench/connect_loop"
-if command -v strace >/dev/null && [ -x "$loop" ]; then
+command -v strace >/dev/null || fail "strace is missing (scripts/deps.sh installs it)"
+[ -x "$loop" ] || fail "$loop is missing (make test builds it)"
+{
 	calls() { # N ENV... -> system calls made by N connect+close
 		local n=$1
 		shift
@@ -44,6 +46,4 @@ if command -v strace >/dev/null && [ -x "$loop" ]; then
 	note "system calls, 50 and 100 connect+close: $plain50, $plain100 without the shim; $shim50, $shim100 with it"
 	[ $((shim100 - shim50)) -eq $((plain100 - plain50)) ] ||
 		fail "50 connects cost $((shim100 - shim50)) calls with the shim, $((plain100 - plain50)) without"
-else
-	note "strace not installed: system-call count skipped"
-fi
+}
