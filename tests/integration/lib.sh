@@ -66,7 +66,8 @@ start_server() {
 # connections were attempted.  Sets WITNESS_PID (stop it before reusing FILE).
 start_syn_witness() {
 	local ready="$T/witness.$RANDOM"
-	python3 "$HELPERS/syn_witness.py" --port "$1" --out "$2" --ready-file "$ready" --lifetime 240 &
+	python3 "$HELPERS/syn_witness.py" --port "$1" --out "$2" --ready-file "$ready" --lifetime 240 \
+		--what "${WITNESS_WHAT:-syn}" &
 	WITNESS_PID=$!
 	BG_PIDS+=($!)
 	for _ in $(seq 100); do
@@ -74,6 +75,25 @@ start_syn_witness() {
 		sleep 0.1
 	done
 	fail "SYN witness did not start (it needs root for a packet socket)"
+}
+
+# start_witness WHAT PORT FILE: as start_syn_witness, recording WHAT: syn, request
+# (each request's first segment, as the server receives it), datagram or bytes.
+start_witness() {
+	local what=$1
+	shift
+	WITNESS_WHAT=$what start_syn_witness "$@"
+}
+
+# witnessed FILE ARGS...: once the last packets are in, hold FILE's arrivals to
+# the rate's promise (helpers/arrivals.py ARGS).  This is what spacing assertions
+# read: the destination's kernel times, never the shim's own log, which stays for
+# diagnostics.  The witness goes on; `: >FILE` starts the next count afresh.
+witnessed() {
+	local file=$1
+	shift
+	sleep 0.3
+	python3 "$HELPERS/arrivals.py" "$file" "$@"
 }
 
 # write_config FILE: the [sluice] section for this test, then stdin's sections.

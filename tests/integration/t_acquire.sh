@@ -19,12 +19,20 @@ rate = 1/m
 max_wait = 0
 EOF
 start_daemon "$T/q.ini"
+start_witness syn "$PORT" "$T/arrivals"
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/q.ini" -- \
 	python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/py" 10 &
 py=$!
 for i in $(seq 5); do "$SLUICE" acquire -c "$T/q.ini" -v api 2>>"$T/shim.log" || fail "acquire by section"; done
 for i in $(seq 5); do "$SLUICE" acquire -c "$T/q.ini" -v "127.0.0.1:$PORT" 2>>"$T/shim.log" || fail "acquire by address"; done
 wait $py || fail "python client failed"
+# The python client's connects, at the destination: spaced, and spread over the
+# time the queue took for all 20 (so the acquires were in it between them).
+witnessed "$T/arrivals" --interval-ms 100 --expect 10 --what "shimmed connects" || fail "spacing at the destination"
+span=$(awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%d", (b - a) / 1e6 }' "$T/arrivals")
+[ "$span" -ge 1200 ] || fail "10 connects in $span ms: the acquires did not take their turns between them"
+# An acquire sends nothing anywhere: its release is known only from its own word
+# (-v), so here the joint queue is also read from the releases the two logged.
 python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 20 || fail "acquire and the shim do not share the queue"
 
 # By name (a name pattern), inside sluice run (SLUICE_SHM), and with no match at all.

@@ -26,6 +26,7 @@ max_wait = 0
 EOF
 "$SLUICE" run -c "$T/a.ini" -- true # check the config with the ASan CLI
 start_daemon "$T/a.ini"
+start_witness syn "$PORT" "$T/arrivals"
 run_py() {
 	env LD_PRELOAD="$SLUICE_TEST_LIBASAN:$ASAN_SHIM" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$@"
 }
@@ -49,7 +50,7 @@ except ConnectionRefusedError:
     pass
 sys.exit(1 if bad else 0)
 EOF
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 50 --dest "127.0.0.1:$PORT" --expect 15 ||
+witnessed "$T/arrivals" --interval-ms 50 --family 4 --expect 15 --what "connects under the ASan shim" ||
 	fail "spacing under the ASan shim"
 # fallback = local and bad input, with no daemon segment.
 run_py SLUICE_CONFIG="$T/a.ini" SLUICE_SHM=/sluice-absent-$$ python3 "$HELPERS/fetch.py" "http://localhost:$PORT/l" 2 ||

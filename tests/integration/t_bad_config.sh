@@ -60,10 +60,11 @@ gen2=$(json_field <("$SLUICE" stat -c "$T/good.ini" --json) - generation)
 [ "$gen2" -eq "$gen" ] || fail "generation moved from $gen to $gen2 on a refused reload"
 
 # Still shaping at the old 5/s (the file is bad, so attach the segment by name).
+start_witness syn "$PORT" "$T/arrivals"
 LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" \
 	python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/x" 2 4 || fail "client failed"
 grep -q "attached segment $SHM_NAME" "$T/shim.log" || fail "did not use the daemon's segment"
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 200 --expect 8 || fail "old config not in force"
+witnessed "$T/arrivals" --interval-ms 200 --expect 8 --what "connects under the old config" || fail "old config not in force"
 
 # A good new rate is taken, and the section keeps its counters (same identity).
 cp "$T/good.ini" "$T/f.ini"

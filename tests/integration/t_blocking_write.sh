@@ -13,6 +13,7 @@ match = held.test
 rate = 1/s
 max_wait = 1m
 EOF
+start_witness first "$PORT" "$T/arrivals"
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/b.ini" -- python3 - "$PORT" "$SLUICE" <<'EOF' || fail "blocking held writes"
 import json, os, select, signal, socket, struct, subprocess, sys, time
 port, sluice = int(sys.argv[1]), sys.argv[2]
@@ -81,4 +82,4 @@ s.close()
 print("  SO_SNDTIMEO: went after %d more time-outs" % attempt)
 assert stat()["given_up"] == before, "a timed-out write gave its place back"
 EOF
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 1000 --expect 4 || fail "spacing"
+witnessed "$T/arrivals" --interval-ms 1000 --expect 4 --what "held first writes" || fail "spacing"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Real clients through the shim, each shaped and each still working: node's http
 # client (libuv, epoll), wget, curl --parallel with keep-alive off, and openssl
-# s_client against a local TLS server.  Spacing is checked on the shim's releases;
-# every response must arrive intact.
+# s_client against a local TLS server.  Spacing is checked on the kernel times of
+# the SYNs at the destination; every response must arrive intact.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -13,10 +13,13 @@ rate = 10/s
 max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
-check() { # NAME COUNT: releases spaced, the right count
-	python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect "$2" || fail "$1: spacing"
-	: >"$T/shim.log"
+check() { # NAME COUNT [FILE]: connections spaced at the destination (FILE, by
+	# default the HTTP server's), the right count
+	local file=${3:-$T/arrivals}
+	witnessed "$file" --interval-ms 100 --expect "$2" --what "$1 connects" || fail "$1: spacing"
+	: >"$file"
 }
+start_witness syn "$PORT" "$T/arrivals"
 
 command -v node >/dev/null || fail "node is missing (scripts/deps.sh installs nodejs)"
 {
@@ -58,6 +61,7 @@ openssl s_server -quiet -accept "127.0.0.1:$tls_port" -cert "$T/cert.pem" -key "
 	>/dev/null 2>&1 &
 BG_PIDS+=($!)
 for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null && break; sleep 0.1; done
+start_witness syn "$tls_port" "$T/arrivals-tls"
 write_config "$T/t.ini" <<EOF
 [tls]
 match = 127.0.0.1:$tls_port
@@ -68,4 +72,4 @@ EOF
 		printf "GET / HTTP/1.0\r\n\r\n" | openssl s_client -quiet -connect "127.0.0.1:$1" \
 			-servername localhost 2>>"$2/s_client.err" | grep -q "s_server" || exit 1
 	done' _ "$tls_port" "$T" || fail "openssl s_client: $(tail -5 "$T/s_client.err")"
-check "openssl s_client" 4
+check "openssl s_client" 4 "$T/arrivals-tls"

@@ -15,10 +15,11 @@ rate = 10/s
 max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
-check() { # NAME COUNT
-	python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect "$2" || fail "$1: spacing"
-	: >"$T/shim.log"
+check() { # NAME COUNT: connections spaced at the destination, the right count
+	witnessed "$T/arrivals" --interval-ms 100 --expect "$2" --what "$1 connects" || fail "$1: spacing"
+	: >"$T/arrivals"
 }
+start_witness syn "$PORT" "$T/arrivals"
 run() { "$SLUICE" run -c "$T/e.ini" -- "$@"; }
 
 # env -i: execvp with an empty environ; then sh's own execve of curl.

@@ -7,7 +7,8 @@
 #  - a forward proxy: curl -p (CONNECT name:port) and curl -x (absolute-form);
 #  - names no section wants pass unheld;
 #  - a name also brings sections metering requests (each keep-alive request held).
-# Spacing is checked on the shim's releases; every response must arrive intact.
+# Spacing is checked where the writes arrive (kernel times of each connection's first
+# segment, or each request's); every response must arrive intact.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -41,12 +42,18 @@ rate = 10/s
 max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
-check() { # NAME COUNT: COUNT releases, spaced, each named by its first write
-	python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect "$2" || fail "$1: spacing"
+check() { # NAME COUNT [FILE]: COUNT first writes spaced where they went (FILE, by
+	# default the server's), each named by its first write
+	local file=${3:-$T/first}
+	witnessed "$file" --interval-ms 100 --expect "$2" --what "$1 first writes" || fail "$1: spacing"
 	[ "$(grep -c 'first write names .*held as a new connection' "$T/shim.log")" -eq "$2" ] ||
 		fail "$1: not named by its first write: $(grep 'first write' "$T/shim.log" | head -3)"
 	: >"$T/shim.log"
+	: >"$file"
 }
+start_witness first "$PORT" "$T/first"
+start_witness first "$tls_port" "$T/first-tls"
+start_witness first "$proxy" "$T/first-proxy"
 run() { "$SLUICE" run -c "$T/n.ini" -- "$@"; }
 
 # HTTP Host.  curl's own resolver never sees hooks.named.test.
@@ -82,21 +89,21 @@ run sh -c 'for i in 1 2 3; do
 	printf "GET / HTTP/1.0\r\n\r\n" | openssl s_client -quiet -connect "127.0.0.1:$1" \
 		-servername api.sni.test 2>>"$2/s_client.err" | grep -q "s_server" || exit 1
 done' _ "$tls_port" "$T" || fail "openssl s_client: $(tail -5 "$T/s_client.err")"
-check "openssl s_client -servername" 3
+check "openssl s_client -servername" 3 "$T/first-tls"
 run sh -c 'for i in 1 2; do
 	curl -sS -k --resolve "api.sni.test:$1:127.0.0.1" "https://api.sni.test:$1/" | grep -q s_server || exit 1
 done' _ "$tls_port" || fail "curl https by SNI"
-check "curl https" 2
+check "curl https" 2 "$T/first-tls"
 
 # Through a proxy: CONNECT tunnel.test:PORT, and GET http://plain.test:PORT/...
 run sh -c 'for i in 1 2 3; do
 	[ "$(curl -sS -p -x "http://127.0.0.1:$1" "http://tunnel.test:$2/t$i")" = "hello /t$i" ] || exit 1
 done' _ "$proxy" "$PORT" || fail "curl through CONNECT"
-check "curl -p (CONNECT)" 3
+check "curl -p (CONNECT)" 3 "$T/first-proxy"
 run sh -c 'for i in 1 2 3; do
 	[ "$(curl -sS -x "http://127.0.0.1:$1" "http://plain.test:$2/a$i")" = "hello /a$i" ] || exit 1
 done' _ "$proxy" "$PORT" || fail "curl through a proxy, absolute-form"
-check "curl -x (absolute-form)" 3
+check "curl -x (absolute-form)" 3 "$T/first-proxy"
 # A name found in the first write also brings sections metering requests: each
 # keep-alive request to req.named.test is held, on a connection made to an address.
 write_config "$T/req.ini" <<EOF
@@ -106,6 +113,7 @@ meter = requests
 rate = 10/s
 max_wait = 1m
 EOF
+start_witness request "$PORT" "$T/requests"
 "$SLUICE" run -c "$T/req.ini" -- python3 -c '
 import http.client, sys
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
@@ -113,6 +121,6 @@ for i in range(4):
     c.request("GET", "/q%d" % i, headers={"Host": "req.named.test"})
     assert c.getresponse().read() == b"hello /q%d\n" % i
 ' "$PORT" || fail "requests by name"
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 4 || fail "requests by name: spacing"
+witnessed "$T/requests" --interval-ms 100 --expect 4 --what "requests by name" || fail "requests by name: spacing"
 [ "$(grep -c ' request .* go ' "$T/shim.log")" -eq 4 ] || fail "requests by name were not held as requests"
 echo "ok"

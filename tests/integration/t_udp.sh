@@ -27,8 +27,10 @@ match = 127.0.0.1:$uport
 rate = 1/s
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
-check() { # NAME COUNT: COUNT datagram releases, spaced; COUNT arrived
-	python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 50 --expect "$2" || fail "$1: spacing"
+start_witness datagram "$uport" "$T/arrivals"
+check() { # NAME COUNT: COUNT datagrams, spaced at the sink (kernel times); COUNT arrived
+	witnessed "$T/arrivals" --interval-ms 50 --expect "$2" --what "$1 datagrams" || fail "$1: spacing"
+	: >"$T/arrivals"
 	[ "$(grep -c ' datagram .* go ' "$T/shim.log")" -eq "$2" ] || fail "$1: not held as datagrams"
 	for _ in $(seq 50); do [ "$(wc -l <"$UDP_LOG")" -ge "$2" ] && break; sleep 0.1; done
 	[ "$(wc -l <"$UDP_LOG")" -eq "$2" ] || fail "$1: $(wc -l <"$UDP_LOG") of $2 datagrams arrived"

@@ -23,15 +23,21 @@ def main():
     ap.add_argument("--expect", type=int)
     ap.add_argument("--at-least", type=int)
     ap.add_argument("--what", default="arrivals")
+    ap.add_argument("--skip", type=int, default=0, help="leave out the first N arrivals")
+    ap.add_argument("--family", choices=["4", "6"], help="only arrivals over IPv4 (or IPv6): "
+                    "the witness's second field")
     args = ap.parse_args()
 
     times = []
     with open(args.file) as f:
         for line in f:
             parts = line.split()
+            if args.family and (len(parts) < 2 or parts[1] != args.family):
+                continue
             if parts and parts[0].isdigit():
                 times.append(int(parts[0]))
     times.sort()
+    times = times[args.skip:]
     n = len(times)
     if args.expect is not None and n != args.expect:
         print("FAIL: %d %s at the destination, expected %d" % (n, args.what, args.expect))

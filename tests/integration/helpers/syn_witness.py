@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The destination's witness of connection attempts: kernel receive timestamps of
-every TCP SYN sent to --port on the loopback interface.
+"""The destination's witness: kernel receive timestamps of every TCP SYN sent to
+--port on the loopback interface (or, with --what, of every request's first
+segment, every datagram, or every payload segment and its length).
 
 A packet socket on "lo" sees each SYN as the kernel handles it, and SO_TIMESTAMPNS
 stamps it there (CLOCK_REALTIME, nanoseconds): neither the shim nor the server's
@@ -22,36 +23,73 @@ SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 PACKET_OUTGOING = 4
 
 
-def syn_of(frame, port, ends=False):
-    """(family, source port, kind) when the frame is a SYN (not SYN-ACK) to port -
-    kind "syn" - or, with `ends`, a FIN or RST to it - kind "end"."""
+def parse(frame):
+    """(family, proto, sport, dport, tcp flags, payload length) of an IPv4 or IPv6
+    TCP or UDP frame, or None."""
     if len(frame) < 14:
         return None
     ethertype = struct.unpack_from("!H", frame, 12)[0]
     if ethertype == 0x0800 and len(frame) >= 34:
         ihl = (frame[14] & 0x0F) * 4
-        if frame[23] != 6:
-            return None
-        tcp = 14 + ihl
-        family = 4
+        proto, family, l4 = frame[23], 4, 14 + ihl
+        l4_len = struct.unpack_from("!H", frame, 16)[0] - ihl
     elif ethertype == 0x86DD and len(frame) >= 54:
-        if frame[20] != 6:  # next header TCP (no extension headers on loopback)
-            return None
-        tcp = 54
-        family = 6
+        proto, family, l4 = frame[20], 6, 54  # no extension headers on loopback
+        l4_len = struct.unpack_from("!H", frame, 18)[0]
     else:
         return None
-    if len(frame) < tcp + 14:
-        return None
-    sport, dport = struct.unpack_from("!HH", frame, tcp)
-    flags = frame[tcp + 13]
-    if dport != port:
-        return None
-    if flags & 0x02 and not flags & 0x10:
-        return family, sport, "syn"
-    if ends and flags & 0x05:  # FIN or RST: the client's side of the connection ends
-        return family, sport, "end"
+    if proto == 6 and len(frame) >= l4 + 14:
+        sport, dport = struct.unpack_from("!HH", frame, l4)
+        return family, 6, sport, dport, frame[l4 + 13], l4_len - (frame[l4 + 12] >> 4) * 4
+    if proto == 17 and len(frame) >= l4 + 8:
+        sport, dport = struct.unpack_from("!HH", frame, l4)
+        return family, 17, sport, dport, 0, l4_len - 8
     return None
+
+
+class Witness:
+    """What is recorded, frame by frame: SYNs (the default); or each connection's
+    first payload segment (first: a first write held); or the first segment of each
+    request - a client's payload that begins its turn (the connection's first, or
+    the first after the server has sent), as a server sees requests come; or
+    datagrams; or every payload segment with its length (bytes)."""
+
+    def __init__(self, port, what):
+        self.port, self.what = port, what
+        self.turn = {}  # (family, client port) -> the client is mid-turn
+
+    def see(self, frame, ends):
+        p = parse(frame)
+        if not p:
+            return None
+        family, proto, sport, dport, flags, length = p
+        if self.what == "datagram":
+            return (family, sport, "hit") if proto == 17 and dport == self.port else None
+        if proto != 6:
+            return None
+        if sport == self.port and length > 0:  # the server answers: a new turn may begin
+            if self.what == "request":
+                self.turn[(family, dport)] = False
+            return None
+        if dport != self.port:
+            return None
+        if flags & 0x02 and not flags & 0x10:  # a SYN: a new connection from sport
+            self.turn[(family, sport)] = False
+            return (family, sport, "hit") if self.what == "syn" else None
+        if ends and flags & 0x05:  # FIN or RST: the client's side of the connection ends
+            return family, sport, "end"
+        if self.what == "bytes" and length > 0:
+            return family, sport, "hit", length
+        if self.what == "first" and length > 0:
+            if not self.turn.get((family, sport)):
+                self.turn[(family, sport)] = True  # until the next SYN on this port
+                return family, sport, "hit"
+            return None
+        if self.what == "request" and length > 0:
+            if not self.turn.get((family, sport)):
+                self.turn[(family, sport)] = True
+                return family, sport, "hit"
+        return None
 
 
 def main():
@@ -62,6 +100,8 @@ def main():
     ap.add_argument("--lifetime", type=float, default=240)
     ap.add_argument("--ends-out", help="also record the client's FIN or RST of each "
                                        "connection there, to measure how many were open")
+    ap.add_argument("--what", choices=["syn", "first", "request", "datagram", "bytes"], default="syn",
+                    help="what to record (see Witness)")
     args = ap.parse_args()
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -72,15 +112,16 @@ def main():
         f.write("ready\n")
     end = time.monotonic() + args.lifetime
     ends = open(args.ends_out, "a") if args.ends_out else None
+    witness = Witness(args.port, args.what)
     with open(args.out, "a") as out:
         while time.monotonic() < end:
             try:
-                frame, anc, _, addr = s.recvmsg(256, socket.CMSG_SPACE(16))
+                frame, anc, _, addr = s.recvmsg(256, socket.CMSG_SPACE(16))  # headers suffice
             except socket.timeout:
                 continue
             if addr[2] == PACKET_OUTGOING:
                 continue  # loopback shows each packet twice: keep the arrival
-            hit = syn_of(frame, args.port, ends is not None)
+            hit = witness.see(frame, ends is not None)
             if not hit:
                 continue
             ns = None
@@ -90,8 +131,8 @@ def main():
                     ns = sec * 1_000_000_000 + nsec
             if ns is None:
                 ns = time.time_ns()
-            to = out if hit[2] == "syn" else ends
-            to.write("%d %d %d\n" % (ns, hit[0], hit[1]))
+            to = out if hit[2] == "hit" else ends
+            to.write("%d %d %d%s\n" % (ns, hit[0], hit[1], " %d" % hit[3] if len(hit) > 3 else ""))
             to.flush()
 
 
