@@ -22,6 +22,7 @@ gen_before=$(json_field "$T/before.json" - generation)
 
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 # sluice run joins the running daemon's segment (no embedded daemon).
+start_witness syn "$PORT" "$T/arrivals"
 "$SLUICE" run -c "$T/d.ini" -- python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/a" 15 &
 a=$!
 "$SLUICE" run -c "$T/d.ini" -- python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/b" 15 &
@@ -46,7 +47,7 @@ d=$!
 for p in $a $b $c $d; do wait $p || fail "a client failed"; done
 unset SLUICE_DEBUG SLUICE_LOG
 
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --slack-ms 1 --expect 45 || fail "spacing across the restart"
+witnessed "$T/arrivals" --interval-ms 100 --slack-ms 1 --expect 45 --what connects || fail "spacing across the restart"
 "$SLUICE" stat -c "$T/d.ini" --json >"$T/after.json" || fail "stat after restart"
 admitted=$(json_field "$T/after.json" q admitted)
 [ "$admitted" -eq 45 ] || fail "the segment counted $admitted admissions, not 45: state was lost"

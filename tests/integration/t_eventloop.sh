@@ -18,6 +18,7 @@ export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 
 # 1. asyncio: 15 connections at once, and an echo round trip on a socketpair every
 #    20 ms while they wait.  Every body intact; echoes served throughout.
+start_witness syn "$PORT" "$T/arrivals"
 "$SLUICE" run -c "$T/l.ini" -- python3 - "$PORT" <<'EOF' || fail "asyncio client"
 import asyncio, socket, sys, time
 port = int(sys.argv[1])
@@ -59,11 +60,12 @@ async def main():
 
 asyncio.run(main())
 EOF
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 15 || fail "asyncio spacing"
+witnessed "$T/arrivals" --interval-ms 100 --expect 15 --what connects || fail "asyncio spacing"
 
 # 2. Edge-triggered epoll and select with many fds, in one process: a deferred
 #    connect shows nothing until its release, then its edge comes by itself.
 : >"$T/shim.log"
+: >"$T/arrivals"
 "$SLUICE" run -c "$T/l.ini" -- python3 - "$PORT" <<'EOF' || fail "epoll/select client"
 import errno, select, socket, sys, time
 port = int(sys.argv[1])
@@ -114,12 +116,13 @@ assert len(sent) == 3, "select never showed the deferred sockets writable"
 q = nb_connect()
 q.close()
 EOF
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --slack-ms 0 || fail "epoll/select spacing"
+witnessed "$T/arrivals" --interval-ms 100 --slack-ms 0.1 --what connects || fail "epoll/select spacing"
 
 # 3. One deferred socket in two epoll sets (a library's loop and the program's):
 #    both hide it until its release, and epoll_pwait2 (called through ctypes, as
 #    Python has no binding) wakes at the release by itself, with EPOLLOUT.
 : >"$T/shim.log"
+: >"$T/arrivals"
 "$SLUICE" run -c "$T/l.ini" -- python3 - "$PORT" <<'EOF' || fail "two epoll sets / epoll_pwait2"
 import ctypes, errno, select, socket, struct, sys, time
 port = int(sys.argv[1])
@@ -156,4 +159,4 @@ assert ep1.poll(1), "first epoll set never showed the socket writable"
 s.send(b"GET /ep1 HTTP/1.0\r\n\r\n")
 print("  two epoll sets: epoll_pwait2 woke after %.0f ms" % (waited * 1000))
 EOF
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --slack-ms 0 --expect 2 || fail "two-set spacing"
+witnessed "$T/arrivals" --interval-ms 100 --slack-ms 0.1 --expect 2 --what connects || fail "two-set spacing"

@@ -15,6 +15,7 @@ rate = 10/s
 max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
+start_witness syn "$PORT" "$T/syns"
 "$SLUICE" run -c "$T/f.ini" -- python3 -c '
 import errno, select, socket, sys, time
 addr = ("127.0.0.1", int(sys.argv[1]))
@@ -65,7 +66,7 @@ for i in range(3):  # non-blocking
 print("EAGAIN seen %d times" % eagain)
 assert eagain == 0, "a write after a deferred Fast Open connect was held"
 ' "$PORT" || fail "MSG_FASTOPEN client"
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 6 || fail "spacing"
+witnessed "$T/syns" --interval-ms 100 --expect 6 --what "Fast Open SYNs" || fail "spacing"
 [ "$(grep -c ' fastopen .* go ' "$T/shim.log")" -eq 3 ] || fail "blocking MSG_FASTOPEN not held: $(cat "$T/shim.log")"
 [ "$(grep -c 'fastopen .*non-blocking; deferred to its slot' "$T/shim.log")" -eq 3 ] ||
 	fail "non-blocking MSG_FASTOPEN not deferred"
@@ -80,6 +81,7 @@ rate = 10/s
 max_wait = 1m
 EOF
 : >"$T/shim.log"
+start_witness request "$PORT" "$T/requests"
 "$SLUICE" run -c "$T/r.ini" -- python3 -c '
 import socket, sys
 s = socket.socket()
@@ -94,5 +96,5 @@ for i in (1, 2):
     s.sendall(b"GET /f%d HTTP/1.1\r\nHost: x\r\n\r\n" % i)
     assert answer() == b"hello /f%d\n" % i
 ' "$PORT" || fail "MSG_FASTOPEN with meter = requests"
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 3 || fail "TFO requests: spacing"
+witnessed "$T/requests" --interval-ms 100 --expect 3 --what "requests, the first in the SYN" || fail "TFO requests: spacing"
 echo "ok"

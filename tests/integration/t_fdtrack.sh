@@ -14,6 +14,7 @@ match = 127.0.0.1:$PORT
 rate = 2/s
 max_wait = 1m
 EOF
+start_witness syn "$PORT" "$T/arrivals"
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/f.ini" -- python3 - "$PORT" "$SLUICE" <<'EOF' || fail "fd tracking"
 import errno, json, os, select, socket, subprocess, sys, time
 port, sluice = int(sys.argv[1]), sys.argv[2]
@@ -125,4 +126,4 @@ assert stat()["given_up"] == before + 1, "socket() kept a stale hold"
 a.close()
 print("  fd 0 reuse, closerange and a raw close kept the holds right")
 EOF
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 500 --expect 4 || fail "spacing"
+witnessed "$T/arrivals" --interval-ms 500 --expect 4 --what connects || fail "spacing"

@@ -9,6 +9,7 @@ write_config "$T/f.ini" <<EOF
 match = 127.0.0.1:$PORT
 rate = 10/s
 EOF
+start_witness syn "$PORT" "$T/arrivals"
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/f.ini" -- python3 - "$PORT" <<'EOF' || fail "forking client failed"
 import os, socket, sys
 port = int(sys.argv[1])
@@ -33,4 +34,4 @@ EOF
 [ "$(wc -l <"$SERVER_LOG")" -eq 14 ] || fail "server saw $(wc -l <"$SERVER_LOG") requests, not 14"
 pids=$(grep ': go' "$T/shim.log" | sed 's/^sluice\[\([0-9]*\)\].*/\1/' | sort -u | wc -l)
 [ "$pids" -eq 5 ] || fail "releases came from $pids processes, expected 5"
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 14 || fail "spacing across fork"
+witnessed "$T/arrivals" --interval-ms 100 --expect 14 --what connects || fail "spacing across fork"

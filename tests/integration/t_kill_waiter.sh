@@ -11,6 +11,7 @@ rate = 10/s
 max_wait = 1m
 EOF
 start=$(now_ms)
+start_witness syn "$PORT" "$T/arrivals"
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/e.ini" -- bash -c '
 	port=$1 dir=$2 t=$3
 	python3 "$dir/fetch.py" "http://127.0.0.1:$port/a" 10 & a=$!
@@ -31,7 +32,7 @@ note "survivors finished in $elapsed ms"
 survivors=$(grep -c -E ' /(a|b|c)/' "$SERVER_LOG")
 [ "$survivors" -eq 30 ] || fail "survivors made $survivors requests, not 30"
 grep -q "/victim" "$SERVER_LOG" && note "(victims got $(grep -c /victim "$SERVER_LOG") through before the kill)"
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --slack-ms 1 || fail "spacing"
+witnessed "$T/arrivals" --interval-ms 100 --slack-ms 1 --what connects || fail "spacing"
 
 # A waiter holding the last slot dies before its turn: within a second the daemon
 # hands its slot back, so the next caller gets that slot, not the one after it.

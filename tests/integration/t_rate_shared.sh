@@ -15,6 +15,7 @@ max_wait = 1m
 EOF
 
 start=$(now_ms)
+start_witness syn "$PORT" "$T/arrivals"
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/a.ini" -- bash -c '
 	port=$1 dir=$2
 	curl_loop() {
@@ -35,5 +36,5 @@ elapsed=$(($(now_ms) - start))
 note "100 connections in ${elapsed} ms"
 
 [ "$(wc -l <"$SERVER_LOG")" -eq 100 ] || fail "server saw $(wc -l <"$SERVER_LOG") requests, not 100"
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --slack-ms 1 --expect 100 || fail "spacing"
+witnessed "$T/arrivals" --interval-ms 100 --slack-ms 1 --expect 100 --what connects || fail "spacing"
 [ "$elapsed" -ge 9900 ] || fail "finished in $elapsed ms, faster than 10/s allows"

@@ -10,6 +10,7 @@ write_config "$T/s.ini" <<EOF
 match = 127.0.0.1:$PORT
 rate = 1/s
 EOF
+start_witness syn "$PORT" "$T/arrivals"
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/s.ini" -- python3 - "$PORT" <<'EOF' || fail "client failed"
 import os, signal, socket, sys, time
 port = int(sys.argv[1])
@@ -30,4 +31,4 @@ hits = len(os.read(r, 4096))
 print("waited %.3f s through %d signals" % (waited, hits))
 sys.exit(0 if hits >= 5 and waited >= 0.9 else 1)
 EOF
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 1000 --expect 2 || fail "released early"
+witnessed "$T/arrivals" --interval-ms 1000 --expect 2 --what connects || fail "released early"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The window strategies through the shim, with bursts of real python3 urllib
-# clients, checked strictly on the shim's logged releases (helpers/windows.py):
+# clients, checked strictly on the SYNs' kernel times at the destination
+# (helpers/windows.py):
 #  - fixed-window refills at its UTC-aligned boundary, never more than AMOUNT in one;
 #  - sliding-window never lets more than AMOUNT into any span of the window;
 #  - session-window opens a window at its first request;
@@ -11,6 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 
 start_server
+start_witness syn "$PORT" "$T/arrivals"
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 burst() { # CONFIG N: N concurrent fetches, each on its own connection
 	"$SLUICE" run -c "$1" -- python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT" 1 "$2" ||
@@ -28,8 +30,10 @@ strategy = $1-window
 max_wait = 1m
 EOF
 	: >"$T/shim.log"
+	: >"$T/arrivals"
 	burst "$T/$1.ini" "$4"
-	out=$(python3 "$HELPERS/windows.py" "$T/shim.log" --strategy "$1" --amount "$2" \
+	sleep 0.3
+	out=$(python3 "$HELPERS/windows.py" "$T/arrivals" --strategy "$1" --amount "$2" \
 		--window-ms $(($3 * 1000)) --expect "$4") || fail "$1-window: $out"
 	echo "  $out"
 }
@@ -39,9 +43,9 @@ window_case fixed 4 2 10
 [ "$(echo "$out" | tr -cd ',' | wc -c)" -ge 2 ] || fail "fixed-window held nothing: $out"
 
 window_case sliding 4 1 10
-python3 - "$T/shim.log" <<'EOF' || fail "sliding-window let 10 through too fast"
-import re, sys
-rel = sorted(int(m.group(1)) for m in re.finditer(r"released=(\d+)", open(sys.argv[1]).read()))
+python3 - "$T/arrivals" <<'EOF' || fail "sliding-window let 10 through too fast"
+import sys
+rel = sorted(int(line.split()[0]) for line in open(sys.argv[1]) if line.strip())
 span = (rel[-1] - rel[0]) / 1e6
 print("  sliding: 10 releases over %.0f ms" % span)
 sys.exit(0 if span >= 2000 else 1)   # 4 + 4 + 2: two whole windows at least
@@ -64,9 +68,10 @@ rate = 3/2s
 strategy = fixed-window
 max_wait = 1m
 EOF
+: >"$T/arrivals"
 burst "$T/layers.ini" 6
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 6 || fail "layers: spacing"
-out=$(python3 "$HELPERS/windows.py" "$T/shim.log" --strategy fixed --amount 3 --window-ms 2000 --expect 6) ||
+witnessed "$T/arrivals" --interval-ms 100 --expect 6 --what "layered connects" || fail "layers: spacing"
+out=$(python3 "$HELPERS/windows.py" "$T/arrivals" --strategy fixed --amount 3 --window-ms 2000 --expect 6) ||
 	fail "layers: window: $out"
 echo "  layers: $out"
 : >"$T/shim.log"

@@ -10,10 +10,11 @@ match = 127.0.0.1:$PORT
 rate = 20/s
 EOF
 start=$(now_ms)
+start_witness syn "$PORT" "$T/arrivals"
 SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/g.ini" -- \
 	python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/th" 6 8 || fail "threads failed"
 elapsed=$(($(now_ms) - start))
 note "48 connections from 8 threads in $elapsed ms"
 [ "$(wc -l <"$SERVER_LOG")" -eq 48 ] || fail "server saw $(wc -l <"$SERVER_LOG") requests"
-python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 50 --slack-ms 1 --expect 48 || fail "spacing"
+witnessed "$T/arrivals" --interval-ms 50 --slack-ms 1 --expect 48 --what connects || fail "spacing"
 [ "$elapsed" -ge 2350 ] || fail "48 connections at 20/s in $elapsed ms"

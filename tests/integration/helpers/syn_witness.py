@@ -74,8 +74,10 @@ class Witness:
         if dport != self.port:
             return None
         if flags & 0x02 and not flags & 0x10:  # a SYN: a new connection from sport
-            self.turn[(family, sport)] = False
-            return (family, sport, "hit") if self.what == "syn" else None
+            # With TCP Fast Open the SYN carries the first request.
+            data = length > 0 and self.what in ("first", "request")
+            self.turn[(family, sport)] = data
+            return (family, sport, "hit") if self.what == "syn" or data else None
         if ends and flags & 0x05:  # FIN or RST: the client's side of the connection ends
             return family, sport, "end"
         if self.what == "bytes" and length > 0:
