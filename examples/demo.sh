@@ -7,12 +7,24 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$ROOT/${1:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-demo.XXXXXX)
-trap 'kill $server 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+witness=
+trap 'kill $server $witness 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 
 python3 "$ROOT/tests/integration/helpers/server.py" --port-file "$T/port" --log "$T/arrivals" --lifetime 120 &
 server=$!
 for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
 port=$(cat "$T/port")
+# With root (a packet socket on lo), also the kernel's own receive times of the
+# connections' SYNs: the exact witness of the rate, free of the receiver's
+# scheduling.  Without, the receiver's times are all there is.
+python3 "$ROOT/tests/integration/helpers/syn_witness.py" --port "$port" --out "$T/syns" \
+	--ready-file "$T/witness.ready" --lifetime 60 2>/dev/null &
+witness=$!
+for _ in $(seq 30); do
+	[ -s "$T/witness.ready" ] && break
+	kill -0 $witness 2>/dev/null || break # no packet socket: not root
+	sleep 0.1
+done
 
 echo "sluice demo: 4 processes x 10 curl requests to a receiver on 127.0.0.1:$port"
 echo "config: conf/demo.ini (one queue, 5 per second, burst 1)"
@@ -46,8 +58,18 @@ gaps = [(b - a) / 1e6 for a, b in zip(times, times[1:])]
 print()
 print("%d requests from 4 processes in %.2fs: %.2f per second (configured 5/s)"
       % (len(times), span, (len(times) - 1) / span))
-print("gap between consecutive requests: min %.1fms, max %.1fms (interval 200ms)"
+print("gap between consecutive requests: min %.1fms, max %.1fms (interval 200ms),"
       % (min(gaps), max(gaps)))
+print("  as the receiver timed them after its own wake-ups")
 PY
+if [ -s "$T/syns" ]; then
+	sleep 0.2
+	python3 - "$T/syns" <<'PY'
+import sys
+t = sorted(int(l.split()[0]) for l in open(sys.argv[1]) if l.strip())
+gaps = [(b - a) / 1e6 for a, b in zip(t, t[1:])]
+print("the kernel saw %d connections (SYNs) arrive: gap min %.3fms, max %.1fms" % (len(t), min(gaps), max(gaps)))
+PY
+fi
 echo
 cat "$T/stat"
