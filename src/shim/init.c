@@ -66,7 +66,6 @@ static void at_fork_child(void)
 	sl_shim.pid = (int32_t)getpid();
 	sl_namemap_after_fork();
 	sl_fdtab_after_fork();
-	sl_undecided_after_fork();
 	/* A private segment's lock may have been held by a thread that does not exist in
 	 * the child; no other process can hold it. */
 	if (sl_shim.shm.hdr && sl_shim.shm.anonymous)

@@ -110,13 +110,13 @@ int sl_hold_wait_act(const struct sl_dest *d, const struct sl_match *m, const ch
 
 /* undecided.c: the segment could not decide for a matched call (its lock was not
  * had within its bound, its release check never agreed, every section changed
- * under it): the fallback policy decides instead, and says so - `local` holds the
- * call in a process-private copy of the sections (each process limits itself, as
- * with no daemon), `closed` refuses it, `open` lets it go unshaped.  Counted in
- * each section's `undecided`.  May sleep (local).  Returns 0 to go, or -errno. */
+ * under it): the fallback policy decides instead, and says so - `local` waits for
+ * the shared queue, round after round, up to the call's max_wait and refuses it
+ * then (limiting each process alone would let each spend the whole rate),
+ * `closed` refuses it, `open` lets it go unshaped.  Counted in each section's
+ * `undecided`.  May sleep (local).  Returns 0 to go, or -errno. */
 int sl_undecided(const struct sl_dest *d, const struct sl_match *m, const char *what,
                  int default_refuse, const char *why);
-void sl_undecided_after_fork(void);
 
 /* The names of the matched sections, comma-separated, for debug lines. */
 void sl_hold_section_names(const struct sl_match *m, char *buf, size_t size);

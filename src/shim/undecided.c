@@ -1,60 +1,24 @@
 /*
  * When the shared segment cannot decide (SPEC §4: "no timeout, full table, lost
- * race, reload or corrupt value turns into an unchecked release"): the section's
- * fallback policy decides, visibly.  `local` keeps a process-private copy of the
- * sections - their specs copied from the segment, their state this process's own -
- * and holds the call there, so the process limits itself as it would with no
- * daemon at all; the copy follows reloads by generation.  `closed` refuses, `open`
- * lets the call go (what the operator chose).  Each call so decided is counted in
- * its sections' `undecided` counter, which needs no lock.
+ * race, reload or corrupt value turns into an unchecked release"): the fallback
+ * policy decides, visibly.  `closed` refuses, `open` lets the call go (what the
+ * operator chose).  `local`, the default, must not exceed the limit either: a
+ * process limiting itself alone, as it does with no segment at all, would let every
+ * process spend the whole rate at once.  So with a segment attached, `local` keeps
+ * waiting for the shared queue - a new reservation and release each round, each
+ * bounded by the lock's own bound - until the call's max_wait has passed, and
+ * refuses it then: late, or refused, never unshaped.  Each call so decided is
+ * counted in its sections' `undecided` counter, which needs no lock.
  */
 #include "shim.h"
 #include "sluice/clock.h"
+#include "sluice/limiter.h"
 #include "sluice/wait.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-
-static pthread_mutex_t local_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sl_shm local;        /* guarded by local_lock while (re)built */
-static uint64_t local_generation;  /* the shared generation it was copied from */
-
-/* Bring the private copy up to the shared segment's sections (same slots and
- * serials, so a match made against one is valid in the other).  Under local_lock.
- * 0, or -EAGAIN when the specs could not be read steadily. */
-static int refresh_locked(void)
-{
-	struct sl_shm_header *h = sl_shim.shm.hdr;
-	uint64_t gen = atomic_load_explicit((_Atomic uint64_t *)&h->generation, memory_order_acquire);
-
-	if (local.hdr && gen == local_generation)
-		return 0;
-	if (!local.hdr && sl_shm_create_anonymous(&local) != 0)
-		return -ENOMEM;
-	for (int tries = 0; tries < 4; tries++) {
-		uint32_t seq = atomic_load_explicit((_Atomic uint32_t *)&h->spec_seq, memory_order_acquire);
-
-		if (seq & 1)
-			continue;
-		for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
-			struct sl_section *from = sl_shm_section(h, i), *to = sl_shm_section(local.hdr, i);
-
-			memset(to, 0, sizeof(*to));
-			to->in_use = from->in_use;
-			to->serial = from->serial;
-			to->spec = from->spec;
-		}
-		local.hdr->slots_used = SL_MIN(h->slots_used, (uint32_t)SL_MAX_SECTIONS);
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit((_Atomic uint32_t *)&h->spec_seq, memory_order_relaxed) == seq) {
-			local_generation = gen;
-			return 0;
-		}
-	}
-	return -EAGAIN;
-}
+#include <time.h>
 
 static void count_undecided(const struct sl_match *m)
 {
@@ -65,33 +29,62 @@ static void count_undecided(const struct sl_match *m)
 				memory_order_relaxed);
 }
 
-/* fallback = local: reserve and wait in the private copy. */
-static int hold_locally(const struct sl_match *m, int default_refuse, const char *what,
-                        const char *dest)
+/* The tightest max_wait of m's sections, or -1 when they all wait for ever.  Read
+ * from the segment, so clamped. */
+static int64_t max_wait_of(const struct sl_match *m)
 {
-	struct sl_ticket t;
-	int rc;
+	int64_t limit = -1;
 
-	pthread_mutex_lock(&local_lock);
-	rc = refresh_locked();
-	if (rc == 0)
-		rc = sl_wait_reserve(local.hdr, m, sl_clock_mono_ns(), sl_shim.pid, &t);
-	pthread_mutex_unlock(&local_lock);
-	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s: refused by the local fallback (max_wait)", what, dest);
-		return -(t.refuse_errno ? t.refuse_errno : default_refuse);
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		int64_t w;
+
+		if (!(m->mask & (1ULL << i)))
+			continue;
+		w = sl_sane_ns(sl_shm_section(sl_shim.shm.hdr, i)->spec.max_wait_ns);
+		if (w >= 0 && (limit < 0 || w < limit))
+			limit = w;
 	}
-	if (rc < 0) {
-		sl_debug("%s %s: the local fallback cannot read the sections either: refused", what, dest);
-		return -default_refuse;
+	return limit;
+}
+
+/* fallback = local on an attached segment: the shared queue again, until max_wait. */
+static int wait_shared(const struct sl_dest *d, const struct sl_match *first, int default_refuse,
+                       const char *what, const char *dest)
+{
+	struct sl_shm_header *h = sl_shim.shm.hdr;
+	int64_t start = sl_clock_mono_ns(), limit = max_wait_of(first);
+	struct sl_match m = *first;
+
+	for (unsigned round = 1;; round++) {
+		struct timespec pause = {0, 20 * 1000 * 1000};
+		struct sl_ticket t;
+		int rc;
+
+		if (round > 1) {
+			/* The sections may have changed meanwhile (a reload): match afresh. */
+			if (sl_admit_match(h, d, &m, sl_shim.pid) == 0) {
+				sl_debug("%s %s: no section matches any longer: goes", what, dest);
+				return 0;
+			}
+		}
+		rc = sl_wait_reserve(h, &m, sl_clock_mono_ns(), sl_shim.pid, &t);
+		if (rc == -ECONNREFUSED) {
+			sl_debug("%s %s: refused (max_wait), decided by the shared queue after all", what, dest);
+			return -(t.refuse_errno ? t.refuse_errno : default_refuse);
+		}
+		if (rc == 0 && (!t.mask || sl_wait_release(h, &t, sl_shim.pid, NULL) == 0)) {
+			sl_debug("%s %s: go, decided by the shared queue in round %u, waited=%.3fms", what,
+			         dest, round, (double)(sl_clock_mono_ns() - start) / 1e6);
+			return 0;
+		}
+		/* A ticket whose release could not be checked is left unused: its slot goes
+		 * by empty, which costs rate and never exceeds it. */
+		if (limit >= 0 && sl_clock_mono_ns() - start >= limit) {
+			sl_debug("%s %s: still undecided after max_wait (%u rounds): refused", what, dest, round);
+			return -default_refuse;
+		}
+		nanosleep(&pause, NULL); /* a failed round that did not wait (sections changed) */
 	}
-	if (t.mask && sl_wait_release(local.hdr, &t, sl_shim.pid, NULL) != 0) {
-		sl_debug("%s %s: the local fallback could not release it: refused", what, dest);
-		return -default_refuse;
-	}
-	sl_debug("%s %s: go by the local fallback, waited=%.3fms", what, dest,
-	         (double)(sl_clock_mono_ns() - t.arrival_ns) / 1e6);
-	return 0;
 }
 
 int sl_undecided(const struct sl_dest *d, const struct sl_match *m, const char *what,
@@ -110,16 +103,8 @@ int sl_undecided(const struct sl_dest *d, const struct sl_match *m, const char *
 		sl_debug("%s %s: undecided (%s); fallback = closed: refused", what, dest, why);
 		return -default_refuse;
 	default:
-		sl_debug("%s %s: undecided (%s); fallback = local: held in this process alone", what, dest, why);
-		return hold_locally(m, default_refuse, what, dest);
+		sl_debug("%s %s: undecided (%s); fallback = local: waits for the shared queue, up to max_wait",
+		         what, dest, why);
+		return wait_shared(d, m, default_refuse, what, dest);
 	}
-}
-
-/* A fork child starts with the parent's copy: its lock word may name a thread the
- * child does not have, and its state is the parent's to keep. */
-void sl_undecided_after_fork(void)
-{
-	pthread_mutex_init(&local_lock, NULL);
-	if (local.hdr)
-		local.hdr->lock = 0;
 }

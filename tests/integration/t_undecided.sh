@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # When the segment cannot decide, the fallback policy does - never "go" (F3, F4):
-#  - the lock held by a live process that never lets go (as a stopped holder
-#    would): three threads connecting at once each wait out the lock's bound, then
-#    fallback = local holds them in the process's own copy of the sections, so the
-#    destination still sees them at the rate; fallback = closed refuses them;
+#  - the lock held by a live process that does not let go (as a stopped holder
+#    would): with fallback = local (the default), three threads connecting at once
+#    keep waiting for the shared queue - nothing reaches the destination while the
+#    lock is stuck, they go at the rate once it is free, and a section whose
+#    max_wait runs out first refuses them; fallback = closed refuses them at once
+#    (a process limiting itself alone, as local once did, let three through where
+#    the rate allowed one);
 #  - a full holder table under a concurrency limit: no place can be recorded, so
 #    none is taken - the connect waits for room and is refused at max_wait, and the
 #    destination sees no connection.
@@ -16,6 +19,11 @@ write_config "$T/u.ini" <<EOF
 match = 127.0.0.1:$PORT
 rate = 2/s
 max_wait = 1m
+
+[slow-short]
+match = 127.0.0.3:$PORT
+rate = 2/s
+max_wait = 1s
 
 [two-at-once]
 match = 127.0.0.2:$PORT
@@ -45,14 +53,14 @@ release_lock() {
 	python3 -c 'import os, sys; sys.path.insert(0, os.environ["HELPERS"]); import segment
 f = segment.Segment(sys.argv[1]); f.seek(48); f.write(bytes(8))' "$SHM_NAME"
 }
-threads3() { # FALLBACK: three threads connect at once; prints what each got
+threads3() { # FALLBACK [ADDR]: three threads connect at once; prints what each got
 	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_FALLBACK="$1" SLUICE_DEBUG=1 \
-		SLUICE_LOG="$T/shim.log" timeout 60 python3 - "$PORT" <<'EOF'
+		SLUICE_LOG="$T/shim.log" timeout 60 python3 - "$PORT" "${2:-127.0.0.1}" <<'EOF'
 import socket, sys, threading
-port, got = int(sys.argv[1]), []
+port, addr, got = int(sys.argv[1]), sys.argv[2], []
 def one():
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=10).close(); got.append("ok")
+        socket.create_connection((addr, port), timeout=20).close(); got.append("ok")
     except OSError as e:
         got.append(type(e).__name__)
 ts = [threading.Thread(target=one) for _ in range(3)]
@@ -63,12 +71,34 @@ EOF
 
 hold_lock
 start_syn_witness "$PORT" "$T/syn-local.log"
-got=$(threads3 local) || fail "fallback = local: the client failed"
+threads3 local >"$T/local.out" &
+client=$!
+sleep 3.5 # nearly two rounds of the lock's bound: they must still be waiting
+[ ! -s "$T/syn-local.log" ] || fail "fallback = local: a connection went while the lock was stuck"
+freed=$(date +%s%N)
+release_lock
+wait "$client" || fail "fallback = local: the client failed"
 sleep 0.3; kill "$WITNESS_PID"
-[ "$got" = "ok ok ok" ] || fail "fallback = local: $got"
-grep -q "undecided (segment lock unavailable); fallback = local" "$T/shim.log" || fail "no undecided line: $(tail -5 "$T/shim.log")"
+[ "$(cat "$T/local.out")" = "ok ok ok" ] || fail "fallback = local: $(cat "$T/local.out")"
+grep -q "undecided (segment lock unavailable); fallback = local: waits for the shared queue" "$T/shim.log" ||
+	fail "no undecided line: $(tail -5 "$T/shim.log")"
 python3 "$HELPERS/arrivals.py" "$T/syn-local.log" --interval-ms 500 --expect 3 --what "local-fallback connects" ||
 	fail "fallback = local let them through unshaped"
+first=$(sort -n "$T/syn-local.log" | head -1 | cut -d' ' -f1)
+[ "$first" -ge "$freed" ] || fail "fallback = local: a connection went $(((freed - first) / 1000000)) ms before the lock was free"
+
+# A lock that stays stuck past max_wait (1 s here): refused, nothing sent.
+hold_lock
+start_syn_witness "$PORT" "$T/syn-short.log"
+start=$(now_ms)
+got=$(threads3 local 127.0.0.3) || fail "fallback = local, short max_wait: the client failed"
+took=$(($(now_ms) - start))
+sleep 0.3; kill "$WITNESS_PID"
+[ "$got" = "ConnectionRefusedError ConnectionRefusedError ConnectionRefusedError" ] ||
+	fail "fallback = local past max_wait: $got"
+[ ! -s "$T/syn-short.log" ] || fail "fallback = local past max_wait: a connection reached the destination"
+[ "$took" -lt 10000 ] || fail "fallback = local past max_wait: refused only after $took ms"
+note "stuck lock past a 1 s max_wait: all three refused after $took ms, none sent"
 
 start_syn_witness "$PORT" "$T/syn-closed.log"
 got=$(threads3 closed) || fail "fallback = closed: the client failed"
@@ -78,7 +108,7 @@ sleep 0.3; kill "$WITNESS_PID"
 release_lock
 "$SLUICE" stat -c "$T/u.ini" --json >"$T/s.json"
 [ "$(json_field "$T/s.json" slow undecided)" -ge 6 ] || fail "undecided calls not counted: $(cat "$T/s.json")"
-note "lock held by a live process: 3 threads spaced by the local fallback, 3 refused when closed"
+note "lock held by a live process: 3 threads waited for it (local) and went at the rate, 3 refused when closed"
 
 # A full holder table: every entry taken by a live process (pid 1), each naming a
 # live section (the first, by its serial) so the daemon's reaper leaves it there.
