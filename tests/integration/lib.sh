@@ -67,7 +67,7 @@ start_server() {
 start_syn_witness() {
 	local ready="$T/witness.$RANDOM"
 	python3 "$HELPERS/syn_witness.py" --port "$1" --out "$2" --ready-file "$ready" --lifetime 240 \
-		--what "${WITNESS_WHAT:-syn}" &
+		--what "${WITNESS_WHAT:-syn}" ${WITNESS_DST:+--dst "$WITNESS_DST"} &
 	WITNESS_PID=$!
 	BG_PIDS+=($!)
 	for _ in $(seq 100); do
@@ -77,8 +77,9 @@ start_syn_witness() {
 	fail "SYN witness did not start (it needs root for a packet socket)"
 }
 
-# start_witness WHAT PORT FILE: as start_syn_witness, recording WHAT: syn, request
-# (each request's first segment, as the server receives it), datagram or bytes.
+# start_witness WHAT PORT FILE: as start_syn_witness, recording WHAT: syn, first
+# (each connection's first payload), request (each request's first segment, as the
+# server receives it), datagram or bytes.  WITNESS_DST=ADDR: only packets to ADDR.
 start_witness() {
 	local what=$1
 	shift

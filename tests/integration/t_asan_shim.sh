@@ -26,7 +26,7 @@ max_wait = 0
 EOF
 "$SLUICE" run -c "$T/a.ini" -- true # check the config with the ASan CLI
 start_daemon "$T/a.ini"
-start_witness syn "$PORT" "$T/arrivals"
+WITNESS_DST=127.0.0.1 start_witness syn "$PORT" "$T/arrivals" # not the refused 127.0.0.2
 run_py() {
 	env LD_PRELOAD="$SLUICE_TEST_LIBASAN:$ASAN_SHIM" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$@"
 }

@@ -24,8 +24,8 @@ PACKET_OUTGOING = 4
 
 
 def parse(frame):
-    """(family, proto, sport, dport, tcp flags, payload length) of an IPv4 or IPv6
-    TCP or UDP frame, or None."""
+    """(family, proto, sport, dport, tcp flags, payload length, destination address)
+    of an IPv4 or IPv6 TCP or UDP frame, or None."""
     if len(frame) < 14:
         return None
     ethertype = struct.unpack_from("!H", frame, 12)[0]
@@ -33,17 +33,19 @@ def parse(frame):
         ihl = (frame[14] & 0x0F) * 4
         proto, family, l4 = frame[23], 4, 14 + ihl
         l4_len = struct.unpack_from("!H", frame, 16)[0] - ihl
+        dst = socket.inet_ntop(socket.AF_INET, bytes(frame[30:34]))
     elif ethertype == 0x86DD and len(frame) >= 54:
         proto, family, l4 = frame[20], 6, 54  # no extension headers on loopback
         l4_len = struct.unpack_from("!H", frame, 18)[0]
+        dst = socket.inet_ntop(socket.AF_INET6, bytes(frame[38:54]))
     else:
         return None
     if proto == 6 and len(frame) >= l4 + 14:
         sport, dport = struct.unpack_from("!HH", frame, l4)
-        return family, 6, sport, dport, frame[l4 + 13], l4_len - (frame[l4 + 12] >> 4) * 4
+        return family, 6, sport, dport, frame[l4 + 13], l4_len - (frame[l4 + 12] >> 4) * 4, dst
     if proto == 17 and len(frame) >= l4 + 8:
         sport, dport = struct.unpack_from("!HH", frame, l4)
-        return family, 17, sport, dport, 0, l4_len - 8
+        return family, 17, sport, dport, 0, l4_len - 8, dst
     return None
 
 
@@ -54,15 +56,17 @@ class Witness:
     the first after the server has sent), as a server sees requests come; or
     datagrams; or every payload segment with its length (bytes)."""
 
-    def __init__(self, port, what):
-        self.port, self.what = port, what
+    def __init__(self, port, what, dst=None):
+        self.port, self.what, self.dst = port, what, dst
         self.turn = {}  # (family, client port) -> the client is mid-turn
 
     def see(self, frame, ends):
         p = parse(frame)
         if not p:
             return None
-        family, proto, sport, dport, flags, length = p
+        family, proto, sport, dport, flags, length, dst = p
+        if self.dst and sport != self.port and dst != self.dst:
+            return None  # to another address on the same port
         if self.what == "datagram":
             return (family, sport, "hit") if proto == 17 and dport == self.port else None
         if proto != 6:
@@ -102,6 +106,8 @@ def main():
     ap.add_argument("--lifetime", type=float, default=240)
     ap.add_argument("--ends-out", help="also record the client's FIN or RST of each "
                                        "connection there, to measure how many were open")
+    ap.add_argument("--dst", help="only packets to this address (the server's answers are "
+                                  "seen whatever their source)")
     ap.add_argument("--what", choices=["syn", "first", "request", "datagram", "bytes"], default="syn",
                     help="what to record (see Witness)")
     args = ap.parse_args()
@@ -114,7 +120,7 @@ def main():
         f.write("ready\n")
     end = time.monotonic() + args.lifetime
     ends = open(args.ends_out, "a") if args.ends_out else None
-    witness = Witness(args.port, args.what)
+    witness = Witness(args.port, args.what, args.dst)
     with open(args.out, "a") as out:
         while time.monotonic() < end:
             try:
