@@ -4,10 +4,14 @@
  *
  * The fd table is what every send path consults, so it is one load for an fd that
  * holds nothing: two levels (chunks of 1024 fds, mmap'd on first use, never freed),
- * each entry the index+1 of a hold record or 0.  Records are few (a connection
- * holds one only until its first write is released) and come from a fixed pool, so
- * nothing here calls malloc.  Record contents are guarded by the record's mutex;
- * entries and counters are atomics.
+ * each entry the index+1 of a hold record or 0.  Records live in chunks of 1024 as
+ * well, mmap'd when the records in use first need one and never freed or moved, so
+ * a record's address stays valid for any thread that read an index: a process
+ * pays for the records it has used at most at once, and can hold up to 1,048,576
+ * sockets.  Free records are kept on a list, so taking one costs the same whatever
+ * the count.  Nothing here calls malloc.  Record contents are guarded by the
+ * record's mutex; entries and counters are atomics; the pool's list and high-water
+ * mark by alloc_lock.
  */
 #include "fdtab.h"
 
@@ -18,11 +22,16 @@
 #define CHUNK_FDS 1024
 #define CHUNKS 1024 /* fds up to 1,048,575 are tracked; beyond, nothing is held */
 
-static _Atomic(void *) chunks[CHUNKS];   /* of _Atomic uint16_t[CHUNK_FDS] */
-static _Atomic(void *) epchunks[CHUNKS]; /* of struct sl_epregs[CHUNK_FDS] */
-static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+#define REC_CHUNK 1024
+#define REC_CHUNKS (SL_HOLDS / REC_CHUNK)
 
-struct sl_hold sl_holds[SL_HOLDS];
+static _Atomic(void *) chunks[CHUNKS];   /* of _Atomic uint32_t[CHUNK_FDS] */
+static _Atomic(void *) epchunks[CHUNKS]; /* of struct sl_epregs[CHUNK_FDS] */
+static _Atomic(struct sl_hold *) rec_chunks[REC_CHUNKS];
+static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned free_head; /* index of the first free record, 0: none (alloc_lock) */
+
+_Atomic unsigned sl_holds_high; /* records ever made: indices 1..high exist */
 _Atomic int sl_holds_active; /* records in use: 0 lets poll/epoll hooks pass at once */
 _Atomic int sl_fd_max;       /* highest fd ever given a record or mark, bounds close_range */
 _Atomic int sl_sniff_marks;  /* entries equal to SL_FD_SNIFF */
@@ -64,7 +73,7 @@ static void raise_fd_max(int fd)
 
 unsigned sl_fdtab_get(int fd)
 {
-	_Atomic uint16_t *chunk;
+	_Atomic uint32_t *chunk;
 
 	if (sl_unlikely((unsigned)fd >= CHUNKS * CHUNK_FDS))
 		return 0;
@@ -74,19 +83,59 @@ unsigned sl_fdtab_get(int fd)
 	return atomic_load_explicit(&chunk[(unsigned)fd % CHUNK_FDS], memory_order_acquire);
 }
 
-static _Atomic uint16_t *entry(int fd, int create)
+static _Atomic uint32_t *entry(int fd, int create)
 {
-	_Atomic uint16_t *chunk = chunk_of(chunks, fd, sizeof(*chunk), create);
+	_Atomic uint32_t *chunk = chunk_of(chunks, fd, sizeof(*chunk), create);
 
 	return chunk ? &chunk[(unsigned)fd % CHUNK_FDS] : NULL;
 }
 
+struct sl_hold *sl_hold_at(unsigned idx)
+{
+	struct sl_hold *chunk;
+
+	if (sl_unlikely(idx == 0 || idx > SL_HOLDS))
+		return NULL;
+	chunk = atomic_load_explicit(&rec_chunks[(idx - 1) / REC_CHUNK], memory_order_acquire);
+	return chunk ? &chunk[(idx - 1) % REC_CHUNK] : NULL;
+}
+
+/* A record to use, under alloc_lock: the first free one, else a new one (with a new
+ * chunk when the last is full).  NULL when the pool is at SL_HOLDS or mmap failed. */
+static struct sl_hold *take_record(void)
+{
+	unsigned high = atomic_load_explicit(&sl_holds_high, memory_order_relaxed), c;
+	struct sl_hold *rec;
+
+	if (free_head) {
+		rec = sl_hold_at(free_head);
+		free_head = rec->next_free;
+		return rec;
+	}
+	if (high >= SL_HOLDS)
+		return NULL;
+	c = high / REC_CHUNK;
+	if (!atomic_load_explicit(&rec_chunks[c], memory_order_relaxed)) {
+		void *p = mmap(NULL, REC_CHUNK * sizeof(struct sl_hold), PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			return NULL;
+		atomic_store_explicit(&rec_chunks[c], (struct sl_hold *)p, memory_order_release);
+	}
+	rec = sl_hold_at(high + 1);
+	rec->index = high + 1;
+	pthread_mutex_init(&rec->lock, NULL);
+	/* Published after its index is set: scans read up to high. */
+	atomic_store_explicit(&sl_holds_high, high + 1, memory_order_release);
+	return rec;
+}
+
 struct sl_hold *sl_hold_new(int fd)
 {
-	_Atomic uint16_t *e = entry(fd, 1);
-	struct sl_hold *rec = NULL;
-
-	unsigned cur;
+	_Atomic uint32_t *e = entry(fd, 1);
+	struct sl_hold *rec;
+	unsigned cur, index;
 
 	if (!e)
 		return NULL;
@@ -94,24 +143,19 @@ struct sl_hold *sl_hold_new(int fd)
 	/* Another thread gave fd a record first: that one stands (the caller uses it
 	 * or waits in place).  A mark is simply replaced. */
 	cur = atomic_load(e);
-	if (cur && cur != SL_FD_SNIFF) {
+	if ((cur && cur != SL_FD_SNIFF) || !(rec = take_record())) {
 		pthread_mutex_unlock(&alloc_lock);
 		return NULL;
 	}
-	for (unsigned i = 0; i < SL_HOLDS; i++) {
-		if (!sl_holds[i].refs) {
-			rec = &sl_holds[i];
-			memset((char *)rec + sizeof(rec->lock), 0, sizeof(*rec) - sizeof(rec->lock));
-			pthread_mutex_init(&rec->lock, NULL);
-			rec->refs = 1;
-			atomic_fetch_add(&sl_holds_active, 1);
-			if (atomic_exchange(e, (uint16_t)(i + 1)) == SL_FD_SNIFF)
-				atomic_fetch_sub(&sl_sniff_marks, 1);
-			break;
-		}
-	}
-	if (rec)
-		raise_fd_max(fd);
+	index = rec->index;
+	memset((char *)rec + sizeof(rec->lock), 0, sizeof(*rec) - sizeof(rec->lock));
+	pthread_mutex_init(&rec->lock, NULL);
+	rec->index = index;
+	rec->refs = 1;
+	atomic_fetch_add(&sl_holds_active, 1);
+	if (atomic_exchange(e, index) == SL_FD_SNIFF)
+		atomic_fetch_sub(&sl_sniff_marks, 1);
+	raise_fd_max(fd);
 	pthread_mutex_unlock(&alloc_lock);
 	return rec;
 }
@@ -120,7 +164,7 @@ struct sl_hold *sl_hold_of(int fd)
 {
 	unsigned idx = sl_fdtab_get(fd);
 
-	return idx && idx <= SL_HOLDS ? &sl_holds[idx - 1] : NULL;
+	return idx && idx != SL_FD_SNIFF ? sl_hold_at(idx) : NULL;
 }
 
 /* Drop fd's reference.  Returns the record when fd held the last one: it then
@@ -128,21 +172,23 @@ struct sl_hold *sl_hold_of(int fd)
  * up, so sl_hold_new cannot hand it out underneath; sl_hold_free releases it. */
 struct sl_hold *sl_hold_unlink(int fd)
 {
-	_Atomic uint16_t *e = entry(fd, 0);
-	struct sl_hold *last = NULL;
+	_Atomic uint32_t *e = entry(fd, 0);
+	struct sl_hold *last = NULL, *rec;
 	unsigned idx;
 
 	if (!e || !(idx = atomic_exchange(e, 0)))
 		return NULL;
-	if (idx == SL_FD_SNIFF)
+	if (idx == SL_FD_SNIFF) {
 		atomic_fetch_sub(&sl_sniff_marks, 1);
-	if (idx > SL_HOLDS)
+		return NULL;
+	}
+	if (!(rec = sl_hold_at(idx)))
 		return NULL;
 	pthread_mutex_lock(&alloc_lock);
-	if (sl_holds[idx - 1].refs == 1)
-		last = &sl_holds[idx - 1];
+	if (rec->refs == 1)
+		last = rec;
 	else
-		sl_holds[idx - 1].refs--;
+		rec->refs--;
 	pthread_mutex_unlock(&alloc_lock);
 	return last;
 }
@@ -151,6 +197,8 @@ void sl_hold_free(struct sl_hold *rec)
 {
 	pthread_mutex_lock(&alloc_lock);
 	rec->refs = 0;
+	rec->next_free = free_head;
+	free_head = rec->index;
 	pthread_mutex_unlock(&alloc_lock);
 	atomic_fetch_sub(&sl_holds_active, 1);
 }
@@ -158,17 +206,18 @@ void sl_hold_free(struct sl_hold *rec)
 int sl_hold_share(int oldfd, int newfd)
 {
 	unsigned idx = sl_fdtab_get(oldfd);
-	_Atomic uint16_t *e;
+	struct sl_hold *rec;
+	_Atomic uint32_t *e;
 
 	if (idx == SL_FD_SNIFF) {
 		sl_fdtab_mark_sniff(newfd);
 		return 0;
 	}
-	if (!idx || idx > SL_HOLDS || !(e = entry(newfd, 1)))
+	if (!(rec = sl_hold_at(idx)) || !(e = entry(newfd, 1)))
 		return 0;
 	pthread_mutex_lock(&alloc_lock);
-	sl_holds[idx - 1].refs++;
-	atomic_store(e, (uint16_t)idx);
+	rec->refs++;
+	atomic_store(e, idx);
 	raise_fd_max(newfd);
 	pthread_mutex_unlock(&alloc_lock);
 	return 1;
@@ -176,12 +225,12 @@ int sl_hold_share(int oldfd, int newfd)
 
 void sl_fdtab_mark_sniff(int fd)
 {
-	_Atomic uint16_t *e = entry(fd, 1);
-	uint16_t expected = 0;
+	_Atomic uint32_t *e = entry(fd, 1);
+	uint32_t expected = 0;
 
 	/* Only over an empty entry: a record (a connected UDP socket re-connected, say)
 	 * is not replaced by a mark. */
-	if (!e || !atomic_compare_exchange_strong(e, &expected, (uint16_t)SL_FD_SNIFF))
+	if (!e || !atomic_compare_exchange_strong(e, &expected, SL_FD_SNIFF))
 		return;
 	atomic_fetch_add(&sl_sniff_marks, 1);
 	raise_fd_max(fd);
@@ -189,8 +238,8 @@ void sl_fdtab_mark_sniff(int fd)
 
 int sl_fdtab_claim_sniff(int fd)
 {
-	_Atomic uint16_t *e = entry(fd, 0);
-	uint16_t expected = SL_FD_SNIFF;
+	_Atomic uint32_t *e = entry(fd, 0);
+	uint32_t expected = SL_FD_SNIFF;
 
 	if (!e || !atomic_compare_exchange_strong(e, &expected, 0))
 		return 0;
@@ -207,11 +256,14 @@ struct sl_epregs *sl_epregs(int fd, int create)
 
 void sl_fdtab_after_fork(void)
 {
+	unsigned high = atomic_load(&sl_holds_high);
+
 	pthread_mutex_init(&alloc_lock, NULL);
-	for (unsigned i = 0; i < SL_HOLDS; i++) {
-		if (sl_holds[i].refs) {
-			pthread_mutex_init(&sl_holds[i].lock, NULL);
-			sl_holds[i].inherited = 1;
-		}
+	for (unsigned i = 1; i <= high; i++) {
+		struct sl_hold *rec = sl_hold_at(i);
+
+		pthread_mutex_init(&rec->lock, NULL);
+		if (rec->refs)
+			rec->inherited = 1;
 	}
 }

@@ -21,12 +21,12 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#define SL_HOLDS 1024 /* sockets with a hold record at once */
+#define SL_HOLDS (1024 * 1024) /* sockets with a hold record at once, at most */
 
 /* An fd-table entry that is no record: a TCP connection no section matched by
  * address, whose first write is read for a name (SNI, Host, CONNECT) before it goes.
  * Set only when some section matches by name; cleared by that write or by close. */
-#define SL_FD_SNIFF 0xffffu
+#define SL_FD_SNIFF 0xffffffffu
 
 enum sl_hold_state {
 	SL_HOLD_FIRST = 1,     /* nothing reserved yet: the next write takes a place */
@@ -74,8 +74,10 @@ struct sl_epregs {
 };
 
 struct sl_hold {
-	pthread_mutex_t lock; /* guards everything below but refs */
+	pthread_mutex_t lock; /* guards everything below but refs, index and next_free */
 	int refs;             /* fds sharing it (dup); guarded by fdtab's alloc lock */
+	unsigned index;       /* its index+1 in the pool, what fd-table entries hold: fixed */
+	unsigned next_free;   /* free: the next free record's index (alloc lock) */
 	int state;            /* enum sl_hold_state */
 	int kind;             /* enum sl_hold_kind */
 	int fd;               /* the fd that connected, for epoll re-arming */
@@ -126,7 +128,7 @@ enum sl_stream_mode {
 	                           * connect (or its first write when named by it) */
 };
 
-extern struct sl_hold sl_holds[SL_HOLDS];
+extern _Atomic unsigned sl_holds_high; /* records ever made: 1..high, for scans */
 extern _Atomic int sl_holds_active;
 extern _Atomic int sl_fd_max;
 extern _Atomic int sl_sniff_marks; /* fds marked SL_FD_SNIFF */
@@ -136,6 +138,7 @@ unsigned sl_fdtab_get(int fd);
 
 struct sl_hold *sl_hold_new(int fd);   /* NULL when the pool or table is full */
 struct sl_hold *sl_hold_of(int fd);
+struct sl_hold *sl_hold_at(unsigned index); /* the record of an index+1, or NULL */
 int sl_hold_share(int oldfd, int newfd); /* dup: newfd shares oldfd's record */
 struct sl_hold *sl_hold_unlink(int fd);  /* non-NULL: fd held its last reference */
 void sl_hold_free(struct sl_hold *rec);

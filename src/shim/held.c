@@ -344,7 +344,7 @@ static struct sl_hold *lock_record(int fd)
 		if (!rec)
 			return NULL;
 		pthread_mutex_lock(&rec->lock);
-		if (sl_fdtab_get(fd) == (unsigned)(rec - sl_holds) + 1)
+		if (sl_fdtab_get(fd) == rec->index)
 			return rec;
 		pthread_mutex_unlock(&rec->lock); /* freed and reused meanwhile */
 	}
@@ -597,7 +597,7 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 		if (!rec)
 			return 0;
 		pthread_mutex_lock(&rec->lock);
-		if (sl_fdtab_get(fd) != (unsigned)(rec - sl_holds) + 1) {
+		if (sl_fdtab_get(fd) != rec->index) {
 			pthread_mutex_unlock(&rec->lock); /* freed and reused meanwhile */
 			continue;
 		}
@@ -859,9 +859,10 @@ void sl_held_finish(struct sl_hold *last)
 int64_t sl_held_epoll_due(int epfd, int64_t now)
 {
 	int64_t earliest = 0;
+	unsigned high = atomic_load_explicit(&sl_holds_high, memory_order_acquire);
 
-	for (unsigned i = 0; i < SL_HOLDS; i++) {
-		struct sl_hold *rec = &sl_holds[i];
+	for (unsigned i = 1; i <= high; i++) {
+		struct sl_hold *rec = sl_hold_at(i);
 		unsigned mine = 0;
 
 		if (!rec->refs || !(rec->ep_masked | rec->ep_withheld))
@@ -874,7 +875,7 @@ int64_t sl_held_epoll_due(int epfd, int64_t now)
 			/* Made when due (its registrations then return), through the fd that
 			 * connected while it still names rec; a dup that outlived it is made
 			 * by its own poll or write. */
-			if (sl_fdtab_get(rec->fd) == i + 1 && !kick_locked(rec, rec->fd, now) &&
+			if (sl_fdtab_get(rec->fd) == rec->index && !kick_locked(rec, rec->fd, now) &&
 			    (!earliest || rec->release_ns < earliest))
 				earliest = rec->release_ns;
 		} else if (mine) {
@@ -895,8 +896,8 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 {
 	if (atomic_load(&sl_holds_active) == 0 || !sl_shim.shm.hdr || getpid() != sl_shim.pid)
 		return;
-	for (unsigned i = 0; i < SL_HOLDS; i++) {
-		struct sl_hold *rec = &sl_holds[i];
+	for (unsigned i = 1, high = atomic_load(&sl_holds_high); i <= high; i++) {
+		struct sl_hold *rec = sl_hold_at(i);
 
 		if (!rec->refs || !rec->conc_mask)
 			continue;
