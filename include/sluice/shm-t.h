@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 3           /* incompatible layout changes */
+#define SL_SHM_MAJOR 4           /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 #define SL_MAX_SECTIONS 64  /* a destination's matches fit one uint64_t mask */
@@ -212,7 +212,9 @@ struct sl_holder {
 	uint32_t count;   /* places this process holds in it */
 };
 _Static_assert(sizeof(struct sl_holder) == 16, "sl_holder ABI");
-#define SL_MAX_HOLDERS 1024 /* (process, section) pairs holding places at once */
+/* (process, section) pairs holding places at once: a table hashed on the pair
+ * (src/core/conc.c), a power of two. */
+#define SL_MAX_HOLDERS 16384
 
 #define SL_SHM_SECTIONS_OFF 4096 /* sections start on their own page */
 #define SL_SHM_HOLDERS_OFF ((size_t)SL_SHM_SECTIONS_OFF + SL_MAX_SECTIONS * sizeof(struct sl_section))

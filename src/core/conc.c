@@ -35,23 +35,65 @@ uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m)
 	return mask;
 }
 
-/* The holder entry of (self, section i), or a free one to become it; NULL when the
- * table is full. */
+/* --- the holder table: (process, section) -> places held, hashed ---
+ *
+ * Open addressing with linear probing on (pid, section), SL_MAX_HOLDERS entries (a
+ * power of two); an entry is free when its pid is 0.  Entries are removed with a
+ * backward shift (the ones after it in its run move up), so a probe ends at the
+ * first free entry and no tombstones pile up.  Every walk is bounded by the table's
+ * size: a scribbled table full of garbage is a full table, never a loop.  All of it
+ * under the segment lock. */
+
+static unsigned home(int32_t pid, unsigned section)
+{
+	uint32_t x = (uint32_t)pid * 0x9e3779b1u ^ (section + 1) * 0x85ebca6bu;
+
+	x ^= x >> 15;
+	return x & (SL_MAX_HOLDERS - 1);
+}
+
+/* The entry of (self, section i, serial); with `create`, a free one becomes it.
+ * NULL when there is none (or, creating, the table is full). */
 static struct sl_holder *holder(struct sl_shm_header *h, int32_t self, unsigned i, uint32_t serial,
                                 int create)
 {
-	struct sl_holder *t = sl_shm_holders(h), *free_entry = NULL;
+	struct sl_holder *t = sl_shm_holders(h);
+	unsigned k = home(self, i);
 
-	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
+	for (unsigned n = 0; n < SL_MAX_HOLDERS; n++, k = (k + 1) & (SL_MAX_HOLDERS - 1)) {
 		if (t[k].pid == self && t[k].section == i && t[k].serial == serial)
 			return &t[k];
-		if (!free_entry && t[k].pid == 0)
-			free_entry = &t[k];
+		if (t[k].pid == 0) {
+			if (!create)
+				return NULL;
+			t[k] = (struct sl_holder){.pid = self, .section = i, .serial = serial, .count = 0};
+			return &t[k];
+		}
 	}
-	if (!create || !free_entry)
-		return NULL;
-	*free_entry = (struct sl_holder){.pid = self, .section = i, .serial = serial, .count = 0};
-	return free_entry;
+	return NULL;
+}
+
+/* Free entry e and close the gap behind it: later entries of the run whose home
+ * does not lie after the gap move into it. */
+static void holder_remove(struct sl_shm_header *h, struct sl_holder *e)
+{
+	struct sl_holder *t = sl_shm_holders(h);
+	unsigned gap = (unsigned)(e - t), k = gap;
+
+	for (unsigned n = 0; n < SL_MAX_HOLDERS; n++) {
+		unsigned want;
+
+		k = (k + 1) & (SL_MAX_HOLDERS - 1);
+		if (t[k].pid == 0)
+			break;
+		want = home(t[k].pid, t[k].section);
+		/* t[k] may fill the gap unless its home lies cyclically in (gap, k]. */
+		if (((k - want) & (SL_MAX_HOLDERS - 1)) >= ((k - gap) & (SL_MAX_HOLDERS - 1))) {
+			t[gap] = t[k];
+			gap = k;
+		}
+	}
+	t[gap] = (struct sl_holder){0};
 }
 
 static void wake(struct sl_section *sec)
@@ -72,9 +114,11 @@ int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 		return 0;
 	if ((rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS)) < 0)
 		return rc;
-	/* All or nothing: first see that every section has room, and that the table
-	 * has an entry for each section this process holds nothing in yet. */
-	unsigned need = 0, spare = 0;
+	/* All or nothing: first see that every section has room, then that the table
+	 * has an entry for each (made with count 0, and removed again if one cannot
+	 * be had), and only then take the places. */
+	struct sl_holder *entry[SL_MAX_SECTIONS] = {0};
+	uint64_t made = 0;
 
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
@@ -87,20 +131,37 @@ int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 			rc = -EBUSY;
 			goto out;
 		}
-		need += !holder(h, self, i, sec->serial, 0);
 	}
-	for (unsigned k = 0; k < SL_MAX_HOLDERS && spare < need; k++)
-		spare += sl_shm_holders(h)[k].pid == 0;
-	if (spare < need) {
-		rc = -ENOSPC;
-		goto out;
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		struct sl_section *sec;
+
+		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
+			continue;
+		if (!(entry[i] = holder(h, self, i, sec->serial, 0))) {
+			if (!(entry[i] = holder(h, self, i, sec->serial, 1))) {
+				/* Full: undo the entries made for this take (they hold nothing;
+				 * removing one may move the others, so find each again). */
+				for (unsigned j = 0; j < SL_MAX_SECTIONS; j++) {
+					struct sl_holder *e;
+
+					if ((made & (1ULL << j)) &&
+					    (e = holder(h, self, j, sl_shm_section(h, j)->serial, 0)) && !e->count)
+						holder_remove(h, e);
+				}
+				rc = -ENOSPC;
+				goto out;
+			}
+			made |= 1ULL << i;
+		}
 	}
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
 		struct sl_holder *e;
 
+		/* Looked up again: an entry made after another's may have been placed
+		 * before it, but none moves while entries are only added. */
 		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
-		    !(e = holder(h, self, i, sec->serial, 1)))
+		    !(e = holder(h, self, i, sec->serial, 0)))
 			continue;
 		sec->state.conc_open++;
 		e->count++;
@@ -128,7 +189,7 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *
 		 * place counted open that no entry accounts for, which the heartbeat's
 		 * recount gives back - never one counted free twice. */
 		if ((e = holder(h, self, i, sec->serial, 0)) && e->count && --e->count == 0)
-			e->pid = 0;
+			holder_remove(h, e);
 		if (sec->state.conc_open)
 			sec->state.conc_open--;
 		wake(sec);
@@ -164,30 +225,40 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 		any = atomic_load_explicit(A(&sl_shm_section(h, i)->state.conc_open), memory_order_relaxed) > 0;
 	if (!any || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
-	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
-		if (t[k].pid <= 0)
+	for (unsigned k = 0, removed = 0; k < SL_MAX_HOLDERS && removed < SL_MAX_HOLDERS;) {
+		/* A removal shifts later entries back into k: look at k again then.  (One
+		 * shifted past the table's end, from its start, waits for the next beat.) */
+		if (t[k].pid != 0 && (t[k].pid < 0 || !live(h, t[k].section, t[k].serial) ||
+		                      is_dead(t[k].pid))) {
+			/* Dead, its section gone, or a scribble: its places go with it. */
+			if (t[k].pid > 0)
+				returned += (int)SL_MIN(t[k].count, (uint32_t)INT_MAX / 2);
+			holder_remove(h, &t[k]);
+			removed++;
 			continue;
-		if (live(h, t[k].section, t[k].serial) && !is_dead(t[k].pid))
-			continue;
-		/* Dead, or its section is gone: its places go with it. */
-		returned += (int)t[k].count;
-		t[k].pid = 0;
+		}
+		k++;
 	}
 	/* The holder table is the record of who holds what: each section's count of
 	 * open places is recounted from it.  So a holder killed -9 between the two
 	 * updates of a take or a give-back (the lock is taken over from it) leaves the
 	 * count right by the next beat, never one place too many. */
+	uint64_t held[SL_MAX_SECTIONS] = {0};
+
+	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
+		struct sl_section *sec;
+
+		if (t[k].pid > 0 && t[k].section < SL_MAX_SECTIONS &&
+		    (sec = sl_shm_section(h, t[k].section))->in_use && t[k].serial == sec->serial)
+			held[t[k].section] += t[k].count;
+	}
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
-		uint64_t held = 0;
 
 		if (!sec->in_use || !sec->spec.concurrency)
 			continue;
-		for (unsigned k = 0; k < SL_MAX_HOLDERS; k++)
-			if (t[k].pid > 0 && t[k].section == i && t[k].serial == sec->serial)
-				held += t[k].count;
-		if (held != sec->state.conc_open) {
-			sec->state.conc_open = (uint32_t)SL_MIN(held, (uint64_t)UINT32_MAX);
+		if (held[i] != sec->state.conc_open) {
+			sec->state.conc_open = (uint32_t)SL_MIN(held[i], (uint64_t)UINT32_MAX);
 			wake(sec);
 		}
 	}

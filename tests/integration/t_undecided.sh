@@ -119,8 +119,8 @@ with segment.Segment(sys.argv[1]) as f:
     size = f.size
     f.seek(4096 + 4)                  # sections[0].serial
     serial = struct.unpack("<I", f.read(4))[0]
-    f.seek(size - 1024 * 16)          # the holder table ends the segment
-    f.write(struct.pack("<iIII", 1, 0, serial, 0) * 1024)
+    f.seek(size - 16384 * 16)         # the holder table (SL_MAX_HOLDERS) ends the segment
+    f.write(struct.pack("<iIII", 1, 0, serial, 0) * 16384)
 EOF
 start_syn_witness "$PORT" "$T/syn-conc.log"
 start=$(now_ms)

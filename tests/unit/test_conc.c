@@ -85,10 +85,65 @@ static void test_concurrency_places(void **state)
 	sl_shm_detach(&a);
 }
 
+static int pid_over_3000(int32_t pid)
+{
+	return pid > 3000;
+}
+
+/* 2,000 processes holding places in 3 sections each (6,000 entries, past the old
+ * table of 1,024): all counted; given back in a scrambled order, every remaining
+ * entry is still found (removals keep the probe runs whole); the dead are reaped. */
+static void test_holder_table_many(void **state)
+{
+	static const char ini[] = "[a]\nmatch = 127.0.0.1\nconcurrency = 5000\n"
+	                          "[b]\nmatch = 127.0.0.1\nconcurrency = 5000\n"
+	                          "[c]\nmatch = 127.0.0.1\nconcurrency = 5000\n";
+	static struct sl_config cfg;
+	struct sl_dest d = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}};
+	struct sl_match m;
+	struct sl_shm a;
+	uint64_t taken;
+	uint32_t seen;
+	int full;
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
+	assert_int_equal(sl_shm_create_anonymous(&a), 0);
+	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), 3);
+	for (int32_t pid = 2000; pid < 4000; pid++) {
+		assert_int_equal(sl_conc_take(a.hdr, &m, pid, &taken, &full, &seen), 0);
+		assert_int_equal(taken, 7);
+	}
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(sl_shm_section(a.hdr, i)->state.conc_open, 2000);
+	/* Give back the places of pids 2000..2999 in a scrambled order. */
+	for (int32_t k = 0; k < 1000; k++)
+		sl_conc_put(a.hdr, 7, &m, 2000 + (k * 379) % 1000);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(sl_shm_section(a.hdr, i)->state.conc_open, 1000);
+	/* Those left are all found: one more take each counts on its own entry. */
+	for (int32_t pid = 3000; pid < 4000; pid++)
+		assert_int_equal(sl_conc_take(a.hdr, &m, pid, &taken, &full, &seen), 0);
+	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 2000);
+	/* 3001..3999 die: the reaper returns their 2 places in each of 3 sections. */
+	assert_int_equal(sl_conc_reap_dead(a.hdr, 1, pid_over_3000), 999 * 2 * 3);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(sl_shm_section(a.hdr, i)->state.conc_open, 2);
+	sl_conc_put(a.hdr, 7, &m, 3000);
+	sl_conc_put(a.hdr, 7, &m, 3000);
+	for (unsigned i = 0; i < 3; i++)
+		assert_int_equal(sl_shm_section(a.hdr, i)->state.conc_open, 0);
+	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++)
+		assert_int_equal(sl_shm_holders(a.hdr)[k].pid, 0);
+	sl_shm_detach(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrency_places),
+		cmocka_unit_test(test_holder_table_many),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
