@@ -17,7 +17,10 @@
 #      epoll sender with its CPU time, python3, four processes sharing a limit);
 #   9. deferred connects as the destination sees them: 400 non-blocking connects
 #      at once at 200/s (asyncio and node), kernel SYN timestamps at the server:
-#      achieved rate, the most SYNs in any one second, how late the last one was.
+#      achieved rate, the most SYNs in any one second, how late the last one was;
+#  10. an idle process's memory (RSS and PSS) shaped against unshaped;
+#  11. node opening 10,000 connections at once, unshaped and shaped at 2000/s:
+#      achieved rate and the event loop's worst stall.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -351,3 +354,59 @@ const h = require("http"); let left = 400;
 for (let i = 0; i < 400; i++)
 	h.get({host: "127.0.0.1", port: +process.argv[1], path: "/n" + i, agent: false}, r => {
 		r.resume(); r.on("end", () => { if (--left === 0) process.exit(0); }); });' "$dport"
+
+echo
+echo "10. memory of an idle process: shaped (attached, one section) against unshaped"
+mem_of() { # PREFIX... -> "RSS_KB PSS_KB" of an idle `sleep` started by PREFIX
+	"$@" sleep 6 &
+	local starter=$! p
+	sleep 1.5
+	p=$(pgrep -n -x sleep)
+	awk '/^VmRSS/ { r = $2 } END { printf "%d ", r }' "/proc/$p/status"
+	awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup"
+	kill "$p" 2>/dev/null
+	wait "$starter" 2>/dev/null
+}
+read -r prss ppss <<<"$(mem_of env)"
+read -r srss spss <<<"$(mem_of "$B/sluice" run -c "$T/deferred.ini" --)"
+printf '   %-34s %6s KB RSS, %6s KB PSS\n' "unshaped:" "$prss" "$ppss"
+printf '   %-34s %6s KB RSS, %6s KB PSS   (+%d KB RSS, +%d KB PSS)\n' "shaped:" "$srss" "$spss" \
+	$((srss - prss)) $((spss - ppss))
+
+echo
+echo "11. node, 10,000 connections at once to a destination shaped at 2000/s"
+cat >"$T/many.js" <<'JS'
+const net = require("net");
+const port = +process.argv[2], n = +process.argv[3];
+let done = 0, worst = 0n, last = process.hrtime.bigint();
+const t0 = process.hrtime.bigint();
+const tick = setInterval(() => {
+	const now = process.hrtime.bigint();
+	if (now - last > worst) worst = now - last;
+	last = now;
+}, 1);
+for (let i = 0; i < n; i++) {
+	const s = net.connect({host: "127.0.0.1", port});
+	s.on("connect", () => { s.destroy(); if (++done === n) finish(); });
+	s.on("error", () => process.exit(1));
+}
+function finish() {
+	clearInterval(tick);
+	const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+	console.log((n / secs).toFixed(0) + "/s, worst event-loop stall " + (Number(worst / 1000n) / 1000).toFixed(0) + " ms");
+	process.exit(0);
+}
+JS
+cat >"$T/many.ini" <<INI
+[sluice]
+shm_name = /sluice-bench-many-$$
+control_socket = $T/many.sock
+
+[many]
+match = 127.0.0.1:$port
+rate = 2000/s
+max_wait = 1m
+INI
+(ulimit -n 12000
+printf '   %-34s %s\n' "without the shim:" "$(node "$T/many.js" "$port" 10000)"
+printf '   %-34s %s\n' "shaped at 2000/s:" "$("$B/sluice" run -c "$T/many.ini" -- node "$T/many.js" "$port" 10000)")
