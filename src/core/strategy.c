@@ -243,6 +243,12 @@ void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t fro
 	case SL_STRAT_SESSION_WINDOW:
 		if (to >= sl_sane_ns(st->rel_win) + window(s))
 			session_count(s, &st->rel_win, &st->rel_win_used, to, w);
+		else if (st->rel_win == from)
+			/* The session this release opened opens when the release was made, as
+			 * the destination sees it: opened at the check, a few microseconds
+			 * earlier, it ended that much before the destination's own, which then
+			 * saw the next session's first request as AMOUNT + 1 in its window. */
+			st->rel_win = to;
 		break;
 	case SL_STRAT_SLIDING_WINDOW:
 		if (slide_bucket(s, to) != slide_bucket(s, from))

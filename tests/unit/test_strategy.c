@@ -335,6 +335,28 @@ static void test_repair_extreme_spec(void **state)
 	}
 }
 
+/* A release made a little after its check (a connect inside the release) moves
+ * on to when it was made; the session it opened opens then too, so the next
+ * session's first release is a whole window after what the destination saw
+ * first - not after the check, which let a destination opening its session at
+ * the arrival count AMOUNT + 1. */
+static void test_session_opens_when_made(void **state)
+{
+	struct sl_spec s = spec(SL_STRAT_SESSION_WINDOW, 3, S);
+	struct sl_state st;
+
+	(void)state;
+	memset(&st, 0, sizeof(st));
+	sl_strategy_released(&s, &st, T0, 1, 0);
+	sl_strategy_moved(&s, &st, T0, T0 + 40 * 1000, 1, 0); /* made 40 us later */
+	sl_strategy_released(&s, &st, T0 + 100 * MS, 1, 0);
+	sl_strategy_released(&s, &st, T0 + 200 * MS, 1, 0);
+	assert_true(sl_strategy_release_at(&s, &st, T0 + 300 * MS, 1, 0) >= T0 + S + 40 * 1000);
+	/* A later release moved within the session leaves its start alone. */
+	sl_strategy_moved(&s, &st, T0 + 200 * MS, T0 + 200 * MS + 1000, 1, 0);
+	assert_int_equal(st.rel_win, T0 + 40 * 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -345,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_never_more_than_amount),
 		cmocka_unit_test(test_garbage_state),
 		cmocka_unit_test(test_repair_extreme_spec),
+		cmocka_unit_test(test_session_opens_when_made),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
