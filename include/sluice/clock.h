@@ -8,6 +8,8 @@
 #ifndef SLUICE_CLOCK_H
 #define SLUICE_CLOCK_H
 
+#include "sluice/common.h"
+
 #include <stdint.h>
 
 /* CLOCK_MONOTONIC in nanoseconds (vDSO: no system call). */
@@ -17,8 +19,20 @@ int64_t sl_clock_mono_ns(void);
 int64_t sl_clock_real_ns(void);
 
 /* CLOCK_REALTIME - CLOCK_MONOTONIC: what turns a monotonic time into UTC, for
- * aligning fixed windows (kept in the segment, refreshed by the daemon). */
+ * aligning fixed windows (kept in the segment, refreshed by the daemon).  Read
+ * with the wall clock bracketed by two monotonic reads, the tightest of a few. */
 int64_t sl_clock_wall_offset_ns(void);
+
+/* Differences smaller than this between two readings of the offset are noise,
+ * not a step of the wall clock: a bracketed reading is good to a few
+ * microseconds, and NTP slews the clock by at most 500 us per second, so the
+ * windows follow a slewed clock in steps of a millisecond. */
+#define SL_CLOCK_STEP_NS SL_NS_PER_MS
+
+/* The offset to keep, given the one in force (0: none yet): a new reading only
+ * when the wall clock has stepped.  Moving windows by measuring noise would let a
+ * window's count start over while its releases are still within it. */
+int64_t sl_clock_wall_offset_follow(int64_t previous);
 
 /* Sleep until the absolute CLOCK_MONOTONIC time `deadline_ns`.  Returns 0 when the
  * deadline has passed, or -EINTR when a signal handler ran first (the caller decides

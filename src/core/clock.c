@@ -2,6 +2,7 @@
 #include "sluice/common.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sched.h>
 #include <time.h>
@@ -53,7 +54,26 @@ int sl_clock_sleep_until_precise(int64_t deadline_ns)
 
 int64_t sl_clock_wall_offset_ns(void)
 {
-	int64_t mono = sl_clock_mono_ns();
+	int64_t best = INT64_MAX, offset = 0;
 
-	return sl_clock_real_ns() - mono;
+	/* The wall clock read between two monotonic reads, the tightest of a few
+	 * tries: a pair read with a preemption between the two (milliseconds under
+	 * load) would move every fixed window's boundary by as much. */
+	for (int i = 0; i < 8 && best > 2000; i++) {
+		int64_t m1 = sl_clock_mono_ns(), real = sl_clock_real_ns(), m2 = sl_clock_mono_ns();
+
+		if (m2 - m1 < best) {
+			best = m2 - m1;
+			offset = real - m1 - (m2 - m1) / 2;
+		}
+	}
+	return offset;
+}
+
+int64_t sl_clock_wall_offset_follow(int64_t previous)
+{
+	int64_t now = sl_clock_wall_offset_ns(), d = now - previous;
+
+	/* Only a step of the wall clock moves the windows; measuring noise does not. */
+	return previous && d < SL_CLOCK_STEP_NS && d > -SL_CLOCK_STEP_NS ? previous : now;
 }

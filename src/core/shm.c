@@ -406,7 +406,7 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 			    cfg->sections[j].spec.patterns[p].kind == SL_PAT_SUFFIX)
 				has_names = 1;
 	h->has_names = has_names;
-	h->wall_off_ns = sl_clock_wall_offset_ns();
+	h->wall_off_ns = sl_clock_wall_offset_follow(h->wall_off_ns);
 	h->meters = 0;
 	for (unsigned j = 0; j < cfg->nsections; j++)
 		h->meters |= 1u << (cfg->sections[j].spec.meter & 31);

@@ -22,7 +22,7 @@ static void beat(struct sl_daemon *d)
 
 	h->daemon_pid = (int32_t)getpid();
 	h->heartbeat_ns = sl_clock_mono_ns();
-	h->wall_off_ns = sl_clock_wall_offset_ns(); /* follows steps of the wall clock */
+	h->wall_off_ns = sl_clock_wall_offset_follow(h->wall_off_ns); /* steps of the wall clock */
 	if (sl_shm_reap_lock(h))
 		sl_log_warnx("took the segment lock back from a process that died holding it");
 	{
