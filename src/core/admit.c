@@ -7,6 +7,8 @@
 #include "sluice/strategy.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -83,12 +85,21 @@ int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_m
 	 * bound either, read them as they are - a torn spec is no worse than a scribbled
 	 * one - and the reservation that follows, which needs the lock too, hands the
 	 * call to the fallback policy. */
-	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) >= 0) {
+	{
+		sigset_t all, old;
+		int locked;
+
+		/* Signals blocked while the lock is held, as around every critical
+		 * section (wait.c): a handler that longjmps must not leave it taken. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		locked = sl_shm_lock(h, self, LOCK_TIMEOUT_NS) >= 0;
 		count = match_pass(h, d, m);
-		sl_shm_unlock(h, self);
-		return count;
+		if (locked)
+			sl_shm_unlock(h, self);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	return match_pass(h, d, m);
+	return count;
 }
 
 /* The section at index i if it is still the one the caller matched. */
