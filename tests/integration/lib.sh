@@ -18,8 +18,11 @@ BG_PIDS=()
 
 cleanup() {
 	local p
-	for p in "${BG_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-	wait 2>/dev/null
+	# The test has said all it has to; the shell's "Killed" notices of the
+	# helpers stopped here are not part of it.
+	exec 2>/dev/null
+	for p in "${BG_PIDS[@]}"; do kill -9 "$p"; done
+	wait
 	python3 "$HELPERS/segment.py" remove "$SHM_NAME"
 	if [ -n "${KEEP:-}" ]; then
 		echo "kept $T"
