@@ -117,7 +117,6 @@ int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 	/* All or nothing: first see that every section has room, then that the table
 	 * has an entry for each (made with count 0, and removed again if one cannot
 	 * be had), and only then take the places. */
-	struct sl_holder *entry[SL_MAX_SECTIONS] = {0};
 	uint64_t made = 0;
 
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
@@ -137,8 +136,8 @@ int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 
 		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
 			continue;
-		if (!(entry[i] = holder(h, self, i, sec->serial, 0))) {
-			if (!(entry[i] = holder(h, self, i, sec->serial, 1))) {
+		if (!holder(h, self, i, sec->serial, 0)) {
+			if (!holder(h, self, i, sec->serial, 1)) {
 				/* Full: undo the entries made for this take (they hold nothing;
 				 * removing one may move the others, so find each again). */
 				for (unsigned j = 0; j < SL_MAX_SECTIONS; j++) {
@@ -158,8 +157,7 @@ int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 		struct sl_section *sec;
 		struct sl_holder *e;
 
-		/* Looked up again: an entry made after another's may have been placed
-		 * before it, but none moves while entries are only added. */
+		/* Each has its entry now (entries do not move while they are only added). */
 		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
 		    !(e = holder(h, self, i, sec->serial, 0)))
 			continue;
