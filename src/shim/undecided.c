@@ -60,14 +60,15 @@ static int wait_shared(const struct sl_dest *d, const struct sl_match *first, in
 		struct sl_ticket t;
 		int rc;
 
-		if (round > 1) {
-			/* The sections may have changed meanwhile (a reload): match afresh. */
+		rc = sl_wait_reserve(h, &m, sl_clock_mono_ns(), sl_shim.pid, &t);
+		if (rc == -ESTALE) {
+			/* None of its sections is there any more (a reload): what matches the
+			 * destination now decides - nothing, and it goes. */
 			if (sl_admit_match(h, d, &m, sl_shim.pid) == 0) {
 				sl_debug("%s %s: no section matches any longer: goes", what, dest);
 				return 0;
 			}
 		}
-		rc = sl_wait_reserve(h, &m, sl_clock_mono_ns(), sl_shim.pid, &t);
 		if (rc == -ECONNREFUSED) {
 			sl_debug("%s %s: refused (max_wait), decided by the shared queue after all", what, dest);
 			return -(t.refuse_errno ? t.refuse_errno : default_refuse);
