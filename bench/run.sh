@@ -361,7 +361,8 @@ mem_of() { # PREFIX... -> "RSS_KB PSS_KB" of an idle `sleep` started by PREFIX
 	"$@" sleep 6 &
 	local starter=$! p
 	sleep 1.5
-	p=$(pgrep -n -x sleep)
+	# env execs sleep itself; sluice run starts it as its child.
+	p=$(pgrep -P "$starter" -x sleep || echo "$starter")
 	awk '/^VmRSS/ { r = $2 } END { printf "%d ", r }' "/proc/$p/status"
 	awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup"
 	kill "$p" 2>/dev/null
@@ -375,28 +376,6 @@ printf '   %-34s %6s KB RSS, %6s KB PSS   (+%d KB RSS, +%d KB PSS)\n' "shaped:" 
 
 echo
 echo "11. node, 10,000 connections at once to a destination shaped at 2000/s"
-cat >"$T/many.js" <<'JS'
-const net = require("net");
-const port = +process.argv[2], n = +process.argv[3];
-let done = 0, worst = 0n, last = process.hrtime.bigint();
-const t0 = process.hrtime.bigint();
-const tick = setInterval(() => {
-	const now = process.hrtime.bigint();
-	if (now - last > worst) worst = now - last;
-	last = now;
-}, 1);
-for (let i = 0; i < n; i++) {
-	const s = net.connect({host: "127.0.0.1", port});
-	s.on("connect", () => { s.destroy(); if (++done === n) finish(); });
-	s.on("error", () => process.exit(1));
-}
-function finish() {
-	clearInterval(tick);
-	const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-	console.log((n / secs).toFixed(0) + "/s, worst event-loop stall " + (Number(worst / 1000n) / 1000).toFixed(0) + " ms");
-	process.exit(0);
-}
-JS
 cat >"$T/many.ini" <<INI
 [sluice]
 shm_name = /sluice-bench-many-$$
@@ -407,6 +386,12 @@ match = 127.0.0.1:$port
 rate = 2000/s
 max_wait = 1m
 INI
+many_row() { # LABEL CMD...: the rate and worst stall of many_connections.js under CMD
+	local label=$1
+	shift
+	"$@" node "$ROOT/tests/integration/helpers/many_connections.js" "$port" 10000 |
+		awk -v l="$label" '{ printf "   %-34s %.0f/s, worst event-loop stall %.0f ms\n", l, $2 / $3, $4 }'
+}
 (ulimit -n 12000
-printf '   %-34s %s\n' "without the shim:" "$(node "$T/many.js" "$port" 10000)"
-printf '   %-34s %s\n' "shaped at 2000/s:" "$("$B/sluice" run -c "$T/many.ini" -- node "$T/many.js" "$port" 10000)")
+many_row "without the shim:" env
+many_row "shaped at 2000/s:" "$B/sluice" run -c "$T/many.ini" --)

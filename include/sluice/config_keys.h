@@ -65,4 +65,7 @@ extern const struct sl_key_def sl_keys[SL_KEY_COUNT];
 /* The names of a choice type's values, in enum order, and how many. */
 const char *const *sl_key_choices(enum sl_key_type type, unsigned *n);
 
+/* The index of `s` among a choice type's values, or -1. */
+int sl_key_choice(enum sl_key_type type, const char *s);
+
 #endif

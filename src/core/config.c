@@ -29,8 +29,6 @@ const struct sl_key_def sl_keys[SL_KEY_COUNT] = {
 #undef SL_GLOBAL
 #undef SL_LIMIT
 };
-#define KEY_COUNT SL_KEY_COUNT
-#define keys sl_keys
 
 static const char *const meter_names[] = {"connections", "requests", "bytes", "datagrams"};
 static const char *const strategy_names[] = {"leaky-bucket", "token-bucket", "fixed-window",
@@ -74,7 +72,7 @@ struct parse_state {
 	int had_key;   /* a key line was seen in this section: indented lines continue it */
 	int header_line;
 	char section[SL_SECTION_NAME_MAX + 32];
-	struct raw_value raw[KEY_COUNT];
+	struct raw_value raw[SL_KEY_COUNT];
 };
 
 static void add_error(struct sl_config *cfg, int line, const char *fmt, ...)
@@ -127,15 +125,15 @@ static const char *nearest_key(const char *name, int global)
 	const char *best = NULL;
 	unsigned best_d = ~0u;
 
-	for (int k = 0; k < KEY_COUNT; k++) {
+	for (int k = 0; k < SL_KEY_COUNT; k++) {
 		unsigned d;
 
-		if (keys[k].global != global)
+		if (sl_keys[k].global != global)
 			continue;
-		d = sl_edit_distance(name, keys[k].name);
+		d = sl_edit_distance(name, sl_keys[k].name);
 		if (d < best_d) {
 			best_d = d;
-			best = keys[k].name;
+			best = sl_keys[k].name;
 		}
 	}
 	return best;
@@ -143,15 +141,18 @@ static const char *nearest_key(const char *name, int global)
 
 static int find_key(const char *name, int global)
 {
-	for (int k = 0; k < KEY_COUNT; k++)
-		if (keys[k].global == global && strcmp(keys[k].name, name) == 0)
+	for (int k = 0; k < SL_KEY_COUNT; k++)
+		if (sl_keys[k].global == global && strcmp(sl_keys[k].name, name) == 0)
 			return k;
 	return -1;
 }
 
-static int lookup_name(const char *const *names, size_t n, const char *s)
+int sl_key_choice(enum sl_key_type type, const char *s)
 {
-	for (size_t i = 0; i < n; i++)
+	unsigned n;
+	const char *const *names = sl_key_choices(type, &n);
+
+	for (unsigned i = 0; i < n; i++)
 		if (strcmp(names[i], s) == 0)
 			return (int)i;
 	return -1;
@@ -172,21 +173,23 @@ const char *sl_fallback_name(int f)
 	return f >= 0 && (size_t)f < SL_ARRAY_LEN(fallback_names) ? fallback_names[f] : "?";
 }
 
-/* Parse a value that must be one of `names`; report the choices otherwise. */
-static int parse_choice(struct sl_config *cfg, int line, const char *key,
-                        const char *const *names, size_t n, const char *value)
+/* Parse a value that must be one of key k's choices; report them otherwise. */
+static int parse_choice(struct sl_config *cfg, int line, const struct sl_key_def *k,
+                        const char *value)
 {
 	char choices[160] = "";
-	int v = lookup_name(names, n, value);
+	unsigned n;
+	const char *const *names = sl_key_choices(k->type, &n);
+	int v = sl_key_choice(k->type, value);
 
 	if (v >= 0)
 		return v;
-	for (size_t i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		strncat(choices, names[i], sizeof(choices) - strlen(choices) - 1);
 		if (i + 1 < n)
 			strncat(choices, " | ", sizeof(choices) - strlen(choices) - 1);
 	}
-	add_error(cfg, line, "bad %s '%s' (want %s)", key, value, choices);
+	add_error(cfg, line, "bad %s '%s' (want %s)", k->name, value, choices);
 	return -1;
 }
 
@@ -257,9 +260,7 @@ static int parse_value(struct sl_config *cfg, const struct sl_key_def *k, char *
 	case SL_KT_METER:
 	case SL_KT_STRATEGY:
 	case SL_KT_MODE: {
-		unsigned n;
-		const char *const *names = sl_key_choices(k->type, &n);
-		int c = parse_choice(cfg, line, k->name, names, n, text);
+		int c = parse_choice(cfg, line, k, text);
 
 		if (c < 0)
 			return -1;
@@ -333,9 +334,9 @@ static void apply_default(struct sl_config *cfg, const struct sl_key_def *k, voi
 void sl_config_defaults(struct sl_config *cfg)
 {
 	memset(&cfg->global, 0, sizeof(cfg->global));
-	for (int k = 0; k < KEY_COUNT; k++)
-		if (keys[k].global)
-			apply_default(cfg, &keys[k], &cfg->global);
+	for (int k = 0; k < SL_KEY_COUNT; k++)
+		if (sl_keys[k].global)
+			apply_default(cfg, &sl_keys[k], &cfg->global);
 }
 
 /* "a and b" / "a, b and c" for the values of a choice type in `mask`. */
@@ -356,30 +357,43 @@ static void name_list(enum sl_key_type type, uint32_t mask, char *buf, size_t si
 	}
 }
 
+/* " (WHY)" when key k says why it is limited, else "". */
+static const char *why_of(const struct sl_key_def *k, char *buf, size_t size)
+{
+	if (!k->why)
+		return "";
+	snprintf(buf, size, " (%s)", k->why);
+	return buf;
+}
+
+/* Reports that key k is for the values of `type` in `mask` ("meter = " says which
+ * kind when `prefix` is given), not the section's `value`. */
+static void not_for(struct sl_config *cfg, const struct sl_key_def *k, int line,
+                    enum sl_key_type type, const char *prefix, uint32_t mask, unsigned value)
+{
+	char list[160], why[200];
+	unsigned n;
+
+	name_list(type, mask, list, sizeof(list));
+	add_error(cfg, line, "%s is for %s%s, not %s%s", k->name, prefix, list,
+	          sl_key_choices(type, &n)[value], why_of(k, why, sizeof(why)));
+}
+
 /* Whether limit key k may be given in section s (its strategy and meter being
  * known by then: they are compiled first); reports why not. */
 static int applies(struct sl_config *cfg, const struct sl_key_def *k, const struct sl_spec *s,
                    const struct raw_value *raw, int line)
 {
-	char list[160];
-	unsigned n;
-
 	if (k->needs != SL_NEEDS_NONE && !raw[k->needs].line) {
-		add_error(cfg, line, "%s needs a %s", k->name, keys[k->needs].name);
+		add_error(cfg, line, "%s needs a %s", k->name, sl_keys[k->needs].name);
 		return 0;
 	}
 	if (!(k->strategies & SL_BIT(s->strategy))) {
-		name_list(SL_KT_STRATEGY, k->strategies, list, sizeof(list));
-		add_error(cfg, line, "%s is for %s, not %s%s%s%s", k->name, list,
-		          sl_key_choices(SL_KT_STRATEGY, &n)[s->strategy], k->why ? " (" : "",
-		          k->why ? k->why : "", k->why ? ")" : "");
+		not_for(cfg, k, line, SL_KT_STRATEGY, "", k->strategies, s->strategy);
 		return 0;
 	}
 	if (!(k->meters & SL_BIT(s->meter))) {
-		name_list(SL_KT_METER, k->meters, list, sizeof(list));
-		add_error(cfg, line, "%s is for meter = %s, not %s%s%s%s", k->name, list,
-		          sl_key_choices(SL_KT_METER, &n)[s->meter], k->why ? " (" : "",
-		          k->why ? k->why : "", k->why ? ")" : "");
+		not_for(cfg, k, line, SL_KT_METER, "meter = ", k->meters, s->meter);
 		return 0;
 	}
 	return 1;
@@ -403,15 +417,17 @@ static void finish_section(struct parse_state *ps)
 	s = &sc->spec;
 	sl_strlcpy(s->name, ps->section, sizeof(s->name));
 
-	for (int k = 0; k < KEY_COUNT; k++) {
-		const struct sl_key_def *kd = &keys[k];
+	for (int k = 0; k < SL_KEY_COUNT; k++) {
+		const struct sl_key_def *kd = &sl_keys[k];
 
 		if (kd->global)
 			continue;
 		if (!raw[k].line) {
+			char why[200];
+
 			if (kd->flags & SL_KF_REQUIRED)
-				add_error(cfg, ps->header_line, "[%s] has no %s%s%s%s", s->name, kd->name,
-				          kd->why ? " (" : "", kd->why ? kd->why : "", kd->why ? ")" : "");
+				add_error(cfg, ps->header_line, "[%s] has no %s%s", s->name, kd->name,
+				          why_of(kd, why, sizeof(why)));
 			apply_default(cfg, kd, s);
 			continue;
 		}
@@ -536,7 +552,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		char text[RAW_MAX];
 
 		sl_strlcpy(text, value, sizeof(text));
-		parse_value(cfg, &keys[k], text, ps->line, &cfg->global);
+		parse_value(cfg, &sl_keys[k], text, ps->line, &cfg->global);
 	}
 	return 1;
 }

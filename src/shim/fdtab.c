@@ -124,8 +124,7 @@ static struct sl_hold *take_record(void)
 		atomic_store_explicit(&rec_chunks[c], (struct sl_hold *)p, memory_order_release);
 	}
 	rec = sl_hold_at(high + 1);
-	rec->index = high + 1;
-	pthread_mutex_init(&rec->lock, NULL);
+	rec->index = high + 1; /* its lock: sl_hold_new initialises it, as for a reused one */
 	/* Published after its index is set: scans read up to high. */
 	atomic_store_explicit(&sl_holds_high, high + 1, memory_order_release);
 	return rec;

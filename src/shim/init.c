@@ -26,14 +26,12 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static int parse_fallback(const char *s, int dflt)
 {
-	unsigned n;
-	const char *const *names = sl_key_choices(SL_KT_FALLBACK, &n);
+	int f;
 
 	if (!s || !*s)
 		return dflt;
-	for (unsigned i = 0; i < n; i++)
-		if (strcmp(s, names[i]) == 0)
-			return (int)i;
+	if ((f = sl_key_choice(SL_KT_FALLBACK, s)) >= 0)
+		return f;
 	sl_debug("SLUICE_FALLBACK='%s' is not local, open or closed; using the config's", s);
 	return dflt;
 }

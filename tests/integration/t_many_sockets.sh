@@ -18,37 +18,15 @@ match = 127.0.0.1:$PORT
 rate = 2000/s
 max_wait = 1m
 EOF
-cat >"$T/many.js" <<'EOF'
-// N connections at once; prints "done OPENED WORST_STALL_MS".
-const net = require("net");
-const port = +process.argv[2], n = +process.argv[3];
-let done = 0, worst = 0n, last = process.hrtime.bigint();
-const tick = setInterval(() => {
-	const now = process.hrtime.bigint();
-	if (now - last > worst) worst = now - last;
-	last = now;
-}, 1);
-for (let i = 0; i < n; i++) {
-	const s = net.connect({host: "127.0.0.1", port});
-	s.on("connect", () => { s.destroy(); if (++done === n) finish(); });
-	s.on("error", e => { console.error("connection " + i + ": " + e.message); process.exit(1); });
-}
-function finish() {
-	clearInterval(tick);
-	console.log("done " + done + " " + Number(worst / 1000n) / 1000);
-	process.exit(0);
-}
-setTimeout(() => { console.error("timed out with " + done + " of " + n); process.exit(1); }, 60000);
-EOF
 
-plain=$(timeout 90 node "$T/many.js" "$PORT" "$N") || fail "node without the shim: $plain"
+plain=$(timeout 90 node "$HELPERS/many_connections.js" "$PORT" "$N") || fail "node without the shim: $plain"
 WITNESS_DST=127.0.0.1 start_witness syn "$PORT" "$T/syns"
 start=$(now_ms)
 shaped=$(SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" "$SLUICE" run -c "$T/m.ini" -- \
-	timeout 90 node "$T/many.js" "$PORT" "$N") || fail "node under the shim: $shaped"
+	timeout 90 node "$HELPERS/many_connections.js" "$PORT" "$N") || fail "node under the shim: $shaped"
 took=$(($(now_ms) - start))
-read -r _ opened worst <<<"$shaped"
-read -r _ _ plain_worst <<<"$plain"
+read -r _ opened _ worst <<<"$shaped"
+read -r _ _ _ plain_worst <<<"$plain"
 deferred=$(grep -c 'non-blocking; deferred to its slot' "$T/shim.log")
 note "without the shim: worst event-loop stall $plain_worst ms"
 note "with it: $opened connections in $took ms, $deferred deferred; worst stall $worst ms"

@@ -19,13 +19,22 @@ static int dead_pid_777(int32_t pid)
 	return pid == 777;
 }
 
+/* A private segment with the sections of `ini` in it. */
+static void segment_with(struct sl_shm *a, const char *ini)
+{
+	static struct sl_config cfg; /* large */
+
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
+	assert_int_equal(sl_shm_create_anonymous(a), 0);
+	assert_int_equal(sl_shm_apply_config(a->hdr, &cfg, 1), 0);
+}
+
 /* Concurrency places: all or nothing over several sections, given back by put and
  * by the reaping of a dead holder, a full holder table refusing cleanly. */
 static void test_concurrency_places(void **state)
 {
 	static const char ini[] = "[a]\nmatch = 127.0.0.1\nconcurrency = 2\n"
 	                          "[b]\nmatch = 127.0.0.1:80\nconcurrency = 1\n";
-	static struct sl_config cfg;
 	struct sl_dest d80 = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}};
 	struct sl_dest d81 = {.family = AF_INET, .port = 81, .addr = {127, 0, 0, 1}};
 	struct sl_match m80, m81;
@@ -35,9 +44,7 @@ static void test_concurrency_places(void **state)
 	int full;
 
 	(void)state;
-	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
-	assert_int_equal(sl_shm_create_anonymous(&a), 0);
-	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
+	segment_with(&a, ini);
 	assert_int_equal(sl_admit_match(a.hdr, &d80, &m80, (int32_t)getpid()), 2);
 	assert_int_equal(sl_admit_match(a.hdr, &d81, &m81, (int32_t)getpid()), 1);
 	assert_int_equal(sl_conc_sections(a.hdr, &m80), 3);
@@ -98,7 +105,6 @@ static void test_holder_table_many(void **state)
 	static const char ini[] = "[a]\nmatch = 127.0.0.1\nconcurrency = 5000\n"
 	                          "[b]\nmatch = 127.0.0.1\nconcurrency = 5000\n"
 	                          "[c]\nmatch = 127.0.0.1\nconcurrency = 5000\n";
-	static struct sl_config cfg;
 	struct sl_dest d = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}};
 	struct sl_match m;
 	struct sl_shm a;
@@ -107,9 +113,7 @@ static void test_holder_table_many(void **state)
 	int full;
 
 	(void)state;
-	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
-	assert_int_equal(sl_shm_create_anonymous(&a), 0);
-	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
+	segment_with(&a, ini);
 	assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), 3);
 	for (int32_t pid = 2000; pid < 4000; pid++) {
 		assert_int_equal(sl_conc_take(a.hdr, &m, pid, &taken, &full, &seen), 0);
