@@ -17,14 +17,26 @@
 #ifndef SLUICE_ADMIT_H
 #define SLUICE_ADMIT_H
 
+#include "sluice/keys.h"
 #include "sluice/match.h"
 #include "sluice/shm-t.h"
 
 #include <stdint.h>
 
+/* A key record as a caller found it: slot and the record's serial then (serial 0:
+ * none found yet).  Good while the record still has that serial (sl_keys_ref). */
+struct sl_keyref {
+	uint32_t slot;
+	uint32_t serial;
+};
+
 struct sl_match {
 	uint64_t mask;                    /* bit i: section i applies */
+	uint64_t keyed;                   /* of those, sections with a queue per key */
 	uint32_t serial[SL_MAX_SECTIONS]; /* each section's serial when it matched */
+	struct sl_keysrc src;             /* what keyed sections make their keys of */
+	struct sl_keyref conc_key[SL_MAX_SECTIONS]; /* keyed sections: the key whose
+	                                   * concurrency places sl_conc_take took */
 };
 
 struct sl_ticket {
@@ -35,9 +47,12 @@ struct sl_ticket {
 	int refuse_errno;     /* on refusal: the refusing section's errno (0 = default) */
 	int refusing_section; /* on refusal: its index */
 	int held;             /* sluice made it wait: a later slot, or a strict re-check */
+	int key_full;         /* on refusal: a keyed section had no room for its key */
 	uint64_t cost;        /* 1 per request; bytes for meter = bytes */
+	struct sl_keysrc src; /* keyed sections: the destination the keys are of */
 	struct {
 		uint32_t serial;
+		struct sl_keyref key;  /* keyed sections: the key charged */
 		uint64_t seq;          /* the section's seq right after this reservation */
 		struct sl_undo undo;   /* what returning it restores */
 	} sec[SL_MAX_SECTIONS];
@@ -52,9 +67,12 @@ void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct
  * "matches nothing" for want of a read.  Returns the number of matching sections. */
 int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m, int32_t self);
 
-/* Reserve a slot in every matched section.  Returns 0 with t->release_ns set (which
+/* Reserve a slot in every matched section (in a keyed section, in the key of m's
+ * destination, made on first use).  Returns 0 with t->release_ns set (which
  * may be `now`), -ECONNREFUSED when the wait would exceed some section's max_wait
- * (t->refuse_errno says which errno the section wants; nothing is charged), -ESTALE
+ * or a keyed section's key cannot be had because its table is full of busy keys
+ * (t->key_full; t->refuse_errno says which errno the section wants; nothing is
+ * charged), -ESTALE
  * when every matched section changed meanwhile, or -ETIMEDOUT when the lock could not
  * be had.  Sections in observe mode are counted, never charged against the caller. */
 int sl_admit_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,

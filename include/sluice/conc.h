@@ -19,19 +19,24 @@
 /* The sections of m that limit concurrency (read lock-free from the specs). */
 uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m);
 
-/* Take one place in every section of m that limits concurrency, or none.  Returns 0
- * with *taken set (0 when none limits), -EBUSY when a section is full (nothing
- * taken; *full is its index, *seen its futex word's value to wait on), -ENOSPC when
- * the holder table is full, -ETIMEDOUT when the lock could not be had. */
-int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self, uint64_t *taken,
+/* Take one place in every section of m that limits concurrency, or none (a keyed
+ * section's place in the key of m's destination, which m->conc_key then names).
+ * Returns 0 with *taken set (0 when none limits), -EBUSY when a section is full
+ * (nothing taken; *full is its index, *seen its futex word's value to wait on),
+ * -EDQUOT when a keyed section's key table has no room for the key (*full is the
+ * section; its key_full is counted), -ENOSPC when the holder table is full,
+ * -ETIMEDOUT when the lock could not be had. */
+int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint64_t *taken,
                  int *full, uint32_t *seen);
 
-/* Give back the places `mask` took (m's serials say which sections they were). */
-void sl_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m, int32_t self);
+/* Give back the places `mask` took (m's serials and conc_key say where they were). */
+void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self);
 
-/* Sleep until section `idx`'s futex word moves from `seen` (a place was given
- * back), or `timeout_ns` passes.  Never returns an error; the caller re-takes. */
-void sl_conc_wait(struct sl_shm_header *h, unsigned idx, uint32_t seen, int64_t timeout_ns);
+/* Sleep until the futex word of section `idx` (or of its key that m names) moves
+ * from `seen` (a place was given back), or `timeout_ns` passes.  Never returns an
+ * error; the caller re-takes. */
+void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uint32_t seen,
+                  int64_t timeout_ns);
 
 /* Daemon, at each heartbeat: give back what processes that `is_dead` says died held.
  * Returns how many places were given back. */

@@ -28,6 +28,7 @@ struct sl_global {
 	unsigned shm_mode;
 	int fallback;  /* enum sl_fallback */
 	int log_level; /* enum sl_log_level */
+	uint32_t keys; /* records in the segment's key table (per = ...) */
 };
 
 struct sl_section_conf {
@@ -82,11 +83,17 @@ const char *sl_strategy_name(unsigned strategy);
 const char *sl_fallback_name(int fallback);
 
 /* Whether two specs describe the same limit, so reload keeps its state: same name,
- * patterns, meter, strategy and window (SPEC §3). */
+ * patterns, meter, strategy and window (SPEC §3), and the same keys (per). */
 int sl_spec_same_identity(const struct sl_spec *a, const struct sl_spec *b);
 
 /* Print every key with its default and meaning (`sluice check --keys`). */
 void sl_config_list_keys(FILE *out);
+
+/* Parse a `per` value into s->per and its prefixes.  0, or -1 with a reason. */
+int sl_parse_per(const char *text, struct sl_spec *s, char *err, size_t errlen);
+
+/* Write s's `per` back in config syntax ("none" when unkeyed). */
+int sl_format_per(const struct sl_spec *s, char *buf, size_t size);
 
 /* Edit distance, for "did you mean" hints. */
 unsigned sl_edit_distance(const char *a, const char *b);

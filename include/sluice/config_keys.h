@@ -23,6 +23,7 @@ enum sl_key_type {
 	SL_KT_COUNT,    /* 1..max */
 	SL_KT_DURATION, /* a duration, 0, or forever (-1) */
 	SL_KT_ERRNO,    /* an errno name or number */
+	SL_KT_PER,      /* host | host:port | address[/N[/M]][:port]: spec.per and prefixes */
 };
 
 #define SL_KF_REQUIRED 1u /* a limit section without it is an error */

@@ -5,7 +5,7 @@
  * the reply until the daemon closes the connection.  Commands:
  *   ping            -> "pong PID GENERATION"
  *   info            -> "pid=..\nshm_name=..\nconfig=..\ngeneration=..\n"
- *   stat [json]     -> the table or JSON of sl_stats_render()
+ *   stat [json] [top N] -> the table or JSON of sl_stats_render_top()
  *   reload          -> "ok generation N", or "error" and the config's errors
  *                      (only root or the daemon's own user; checked by SO_PEERCRED)
  * A reply starting with "error" is a failure.

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 4           /* incompatible layout changes */
+#define SL_SHM_MAJOR 5           /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 #define SL_MAX_SECTIONS 64  /* a destination's matches fit one uint64_t mask */
@@ -56,6 +56,16 @@ enum sl_strategy {
 	SL_STRAT_SESSION_WINDOW = 4,
 };
 
+/* What a keyed section (`per = ...`) keeps one queue for.  Zero: the section is one
+ * queue for all its destinations. */
+enum sl_per {
+	SL_PER_NONE = 0,
+	SL_PER_HOST = 1,         /* the host name (the address when none is known) */
+	SL_PER_HOST_PORT = 2,    /* the host name and the port */
+	SL_PER_ADDRESS = 3,      /* the peer address, cut to per_prefix4 / per_prefix6 bits */
+	SL_PER_ADDRESS_PORT = 4, /* the same and the port */
+};
+
 enum sl_mode {
 	SL_MODE_ENFORCE = 0,
 	SL_MODE_OBSERVE = 1,
@@ -87,7 +97,11 @@ struct sl_spec {
 	int64_t window_ns;  /* length of the rate's window */
 	uint64_t burst;     /* how many may go back to back after an idle spell, >= 1 */
 	int64_t max_wait_ns; /* longest hold; 0 = refuse rather than wait; <0 = forever */
-	uint8_t reserved[32];
+	uint8_t per;         /* enum sl_per: a queue per key instead of one */
+	uint8_t per_prefix4; /* per = address: IPv4 bits kept (1-32) */
+	uint8_t per_prefix6; /* per = address: IPv6 bits kept (1-128) */
+	uint8_t pad0[5];
+	uint8_t reserved[24];
 	struct sl_pattern patterns[SL_MAX_PATTERNS];
 };
 _Static_assert(offsetof(struct sl_spec, amount) == 88, "sl_spec is part of the shm ABI");
@@ -145,13 +159,18 @@ struct sl_state {
 	uint32_t conc_open;
 	uint32_t conc_waiters;
 	uint32_t conc_futex;
-	uint32_t pad1;
+	uint32_t conc_recount; /* the daemon's scratch while it recounts a key's places (conc.c) */
 	uint64_t undecided; /* calls the shared state could not decide (lock unavailable,
 	                     * holder table full, release check never agreeing): decided
 	                     * by the fallback policy instead, never simply let go (count) */
 	uint64_t repaired;  /* times this state was found further ahead than any
 	                     * admission can put it, and reset (sl_strategy_repair) */
-	uint8_t reserved[32];
+	/* A keyed section's own state carries no limit (its keys' states do), only the
+	 * counters above, summed over its keys, and these three about its keys: */
+	uint64_t keys;          /* keys held in the key table now */
+	uint64_t key_evictions; /* idle keys evicted to make room for new ones */
+	uint64_t key_full;      /* calls refused because every key slot it could use was busy */
+	uint8_t reserved[8];
 };
 _Static_assert(sizeof(struct sl_state) % 8 == 0, "sl_state keeps 8-byte alignment");
 
@@ -194,7 +213,10 @@ struct sl_shm_header {
 	                        * uses: the shim skips paths no section meters */
 	int64_t wall_off_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed by the
 	                        * daemon's heartbeat: aligns fixed windows to UTC */
-	uint8_t reserved[152];
+	uint32_t max_keys;     /* records in the key table, fixed at creation: the
+	                        * segment's size is sl_shm_size_for(max_keys) */
+	uint32_t keys_used;    /* records holding a key (count) */
+	uint8_t reserved[144];
 };
 _Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");
@@ -216,8 +238,46 @@ _Static_assert(sizeof(struct sl_holder) == 16, "sl_holder ABI");
  * (src/core/conc.c), a power of two. */
 #define SL_MAX_HOLDERS 16384
 
+/* A holder entry's `section` with this bit set names a key record (its index in
+ * the low bits) and `serial` is that record's serial. */
+#define SL_HOLDER_KEY 0x80000000u
+
+/* --- the key table (per = ...): one record per (section, key) in use ---
+ *
+ * Two arrays after the holder table, both max_keys long: tags (the key's 64-bit
+ * hash, never 0; 0 = a free record) that a lookup scans, 8 bytes each, and the
+ * records they stand for.  A key lives within SL_KEY_PROBE records from the one
+ * its hash picks (src/core/keys.c). */
+struct sl_keyid {
+	uint8_t per;      /* enum sl_per it was made under */
+	uint8_t family;   /* AF_INET, AF_INET6, or 0 for a host name */
+	uint16_t port;    /* host order; 0 unless per includes the port */
+	uint16_t len;     /* bytes of bytes[] in use */
+	uint16_t pad;
+	uint8_t bytes[SL_HOST_MAX]; /* the name, or the address cut to its prefix */
+};
+
+struct sl_key {
+	uint32_t in_use;         /* 1: holds a key of section `section` */
+	uint32_t section;        /* index of the owning section */
+	uint32_t section_serial; /* its serial then: another serial makes the record free */
+	uint32_t serial;         /* bumped at each reuse of the record: a ticket holding an
+	                          * older serial finds its key again by identity */
+	int64_t last_used_ns;    /* last admission: of idle keys, the least recent goes first */
+	struct sl_keyid id;
+	struct sl_state state;   /* the key's queue, counters and places */
+};
+_Static_assert(sizeof(struct sl_key) % 8 == 0, "sl_key keeps 8-byte alignment");
+
 #define SL_SHM_SECTIONS_OFF 4096 /* sections start on their own page */
 #define SL_SHM_HOLDERS_OFF ((size_t)SL_SHM_SECTIONS_OFF + SL_MAX_SECTIONS * sizeof(struct sl_section))
-#define SL_SHM_SIZE (SL_SHM_HOLDERS_OFF + SL_MAX_HOLDERS * sizeof(struct sl_holder))
+#define SL_SHM_KEYS_OFF (((SL_SHM_HOLDERS_OFF + SL_MAX_HOLDERS * sizeof(struct sl_holder)) + 4095) & ~(size_t)4095)
+#define SL_KEYS_DEFAULT 4096   /* `keys` when the config says nothing */
+#define SL_KEYS_MAX 1048576    /* the largest key table: ~2 GiB of segment */
+#define SL_KEY_PROBE 32        /* records a key may live in, from its hash's pick */
+
+/* The segment's size for a key table of `keys` records. */
+#define SL_SHM_TAGS_BYTES(keys) ((((size_t)(keys) * 8) + 63) & ~(size_t)63)
+#define SL_SHM_SIZE_FOR(keys) (SL_SHM_KEYS_OFF + SL_SHM_TAGS_BYTES(keys) + (size_t)(keys) * sizeof(struct sl_key))
 
 #endif

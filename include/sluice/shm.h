@@ -3,7 +3,8 @@
  *
  * The segment is untrusted input for everyone but its creator: after
  * sl_shm_validate() succeeds, readers still index it only with compile-time bounds
- * (SL_MAX_SECTIONS, SL_MAX_PATTERNS), never with values read from it.
+ * (SL_MAX_SECTIONS, SL_MAX_PATTERNS) and the key table's length as this process
+ * validated it when it attached (sl_shm_nkeys), never with values read later.
  *
  * Locking: one 64-bit lock word per segment holds the holder's pid and start stamp
  * (proc.h).  A waiter that finds no such holder - gone, a zombie, or another
@@ -44,10 +45,16 @@ key_t sl_shm_key(const char *name);
  * layout we do not know (the caller passes traffic through). */
 int sl_shm_attach(struct sl_shm *shm, const char *name, int writable);
 
-/* Daemon: create the segment, or re-attach it with its state when it already holds
- * a valid one.  *reattached tells which.  An invalid segment of our size is
- * re-initialised; one of another size is removed (when it is a sluice segment)
- * and made anew; a stranger's segment under our key gives -EEXIST. */
+/* Daemon: create the segment with a key table of `keys` records, or re-attach it
+ * with its state when it already holds a valid one.  *reattached tells which.  An
+ * invalid segment of our size is re-initialised.  One of another size is kept as
+ * it is when programs still have it attached (hdr->max_keys then differs from
+ * `keys`: the caller says so), else replaced by one of the right size with its
+ * state carried over (when it is of this layout); a stranger's segment under our
+ * key gives -EEXIST. */
+int sl_shm_open_or_create_keys(struct sl_shm *shm, const char *name, unsigned mode, uint32_t keys,
+                               int *reattached);
+/* The same with SL_KEYS_DEFAULT records. */
 int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached);
 
 /* Mark the segment named `name` for removal: it goes when its last user detaches,
@@ -58,8 +65,10 @@ int sl_shm_remove(const char *name);
  * replaced by another). */
 int sl_shm_is_named(const struct sl_shm *shm, const char *name);
 
-/* A fresh segment in private anonymous memory (not shared across fork's copy). */
+/* A fresh segment in private anonymous memory (not shared across fork's copy),
+ * with SL_KEYS_DEFAULT key records, or `keys`. */
 int sl_shm_create_anonymous(struct sl_shm *shm);
+int sl_shm_create_anonymous_keys(struct sl_shm *shm, uint32_t keys);
 
 void sl_shm_detach(struct sl_shm *shm);
 
@@ -68,6 +77,12 @@ struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i);
 
 /* The holder table (SL_MAX_HOLDERS entries). */
 struct sl_holder *sl_shm_holders(struct sl_shm_header *h);
+/* How many key records this process may index in h: what its mapping held when it
+ * attached (0 for a header it did not attach through this module). */
+uint32_t sl_shm_nkeys(const struct sl_shm_header *h);
+/* The key table's tags (sl_shm_nkeys entries), and record i or NULL. */
+uint64_t *sl_shm_key_tags(struct sl_shm_header *h);
+struct sl_key *sl_shm_key_at(struct sl_shm_header *h, uint32_t i);
 
 /* Take the segment lock as process `self`.  Returns 0, 1 when the lock was taken
  * over from a dead holder, or -ETIMEDOUT after `timeout_ns`. */

@@ -26,5 +26,10 @@ int64_t sl_stats_wait_quantile(const struct sl_state *st, double q);
 
 /* Print every section of the segment: a table, or JSON when `json` is set. */
 void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out);
+/* The same, listing the `top` busiest keys of each keyed section (by admissions;
+ * at most SL_STATS_TOP_MAX). */
+#define SL_STATS_TOP_DEFAULT 5
+#define SL_STATS_TOP_MAX 100
+void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out);
 
 #endif

@@ -74,6 +74,11 @@ int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now
 uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                             int64_t wall_off);
 
+/* Whether a zero state would answer every call from `now` on exactly as st does
+ * (no count that still counts, no place held or waited for, no reservation still
+ * to come): a key in this state may be evicted (keys.h). */
+int sl_strategy_idle(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                     int64_t wall_off);
 /* Width of one sliding-window bucket. */
 int64_t sl_slide_width(const struct sl_spec *s);
 

@@ -48,12 +48,13 @@ int sl_wait_try_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_
  * (futex, woken when a place is given back) until `deadline` (-1: none; -2: do not
  * wait, -EBUSY when full).  A full holder table or an unavailable lock counts as no
  * place (and as undecided in the section's counters): it is waited out like a full
- * limit, never passed.  Returns 0 with *taken set, or -ECONNREFUSED at the deadline
+ * limit, never passed.  A keyed section whose key table has no room for the key
+ * refuses at once (-ECONNREFUSED, counted).  Returns 0 with *taken set, or -ECONNREFUSED at the deadline
  * (*full: the section that was full; its refusal is counted). */
-int sl_wait_conc(struct sl_shm_header *h, const struct sl_match *m, int32_t self, int64_t deadline,
+int sl_wait_conc(struct sl_shm_header *h, struct sl_match *m, int32_t self, int64_t deadline,
                  uint64_t *taken, int *full);
 
 /* sl_conc_put() with signals blocked. */
-void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m, int32_t self);
+void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self);
 
 #endif

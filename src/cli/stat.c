@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int render_segment(const char *name, int json)
+static int render_segment(const char *name, int json, unsigned top)
 {
 	struct sl_shm shm;
 	int rc = sl_shm_attach(&shm, name, 0);
@@ -23,7 +23,7 @@ static int render_segment(const char *name, int json)
 		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
 		return SL_EXIT_FAIL;
 	}
-	sl_stats_render(shm.hdr, json, sl_clock_mono_ns(), stdout);
+	sl_stats_render_top(shm.hdr, json, top, sl_clock_mono_ns(), stdout);
 	sl_shm_detach(&shm);
 	return SL_EXIT_OK;
 }
@@ -31,28 +31,38 @@ static int render_segment(const char *name, int json)
 int sl_cmd_stat(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'}, {"shm", required_argument, NULL, 's'}, {0}};
+		{"json", no_argument, NULL, 'j'}, {"shm", required_argument, NULL, 's'},
+		{"top", required_argument, NULL, 't'}, {0}};
 	const char *path = NULL, *shm_name = NULL;
 	struct sl_config *cfg;
-	char *reply = NULL;
+	char *reply = NULL, request[64], *end;
+	unsigned top = SL_STATS_TOP_DEFAULT;
 	int json = 0, opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "c:js:", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:js:t:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
 		case 'j': json = 1; break;
 		case 's': shm_name = optarg; break;
+		case 't':
+			top = (unsigned)strtoul(optarg, &end, 10);
+			if (*optarg < '0' || *optarg > '9' || *end || top > SL_STATS_TOP_MAX) {
+				fprintf(stderr, "sluice: --top wants a count from 0 to %d\n", SL_STATS_TOP_MAX);
+				return SL_EXIT_USAGE;
+			}
+			break;
 		default:
-			fprintf(stderr, "usage: sluice stat [-c FILE] [--shm NAME] [--json]\n");
+			fprintf(stderr, "usage: sluice stat [-c FILE] [--shm NAME] [--json] [--top N]\n");
 			return SL_EXIT_USAGE;
 		}
 	}
 	if (shm_name)
-		return render_segment(shm_name, json);
+		return render_segment(shm_name, json, top);
 	cfg = sl_cli_load(sl_cli_config_path(path));
 	if (!cfg)
 		return SL_EXIT_USAGE;
-	rc = sl_ctl_request(cfg->global.control_socket, json ? "stat json" : "stat", &reply, 3000);
+	snprintf(request, sizeof(request), "stat%s top %u", json ? " json" : "", top);
+	rc = sl_ctl_request(cfg->global.control_socket, request, &reply, 3000);
 	if (rc == 0 && strncmp(reply, "error", 5) != 0) {
 		fputs(reply, stdout);
 		rc = SL_EXIT_OK;
@@ -60,7 +70,7 @@ int sl_cmd_stat(int argc, char **argv)
 		if (!json)
 			fprintf(stderr, "sluice: no daemon answers on %s; reading segment %s\n",
 			        cfg->global.control_socket, cfg->global.shm_name);
-		rc = render_segment(cfg->global.shm_name, json);
+		rc = render_segment(cfg->global.shm_name, json, top);
 	}
 	free(reply);
 	free(cfg);

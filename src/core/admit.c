@@ -1,6 +1,7 @@
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/keys.h"
 #include "sluice/limiter.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
@@ -38,9 +39,17 @@ void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct
 	if (out != a)
 		*out = *a;
 	out->mask |= extra;
+	out->keyed |= b->keyed & extra;
+	/* b came later and knows more (a name found in the first write): keys are made
+	 * of its destination from now on.  Places a's keys hold stay where they are
+	 * (conc_key). */
+	if (b->keyed & b->mask)
+		out->src = b->src;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
-		if (extra & (1ULL << i))
+		if (extra & (1ULL << i)) {
 			out->serial[i] = b->serial[i];
+			out->conc_key[i] = b->conc_key[i];
+		}
 }
 
 /* One pass over the in-use slots: the sections whose patterns take `d`. */
@@ -50,6 +59,7 @@ static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct s
 	int count = 0;
 
 	m->mask = 0;
+	m->keyed = 0;
 	for (unsigned i = 0; i < used; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 
@@ -57,8 +67,13 @@ static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct s
 			continue;
 		m->mask |= 1ULL << i;
 		m->serial[i] = sec->serial;
+		m->conc_key[i].serial = 0;
+		if (sec->spec.per != SL_PER_NONE)
+			m->keyed |= 1ULL << i;
 		count++;
 	}
+	if (m->keyed)
+		sl_keysrc_from_dest(&m->src, d);
 	return count;
 }
 
@@ -116,6 +131,44 @@ static int64_t wall_off(const struct sl_shm_header *h)
 	return sl_sane_ns(h->wall_off_ns);
 }
 
+/* The state that holds section i's limit for a call to `src`: the section's own,
+ * or (per = ...) its key's - the one `ref` names while it is still that key's,
+ * else found again by identity, or with `create` made (ref then names it).  NULL
+ * when the key cannot be had: missing, or every record it may use busy. */
+static struct sl_state *limit_state(struct sl_shm_header *h, unsigned i, struct sl_section *sec,
+                                    const struct sl_keysrc *src, struct sl_keyref *ref,
+                                    int create, int64_t now)
+{
+	struct sl_key *k = NULL;
+
+	if (sec->spec.per == SL_PER_NONE)
+		return &sec->state;
+	if (ref->serial)
+		k = sl_keys_ref(h, i, ref->slot, ref->serial);
+	if (!k && (k = sl_keys_find(h, i, src, create, now))) {
+		ref->slot = sl_key_slot(h, k);
+		ref->serial = k->serial;
+	}
+	if (k)
+		k->last_used_ns = SL_MAX(k->last_used_ns, now);
+	return k ? &k->state : NULL;
+}
+
+/* The same for a ticket's section i (its key found again or made). */
+static struct sl_state *ticket_state(struct sl_shm_header *h, struct sl_ticket *t, unsigned i,
+                                     struct sl_section *sec, int create, int64_t now)
+{
+	return limit_state(h, i, sec, &t->src, &t->sec[i].key, create, now);
+}
+
+/* A key counts its own admissions too (`sluice stat --top`); the section's state
+ * holds the sums. */
+static void count_key(struct sl_section *sec, struct sl_state *st, uint64_t units)
+{
+	if (st != &sec->state)
+		atomic_fetch_add_explicit(A(&st->admitted), units, memory_order_relaxed);
+}
+
 /* What a request costs in a section: its bytes for meter = bytes, else 1. */
 static uint64_t cost_in(const struct sl_section *sec, const struct sl_ticket *t)
 {
@@ -138,9 +191,13 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 	t->cost = bytes ? bytes : 1;
 	t->refuse_errno = 0;
 	t->refusing_section = -1;
+	t->key_full = 0;
+	if (m->keyed)
+		t->src = m->src;
 	/* Pass 1: the latest slot over enforcing sections, the tightest max_wait. */
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
 		int64_t slot;
 
 		if (!(m->mask & (1ULL << i)) || !(sec = live_section(h, i, m->serial[i])))
@@ -148,8 +205,26 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		live++;
 		if (sec->spec.amount == 0)
 			continue;
-		sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h)); /* never sleep on a scribble */
-		slot = sl_strategy_slot(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h));
+		t->sec[i].key.serial = 0;
+		if (!(st = limit_state(h, i, sec, &m->src, &t->sec[i].key, charge, now))) {
+			if (!charge || sec->spec.mode == SL_MODE_OBSERVE)
+				continue; /* a check makes no key; observing holds no one */
+			/* No room for this destination's key: refused as the section says,
+			 * never let through unlimited. */
+			for (unsigned j = 0; j < SL_MAX_SECTIONS; j++)
+				if (t->mask & (1ULL << j))
+					atomic_fetch_add_explicit(A(&sl_shm_section(h, j)->state.refused), 1,
+					                          memory_order_relaxed);
+			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+			t->mask = 0;
+			t->refusing_section = (int)i;
+			t->refuse_errno = sec->spec.refuse;
+			t->key_full = 1;
+			rc = -ECONNREFUSED;
+			goto out;
+		}
+		sl_strategy_repair(&sec->spec, st, now, wall_off(h)); /* never sleep on a scribble */
+		slot = sl_strategy_slot(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
 			struct sl_undo ignored;
 
@@ -161,8 +236,9 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 			if (sec->spec.max_wait_ns >= 0 && slot - now > sec->spec.max_wait_ns)
 				atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
 			else
-				sl_strategy_charge(&sec->spec, &sec->state, slot, cost_in(sec, t), wall_off(h), &ignored);
+				sl_strategy_charge(&sec->spec, st, slot, cost_in(sec, t), wall_off(h), &ignored);
 			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
+			count_key(sec, st, 1);
 			continue;
 		}
 		t->mask |= 1ULL << i;
@@ -195,19 +271,24 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 		t->mask = 0;
 		goto out;
 	}
-	/* Pass 2: charge every enforcing section at the common release time. */
+	/* Pass 2: charge every enforcing section at the common release time (each key
+	 * found in pass 1 is where its ref says: nothing was evicted in between, as
+	 * an evicted key is idle and these are not, or were made just now). */
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
 
 		if (!(t->mask & (1ULL << i)))
 			continue;
 		sec = sl_shm_section(h, i);
-		sl_strategy_charge(&sec->spec, &sec->state, release, cost_in(sec, t), wall_off(h), &t->sec[i].undo);
-		t->sec[i].seq = ++sec->state.seq;
-		sec->state.last_pid = self;
-		sec->state.last_seq = t->sec[i].seq;
-		sec->state.last_undo = t->sec[i].undo;
-		sec->state.last_slot = release;
+		if (!(st = ticket_state(h, t, i, sec, 1, now)))
+			continue;
+		sl_strategy_charge(&sec->spec, st, release, cost_in(sec, t), wall_off(h), &t->sec[i].undo);
+		t->sec[i].seq = ++st->seq;
+		st->last_pid = self;
+		st->last_seq = t->sec[i].seq;
+		st->last_undo = t->sec[i].undo;
+		st->last_slot = release;
 	}
 	t->release_ns = release;
 	t->held = release > now;
@@ -253,11 +334,19 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 	later = now;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
-		sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h));
-		later = SL_MAX(later, sl_strategy_release_at(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h)));
+		/* A key evicted since the reservation (it went idle: the caller woke
+		 * that late) is made again, so this release is checked and counted in
+		 * it like any other; with no room for it, nothing is decided. */
+		if (!(st = ticket_state(h, t, i, sec, 1, now))) {
+			sl_shm_unlock(h, self);
+			return -ETIMEDOUT;
+		}
+		sl_strategy_repair(&sec->spec, st, now, wall_off(h));
+		later = SL_MAX(later, sl_strategy_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)));
 	}
 	if (later > now) {
 		sl_shm_unlock(h, self);
@@ -271,10 +360,12 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 	 * at once. */
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
 
-		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)) ||
+		    !(st = ticket_state(h, t, i, sec, 1, now)))
 			continue;
-		sl_strategy_released(&sec->spec, &sec->state, now, cost_in(sec, t), wall_off(h));
+		sl_strategy_released(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
 	}
 	/* The released call itself, before anyone else may be released: the release
 	 * is then moved on to the moment it was made, not left at a check the caller
@@ -286,20 +377,25 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 		made = sl_clock_mono_ns();
 		for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 			struct sl_section *sec;
+			struct sl_state *st;
 
-			if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+			if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)) ||
+			    !(st = ticket_state(h, t, i, sec, 1, made)))
 				continue;
-			sl_strategy_moved(&sec->spec, &sec->state, now, made, cost_in(sec, t), wall_off(h));
+			sl_strategy_moved(&sec->spec, st, now, made, cost_in(sec, t), wall_off(h));
 		}
 		now = made;
 	}
 	wait = now - t->arrival_ns;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
 		sl_stats_record_wait(&sec->state, wait, t->held, cost_in(sec, t));
+		if ((st = ticket_state(h, t, i, sec, 0, now)))
+			count_key(sec, st, cost_in(sec, t));
 	}
 	t->released_ns = now;
 	sl_shm_unlock(h, self);
@@ -313,11 +409,13 @@ void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t f
 		return;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
+		struct sl_keyref ref = {0, 0};
 
 		if (!(m->mask & (1ULL << i)) || !(sec = live_section(h, i, m->serial[i])) ||
-		    sec->spec.mode == SL_MODE_OBSERVE)
+		    sec->spec.mode == SL_MODE_OBSERVE || !(st = limit_state(h, i, sec, &m->src, &ref, 1, to)))
 			continue;
-		sl_strategy_moved(&sec->spec, &sec->state, from, to, 1, wall_off(h));
+		sl_strategy_moved(&sec->spec, st, from, to, 1, wall_off(h));
 	}
 	sl_shm_unlock(h, self);
 }
@@ -328,42 +426,99 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
 		return;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
+		struct sl_keyref ref;
 
 		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
-		/* Only the last slot handed out can be returned: later callers hold theirs. */
-		if (sec->state.seq == t->sec[i].seq) {
-			sl_strategy_undo(&sec->spec, &sec->state, &t->sec[i].undo);
-			sec->state.seq--;
-			sec->state.last_pid = 0;
+		/* Only the last slot handed out can be returned: later callers hold theirs.
+		 * A keyed section's slot only from the very record it was taken in: a
+		 * key evicted and made again has counted nothing of it. */
+		ref = t->sec[i].key;
+		st = &sec->state;
+		if (sec->spec.per != SL_PER_NONE) {
+			struct sl_key *k = ref.serial ? sl_keys_ref(h, i, ref.slot, ref.serial) : NULL;
+
+			st = k ? &k->state : NULL;
+		}
+		if (st && st->seq == t->sec[i].seq) {
+			sl_strategy_undo(&sec->spec, st, &t->sec[i].undo);
+			st->seq--;
+			st->last_pid = 0;
 		}
 		atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
 	}
 	sl_shm_unlock(h, self);
 }
 
+/* Keys whose last reservation is still to come, picked without the lock (a whole
+ * table is never walked under it); each is looked at again under the lock. */
+#define KEY_BATCH 256
+
+struct key_pick {
+	int64_t now;
+	unsigned n;
+	struct sl_keyref ref[KEY_BATCH];
+	unsigned section[KEY_BATCH];
+};
+
+static int pick_pending(struct sl_key *k, uint32_t slot, void *arg)
+{
+	struct key_pick *p = arg;
+	const struct sl_state *st = &k->state;
+
+	if (st->last_pid > 0 && st->seq == st->last_seq && st->last_slot > p->now) {
+		p->ref[p->n] = (struct sl_keyref){slot, k->serial};
+		p->section[p->n] = k->section;
+		p->n++;
+	}
+	return p->n == KEY_BATCH;
+}
+
+/* Return the slot state `st` last handed out if its taker died before it came. */
+static int reap_state(const struct sl_spec *spec, struct sl_state *st, int64_t now,
+                      int (*is_dead)(int32_t pid))
+{
+	if (st->last_pid <= 0)
+		return 0;
+	if (st->seq != st->last_seq || st->last_slot <= now) {
+		st->last_pid = 0; /* no longer the last, or already due: nothing to return */
+		return 0;
+	}
+	if (!is_dead(st->last_pid))
+		return 0;
+	sl_strategy_undo(spec, st, &st->last_undo);
+	st->seq--;
+	st->last_pid = 0;
+	return 1;
+}
+
 int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
                        int (*is_dead)(int32_t pid))
 {
+	static struct key_pick pick; /* daemon only: one heartbeat at a time */
 	int returned = 0;
 
+	pick.now = now;
+	pick.n = 0;
+	sl_keys_each(h, pick_pending, &pick);
 	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
+	for (unsigned j = 0; j < pick.n; j++) {
+		struct sl_key *k = sl_keys_ref(h, pick.section[j], pick.ref[j].slot, pick.ref[j].serial);
+		struct sl_section *sec = k ? sl_shm_section(h, k->section) : NULL;
+
+		if (sec && reap_state(&sec->spec, &k->state, now, is_dead)) {
+			atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
+			returned++;
+		}
+	}
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 		struct sl_state *st = &sec->state;
 
-		if (st->last_pid <= 0 || !sec->in_use)
+		if (!sec->in_use || !reap_state(&sec->spec, st, now, is_dead))
 			continue;
-		if (st->seq != st->last_seq || st->last_slot <= now) {
-			st->last_pid = 0; /* no longer the last, or already due: nothing to return */
-			continue;
-		}
-		if (!is_dead(st->last_pid))
-			continue;
-		sl_strategy_undo(&sec->spec, st, &st->last_undo);
-		st->seq--;
-		st->last_pid = 0;
 		atomic_fetch_add_explicit(A(&st->given_up), 1, memory_order_relaxed);
 		returned++;
 	}
@@ -371,6 +526,8 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 	return returned;
 }
 
+/* Keys are not looked at here: every reservation and release repairs the state it
+ * uses before it reads it, and a key nobody uses holds nobody. */
 uint64_t sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self)
 {
 	uint64_t fixed = 0;

@@ -1,7 +1,11 @@
 /* Concurrency places in the shared segment (conc.h). */
 #include "sluice/conc.h"
+#include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/keys.h"
 #include "sluice/shm.h"
+
+#include <stdlib.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -19,6 +23,46 @@ static struct sl_section *live(struct sl_shm_header *h, unsigned i, uint32_t ser
 	struct sl_section *sec = sl_shm_section(h, i);
 
 	return sec && sec->in_use && sec->serial == serial ? sec : NULL;
+}
+
+/* Where section i keeps the places of m's destination: its own state, or (per =
+ * ...) its key's - the one m->conc_key names while it is still that key's, else
+ * found, or with `create` made, and then named there.  *unit and *userial: how
+ * holder entries name it.  NULL when the key cannot be had. */
+static struct sl_state *places(struct sl_shm_header *h, unsigned i, struct sl_section *sec,
+                               struct sl_match *m, int create, uint32_t *unit, uint32_t *userial)
+{
+	struct sl_keyref *ref = &m->conc_key[i];
+	struct sl_key *k = NULL;
+
+	if (sec->spec.per == SL_PER_NONE) {
+		*unit = i;
+		*userial = sec->serial;
+		return &sec->state;
+	}
+	if (ref->serial)
+		k = sl_keys_ref(h, i, ref->slot, ref->serial);
+	if (!k && create && (k = sl_keys_find(h, i, &m->src, 1, sl_clock_mono_ns()))) {
+		ref->slot = sl_key_slot(h, k);
+		ref->serial = k->serial;
+	}
+	if (!k)
+		return NULL;
+	*unit = SL_HOLDER_KEY | ref->slot;
+	*userial = k->serial;
+	return &k->state;
+}
+
+/* Whether holder entry e still names a place that exists: a live section at its
+ * serial, or a live key record at its serial. */
+static int holder_live(struct sl_shm_header *h, const struct sl_holder *e)
+{
+	if (e->section & SL_HOLDER_KEY) {
+		struct sl_key *k = sl_shm_key_at(h, e->section & ~SL_HOLDER_KEY);
+
+		return k && k->serial == e->serial && sl_key_live(h, k);
+	}
+	return live(h, e->section, e->serial) != NULL;
 }
 
 uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m)
@@ -96,14 +140,14 @@ static void holder_remove(struct sl_shm_header *h, struct sl_holder *e)
 	t[gap] = (struct sl_holder){0};
 }
 
-static void wake(struct sl_section *sec)
+static void wake(struct sl_state *st)
 {
-	atomic_fetch_add_explicit(A(&sec->state.conc_futex), 1, memory_order_release);
-	if (atomic_load_explicit(A(&sec->state.conc_waiters), memory_order_acquire))
-		syscall(SYS_futex, &sec->state.conc_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	atomic_fetch_add_explicit(A(&st->conc_futex), 1, memory_order_release);
+	if (atomic_load_explicit(A(&st->conc_waiters), memory_order_acquire))
+		syscall(SYS_futex, &st->conc_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self, uint64_t *taken,
+int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint64_t *taken,
                  int *full, uint32_t *seen)
 {
 	uint64_t want = sl_conc_sections(h, m);
@@ -121,30 +165,43 @@ int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
+		uint32_t unit, userial;
 
 		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
 			continue;
-		if (sec->state.conc_open >= sec->spec.concurrency) {
+		if (!(st = places(h, i, sec, m, 1, &unit, &userial))) {
+			/* A keyed section with no room for this destination's key: refused
+			 * as the section says (counted in key_full), never let through. */
 			*full = (int)i;
-			*seen = atomic_load_explicit(A(&sec->state.conc_futex), memory_order_acquire);
+			rc = -EDQUOT;
+			goto out;
+		}
+		if (st->conc_open >= sec->spec.concurrency) {
+			*full = (int)i;
+			*seen = atomic_load_explicit(A(&st->conc_futex), memory_order_acquire);
 			rc = -EBUSY;
 			goto out;
 		}
 	}
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		uint32_t unit, userial;
 
-		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
+		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
+		    !places(h, i, sec, m, 0, &unit, &userial))
 			continue;
-		if (!holder(h, self, i, sec->serial, 0)) {
-			if (!holder(h, self, i, sec->serial, 1)) {
+		if (!holder(h, self, unit, userial, 0)) {
+			if (!holder(h, self, unit, userial, 1)) {
 				/* Full: undo the entries made for this take (they hold nothing;
 				 * removing one may move the others, so find each again). */
 				for (unsigned j = 0; j < SL_MAX_SECTIONS; j++) {
 					struct sl_holder *e;
+					uint32_t u, us;
 
 					if ((made & (1ULL << j)) &&
-					    (e = holder(h, self, j, sl_shm_section(h, j)->serial, 0)) && !e->count)
+					    places(h, j, sl_shm_section(h, j), m, 0, &u, &us) &&
+					    (e = holder(h, self, u, us, 0)) && !e->count)
 						holder_remove(h, e);
 				}
 				rc = -ENOSPC;
@@ -155,63 +212,106 @@ int sl_conc_take(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 	}
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
 		struct sl_holder *e;
+		uint32_t unit, userial;
 
 		/* Each has its entry now (entries do not move while they are only added). */
 		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
-		    !(e = holder(h, self, i, sec->serial, 0)))
+		    !(st = places(h, i, sec, m, 0, &unit, &userial)) || !(e = holder(h, self, unit, userial, 0)))
 			continue;
-		sec->state.conc_open++;
+		st->conc_open++;
 		e->count++;
 		*taken |= 1ULL << i;
-		if (!sec->spec.amount) /* a rate counts its own admissions at release */
+		if (!sec->spec.amount) { /* a rate counts its own admissions at release */
 			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
+			if (st != &sec->state)
+				atomic_fetch_add_explicit(A(&st->admitted), 1, memory_order_relaxed);
+		}
 	}
 out:
 	sl_shm_unlock(h, self);
 	return rc;
 }
 
-void sl_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m, int32_t self)
+void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self)
 {
 	if (!mask || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec;
+		struct sl_state *st;
 		struct sl_holder *e;
+		uint32_t unit, userial;
 
-		/* A section reset or removed by a reload meanwhile holds nothing of ours. */
-		if (!(mask & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
+		/* A section (or key) reset or removed by a reload meanwhile holds nothing
+		 * of ours.  A key holding a place is never evicted, so conc_key still
+		 * names the one the place was taken in. */
+		if (!(mask & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
+		    !(st = places(h, i, sec, m, 0, &unit, &userial)))
 			continue;
 		/* The holder entry first: killed between the two, this process leaves a
 		 * place counted open that no entry accounts for, which the heartbeat's
 		 * recount gives back - never one counted free twice. */
-		if ((e = holder(h, self, i, sec->serial, 0)) && e->count && --e->count == 0)
+		if ((e = holder(h, self, unit, userial, 0)) && e->count && --e->count == 0)
 			holder_remove(h, e);
-		if (sec->state.conc_open)
-			sec->state.conc_open--;
-		wake(sec);
+		if (st->conc_open)
+			st->conc_open--;
+		wake(st);
 	}
 	sl_shm_unlock(h, self);
 }
 
-void sl_conc_wait(struct sl_shm_header *h, unsigned idx, uint32_t seen, int64_t timeout_ns)
+void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uint32_t seen,
+                  int64_t timeout_ns)
 {
 	struct sl_section *sec = sl_shm_section(h, idx);
+	struct sl_state *st = sec ? &sec->state : NULL;
 	struct timespec ts;
 
 	if (!sec || timeout_ns <= 0)
 		return;
+	if (sec->spec.per != SL_PER_NONE) {
+		/* Read without the lock: a record reused meanwhile only makes this
+		 * sleep end at its timeout, and the caller takes again. */
+		struct sl_key *k = sl_shm_key_at(h, m->conc_key[idx].slot);
+
+		if (!m->conc_key[idx].serial || !k)
+			return;
+		st = &k->state;
+	}
 	ts.tv_sec = timeout_ns / SL_NS_PER_S;
 	ts.tv_nsec = timeout_ns % SL_NS_PER_S;
-	atomic_fetch_add_explicit(A(&sec->state.conc_waiters), 1, memory_order_acq_rel);
+	atomic_fetch_add_explicit(A(&st->conc_waiters), 1, memory_order_acq_rel);
 	/* Shared (not private) futex: the word is in memory every process maps. */
-	syscall(SYS_futex, &sec->state.conc_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
-	atomic_fetch_sub_explicit(A(&sec->state.conc_waiters), 1, memory_order_acq_rel);
+	syscall(SYS_futex, &st->conc_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
+	atomic_fetch_sub_explicit(A(&st->conc_waiters), 1, memory_order_acq_rel);
+}
+
+/* Keys with places counted open, picked without the lock (a whole key table is
+ * never walked under it), to be recounted under it. */
+#define KEY_BATCH 1024
+
+struct open_keys {
+	unsigned n;
+	uint32_t slot[KEY_BATCH], serial[KEY_BATCH];
+};
+
+static int pick_open(struct sl_key *k, uint32_t slot, void *arg)
+{
+	struct open_keys *o = arg;
+
+	if (atomic_load_explicit(A(&k->state.conc_open), memory_order_relaxed)) {
+		o->slot[o->n] = slot;
+		o->serial[o->n] = k->serial;
+		o->n++;
+	}
+	return o->n == KEY_BATCH;
 }
 
 int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid))
 {
+	static struct open_keys open; /* daemon only: one heartbeat at a time */
 	struct sl_holder *t = sl_shm_holders(h);
 	int returned = 0, any = 0;
 
@@ -221,14 +321,15 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 		any = atomic_load_explicit(A(&t[k].pid), memory_order_relaxed) > 0;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS && !any; i++)
 		any = atomic_load_explicit(A(&sl_shm_section(h, i)->state.conc_open), memory_order_relaxed) > 0;
-	if (!any || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+	open.n = 0;
+	sl_keys_each(h, pick_open, &open);
+	if ((!any && !open.n) || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
 	for (unsigned k = 0, removed = 0; k < SL_MAX_HOLDERS && removed < SL_MAX_HOLDERS;) {
 		/* A removal shifts later entries back into k: look at k again then.  (One
 		 * shifted past the table's end, from its start, waits for the next beat.) */
-		if (t[k].pid != 0 && (t[k].pid < 0 || !live(h, t[k].section, t[k].serial) ||
-		                      is_dead(t[k].pid))) {
-			/* Dead, its section gone, or a scribble: its places go with it. */
+		if (t[k].pid != 0 && (t[k].pid < 0 || !holder_live(h, &t[k]) || is_dead(t[k].pid))) {
+			/* Dead, its section or key gone, or a scribble: its places go with it. */
 			if (t[k].pid > 0)
 				returned += (int)SL_MIN(t[k].count, (uint32_t)INT_MAX / 2);
 			holder_remove(h, &t[k]);
@@ -237,27 +338,56 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 		}
 		k++;
 	}
-	/* The holder table is the record of who holds what: each section's count of
-	 * open places is recounted from it.  So a holder killed -9 between the two
-	 * updates of a take or a give-back (the lock is taken over from it) leaves the
-	 * count right by the next beat, never one place too many. */
+	/* The holder table is the record of who holds what: each section's (and each
+	 * key's) count of open places is recounted from it.  So a holder killed -9
+	 * between the two updates of a take or a give-back (the lock is taken over
+	 * from it) leaves the count right by the next beat, never one place too many.
+	 * A key's recount is gathered in its conc_recount field: first
+	 * zeroed for every key an entry names or that counts places open. */
 	uint64_t held[SL_MAX_SECTIONS] = {0};
 
+	for (unsigned j = 0; j < open.n; j++) {
+		struct sl_key *key = sl_shm_key_at(h, open.slot[j]);
+
+		if (key && key->serial == open.serial[j])
+			key->state.conc_recount = 0;
+	}
+	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++)
+		if (t[k].pid > 0 && (t[k].section & SL_HOLDER_KEY) && holder_live(h, &t[k]))
+			sl_shm_key_at(h, t[k].section & ~SL_HOLDER_KEY)->state.conc_recount = 0;
 	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
 		struct sl_section *sec;
 
-		if (t[k].pid > 0 && t[k].section < SL_MAX_SECTIONS &&
-		    (sec = sl_shm_section(h, t[k].section))->in_use && t[k].serial == sec->serial)
+		if (t[k].pid <= 0)
+			continue;
+		if (t[k].section & SL_HOLDER_KEY) {
+			if (holder_live(h, &t[k])) {
+				struct sl_state *st = &sl_shm_key_at(h, t[k].section & ~SL_HOLDER_KEY)->state;
+
+				st->conc_recount = (uint32_t)SL_MIN((uint64_t)st->conc_recount + t[k].count, (uint64_t)UINT32_MAX);
+			}
+		} else if (t[k].section < SL_MAX_SECTIONS &&
+		           (sec = sl_shm_section(h, t[k].section))->in_use && t[k].serial == sec->serial) {
 			held[t[k].section] += t[k].count;
+		}
 	}
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 
-		if (!sec->in_use || !sec->spec.concurrency)
+		if (!sec->in_use || !sec->spec.concurrency || sec->spec.per != SL_PER_NONE)
 			continue;
 		if (held[i] != sec->state.conc_open) {
 			sec->state.conc_open = (uint32_t)SL_MIN(held[i], (uint64_t)UINT32_MAX);
-			wake(sec);
+			wake(&sec->state);
+		}
+	}
+	for (unsigned j = 0; j < open.n; j++) {
+		struct sl_key *key = sl_shm_key_at(h, open.slot[j]);
+
+		if (key && key->serial == open.serial[j] && sl_key_live(h, key) &&
+		    key->state.conc_recount != key->state.conc_open) {
+			key->state.conc_open = key->state.conc_recount;
+			wake(&key->state);
 		}
 	}
 	sl_shm_unlock(h, self);

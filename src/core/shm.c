@@ -1,6 +1,7 @@
 #include "sluice/shm.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/keys.h"
 #include "sluice/proc.h"
 #include "sluice/strategy.h"
 
@@ -30,21 +31,87 @@ int sl_shm_validate(const void *base, size_t size)
 	    h->major != SL_SHM_MAJOR || h->header_size != sizeof(*h) ||
 	    h->section_size != sizeof(struct sl_section) ||
 	    h->sections_off != SL_SHM_SECTIONS_OFF || h->max_sections != SL_MAX_SECTIONS ||
-	    h->size != SL_SHM_SIZE || size < SL_SHM_SIZE)
+	    h->max_keys > SL_KEYS_MAX || h->size != SL_SHM_SIZE_FOR(h->max_keys) || size < h->size)
 		return -EPROTO;
 	return 0;
 }
 
-static void init_header(struct sl_shm_header *h)
+/* --- how many key records this process may index ---
+ *
+ * The key table's length is read from the segment, which anyone with write access
+ * may scribble on.  So each process notes, when it attaches and validates a
+ * segment, how many records its own mapping holds, and indexes the table only
+ * below that: a scribbled max_keys can shrink what a process uses, never make it
+ * read past its mapping.  A handful of attachments per process at most (the
+ * shim's one, a test's few). */
+#define ATTACHED_MAX 16
+
+static struct attached {
+	_Atomic(struct sl_shm_header *) h;
+	_Atomic uint32_t nkeys;
+} attached[ATTACHED_MAX];
+
+static void note_attached(struct sl_shm_header *h, uint32_t nkeys)
 {
-	memset(h, 0, SL_SHM_SIZE);
+	for (unsigned i = 0; i < ATTACHED_MAX; i++) {
+		struct sl_shm_header *none = NULL;
+
+		if (atomic_load_explicit(&attached[i].h, memory_order_relaxed) == h ||
+		    atomic_compare_exchange_strong(&attached[i].h, &none, h)) {
+			atomic_store_explicit(&attached[i].nkeys, nkeys, memory_order_release);
+			return;
+		}
+	}
+	/* More attachments than slots: this one gets no key records (keyed sections
+	 * then refuse as a full table would), never an unchecked bound. */
+}
+
+static void forget_attached(struct sl_shm_header *h)
+{
+	for (unsigned i = 0; i < ATTACHED_MAX; i++)
+		if (atomic_load_explicit(&attached[i].h, memory_order_relaxed) == h) {
+			atomic_store_explicit(&attached[i].nkeys, 0, memory_order_release);
+			atomic_store_explicit(&attached[i].h, NULL, memory_order_release);
+		}
+}
+
+uint32_t sl_shm_nkeys(const struct sl_shm_header *h)
+{
+	for (unsigned i = 0; i < ATTACHED_MAX; i++)
+		if (atomic_load_explicit(&attached[i].h, memory_order_relaxed) == h)
+			return atomic_load_explicit(&attached[i].nkeys, memory_order_acquire);
+	return 0;
+}
+
+uint64_t *sl_shm_key_tags(struct sl_shm_header *h)
+{
+	return (uint64_t *)((char *)h + SL_SHM_KEYS_OFF);
+}
+
+struct sl_key *sl_shm_key_at(struct sl_shm_header *h, uint32_t i)
+{
+	uint32_t n = sl_shm_nkeys(h);
+
+	if (i >= n)
+		return NULL;
+	return (struct sl_key *)((char *)h + SL_SHM_KEYS_OFF + SL_SHM_TAGS_BYTES(n)) + i;
+}
+
+/* A fresh segment's memory is zero already (shmget and anonymous mmap both give
+ * zero pages): only a reused one is cleared, so a large key table costs memory
+ * only as its records are used. */
+static void init_header(struct sl_shm_header *h, uint32_t keys, int clear)
+{
+	if (clear)
+		memset(h, 0, SL_SHM_SIZE_FOR(keys));
 	h->major = SL_SHM_MAJOR;
 	h->minor = SL_SHM_MINOR;
-	h->size = SL_SHM_SIZE;
+	h->size = SL_SHM_SIZE_FOR(keys);
 	h->header_size = sizeof(*h);
 	h->section_size = sizeof(struct sl_section);
 	h->sections_off = SL_SHM_SECTIONS_OFF;
 	h->max_sections = SL_MAX_SECTIONS;
+	h->max_keys = keys;
 	/* Magic last: a reader never takes a half-initialised segment for a valid one. */
 	atomic_store_explicit(A(&h->magic), SL_SHM_MAGIC, memory_order_release);
 }
@@ -74,14 +141,14 @@ key_t sl_shm_key(const char *name)
 	return (key_t)h;
 }
 
-static int attach_id(struct sl_shm *shm, int id, int writable)
+static int attach_id(struct sl_shm *shm, int id, int writable, size_t size)
 {
 	void *p = shmat(id, NULL, writable ? 0 : SHM_RDONLY);
 
 	if (p == (void *)-1)
 		return -errno;
 	shm->hdr = p;
-	shm->size = SL_SHM_SIZE;
+	shm->size = size;
 	shm->anonymous = 0;
 	shm->id = id;
 	return 0;
@@ -97,6 +164,16 @@ static int64_t segment_size(int id)
 	return (int64_t)ds.shm_segsz;
 }
 
+/* Validate what shm maps and note its key table's length (see note_attached). */
+static int adopt(struct sl_shm *shm)
+{
+	int rc = sl_shm_validate(shm->hdr, shm->size);
+
+	if (rc == 0)
+		note_attached(shm->hdr, shm->hdr->max_keys);
+	return rc;
+}
+
 int sl_shm_attach(struct sl_shm *shm, const char *name, int writable)
 {
 	int64_t size;
@@ -108,10 +185,10 @@ int sl_shm_attach(struct sl_shm *shm, const char *name, int writable)
 		return -errno;
 	if ((size = segment_size(id)) < 0)
 		return (int)size;
-	if ((uint64_t)size < SL_SHM_SIZE)
+	if ((uint64_t)size < SL_SHM_SIZE_FOR(0))
 		return -EPROTO;
-	rc = attach_id(shm, id, writable);
-	if (rc == 0 && (rc = sl_shm_validate(shm->hdr, shm->size)) < 0)
+	rc = attach_id(shm, id, writable, (size_t)size);
+	if (rc == 0 && (rc = adopt(shm)) < 0)
 		sl_shm_detach(shm);
 	return rc;
 }
@@ -131,45 +208,106 @@ static int is_ours(int id)
 	return ours;
 }
 
+/* Carry what `from` holds into the fresh segment `to` (another key table size):
+ * sections, holders and the header's counters as they are, keys re-placed in the
+ * new table (their hashes do not depend on its size).  Both are sluice segments of
+ * this layout; `from` is no longer in use by anyone but the caller. */
+static void carry_over(struct sl_shm_header *to, struct sl_shm_header *from)
+{
+	size_t fixed = SL_SHM_KEYS_OFF - SL_SHM_SECTIONS_OFF;
+
+	memcpy((char *)to + SL_SHM_SECTIONS_OFF, (char *)from + SL_SHM_SECTIONS_OFF, fixed);
+	to->generation = from->generation;
+	to->has_names = from->has_names;
+	to->meters = from->meters;
+	to->slots_used = from->slots_used;
+	to->wall_off_ns = from->wall_off_ns;
+	to->fallback = from->fallback;
+	to->lock_recoveries = from->lock_recoveries;
+	memcpy(to->config_path, from->config_path, sizeof(to->config_path));
+	sl_keys_carry(to, from);
+}
+
 int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached)
 {
+	return sl_shm_open_or_create_keys(shm, name, mode, SL_KEYS_DEFAULT, reattached);
+}
+
+int sl_shm_open_or_create_keys(struct sl_shm *shm, const char *name, unsigned mode, uint32_t keys,
+                               int *reattached)
+{
 	key_t key = sl_shm_key(name);
+	size_t want = SL_SHM_SIZE_FOR(keys);
+	struct sl_shm old = {.hdr = NULL};
 	struct shmid_ds ds;
 	int id, rc, fresh = 1;
 
 	*reattached = 0;
 	shm->hdr = NULL;
-	id = shmget(key, SL_SHM_SIZE, IPC_CREAT | IPC_EXCL | (mode & 0777));
+	if (keys > SL_KEYS_MAX)
+		return -EINVAL;
+	id = shmget(key, want, IPC_CREAT | IPC_EXCL | (mode & 0777));
 	if (id < 0 && errno == EEXIST) {
+		int64_t size;
+
 		fresh = 0;
-		if ((id = shmget(key, 0, 0)) < 0)
+		if ((id = shmget(key, 0, 0)) < 0 || (size = segment_size(id)) < 0)
 			return -errno;
-		if (segment_size(id) != (int64_t)SL_SHM_SIZE) {
-			/* Another layout's segment (or a stranger's under our key): a
-			 * segment's size never changes, so replace it - its users keep
-			 * their mapping until they detach - but only if it is ours. */
+		if ((uint64_t)size != want) {
+			/* Another size: another layout's segment, or this layout's with
+			 * another key table.  A segment's size never changes.  One of ours
+			 * that programs still use is kept as it is (they would go on
+			 * sharing it while new programs used a new one: two queues for
+			 * one destination); the caller sees its max_keys.  One nobody uses
+			 * is replaced, its state carried over when it is of this layout -
+			 * but never a stranger's segment under our key. */
 			if (!is_ours(id))
 				return -EEXIST;
-			if (shmctl(id, IPC_RMID, NULL) != 0)
+			if (shmctl(id, IPC_STAT, &ds) != 0)
 				return -errno;
-			id = shmget(key, SL_SHM_SIZE, IPC_CREAT | IPC_EXCL | (mode & 0777));
+			if (attach_id(&old, id, 1, (size_t)size) == 0 && adopt(&old) == 0 && ds.shm_nattch > 0) {
+				*shm = old;
+				*reattached = 1;
+				goto set_mode;
+			}
+			if (shmctl(id, IPC_RMID, NULL) != 0) {
+				rc = -errno;
+				sl_shm_detach(&old);
+				return rc;
+			}
+			id = shmget(key, want, IPC_CREAT | IPC_EXCL | (mode & 0777));
 			fresh = 1;
 		}
 	}
-	if (id < 0)
-		return -errno;
-	/* The mode the config asks for, also on a segment made under another one. */
-	if (shmctl(id, IPC_STAT, &ds) != 0)
-		return -errno;
-	ds.shm_perm.mode = (ds.shm_perm.mode & ~0777u) | (mode & 0777);
-	if (shmctl(id, IPC_SET, &ds) != 0)
-		return -errno;
-	if ((rc = attach_id(shm, id, 1)) < 0)
+	if (id < 0) {
+		rc = -errno;
+		sl_shm_detach(&old);
 		return rc;
-	if (!fresh && sl_shm_validate(shm->hdr, shm->size) == 0)
+	}
+	if ((rc = attach_id(shm, id, 1, want)) < 0) {
+		sl_shm_detach(&old);
+		return rc;
+	}
+	if (!fresh && adopt(shm) == 0) {
 		*reattached = 1;
-	else
-		init_header(shm->hdr);
+	} else {
+		init_header(shm->hdr, keys, !fresh);
+		note_attached(shm->hdr, keys);
+		if (old.hdr && sl_shm_validate(old.hdr, old.size) == 0) {
+			carry_over(shm->hdr, old.hdr);
+			*reattached = 1;
+		}
+	}
+	sl_shm_detach(&old);
+set_mode:
+	/* The mode the config asks for, also on a segment made under another one. */
+	if (shmctl(shm->id, IPC_STAT, &ds) != 0 ||
+	    (ds.shm_perm.mode = (ds.shm_perm.mode & ~0777u) | (mode & 0777),
+	     shmctl(shm->id, IPC_SET, &ds) != 0)) {
+		rc = -errno;
+		sl_shm_detach(shm);
+		return rc;
+	}
 	return 0;
 }
 
@@ -189,21 +327,30 @@ int sl_shm_is_named(const struct sl_shm *shm, const char *name)
 
 int sl_shm_create_anonymous(struct sl_shm *shm)
 {
-	void *p = mmap(NULL, SL_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return sl_shm_create_anonymous_keys(shm, SL_KEYS_DEFAULT);
+}
+
+int sl_shm_create_anonymous_keys(struct sl_shm *shm, uint32_t keys)
+{
+	size_t size = SL_SHM_SIZE_FOR(SL_MIN(keys, (uint32_t)SL_KEYS_MAX));
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+	               -1, 0);
 
 	if (p == MAP_FAILED)
 		return -errno;
 	shm->hdr = p;
-	shm->size = SL_SHM_SIZE;
+	shm->size = size;
 	shm->anonymous = 1;
 	shm->id = -1;
-	init_header(shm->hdr);
+	init_header(shm->hdr, SL_MIN(keys, (uint32_t)SL_KEYS_MAX), 0);
+	note_attached(shm->hdr, shm->hdr->max_keys);
 	return 0;
 }
 
 void sl_shm_detach(struct sl_shm *shm)
 {
 	if (shm->hdr) {
+		forget_attached(shm->hdr);
 		if (shm->anonymous)
 			munmap(shm->hdr, shm->size);
 		else
@@ -376,9 +523,22 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 			memset(&sec->state, 0, sizeof(sec->state));
 			continue;
 		}
-		if (sec->spec.meter != cfg->sections[j].spec.meter) {
+		if (sec->spec.meter != cfg->sections[j].spec.meter ||
+		    sec->spec.per != cfg->sections[j].spec.per ||
+		    sec->spec.per_prefix4 != cfg->sections[j].spec.per_prefix4 ||
+		    sec->spec.per_prefix6 != cfg->sections[j].spec.per_prefix6) {
+			/* Counts of something else, or of other keys: start afresh (its
+			 * keys' records become free with the serial). */
 			sec->serial++;
 			memset(&sec->state, 0, sizeof(sec->state));
+		} else if (sec->spec.per != SL_PER_NONE) {
+			uint64_t keys = sec->state.keys, evictions = sec->state.key_evictions,
+			         full = sec->state.key_full;
+
+			sl_keys_convert(h, i, &sec->spec, &cfg->sections[j].spec, now, h->wall_off_ns);
+			sec->state.keys = keys;
+			sec->state.key_evictions = evictions;
+			sec->state.key_full = full;
 		} else {
 			sl_strategy_convert(&sec->spec, &cfg->sections[j].spec, &sec->state, now,
 			                    h->wall_off_ns);
@@ -415,6 +575,8 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
 		if (sl_shm_section(h, i)->in_use)
 			slots_used = i + 1;
+	/* Records of keys whose sections went or were reset are free again. */
+	sl_keys_sweep(h);
 	h->has_names = has_names;
 	h->wall_off_ns = sl_clock_wall_offset_follow(h->wall_off_ns);
 	h->meters = meters;

@@ -499,3 +499,36 @@ uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, 
 		return sl_gcra_queued(st->tat_ns, sl_gcra_tolerance(s), sl_gcra_increment(s, 1), now);
 	}
 }
+
+/* A state is idle when a zero state would answer every call from `now` on as it
+ * does: what a key may be evicted for (keys.h).  GCRA: both timestamps behind
+ * now (max(tat, now) = now either way); windows: no count that still counts -
+ * the window it lies in is over, or it holds nothing; no place taken or waited
+ * for; no reservation whose slot is still to come. */
+int sl_strategy_idle(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                     int64_t wall_off)
+{
+	if (st->conc_open || st->conc_waiters || (st->last_pid > 0 && st->last_slot > now))
+		return 0;
+	if (s->amount == 0)
+		return 1;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW: {
+		int64_t k = fixed_index(s, now, wall_off);
+
+		return (st->win_used == 0 || sl_sane_ns(st->win) < k) &&
+		       (st->rel_win_used == 0 || sl_sane_ns(st->rel_win) < k);
+	}
+	case SL_STRAT_SESSION_WINDOW:
+		return (st->win_used == 0 || now >= sl_sane_ns(st->win) + window(s)) &&
+		       (st->rel_win_used == 0 || now >= sl_sane_ns(st->rel_win) + window(s));
+	case SL_STRAT_SLIDING_WINDOW: {
+		int64_t b = slide_bucket(s, now);
+
+		return sl_sane_ns(st->slide.newest) <= b && sl_sane_ns(st->rel_slide.newest) <= b &&
+		       slide_sum(&st->slide, b) == 0 && slide_sum(&st->rel_slide, b) == 0;
+	}
+	default:
+		return st->tat_ns <= now && st->rel_tat_ns <= now;
+	}
+}

@@ -141,7 +141,7 @@ int sl_wait_try_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_
 	return rc;
 }
 
-int sl_wait_conc(struct sl_shm_header *h, const struct sl_match *m, int32_t self, int64_t deadline,
+int sl_wait_conc(struct sl_shm_header *h, struct sl_match *m, int32_t self, int64_t deadline,
                  uint64_t *taken, int *full)
 {
 	for (;;) {
@@ -153,18 +153,26 @@ int sl_wait_conc(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 		enter_critical(&c);
 		rc = sl_conc_take(h, m, self, taken, full, &seen);
 		leave_critical(&c);
+		if (rc == -EDQUOT) {
+			atomic_fetch_add_explicit(
+				(_Atomic uint64_t *)&sl_shm_section(h, (unsigned)*full)->state.refused, 1,
+				memory_order_relaxed);
+			return -ECONNREFUSED;
+		}
 		if (rc == -ENOSPC || rc == -ETIMEDOUT) {
 			/* No room in the holder table, or no lock: no place now.  That is
 			 * never a "go": wait for one as for a full limit, up to the deadline. */
 			uint64_t conc = sl_conc_sections(h, m);
+			struct sl_section *sec;
 
 			*full = conc ? __builtin_ctzll(conc) : 0;
-			seen = atomic_load_explicit(
-				(_Atomic uint32_t *)&sl_shm_section(h, (unsigned)*full)->state.conc_futex,
-				memory_order_acquire);
-			atomic_fetch_add_explicit(
-				(_Atomic uint64_t *)&sl_shm_section(h, (unsigned)*full)->state.undecided, 1,
-				memory_order_relaxed);
+			sec = sl_shm_section(h, (unsigned)*full);
+			seen = sec->spec.per != SL_PER_NONE
+			               ? 0 /* a key's word: sl_conc_wait sleeps a slice on it */
+			               : atomic_load_explicit((_Atomic uint32_t *)&sec->state.conc_futex,
+			                                      memory_order_acquire);
+			atomic_fetch_add_explicit((_Atomic uint64_t *)&sec->state.undecided, 1,
+			                          memory_order_relaxed);
 			rc = -EBUSY;
 		}
 		if (rc != -EBUSY || deadline == -2)
@@ -179,11 +187,11 @@ int sl_wait_conc(struct sl_shm_header *h, const struct sl_match *m, int32_t self
 		/* Woken when a place is given back; the slice only bounds a sleep whose
 		 * wake-up was lost to a process killed at the wrong instant. */
 		slice = deadline < 0 ? SL_NS_PER_S : SL_MIN(deadline - now, SL_NS_PER_S);
-		sl_conc_wait(h, (unsigned)*full, seen, slice);
+		sl_conc_wait(h, m, (unsigned)*full, seen, slice);
 	}
 }
 
-void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m, int32_t self)
+void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self)
 {
 	struct critical c;
 

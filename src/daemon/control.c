@@ -95,8 +95,28 @@ static void handle(struct sl_daemon *d, int fd, char *cmd)
 	} else if (strcmp(cmd, "info") == 0) {
 		fprintf(f, "pid=%d\nshm_name=%s\nconfig=%s\ngeneration=%llu\n", (int)getpid(),
 		        d->shm_name, d->config_path, (unsigned long long)d->shm.hdr->generation);
-	} else if (strcmp(cmd, "stat") == 0 || strcmp(cmd, "stat json") == 0) {
-		sl_stats_render(d->shm.hdr, cmd[4] != '\0', sl_clock_mono_ns(), f);
+	} else if (strncmp(cmd, "stat", 4) == 0 && (cmd[4] == '\0' || cmd[4] == ' ')) {
+		/* stat [json] [top N] */
+		const char *rest = cmd + 4;
+		int json = 0;
+		unsigned top = SL_STATS_TOP_DEFAULT;
+
+		if (strncmp(rest, " json", 5) == 0) {
+			json = 1;
+			rest += 5;
+		}
+		if (strncmp(rest, " top ", 5) == 0) {
+			char *end;
+			unsigned long n = strtoul(rest + 5, &end, 10);
+
+			if (end != rest + 5 && n <= SL_STATS_TOP_MAX)
+				top = (unsigned)n;
+			rest = end;
+		}
+		if (*rest)
+			fprintf(f, "error: usage: stat [json] [top N]\n");
+		else
+			sl_stats_render_top(d->shm.hdr, json, top, sl_clock_mono_ns(), f);
 	} else if (strcmp(cmd, "reload") == 0) {
 		if (!may_change(fd)) {
 			fprintf(f, "error: only root or the daemon's user may reload\n");

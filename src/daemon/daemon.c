@@ -114,12 +114,18 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 
 	if (o->control && (rc = sl_control_open(d)) < 0)
 		goto fail;
-	rc = sl_shm_open_or_create(&d->shm, d->shm_name, d->cfg->global.shm_mode, &reattached);
+	rc = sl_shm_open_or_create_keys(&d->shm, d->shm_name, d->cfg->global.shm_mode,
+	                                d->cfg->global.keys, &reattached);
 	if (rc < 0) {
 		errno = -rc;
 		sl_log_warn("cannot create segment %s", d->shm_name);
 		goto fail;
 	}
+	if (d->shm.hdr->max_keys != d->cfg->global.keys)
+		sl_log_warnx("segment %s keeps its key table of %u records (keys = %u asks for another "
+		             "size): programs still attached share it; it is made anew when sluiced "
+		             "starts with none attached", d->shm_name, d->shm.hdr->max_keys,
+		             d->cfg->global.keys);
 	if (reattached && owned_by_live_daemon(d->shm.hdr)) {
 		sl_log_warnx("segment %s belongs to a running sluiced (pid %d): not taking it over",
 		             d->shm_name, d->shm.hdr->daemon_pid);
@@ -171,6 +177,24 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 	}
 	if (strcmp(next->global.shm_name, d->cfg->global.shm_name) != 0)
 		sl_log_warnx("shm_name changed to %s: takes effect at restart", next->global.shm_name);
+	if (next->global.keys > sl_shm_nkeys(d->shm.hdr)) {
+		/* A segment cannot grow in place, and the programs attached to it must go
+		 * on sharing one queue per destination: say what to do instead. */
+		sl_log_warnx("reload refused: keys = %u needs a larger key table than segment %s has "
+		             "(%u records); keep keys at most %u, or stop the shaped programs and "
+		             "restart sluiced to make the segment anew", next->global.keys, d->shm_name,
+		             sl_shm_nkeys(d->shm.hdr), sl_shm_nkeys(d->shm.hdr));
+		if (errors)
+			fprintf(errors, "%s: keys = %u needs a larger key table than the running segment "
+			        "has (%u records): keep keys at most %u, or stop the shaped programs and "
+			        "restart sluiced\n", d->config_path, next->global.keys,
+			        sl_shm_nkeys(d->shm.hdr), sl_shm_nkeys(d->shm.hdr));
+		free(next);
+		return -ENOSPC;
+	}
+	if (next->global.keys < sl_shm_nkeys(d->shm.hdr))
+		sl_log_info("keys = %u: the key table keeps its %u records until sluiced restarts",
+		              next->global.keys, sl_shm_nkeys(d->shm.hdr));
 	if ((rc = sl_shm_apply_config(d->shm.hdr, next, (int32_t)getpid())) < 0) {
 		sl_log_warnx("reload failed: segment lock unavailable");
 		free(next);

@@ -94,6 +94,9 @@ static void format_value(const struct sl_key_def *k, const void *base, char *buf
 	case SL_KT_COUNT:
 		snprintf(buf, size, "%" PRIu64, v);
 		return;
+	case SL_KT_PER:
+		sl_format_per(base, buf, size);
+		return;
 	case SL_KT_DURATION:
 		sl_format_duration((int64_t)v, buf, size);
 		return;

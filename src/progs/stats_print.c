@@ -5,6 +5,7 @@
 #include "sluice/stats.h"
 #include "sluice/common.h"
 #include "sluice/config.h"
+#include "sluice/keys.h"
 #include "sluice/limiter.h"
 #include "sluice/match.h"
 #include "sluice/shm.h"
@@ -64,9 +65,107 @@ static void format_match(const struct sl_spec *s, char *buf, size_t size)
 	}
 }
 
+/* --- keyed sections: their keys, read without the lock (a reader's view) --- */
+
+struct top_entry {
+	uint32_t slot;
+	uint64_t admitted;
+};
+
+static struct key_view {
+	uint64_t queued, open, seen;
+	unsigned ntop;
+	struct top_entry top[SL_STATS_TOP_MAX];
+} keyview[SL_MAX_SECTIONS];
+
+struct view_arg {
+	struct sl_shm_header *h;
+	int64_t now;
+	unsigned top;
+};
+
+static int view_key(struct sl_key *k, uint32_t slot, void *arg)
+{
+	static struct sl_key copy; /* large: off the stack */
+	const struct view_arg *va = arg;
+	struct sl_section *sec;
+	struct key_view *v;
+	unsigned at;
+
+	memcpy(&copy, k, sizeof(copy));
+	if (copy.section >= SL_MAX_SECTIONS || !(sec = sl_shm_section(va->h, copy.section)))
+		return 0;
+	v = &keyview[copy.section];
+	v->seen++;
+	v->queued += sl_strategy_queued(&sec->spec, &copy.state, va->now, sl_sane_ns(va->h->wall_off_ns));
+	v->open += copy.state.conc_open;
+	/* Insert into the (short) list of the busiest, by admissions. */
+	at = v->ntop;
+	while (at > 0 && v->top[at - 1].admitted < copy.state.admitted)
+		at--;
+	if (at >= va->top)
+		return 0;
+	if (v->ntop < va->top)
+		v->ntop++;
+	memmove(&v->top[at + 1], &v->top[at], (v->ntop - 1 - at) * sizeof(v->top[0]));
+	v->top[at] = (struct top_entry){slot, copy.state.admitted};
+	return 0;
+}
+
+static void render_keys(struct sl_shm_header *h, unsigned i, const struct sl_section *sec, int json,
+                        int64_t now, FILE *out)
+{
+	const struct key_view *v = &keyview[i];
+	char per[40];
+
+	sl_format_per(&sec->spec, per, sizeof(per));
+	if (json)
+		fprintf(out, ",\"per\":\"%s\",\"keys\":%llu,\"key_evictions\":%llu,\"key_full\":%llu,"
+		        "\"top\":[", per, (unsigned long long)sec->state.keys,
+		        (unsigned long long)sec->state.key_evictions,
+		        (unsigned long long)sec->state.key_full);
+	else
+		fprintf(out, "  per %s: %llu keys, %llu evicted idle, %llu refused (key table full)\n", per,
+		        (unsigned long long)sec->state.keys, (unsigned long long)sec->state.key_evictions,
+		        (unsigned long long)sec->state.key_full);
+	for (unsigned j = 0; j < v->ntop; j++) {
+		static struct sl_key copy;
+		struct sl_key *k = sl_shm_key_at(h, v->top[j].slot);
+		char name[SL_HOST_MAX + 64];
+
+		if (!k)
+			continue;
+		memcpy(&copy, k, sizeof(copy));
+		sl_keyid_format(&copy.id, name, sizeof(name));
+		if (json) {
+			fprintf(out, "%s{\"key\":", j ? "," : "");
+			json_string(out, name);
+			fprintf(out, ",\"admitted\":%llu,\"queued\":%llu,\"open\":%u}",
+			        (unsigned long long)copy.state.admitted,
+			        (unsigned long long)sl_strategy_queued(&sec->spec, &copy.state, now,
+			                                               sl_sane_ns(h->wall_off_ns)),
+			        copy.state.conc_open);
+		} else {
+			fprintf(out, "    %-40s admitted %llu, queued %llu, open %u\n", name,
+			        (unsigned long long)copy.state.admitted,
+			        (unsigned long long)sl_strategy_queued(&sec->spec, &copy.state, now,
+			                                               sl_sane_ns(h->wall_off_ns)),
+			        copy.state.conc_open);
+		}
+	}
+	if (json)
+		fputc(']', out);
+}
+
 void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 {
+	sl_stats_render_top(h, json, SL_STATS_TOP_DEFAULT, now, out);
+}
+
+void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out)
+{
 	static struct sl_section sec; /* large: keep it off the stack */
+	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX)};
 	int32_t dpid = h->daemon_pid;
 	int alive = dpid > 0 && (kill(dpid, 0) == 0 || errno == EPERM);
 	int64_t age = h->heartbeat_ns ? sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) : -1; /* segment data: clamped */
@@ -81,25 +180,35 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 		path[sizeof(path) - 1] = '\0';
 		json_string(out, path);
 		fprintf(out, ",\"daemon_pid\":%d,\"daemon_alive\":%s,\"heartbeat_age_ms\":%lld,"
-		        "\"lock_recoveries\":%llu,\"sections\":[",
+		        "\"lock_recoveries\":%llu,",
 		        dpid, alive ? "true" : "false", (long long)(age < 0 ? -1 : age / SL_NS_PER_MS),
 		        (unsigned long long)h->lock_recoveries);
+		fprintf(out, "\"keys_used\":%u,\"max_keys\":%u,\"sections\":[", h->keys_used,
+		        sl_shm_nkeys(h));
 	} else {
 		fprintf(out, "generation %llu, daemon %s (pid %d), lock recoveries %llu\n",
 		        (unsigned long long)h->generation, alive ? "alive" : "not running", dpid,
 		        (unsigned long long)h->lock_recoveries);
+		if (h->max_keys)
+			fprintf(out, "key table: %u of %u records in use\n", h->keys_used,
+			        sl_shm_nkeys(h));
 		fprintf(out, "%-20s %-11s %-14s %-10s %7s %9s %9s %9s %9s %10s %10s %10s\n", "SECTION",
 		        "METER", "STRATEGY", "RATE", "QUEUED", "ADMITTED", "HELD", "REFUSED",
 		        "GAVE_UP", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
 	}
+	memset(keyview, 0, sizeof(keyview));
+	sl_keys_each(h, view_key, &va);
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		char match[1024], rate[64], p50[32], p99[32], max[32];
 		const struct sl_state *st = &sec.state;
-		uint64_t queued;
+		uint64_t queued, open;
 
 		if (!snapshot(h, i, &sec))
 			continue;
-		queued = sl_strategy_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
+		/* A keyed section's queue and places are its keys'. */
+		queued = sec.spec.per ? keyview[i].queued
+		                      : sl_strategy_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
+		open = sec.spec.per ? keyview[i].open : st->conc_open;
 		format_match(&sec.spec, match, sizeof(match));
 		if (sec.spec.amount)
 			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, rate,
@@ -116,7 +225,7 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        "\"queued\":%llu,\"admitted\":%llu,\"held\":%llu,\"refused\":%llu,"
 			        "\"given_up\":%llu,\"observed\":%llu,\"wait_p50_us\":%lld,"
 			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld,"
-			        "\"concurrency\":%u,\"open\":%u,\"undecided\":%llu,\"repaired\":%llu}",
+			        "\"concurrency\":%u,\"open\":%llu,\"undecided\":%llu,\"repaired\":%llu",
 			        sl_meter_name(sec.spec.meter), sl_strategy_name(sec.spec.strategy), rate,
 			        (unsigned long long)sec.spec.amount, (long long)sec.spec.window_ns,
 			        (unsigned long long)sec.spec.burst,
@@ -127,8 +236,11 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			        (long long)(sl_stats_wait_quantile(st, 0.5) / 1000),
 			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
 			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
-			        sec.spec.concurrency, st->conc_open, (unsigned long long)st->undecided,
+			        sec.spec.concurrency, (unsigned long long)open, (unsigned long long)st->undecided,
 			        (unsigned long long)st->repaired);
+			if (sec.spec.per)
+				render_keys(h, i, &sec, 1, now, out);
+			fputc('}', out);
 		} else {
 			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
 			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(st, 0.99) / 1e6);
@@ -143,12 +255,15 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 			fprintf(out, "  match %s%s", match,
 			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
 			if (sec.spec.concurrency)
-				fprintf(out, "  concurrency %u, %u open", sec.spec.concurrency, st->conc_open);
+				fprintf(out, "  concurrency %u%s, %llu open", sec.spec.concurrency,
+				        sec.spec.per ? " per key" : "", (unsigned long long)open);
 			if (st->undecided)
 				fprintf(out, "  %llu undecided (fallback applied)", (unsigned long long)st->undecided);
 			if (st->repaired)
 				fprintf(out, "  state reset %llu times (corrupt)", (unsigned long long)st->repaired);
 			fputc('\n', out);
+			if (sec.spec.per)
+				render_keys(h, i, &sec, 0, now, out);
 		}
 		first = 0;
 	}

@@ -85,7 +85,7 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 
 /* A connection released now keeps its concurrency places (if any) in a record
  * until it closes.  Returns 0. */
-static int keep_places(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
+static int keep_places(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
                        uint64_t conc)
 {
 	if (conc && sl_held_open(fd, d, m, conc) < 0) {
@@ -97,7 +97,7 @@ static int keep_places(int fd, const struct sl_dest *d, const struct sl_match *m
 
 /* A connection refused with -errno `rc` gives back the concurrency places it took
  * (`conc`, maybe none).  Returns rc. */
-static int give_back(int rc, uint64_t conc, const struct sl_match *m)
+static int give_back(int rc, uint64_t conc, struct sl_match *m)
 {
 	if (conc)
 		sl_wait_conc_put(sl_shim.shm.hdr, conc, m, sl_shim.pid);
@@ -108,7 +108,7 @@ static int give_back(int rc, uint64_t conc, const struct sl_match *m)
  * hand: its rate slot is reserved now, and the connect goes at once when the slot
  * is now, or is deferred to it.  Returns 0 to connect now, -EINPROGRESS when
  * deferred, or -errno when refused (the places are then given back). */
-static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_match *m,
+static int rate_nonblocking(int fd, const struct sl_dest *d, struct sl_match *m,
                             const char *what, uint64_t conc, const struct sockaddr *addr,
                             socklen_t alen, struct sl_made_connect *made)
 {
@@ -124,7 +124,7 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
 	}
 	rc = sl_wait_reserve(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
 	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s sections=%s: refused (wait would exceed max_wait)", what, dest, names);
+		sl_debug("%s %s sections=%s: refused (%s)", what, dest, names, sl_hold_refusal(&t));
 		return give_back(-(t.refuse_errno ? t.refuse_errno : ECONNREFUSED), conc, m);
 	}
 	if (rc < 0) {
@@ -162,7 +162,7 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, const struct sl_mat
  * taken first (a blocking caller sleeps on the segment's futex for it; a
  * non-blocking one is deferred until one frees), then the rate part as for any
  * connection.  The places stay with the fd's record until it closes. */
-static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
+static int hold_limited(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
                         uint64_t conc, const struct sockaddr *addr, socklen_t alen, int nonblocking,
                         struct sl_made_connect *made)
 {
@@ -182,6 +182,12 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 		 * EINPROGRESS and waits for writability, which comes when it is made), so
 		 * the destination never sees more than N connections. */
 		rc = sl_wait_conc(h, m, sl_shim.pid, -2, &taken, &full);
+		if (rc == -ECONNREFUSED) { /* no room for its key: refused, never let go */
+			int e = sl_shm_section(h, (unsigned)full)->spec.refuse;
+
+			sl_debug("%s on fd %d: refused (no room in the key table for its key)", what, fd);
+			return -(e ? e : ECONNREFUSED);
+		}
 		if (rc != -EBUSY)
 			return rate_nonblocking(fd, d, m, what, taken, addr, alen, made);
 		if (sl_held_defer(fd, d, m, 0, deadline, refuse, NULL, addr, alen) == 0) {
@@ -193,7 +199,8 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
 	}
 	rc = sl_wait_conc(h, m, sl_shim.pid, deadline, &taken, &full);
 	if (rc == -ECONNREFUSED) {
-		sl_debug("%s on fd %d: refused (no concurrency place within max_wait)", what, fd);
+		sl_debug("%s on fd %d: refused (no concurrency place within max_wait, or no room in the "
+		         "key table for its key)", what, fd);
 		return -(refuse ? refuse : ECONNREFUSED);
 	}
 	if ((rc = sl_hold_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made)) < 0)
@@ -205,7 +212,7 @@ static int hold_limited(int fd, const struct sl_dest *d, const struct sl_match *
  * Blocking: waits here.  Non-blocking: goes now when its slot is now, or is
  * deferred to it (-EINPROGRESS: the real connect is not to be made now).
  * Returns 0 to go, or -errno. */
-int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
+int sl_hold_connection(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
                        const struct sockaddr *addr, socklen_t alen, int dontwait,
                        struct sl_made_connect *made)
 {

@@ -241,7 +241,10 @@ void sl_connect_act(void *arg);
  * 0 to go, or -errno (-EINPROGRESS: deferred, the connect is not to be made now).
  * With `made` (connect() only), the connect may have been made inside its release:
  * made->done then says so, and the caller returns its outcome. */
-int sl_hold_connection(int fd, const struct sl_dest *d, const struct sl_match *m, const char *what,
+/* Why a reservation was refused, for debug lines: a full key table, or max_wait. */
+const char *sl_hold_refusal(const struct sl_ticket *t);
+
+int sl_hold_connection(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
                        const struct sockaddr *addr, socklen_t alen, int dontwait,
                        struct sl_made_connect *made);
 int sl_is_fresh_tcp(int fd);

@@ -278,7 +278,15 @@ static int take_place(struct sl_hold *rec, int fd, int64_t now, struct sl_made_c
 	uint64_t taken = 0;
 	int full = 0, rc;
 
-	if (sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full) == -EBUSY) {
+	rc = sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full);
+	if (rc == -ECONNREFUSED) { /* no room for its key: refused, never let go */
+		int e = sl_shm_section(sl_shim.shm.hdr, (unsigned)full)->spec.refuse;
+
+		sl_debug("deferred connect on fd %d: refused (no room in the key table for its key)", fd);
+		refuse_deferred(rec, e ? e : ECONNREFUSED);
+		return -1;
+	}
+	if (rc == -EBUSY) {
 		if (rec->conc_deadline < 0 || now < rec->conc_deadline) {
 			rec->release_ns = now + SL_CONC_RECHECK_NS;
 			return 0;
@@ -291,7 +299,7 @@ static int take_place(struct sl_hold *rec, int fd, int64_t now, struct sl_made_c
 	sl_debug("deferred connect on fd %d: a concurrency place is free", fd);
 	rc = sl_wait_reserve(sl_shim.shm.hdr, &rec->m, now, sl_shim.pid, &rec->t);
 	if (rc == -ECONNREFUSED) {
-		sl_debug("deferred connect on fd %d: refused (wait would exceed max_wait)", fd);
+		sl_debug("deferred connect on fd %d: refused (%s)", fd, sl_hold_refusal(&rec->t));
 		refuse_deferred(rec, rec->t.refuse_errno ? rec->t.refuse_errno : ECONNREFUSED);
 		return -1;
 	}
@@ -664,7 +672,7 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 				sl_debug("%s on fd %d: refused (%s)",
 				         rec->kind != SL_KIND_CONNECTION ? "datagram"
 				         : rec->m.mask ? "first write" : "request", fd,
-				         sl_shim.mode == SL_SHIM_CLOSED ? "fallback = closed" : "max_wait");
+				         sl_shim.mode == SL_SHIM_CLOSED ? "fallback = closed" : sl_hold_refusal(&rec->t));
 				release_record(fd, rec);
 				return -e;
 			}

@@ -30,6 +30,7 @@ int sl_hold_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match
 	int n;
 
 	m->mask = 0;
+	m->keyed = 0;
 	if (!(h->meters & (1u << (meter & 31))))
 		return 0; /* no section meters that: nothing to look at */
 	x.meter = meter;
@@ -48,6 +49,12 @@ void sl_hold_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t)
 	t->n = sl_hold_match_meter(d, SL_METER_CONNECTIONS, &t->m);
 	t->nr = sl_hold_match_meter(d, SL_METER_REQUESTS, &t->rm);
 	t->nb = sl_hold_match_meter(d, SL_METER_BYTES, &t->bm);
+}
+
+const char *sl_hold_refusal(const struct sl_ticket *t)
+{
+	return t->key_full ? "no room in the key table for this destination's key"
+	                   : "wait would exceed max_wait";
 }
 
 void sl_hold_section_names(const struct sl_match *m, char *buf, size_t size)
@@ -97,8 +104,7 @@ int sl_hold_wait_act(const struct sl_dest *d, const struct sl_match *m, const ch
 	}
 	rc = sl_wait_reserve(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
 	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s sections=%s: refused (wait would exceed max_wait of [%s])", what,
-		         dest, names,
+		sl_debug("%s %s sections=%s: refused (%s of [%s])", what, dest, names, sl_hold_refusal(&t),
 		         t.refusing_section >= 0 ? sl_shm_section(h, (unsigned)t.refusing_section)->spec.name : "?");
 		return -(t.refuse_errno ? t.refuse_errno : default_refuse);
 	}

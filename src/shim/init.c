@@ -44,7 +44,7 @@ static int start_fallback(const struct sl_config *cfg, int fallback)
 		sl_debug("no segment; fallback = open: shaping nothing");
 		return SL_SHIM_OFF;
 	}
-	if (sl_shm_create_anonymous(&sl_shim.shm) < 0 ||
+	if (sl_shm_create_anonymous_keys(&sl_shim.shm, cfg->global.keys) < 0 ||
 	    sl_shm_apply_config(sl_shim.shm.hdr, cfg, sl_shim.pid) < 0) {
 		sl_debug("no segment and no memory for a local one: shaping nothing");
 		sl_shm_detach(&sl_shim.shm);

@@ -70,7 +70,8 @@ start_server() {
 start_syn_witness() {
 	local ready="$T/witness.$RANDOM"
 	python3 "$HELPERS/syn_witness.py" --port "$1" --out "$2" --ready-file "$ready" --lifetime 240 \
-		--what "${WITNESS_WHAT:-syn}" ${WITNESS_DST:+--dst "$WITNESS_DST"} &
+		--what "${WITNESS_WHAT:-syn}" ${WITNESS_DST:+--dst "$WITNESS_DST"} \
+		${WITNESS_KEY:+--key "$WITNESS_KEY"} &
 	WITNESS_PID=$!
 	BG_PIDS+=($!)
 	for _ in $(seq 100); do
@@ -83,6 +84,7 @@ start_syn_witness() {
 # start_witness WHAT PORT FILE: as start_syn_witness, recording WHAT: syn, first
 # (each connection's first payload), request (each request's first segment, as the
 # server receives it), datagram or bytes.  WITNESS_DST=ADDR: only packets to ADDR.
+# WITNESS_KEY=host|dst: each line also says the request's Host, or its destination.
 start_witness() {
 	local what=$1
 	shift

@@ -110,15 +110,15 @@ static void test_segment_cannot_shrink(void **state)
 	id = shmget(sl_shm_key(name), 0, 0);
 	assert_true(id >= 0);
 	assert_int_equal(shmctl(id, IPC_STAT, &ds), 0);
-	assert_int_equal(ds.shm_segsz, SL_SHM_SIZE);
+	assert_int_equal(ds.shm_segsz, SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT));
 	/* Asking for the segment at a larger size fails: sizes never change. */
-	assert_int_equal(shmget(sl_shm_key(name), SL_SHM_SIZE * 2, 0), -1);
+	assert_int_equal(shmget(sl_shm_key(name), SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT) * 2, 0), -1);
 	assert_int_equal(errno, EINVAL);
 	assert_int_equal(sl_shm_attach(&b, name, 1), 0);
 	assert_int_equal(sl_shm_remove(name), 0);
 	/* Still mapped and whole, to its last byte, for both. */
-	((volatile char *)b.hdr)[SL_SHM_SIZE - 1] = 7;
-	assert_int_equal(((volatile char *)a.hdr)[SL_SHM_SIZE - 1], 7);
+	((volatile char *)b.hdr)[SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT) - 1] = 7;
+	assert_int_equal(((volatile char *)a.hdr)[SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT) - 1], 7);
 	assert_int_equal(sl_shm_attach(&c, name, 1), -ENOENT);
 	/* The name is free: a new daemon starts a new segment. */
 	assert_int_equal(sl_shm_open_or_create(&c, name, 0600, &reattached), 0);
@@ -171,7 +171,7 @@ static void test_untrusted_segments(void **state)
 	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
 	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);
 	/* Right size, all zero: not initialised. */
-	id = shmget(sl_shm_key(name), SL_SHM_SIZE, IPC_CREAT | IPC_EXCL | 0600);
+	id = shmget(sl_shm_key(name), SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT), IPC_CREAT | IPC_EXCL | 0600);
 	assert_true(id >= 0);
 	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
 	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);

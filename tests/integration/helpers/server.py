@@ -86,6 +86,8 @@ def main():
     ap.add_argument("--lifetime", type=float, default=300)
     ap.add_argument("--dual", action="store_true",
                     help="also serve ::1 on the same port (for happy eyeballs)")
+    ap.add_argument("--also", action="append", default=[], metavar="ADDR",
+                    help="also serve this 127.0.0.0/8 address on the same port")
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS")
     ap.add_argument("--idle-timeout", type=float,
                     help="close a connection silent for this many seconds, as servers "
@@ -102,6 +104,10 @@ def main():
     servers = [srv]
     if args.dual:
         servers.append(Server6(("::1", srv.server_address[1]), Handler))
+    for addr in args.also:
+        if not addr.startswith("127."):
+            ap.error("--also takes loopback addresses only")
+        servers.append(Server((addr, srv.server_address[1]), Handler))
     lock = threading.Lock()  # one log, whichever family a request came by
     for x in servers:
         x.log_path = args.log

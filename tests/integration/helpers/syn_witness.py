@@ -6,7 +6,8 @@ segment, every datagram, or every payload segment and its length).
 A packet socket on "lo" sees each SYN as the kernel handles it, and SO_TIMESTAMPNS
 stamps it there (CLOCK_REALTIME, nanoseconds): neither the shim nor the server's
 scheduling can move these times.  One line per SYN is appended to --out:
-"REALTIME_NS FAMILY SRCPORT"; with --ends-out, each client FIN or RST to the port
+"REALTIME_NS FAMILY SRCPORT", and with --key a fourth field: the request's Host
+header (host) or the packet's destination address (dst); with --ends-out, each client FIN or RST to the port
 goes there the same way, so how many connections were open at once can be told
 from kernel times too.  Writes --ready-file once capturing.  Needs root (or
 CAP_NET_RAW), as the tests have.  Exits by itself after --lifetime seconds.
@@ -24,8 +25,8 @@ PACKET_OUTGOING = 4
 
 
 def parse(frame):
-    """(family, proto, sport, dport, tcp flags, payload length, destination address)
-    of an IPv4 or IPv6 TCP or UDP frame, or None."""
+    """(family, proto, sport, dport, tcp flags, payload length, destination address,
+    payload offset) of an IPv4 or IPv6 TCP or UDP frame, or None."""
     if len(frame) < 14:
         return None
     ethertype = struct.unpack_from("!H", frame, 12)[0]
@@ -42,11 +43,23 @@ def parse(frame):
         return None
     if proto == 6 and len(frame) >= l4 + 14:
         sport, dport = struct.unpack_from("!HH", frame, l4)
-        return family, 6, sport, dport, frame[l4 + 13], l4_len - (frame[l4 + 12] >> 4) * 4, dst
+        doff = (frame[l4 + 12] >> 4) * 4
+        return family, 6, sport, dport, frame[l4 + 13], l4_len - doff, dst, l4 + doff
     if proto == 17 and len(frame) >= l4 + 8:
         sport, dport = struct.unpack_from("!HH", frame, l4)
-        return family, 17, sport, dport, 0, l4_len - 8, dst
+        return family, 17, sport, dport, 0, l4_len - 8, dst, l4 + 8
     return None
+
+
+def host_of(payload):
+    """The Host header of an HTTP request's first segment, lower case, or "-"."""
+    for line in payload.split(b"\r\n")[1:]:
+        if not line:
+            break
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"host":
+            return value.strip().decode("latin-1").lower().split(":")[0] or "-"
+    return "-"
 
 
 class Witness:
@@ -56,15 +69,24 @@ class Witness:
     the first after the server has sent), as a server sees requests come; or
     datagrams; or every payload segment with its length (bytes)."""
 
-    def __init__(self, port, what, dst=None):
-        self.port, self.what, self.dst = port, what, dst
+    def __init__(self, port, what, dst=None, key=None):
+        self.port, self.what, self.dst, self.key = port, what, dst, key
         self.turn = {}  # (family, client port) -> the client is mid-turn
 
     def see(self, frame, ends):
+        hit = self.see_packet(frame, ends)
+        if hit and hit[2] == "hit" and self.key:
+            p = parse(frame)
+            if self.key == "dst":
+                return hit + (p[6],)
+            return hit + (host_of(bytes(frame[p[7]:p[7] + p[5]])),)
+        return hit
+
+    def see_packet(self, frame, ends):
         p = parse(frame)
         if not p:
             return None
-        family, proto, sport, dport, flags, length, dst = p
+        family, proto, sport, dport, flags, length, dst, _ = p
         if self.dst and sport != self.port and dst != self.dst:
             return None  # to another address on the same port
         if self.what == "datagram":
@@ -110,6 +132,8 @@ def main():
                                   "seen whatever their source)")
     ap.add_argument("--what", choices=["syn", "first", "request", "datagram", "bytes"], default="syn",
                     help="what to record (see Witness)")
+    ap.add_argument("--key", choices=["host", "dst"],
+                    help="add a field to each hit: the request's Host header, or the destination")
     args = ap.parse_args()
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
@@ -120,11 +144,12 @@ def main():
         f.write("ready\n")
     end = time.monotonic() + args.lifetime
     ends = open(args.ends_out, "a") if args.ends_out else None
-    witness = Witness(args.port, args.what, args.dst)
+    witness = Witness(args.port, args.what, args.dst, args.key)
+    want = 4096 if args.key == "host" else 256  # headers suffice, but a Host is in the payload
     with open(args.out, "a") as out:
         while time.monotonic() < end:
             try:
-                frame, anc, _, addr = s.recvmsg(256, socket.CMSG_SPACE(16))  # headers suffice
+                frame, anc, _, addr = s.recvmsg(want, socket.CMSG_SPACE(16))
             except socket.timeout:
                 continue
             if addr[2] == PACKET_OUTGOING:
@@ -140,7 +165,7 @@ def main():
             if ns is None:
                 ns = time.time_ns()
             to = out if hit[2] == "hit" else ends
-            to.write("%d %d %d%s\n" % (ns, hit[0], hit[1], " %d" % hit[3] if len(hit) > 3 else ""))
+            to.write("%d %d %d%s\n" % (ns, hit[0], hit[1], "".join(" %s" % f for f in hit[3:])))
             to.flush()
 
 

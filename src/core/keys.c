@@ -1,0 +1,329 @@
+/* The key table of keyed sections (keys.h). */
+#include "sluice/keys.h"
+#include "sluice/common.h"
+#include "sluice/limiter.h"
+#include "sluice/shm.h"
+#include "sluice/strategy.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+void sl_keysrc_from_dest(struct sl_keysrc *k, const struct sl_dest *d)
+{
+	k->family = (uint8_t)d->family;
+	k->pad = 0;
+	k->port = d->port;
+	k->pad2 = 0;
+	memcpy(k->addr, d->addr, sizeof(k->addr));
+	k->name_len = 0;
+	if (d->name && d->name_len > 0 && d->name_len < SL_HOST_MAX) {
+		memcpy(k->name, d->name, d->name_len);
+		k->name_len = (uint16_t)d->name_len;
+	}
+	k->name[k->name_len] = '\0';
+}
+
+/* The address cut to `bits`, the rest zero. */
+static void cut(uint8_t *out, const uint8_t *addr, unsigned len, unsigned bits)
+{
+	memset(out, 0, len);
+	for (unsigned i = 0; i < len && bits; i++) {
+		unsigned take = bits >= 8 ? 8 : bits;
+
+		out[i] = (uint8_t)(addr[i] & (0xff00u >> take));
+		bits -= take;
+	}
+}
+
+void sl_keyid_make(struct sl_keyid *id, const struct sl_spec *s, const struct sl_keysrc *src)
+{
+	int by_name = (s->per == SL_PER_HOST || s->per == SL_PER_HOST_PORT) && src->name_len > 0 &&
+	              src->name_len < SL_HOST_MAX;
+	int with_port = s->per == SL_PER_HOST_PORT || s->per == SL_PER_ADDRESS_PORT;
+
+	memset(id, 0, sizeof(*id));
+	id->per = s->per;
+	id->port = with_port ? src->port : 0;
+	if (by_name) {
+		memcpy(id->bytes, src->name, src->name_len);
+		id->len = src->name_len;
+		return;
+	}
+	/* An address: per = address, or a host with no name known (the address is
+	 * then the only name the destination has). */
+	if (src->family == AF_INET6) {
+		unsigned bits = s->per == SL_PER_ADDRESS || s->per == SL_PER_ADDRESS_PORT
+		                        ? SL_MIN(s->per_prefix6 ? s->per_prefix6 : 128u, 128u) : 128u;
+
+		id->family = AF_INET6;
+		cut(id->bytes, src->addr, 16, bits);
+		id->bytes[16] = (uint8_t)bits;
+		id->len = 17;
+	} else {
+		unsigned bits = s->per == SL_PER_ADDRESS || s->per == SL_PER_ADDRESS_PORT
+		                        ? SL_MIN(s->per_prefix4 ? s->per_prefix4 : 32u, 32u) : 32u;
+
+		id->family = AF_INET;
+		cut(id->bytes, src->addr, 4, bits);
+		id->bytes[4] = (uint8_t)bits;
+		id->len = 5;
+	}
+}
+
+int sl_keyid_format(const struct sl_keyid *id, char *buf, size_t size)
+{
+	char addr[INET6_ADDRSTRLEN] = "?", port[8] = "";
+	unsigned len = SL_MIN((unsigned)id->len, (unsigned)SL_HOST_MAX - 1);
+
+	if (id->port)
+		snprintf(port, sizeof(port), ":%u", id->port);
+	if (id->family == AF_INET6 && len == 17) {
+		inet_ntop(AF_INET6, id->bytes, addr, sizeof(addr));
+		if (id->bytes[16] == 128)
+			return snprintf(buf, size, id->port ? "[%s]%s" : "%s%s", addr, port);
+		return snprintf(buf, size, "[%s]/%u%s", addr, id->bytes[16], port);
+	}
+	if (id->family == AF_INET && len == 5) {
+		inet_ntop(AF_INET, id->bytes, addr, sizeof(addr));
+		if (id->bytes[4] == 32)
+			return snprintf(buf, size, "%s%s", addr, port);
+		return snprintf(buf, size, "%s/%u%s", addr, id->bytes[4], port);
+	}
+	/* A name: printed only up to its first byte that is no name's. */
+	{
+		unsigned n = 0;
+
+		while (n < len && id->bytes[n] > 0x20 && id->bytes[n] < 0x7f)
+			n++;
+		return snprintf(buf, size, "%.*s%s", (int)n, (const char *)id->bytes, port);
+	}
+}
+
+static uint64_t hash_of(const struct sl_keyid *id, unsigned section, uint32_t serial)
+{
+	uint64_t x = 0xcbf29ce484222325ull; /* FNV-1a, then a 64-bit finaliser */
+	unsigned len = SL_MIN((unsigned)id->len, (unsigned)SL_HOST_MAX);
+	uint8_t head[8] = {id->per, id->family, (uint8_t)id->port, (uint8_t)(id->port >> 8),
+	                   (uint8_t)section, (uint8_t)(section >> 8), (uint8_t)serial,
+	                   (uint8_t)(serial >> 8)};
+
+	for (unsigned i = 0; i < sizeof(head); i++)
+		x = (x ^ head[i]) * 0x100000001b3ull;
+	x = (x ^ (serial >> 16)) * 0x100000001b3ull;
+	for (unsigned i = 0; i < len; i++)
+		x = (x ^ id->bytes[i]) * 0x100000001b3ull;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return x | 1; /* a tag is never 0, which marks a free record */
+}
+
+static int same_id(const struct sl_keyid *a, const struct sl_keyid *b)
+{
+	return a->per == b->per && a->family == b->family && a->port == b->port && a->len == b->len &&
+	       a->len <= SL_HOST_MAX && memcmp(a->bytes, b->bytes, a->len) == 0;
+}
+
+uint32_t sl_key_slot(struct sl_shm_header *h, const struct sl_key *k)
+{
+	return (uint32_t)(k - sl_shm_key_at(h, 0));
+}
+
+int sl_key_live(struct sl_shm_header *h, const struct sl_key *k)
+{
+	struct sl_section *sec = sl_shm_section(h, k->section);
+
+	return k->in_use && sec && sec->in_use && sec->spec.per != SL_PER_NONE &&
+	       sec->serial == k->section_serial;
+}
+
+struct sl_key *sl_keys_ref(struct sl_shm_header *h, unsigned i, uint32_t slot, uint32_t serial)
+{
+	struct sl_key *k = sl_shm_key_at(h, slot);
+
+	return k && k->serial == serial && k->section == i && sl_key_live(h, k) ? k : NULL;
+}
+
+/* Free record k (its tag first: a lookup never finds a half-cleared record). */
+static void release_record(struct sl_shm_header *h, struct sl_key *k, uint32_t slot)
+{
+	sl_shm_key_tags(h)[slot] = 0;
+	k->in_use = 0;
+	if (h->keys_used)
+		h->keys_used--;
+}
+
+struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl_keysrc *src,
+                            int create, int64_t now)
+{
+	struct sl_section *sec = sl_shm_section(h, i);
+	uint32_t n = sl_shm_nkeys(h), probe, start, slot;
+	uint64_t *tags = sl_shm_key_tags(h), tag;
+	struct sl_keyid id;
+	struct sl_key *k, *victim = NULL;
+	int64_t victim_used = INT64_MAX;
+	uint32_t victim_slot = 0;
+	int victim_free = 0;
+
+	if (!sec || !sec->in_use)
+		return NULL;
+	if (n == 0)
+		goto full;
+	sl_keyid_make(&id, &sec->spec, src);
+	tag = hash_of(&id, i, sec->serial);
+	probe = SL_MIN(n, (uint32_t)SL_KEY_PROBE);
+	start = (uint32_t)(tag % n);
+	/* Pass 1, tags only: is the key there? */
+	for (uint32_t j = 0, s = start; j < probe; j++, s = s + 1 == n ? 0 : s + 1) {
+		if (tags[s] != tag)
+			continue;
+		k = sl_shm_key_at(h, s);
+		if (k->section == i && k->section_serial == sec->serial && k->in_use && same_id(&k->id, &id)) {
+			k->last_used_ns = now;
+			return k;
+		}
+	}
+	if (!create)
+		return NULL;
+	/* Pass 2: a free record, one whose section is gone, or the least recently used
+	 * idle one. */
+	for (uint32_t j = 0, s = start; j < probe; j++, s = s + 1 == n ? 0 : s + 1) {
+		struct sl_section *owner;
+
+		k = sl_shm_key_at(h, s);
+		if (tags[s] == 0 || !sl_key_live(h, k)) {
+			victim = k;
+			victim_slot = s;
+			victim_free = 1;
+			break;
+		}
+		owner = sl_shm_section(h, k->section);
+		/* A key used at `now` belongs to the reservation being made (a zero
+		 * state is idle, but it is about to be charged): never its victim. */
+		if (k->last_used_ns < victim_used && k->last_used_ns < now &&
+		    sl_strategy_idle(&owner->spec, &k->state, now, sl_sane_ns(h->wall_off_ns))) {
+			victim = k;
+			victim_slot = s;
+			victim_used = k->last_used_ns;
+		}
+	}
+	if (!victim)
+		goto full;
+	if (victim_free) {
+		/* A stale record (its section reset or gone: its count went with it). */
+		if (tags[victim_slot] != 0)
+			release_record(h, victim, victim_slot);
+	} else {
+		struct sl_section *owner = sl_shm_section(h, victim->section);
+
+		if (owner->state.keys)
+			owner->state.keys--;
+		owner->state.key_evictions++;
+		release_record(h, victim, victim_slot);
+	}
+	slot = victim_slot;
+	k = victim;
+	k->serial++;
+	k->section = i;
+	k->section_serial = sec->serial;
+	k->last_used_ns = now;
+	k->id = id;
+	memset(&k->state, 0, sizeof(k->state));
+	k->in_use = 1;
+	tags[slot] = tag;
+	h->keys_used++;
+	sec->state.keys++;
+	return k;
+full:
+	sec->state.key_full++;
+	return NULL;
+}
+
+void sl_keys_each(struct sl_shm_header *h, int (*fn)(struct sl_key *k, uint32_t slot, void *arg),
+                  void *arg)
+{
+	uint32_t n = sl_shm_nkeys(h);
+	const uint64_t *tags = sl_shm_key_tags(h);
+
+	for (uint32_t s = 0; s < n; s++) {
+		struct sl_key *k;
+
+		if (!__atomic_load_n(&tags[s], __ATOMIC_RELAXED))
+			continue;
+		k = sl_shm_key_at(h, s);
+		if (sl_key_live(h, k) && fn(k, s, arg))
+			return;
+	}
+}
+
+void sl_keys_convert(struct sl_shm_header *h, unsigned i, const struct sl_spec *from,
+                     const struct sl_spec *to, int64_t now, int64_t wall_off)
+{
+	uint32_t n = sl_shm_nkeys(h);
+	const uint64_t *tags = sl_shm_key_tags(h);
+
+	for (uint32_t s = 0; s < n; s++) {
+		struct sl_key *k;
+
+		if (!tags[s])
+			continue;
+		k = sl_shm_key_at(h, s);
+		if (k->in_use && k->section == i && k->section_serial == sl_shm_section(h, i)->serial)
+			sl_strategy_convert(from, to, &k->state, now, wall_off);
+	}
+}
+
+void sl_keys_sweep(struct sl_shm_header *h)
+{
+	uint32_t n = sl_shm_nkeys(h);
+	uint32_t used = 0;
+	uint64_t *tags = sl_shm_key_tags(h);
+
+	for (uint32_t s = 0; s < n; s++) {
+		struct sl_key *k;
+
+		if (!tags[s])
+			continue;
+		k = sl_shm_key_at(h, s);
+		if (!sl_key_live(h, k)) {
+			tags[s] = 0;
+			k->in_use = 0;
+		} else {
+			used++;
+		}
+	}
+	h->keys_used = used;
+}
+
+void sl_keys_carry(struct sl_shm_header *to, struct sl_shm_header *from)
+{
+	uint32_t n = sl_shm_nkeys(from), m = sl_shm_nkeys(to);
+	const uint64_t *ftags = sl_shm_key_tags(from);
+	uint64_t *ttags = sl_shm_key_tags(to);
+
+	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
+		sl_shm_section(to, i)->state.keys = 0;
+	to->keys_used = 0;
+	for (uint32_t s = 0; s < n && m > 0; s++) {
+		struct sl_key *k;
+		uint32_t start, probe = SL_MIN(m, (uint32_t)SL_KEY_PROBE);
+
+		if (!ftags[s])
+			continue;
+		k = sl_shm_key_at(from, s);
+		if (!sl_key_live(from, k))
+			continue;
+		start = (uint32_t)(ftags[s] % m);
+		for (uint32_t j = 0, t = start; j < probe; j++, t = t + 1 == m ? 0 : t + 1) {
+			if (ttags[t])
+				continue;
+			*sl_shm_key_at(to, t) = *k;
+			ttags[t] = ftags[s];
+			to->keys_used++;
+			sl_shm_section(to, k->section)->state.keys++;
+			break;
+		}
+	}
+}
