@@ -9,6 +9,8 @@
 #    its spacing holds throughout;
 #  - a table full of busy keys: new keys are refused with the section's errno,
 #    counted in stat and said in the debug log; stat --top and --json show keys;
+#  - the key table's size: a reload asking for more is refused, saying why; a
+#    restart with no program attached makes it anew with the keys carried over;
 #  - concurrency per key: each host its own places, all given back after kill -9.
 # Spacing is checked where the requests arrive (kernel times of each connection's
 # first segment, with its Host header or destination address).
@@ -143,6 +145,37 @@ import json, sys
 s = [s for s in json.load(open(sys.argv[1]))["sections"] if s["name"] == "full"][0]
 assert s["per"] == "host" and len(s["top"]) == 5 and all(t["admitted"] == 1 for t in s["top"]), s
 ' "$T/full.json" || fail "stat --json: no top keys"
+stop_daemon
+
+# --- the key table's size: fixed per segment; a restart with nobody attached
+# makes it anew, keys and queues carried over ---
+write_config "$T/size.ini" <<EOF
+keys = 64
+
+[sized]
+match = *.keyed.test
+per = host
+rate = 1/m
+max_wait = 0
+EOF
+start_daemon "$T/size.ini"
+out=$("$SLUICE" run -c "$T/size.ini" -- node "$JS" "$PORT" 3 1 1) || fail "node, sized: $out"
+[ "${out% *}" = "done 3 0" ] || fail "sized: $out"
+sed -i 's/^keys = 64$/keys = 128/' "$T/size.ini"
+"$SLUICE" reload -c "$T/size.ini" >"$T/reload.out" 2>&1 && fail "a reload to more keys than the segment has was taken"
+grep -q "keys = 128 needs a larger key table than the running segment has (64 records)" "$T/reload.out" ||
+	fail "reload to more keys: no clear error: $(cat "$T/reload.out")"
+"$SLUICE" stat -c "$T/size.ini" --json >"$T/size.json"
+[ "$(json_field "$T/size.json" - max_keys)" -eq 64 ] || fail "the refused reload changed the key table"
+stop_daemon
+start_daemon "$T/size.ini"
+grep -q "keeps its key table" "$T/sluiced.log" && fail "a segment nobody used was kept at its old size"
+"$SLUICE" stat -c "$T/size.ini" --json >"$T/size.json"
+[ "$(json_field "$T/size.json" - max_keys)" -eq 128 ] || fail "restarted with keys = 128: $(cat "$T/size.json")"
+[ "$(json_field "$T/size.json" sized keys)" -eq 3 ] || fail "the keys were not carried into the new segment"
+# Carried with their queues: each of the three names has had its one a minute.
+out=$("$SLUICE" run -c "$T/size.ini" -- node "$JS" "$PORT" 4 1 1) || fail "node, resized: $out"
+[ "${out% *}" = "done 1 3" ] || fail "after the resize, the carried keys let more through: $out"
 stop_daemon
 
 # --- concurrency per key, given back after kill -9 ---
