@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: print sluice's figures.  Numbers, not pass/fail: these machines are
 # small and noisy, so each figure is the median of several runs.
-#   1. one admission (match + reserve + release in the segment), 1 and 2 processes;
+#   1. one admission (match + reserve + release in the segment), 1 and 2 processes,
+#      and in a keyed section with 1,000 and 100,000 keys in use, beside the floor;
 #   2. the shim's cost on a connect+close loop, unmatched and matched-but-unlimited,
 #      as a ratio to the same loop without the shim;
 #   3. the shim's cost on write+read of an unmatched TCP socket, and (3b) on
@@ -40,6 +41,13 @@ echo
 echo "1. admission cost (match + reserve + release in the shared segment)"
 printf '   %-34s %6s ns\n' "uncontended, 1 process:" "$(repeat 5 "$B/bench/admit_bench" 1 1000000)"
 printf '   %-34s %6s ns\n' "2 processes contending:" "$(repeat 5 "$B/bench/admit_bench" 2 500000)"
+# Keyed (per = address): each admission to one of KEYS keys, scattered; beside it
+# the floor of the same run, one clock read and one uncontended compare-and-swap.
+for keys in 1000 100000; do
+	read -r cost floor used < <("$B/bench/admit_bench" keyed "$keys" 1000000)
+	printf '   %-34s %6s ns  (floor %s ns: %sx; %s keys in use)\n' "keyed, $keys keys:" "$cost" "$floor" \
+		"$(awk -v c="$cost" -v f="$floor" 'BEGIN { printf "%.0f", c / f }')" "$used"
+done
 
 python3 "$ROOT/tests/integration/helpers/sink.py" "$T/port" 600 &
 python3 "$ROOT/tests/integration/helpers/server.py" --port-file "$T/hport" --lifetime 600 &

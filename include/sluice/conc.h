@@ -32,6 +32,10 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 /* Give back the places `mask` took (m's serials and conc_key say where they were). */
 void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self);
 
+/* The value of the futex word sl_conc_wait would sleep on for section `idx` (read
+ * without the lock). */
+uint32_t sl_conc_seen(struct sl_shm_header *h, const struct sl_match *m, unsigned idx);
+
 /* Sleep until the futex word of section `idx` (or of its key that m names) moves
  * from `seen` (a place was given back), or `timeout_ns` passes.  Never returns an
  * error; the caller re-takes. */

@@ -45,11 +45,12 @@ void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct
 	 * (conc_key). */
 	if (b->keyed & b->mask)
 		out->src = b->src;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
-		if (extra & (1ULL << i)) {
-			out->serial[i] = b->serial[i];
-			out->conc_key[i] = b->conc_key[i];
-		}
+	for (uint64_t bits = extra; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
+
+		out->serial[i] = b->serial[i];
+		out->conc_key[i] = b->conc_key[i];
+	}
 }
 
 /* One pass over the in-use slots: the sections whose patterns take `d`. */
@@ -195,12 +196,13 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 	if (m->keyed)
 		t->src = m->src;
 	/* Pass 1: the latest slot over enforcing sections, the tightest max_wait. */
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 		int64_t slot;
 
-		if (!(m->mask & (1ULL << i)) || !(sec = live_section(h, i, m->serial[i])))
+		if (!(sec = live_section(h, i, m->serial[i])))
 			continue;
 		live++;
 		if (sec->spec.amount == 0)
@@ -211,10 +213,10 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 				continue; /* a check makes no key; observing holds no one */
 			/* No room for this destination's key: refused as the section says,
 			 * never let through unlimited. */
-			for (unsigned j = 0; j < SL_MAX_SECTIONS; j++)
-				if (t->mask & (1ULL << j))
-					atomic_fetch_add_explicit(A(&sl_shm_section(h, j)->state.refused), 1,
-					                          memory_order_relaxed);
+			for (uint64_t more = t->mask; more; more &= more - 1)
+				atomic_fetch_add_explicit(
+					A(&sl_shm_section(h, (unsigned)__builtin_ctzll(more))->state.refused), 1,
+					memory_order_relaxed);
 			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
 			t->mask = 0;
 			t->refusing_section = (int)i;
@@ -259,10 +261,9 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 
 		t->refusing_section = limiting;
 		t->refuse_errno = sec->spec.refuse;
-		for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
-			if (t->mask & (1ULL << i))
-				atomic_fetch_add_explicit(A(&sl_shm_section(h, i)->state.refused), 1,
-				                          memory_order_relaxed);
+		for (uint64_t bits = t->mask; bits; bits &= bits - 1)
+			atomic_fetch_add_explicit(A(&sl_shm_section(h, (unsigned)__builtin_ctzll(bits))->state.refused),
+			                          1, memory_order_relaxed);
 		t->mask = 0;
 		rc = -ECONNREFUSED;
 		goto out;
@@ -274,12 +275,11 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 	/* Pass 2: charge every enforcing section at the common release time (each key
 	 * found in pass 1 is where its ref says: nothing was evicted in between, as
 	 * an evicted key is idle and these are not, or were made just now). */
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 
-		if (!(t->mask & (1ULL << i)))
-			continue;
 		sec = sl_shm_section(h, i);
 		if (!(st = ticket_state(h, t, i, sec, 1, now)))
 			continue;
@@ -332,11 +332,12 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 	if (now == SL_ADMIT_NOW)
 		now = sl_clock_mono_ns();
 	later = now;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 
-		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+		if (!(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
 		/* A key evicted since the reservation (it went idle: the caller woke
 		 * that late) is made again, so this release is checked and counted in
@@ -358,11 +359,12 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 	 * overload it may sit there, preempted, for milliseconds) leaves its release
 	 * counted, not an uncounted SYN that the next holder of the lock would follow
 	 * at once. */
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 
-		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)) ||
+		if (!(sec = live_section(h, i, t->sec[i].serial)) ||
 		    !(st = ticket_state(h, t, i, sec, 1, now)))
 			continue;
 		sl_strategy_released(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
@@ -375,11 +377,12 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 
 		act(arg);
 		made = sl_clock_mono_ns();
-		for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+		for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+			unsigned i = (unsigned)__builtin_ctzll(bits);
 			struct sl_section *sec;
 			struct sl_state *st;
 
-			if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)) ||
+			if (!(sec = live_section(h, i, t->sec[i].serial)) ||
 			    !(st = ticket_state(h, t, i, sec, 1, made)))
 				continue;
 			sl_strategy_moved(&sec->spec, st, now, made, cost_in(sec, t), wall_off(h));
@@ -387,11 +390,12 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 		now = made;
 	}
 	wait = now - t->arrival_ns;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 
-		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+		if (!(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
 		sl_stats_record_wait(&sec->state, wait, t->held, cost_in(sec, t));
 		if ((st = ticket_state(h, t, i, sec, 0, now)))
@@ -407,12 +411,13 @@ void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t f
 {
 	if (to <= from || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 		struct sl_keyref ref = {0, 0};
 
-		if (!(m->mask & (1ULL << i)) || !(sec = live_section(h, i, m->serial[i])) ||
+		if (!(sec = live_section(h, i, m->serial[i])) ||
 		    sec->spec.mode == SL_MODE_OBSERVE || !(st = limit_state(h, i, sec, &m->src, &ref, 1, to)))
 			continue;
 		sl_strategy_moved(&sec->spec, st, from, to, 1, wall_off(h));
@@ -424,12 +429,13 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
 {
 	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 		struct sl_keyref ref;
 
-		if (!(t->mask & (1ULL << i)) || !(sec = live_section(h, i, t->sec[i].serial)))
+		if (!(sec = live_section(h, i, t->sec[i].serial)))
 			continue;
 		/* Only the last slot handed out can be returned: later callers hold theirs.
 		 * A keyed section's slot only from the very record it was taken in: a
@@ -546,8 +552,7 @@ uint64_t sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self)
 
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)
 {
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
-		if (m->mask & (1ULL << i))
-			atomic_fetch_add_explicit(A(&sl_shm_section(h, i)->state.refused), 1,
-			                          memory_order_relaxed);
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1)
+		atomic_fetch_add_explicit(A(&sl_shm_section(h, (unsigned)__builtin_ctzll(bits))->state.refused), 1,
+		                          memory_order_relaxed);
 }

@@ -69,10 +69,11 @@ uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m)
 {
 	uint64_t mask = 0;
 
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 
-		if ((m->mask & (1ULL << i)) && (sec = live(h, i, m->serial[i])) &&
+		if ((sec = live(h, i, m->serial[i])) &&
 		    sec->spec.concurrency && sec->spec.mode != SL_MODE_OBSERVE)
 			mask |= 1ULL << i;
 	}
@@ -163,12 +164,13 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 	 * be had), and only then take the places. */
 	uint64_t made = 0;
 
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = want; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 		uint32_t unit, userial;
 
-		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])))
+		if (!(sec = live(h, i, m->serial[i])))
 			continue;
 		if (!(st = places(h, i, sec, m, 1, &unit, &userial))) {
 			/* A keyed section with no room for this destination's key: refused
@@ -184,23 +186,24 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 			goto out;
 		}
 	}
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = want; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		uint32_t unit, userial;
 
-		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
+		if (!(sec = live(h, i, m->serial[i])) ||
 		    !places(h, i, sec, m, 0, &unit, &userial))
 			continue;
 		if (!holder(h, self, unit, userial, 0)) {
 			if (!holder(h, self, unit, userial, 1)) {
 				/* Full: undo the entries made for this take (they hold nothing;
 				 * removing one may move the others, so find each again). */
-				for (unsigned j = 0; j < SL_MAX_SECTIONS; j++) {
+				for (uint64_t undo = made; undo; undo &= undo - 1) {
+					unsigned j = (unsigned)__builtin_ctzll(undo);
 					struct sl_holder *e;
 					uint32_t u, us;
 
-					if ((made & (1ULL << j)) &&
-					    places(h, j, sl_shm_section(h, j), m, 0, &u, &us) &&
+					if (places(h, j, sl_shm_section(h, j), m, 0, &u, &us) &&
 					    (e = holder(h, self, u, us, 0)) && !e->count)
 						holder_remove(h, e);
 				}
@@ -210,14 +213,15 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 			made |= 1ULL << i;
 		}
 	}
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = want; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 		struct sl_holder *e;
 		uint32_t unit, userial;
 
 		/* Each has its entry now (entries do not move while they are only added). */
-		if (!(want & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
+		if (!(sec = live(h, i, m->serial[i])) ||
 		    !(st = places(h, i, sec, m, 0, &unit, &userial)) || !(e = holder(h, self, unit, userial, 0)))
 			continue;
 		st->conc_open++;
@@ -238,7 +242,8 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int
 {
 	if (!mask || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 		struct sl_holder *e;
@@ -247,7 +252,7 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int
 		/* A section (or key) reset or removed by a reload meanwhile holds nothing
 		 * of ours.  A key holding a place is never evicted, so conc_key still
 		 * names the one the place was taken in. */
-		if (!(mask & (1ULL << i)) || !(sec = live(h, i, m->serial[i])) ||
+		if (!(sec = live(h, i, m->serial[i])) ||
 		    !(st = places(h, i, sec, m, 0, &unit, &userial)))
 			continue;
 		/* The holder entry first: killed between the two, this process leaves a
@@ -260,6 +265,19 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int
 		wake(st);
 	}
 	sl_shm_unlock(h, self);
+}
+
+uint32_t sl_conc_seen(struct sl_shm_header *h, const struct sl_match *m, unsigned idx)
+{
+	struct sl_section *sec = sl_shm_section(h, idx);
+	struct sl_key *k;
+
+	if (!sec)
+		return 0;
+	if (sec->spec.per == SL_PER_NONE)
+		return atomic_load_explicit(A(&sec->state.conc_futex), memory_order_acquire);
+	k = m->conc_key[idx].serial ? sl_shm_key_at(h, m->conc_key[idx].slot) : NULL;
+	return k ? atomic_load_explicit(A(&k->state.conc_futex), memory_order_acquire) : 0;
 }
 
 void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uint32_t seen,
@@ -276,8 +294,14 @@ void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uin
 		 * sleep end at its timeout, and the caller takes again. */
 		struct sl_key *k = sl_shm_key_at(h, m->conc_key[idx].slot);
 
-		if (!m->conc_key[idx].serial || !k)
+		if (!m->conc_key[idx].serial || !k) {
+			/* No key to sleep on (none could be made, or the lock was not
+			 * had): a short plain sleep, so the caller's retries never spin. */
+			struct timespec slice = {0, (long)SL_MIN(timeout_ns, 10 * SL_NS_PER_MS)};
+
+			nanosleep(&slice, NULL);
 			return;
+		}
 		st = &k->state;
 	}
 	ts.tv_sec = timeout_ns / SL_NS_PER_S;
@@ -399,10 +423,11 @@ int64_t sl_conc_max_wait(struct sl_shm_header *h, uint64_t mask, int *refuse_err
 	int64_t w = -1;
 
 	*refuse_errno = 0;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = mask; bits; bits &= bits - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec = sl_shm_section(h, i);
 
-		if (!(mask & (1ULL << i)) || sec->spec.max_wait_ns < 0)
+		if (sec->spec.max_wait_ns < 0)
 			continue;
 		if (w < 0 || sec->spec.max_wait_ns < w) {
 			w = sec->spec.max_wait_ns;

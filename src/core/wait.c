@@ -167,10 +167,7 @@ int sl_wait_conc(struct sl_shm_header *h, struct sl_match *m, int32_t self, int6
 
 			*full = conc ? __builtin_ctzll(conc) : 0;
 			sec = sl_shm_section(h, (unsigned)*full);
-			seen = sec->spec.per != SL_PER_NONE
-			               ? 0 /* a key's word: sl_conc_wait sleeps a slice on it */
-			               : atomic_load_explicit((_Atomic uint32_t *)&sec->state.conc_futex,
-			                                      memory_order_acquire);
+			seen = sl_conc_seen(h, m, (unsigned)*full);
 			atomic_fetch_add_explicit((_Atomic uint64_t *)&sec->state.undecided, 1,
 			                          memory_order_relaxed);
 			rc = -EBUSY;

@@ -1,7 +1,8 @@
 /*
  * libFuzzer target for the shared segment as untrusted input (`make fuzz`): the
  * input is laid over a segment - its header (magic, version and sizes kept valid,
- * so every path runs), its sections, its holder table - and then every reader and
+ * so every path runs), its sections, its holder table, its key table - and then
+ * every reader and
  * writer of the segment runs over it: matching, reserving, releasing, refunding,
  * the concurrency places, stat in both forms, and the daemon's heartbeat (lock
  * reaping, dead waiters, dead holders, corrupt-state repair).  Nothing may crash,
@@ -10,6 +11,7 @@
 #include "sluice/admit.h"
 #include "sluice/common.h"
 #include "sluice/conc.h"
+#include "sluice/keys.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
 
@@ -79,6 +81,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy((char *)h + 32, data, head);
 	memcpy((char *)h + SL_SHM_SECTIONS_OFF, data + head,
 	       SL_MIN(size - head, FUZZ_SIZE - SL_SHM_SECTIONS_OFF));
+	/* The input again over the key table (tags and records), so keyed sections
+	 * meet scribbled keys. */
+	memcpy((char *)h + SL_SHM_KEYS_OFF, data, SL_MIN(size, FUZZ_SIZE - SL_SHM_KEYS_OFF));
 	/* A scribbled key-table length is refused by validation (the size would not
 	 * match); what is fuzzed is everything a process indexes under a valid one. */
 	h->max_keys = FUZZ_KEYS;
@@ -93,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sl_admit_reap_dead(h, NOW, 7, all_dead);
 	sl_conc_reap_dead(h, 7, all_dead);
 	sl_admit_repair(h, NOW, 7);
+	sl_keys_sweep(h);
 	if (!null)
 		null = fopen("/dev/null", "w"); /* kept open: one fopen per run was a syscall pair */
 	if (null) {
