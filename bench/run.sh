@@ -21,7 +21,9 @@
 #      achieved rate, the most SYNs in any one second, how late the last one was;
 #  10. an idle process's memory (RSS and PSS) shaped against unshaped;
 #  11. node opening 10,000 connections at once, unshaped and shaped at 2000/s:
-#      achieved rate and the event loop's worst stall.
+#      achieved rate and the event loop's worst stall;
+#  12. what one epoll_wait costs a process holding 10,000 connections with records
+#      (meter = requests), against none and against no shim.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -403,3 +405,23 @@ many_row() { # LABEL CMD...: the rate and worst stall of many_connections.js und
 (ulimit -n 12000
 many_row "without the shim:" env
 many_row "shaped at 2000/s:" "$B/sluice" run -c "$T/many.ini" --)
+
+echo
+echo "12. epoll_wait(timeout 0) while the process holds 10,000 connections with records"
+cat >"$T/epoll.ini" <<INI
+[sluice]
+shm_name = /sluice-bench-epoll-$$
+control_socket = $T/epoll.sock
+
+[per-request]
+match = 127.0.0.1:$port
+meter = requests
+rate = 1000/s
+INI
+(ulimit -n 12000
+printf '   %-34s %6s ns\n' "unshaped, 10,000 connections:" \
+	"$(repeat 3 "$B/bench/epoll_cost" "$port" 10000 200000)"
+printf '   %-34s %6s ns\n' "shaped, no records:" \
+	"$(repeat 3 "$B/sluice" run -c "$T/epoll.ini" -- "$B/bench/epoll_cost" "$port" 0 200000)"
+printf '   %-34s %6s ns\n' "shaped, 10,000 records:" \
+	"$(repeat 3 "$B/sluice" run -c "$T/epoll.ini" -- "$B/bench/epoll_cost" "$port" 10000 200000)")

@@ -126,6 +126,30 @@ int sl_fd_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+/* --- which records epoll_wait must look at ---
+ *
+ * A bit per record (by index) that is set, under the record's lock, whenever one
+ * of its epoll registrations is masked or withheld, and cleared by the scan below,
+ * under the same lock, when it finds none left.  So epoll_wait looks at the
+ * records whose registrations it may have to put back, found 64 to a word,
+ * instead of at every record the process has made; the bitmap's pages are touched
+ * only as far as the records it marks. */
+static _Atomic uint64_t epoll_marks[SL_HOLDS / 64];
+
+static void mark_for_epoll(struct sl_hold *rec)
+{
+	unsigned bit = rec->index - 1; /* records are numbered from 1 */
+
+	atomic_fetch_or_explicit(&epoll_marks[bit / 64], 1ULL << (bit % 64), memory_order_release);
+}
+
+static void unmark_for_epoll(struct sl_hold *rec)
+{
+	unsigned bit = rec->index - 1;
+
+	atomic_fetch_and_explicit(&epoll_marks[bit / 64], ~(1ULL << (bit % 64)), memory_order_relaxed);
+}
+
 /* Take EPOLLOUT out of the fd's epoll registrations while its write is held, so a
  * level-triggered loop does not spin on a socket we say is not writable. */
 static void epoll_mask(struct sl_hold *rec)
@@ -143,8 +167,10 @@ static void epoll_mask(struct sl_hold *rec)
 		rec->ep[i] = *reg;
 		ev.events = reg->events & ~(uint32_t)EPOLLOUT;
 		ev.data = reg->data;
-		if (sl_real.epoll_ctl(reg->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0)
+		if (sl_real.epoll_ctl(reg->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0) {
 			rec->ep_masked |= 1u << i;
+			mark_for_epoll(rec);
+		}
 	}
 }
 
@@ -184,6 +210,7 @@ static void withhold_registrations(struct sl_hold *rec)
 			continue;
 		rec->ep[i] = regs->r[i];
 		rec->ep_withheld |= 1u << i;
+		mark_for_epoll(rec);
 	}
 }
 
@@ -470,6 +497,7 @@ int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev
 			} else if (ev) {
 				rec->ep[slot] = (struct sl_epreg){.epfd = epfd, .events = ev->events, .data = ev->data};
 				rec->ep_withheld |= 1u << slot;
+				mark_for_epoll(rec);
 			}
 			handled = 1;
 		}
@@ -869,30 +897,39 @@ int64_t sl_held_epoll_due(int epfd, int64_t now)
 	int64_t earliest = 0;
 	unsigned high = atomic_load_explicit(&sl_holds_high, memory_order_acquire);
 
-	for (unsigned i = 1; i <= high; i++) {
-		struct sl_hold *rec = sl_hold_at(i);
-		unsigned mine = 0;
+	for (unsigned w = 0; w < (high + 63) / 64 && w < SL_HOLDS / 64; w++) {
+		uint64_t bits = atomic_load_explicit(&epoll_marks[w], memory_order_acquire);
 
-		if (!rec->refs || !(rec->ep_masked | rec->ep_withheld))
-			continue;
-		pthread_mutex_lock(&rec->lock);
-		for (unsigned r = 0; r < SL_EPREGS; r++)
-			if (((rec->ep_masked | rec->ep_withheld) & (1u << r)) && rec->ep[r].epfd == epfd)
-				mine |= 1u << r;
-		if (mine && rec->state == SL_HOLD_DEFERRED) {
-			/* Made when due (its registrations then return), through the fd that
-			 * connected while it still names rec; a dup that outlived it is made
-			 * by its own poll or write. */
-			if (sl_fdtab_get(rec->fd) == rec->index && !kick_locked(rec, rec->fd, now) &&
-			    (!earliest || rec->release_ns < earliest))
-				earliest = rec->release_ns;
-		} else if (mine) {
-			if (rec->release_ns <= now)
-				epoll_unmask_some(rec, mine); /* due: the next write's release check decides */
-			else if (!earliest || rec->release_ns < earliest)
-				earliest = rec->release_ns;
+		for (; bits; bits &= bits - 1) {
+			struct sl_hold *rec = sl_hold_at(w * 64 + (unsigned)__builtin_ctzll(bits) + 1);
+			unsigned mine = 0;
+
+			if (!rec)
+				continue;
+			pthread_mutex_lock(&rec->lock);
+			if (!rec->refs || !(rec->ep_masked | rec->ep_withheld)) {
+				unmark_for_epoll(rec); /* nothing of it left to put back */
+				pthread_mutex_unlock(&rec->lock);
+				continue;
+			}
+			for (unsigned r = 0; r < SL_EPREGS; r++)
+				if (((rec->ep_masked | rec->ep_withheld) & (1u << r)) && rec->ep[r].epfd == epfd)
+					mine |= 1u << r;
+			if (mine && rec->state == SL_HOLD_DEFERRED) {
+				/* Made when due (its registrations then return), through the fd
+				 * that connected while it still names rec; a dup that outlived
+				 * it is made by its own poll or write. */
+				if (sl_fdtab_get(rec->fd) == rec->index && !kick_locked(rec, rec->fd, now) &&
+				    (!earliest || rec->release_ns < earliest))
+					earliest = rec->release_ns;
+			} else if (mine) {
+				if (rec->release_ns <= now)
+					epoll_unmask_some(rec, mine); /* due: the next write's release check decides */
+				else if (!earliest || rec->release_ns < earliest)
+					earliest = rec->release_ns;
+			}
+			pthread_mutex_unlock(&rec->lock);
 		}
-		pthread_mutex_unlock(&rec->lock);
 	}
 	return earliest;
 }

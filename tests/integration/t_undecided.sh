@@ -116,10 +116,11 @@ python3 - "$SHM_NAME" <<'EOF'
 import os, struct, sys
 sys.path.insert(0, os.environ["HELPERS"]); import segment
 with segment.Segment(sys.argv[1]) as f:
-    size = f.size
     f.seek(4096 + 4)                  # sections[0].serial
     serial = struct.unpack("<I", f.read(4))[0]
-    f.seek(size - 16384 * 16)         # the holder table (SL_MAX_HOLDERS) ends the segment
+    f.seek(20)                        # header: section_size, sections_off, max_sections
+    section_size, sections_off, max_sections = struct.unpack("<III", f.read(12))
+    f.seek(sections_off + max_sections * section_size)  # the holder table follows the sections
     f.write(struct.pack("<iIII", 1, 0, serial, 0) * 16384)
 EOF
 start_syn_witness "$PORT" "$T/syn-conc.log"
