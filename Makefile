@@ -50,7 +50,7 @@ CORE_SRC = $(wildcard src/core/*.c)
 PROGS_SRC = $(wildcard src/progs/*.c)
 SHIM_CORE_SRC = $(CORE_SRC)
 SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
-	src/shim/hold.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
+	src/shim/admission.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
 	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
 	src/shim/exec.c src/shim/stream.c src/shim/recv.c src/shim/undecided.c
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c

@@ -30,14 +30,24 @@ struct sl_keyref {
 	uint32_t serial;
 };
 
+#define SL_CONC_KEYS 4
+
 struct sl_match {
 	uint64_t mask;                    /* bit i: section i applies */
 	uint64_t keyed;                   /* of those, sections with a queue per key */
 	uint32_t serial[SL_MAX_SECTIONS]; /* each section's serial when it matched */
 	struct sl_keysrc src;             /* what keyed sections make their keys of */
-	struct sl_keyref conc_key[SL_MAX_SECTIONS]; /* keyed sections: the key whose
-	                                   * concurrency places sl_conc_take took */
+	/* Keyed sections limiting concurrency: the key whose place sl_conc_take took,
+	 * for at most SL_CONC_KEYS of them per destination (a further one has no
+	 * place to be had: refused, never let through). */
+	struct sl_conc_key {
+		uint32_t section; /* index + 1; 0: unused */
+		struct sl_keyref ref;
+	} conc_key[SL_CONC_KEYS];
 };
+
+/* The key ref kept in m for keyed section i (made free for it with `make`), or NULL. */
+struct sl_keyref *sl_match_conc_key(struct sl_match *m, unsigned i, int make);
 
 struct sl_ticket {
 	uint64_t mask;        /* enforcing sections charged by this ticket */

@@ -47,10 +47,33 @@ void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct
 		out->src = b->src;
 	for (uint64_t bits = extra; bits; bits &= bits - 1) {
 		unsigned i = (unsigned)__builtin_ctzll(bits);
+		const struct sl_keyref *ref;
 
 		out->serial[i] = b->serial[i];
-		out->conc_key[i] = b->conc_key[i];
+		if ((ref = sl_match_conc_key((struct sl_match *)b, i, 0)) && ref->serial) {
+			struct sl_keyref *to = sl_match_conc_key(out, i, 1);
+
+			if (to)
+				*to = *ref;
+		}
 	}
+}
+
+struct sl_keyref *sl_match_conc_key(struct sl_match *m, unsigned i, int make)
+{
+	struct sl_conc_key *free = NULL;
+
+	for (unsigned j = 0; j < SL_CONC_KEYS; j++) {
+		if (m->conc_key[j].section == i + 1)
+			return &m->conc_key[j].ref;
+		if (!m->conc_key[j].section && !free)
+			free = &m->conc_key[j];
+	}
+	if (!make || !free)
+		return NULL;
+	free->section = i + 1;
+	free->ref = (struct sl_keyref){0, 0};
+	return &free->ref;
 }
 
 /* One pass over the in-use slots: the sections whose patterns take `d`. */
@@ -61,6 +84,7 @@ static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct s
 
 	m->mask = 0;
 	m->keyed = 0;
+	memset(m->conc_key, 0, sizeof(m->conc_key));
 	for (unsigned i = 0; i < used; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 
@@ -68,7 +92,6 @@ static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct s
 			continue;
 		m->mask |= 1ULL << i;
 		m->serial[i] = sec->serial;
-		m->conc_key[i].serial = 0;
 		if (sec->spec.per != SL_PER_NONE)
 			m->keyed |= 1ULL << i;
 		count++;

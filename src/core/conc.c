@@ -32,7 +32,7 @@ static struct sl_section *live(struct sl_shm_header *h, unsigned i, uint32_t ser
 static struct sl_state *places(struct sl_shm_header *h, unsigned i, struct sl_section *sec,
                                struct sl_match *m, int create, uint32_t *unit, uint32_t *userial)
 {
-	struct sl_keyref *ref = &m->conc_key[i];
+	struct sl_keyref *ref;
 	struct sl_key *k = NULL;
 
 	if (sec->spec.per == SL_PER_NONE) {
@@ -40,6 +40,8 @@ static struct sl_state *places(struct sl_shm_header *h, unsigned i, struct sl_se
 		*userial = sec->serial;
 		return &sec->state;
 	}
+	if (!(ref = sl_match_conc_key(m, i, create)))
+		return NULL; /* more keyed concurrency sections than a match keeps */
 	if (ref->serial)
 		k = sl_keys_ref(h, i, ref->slot, ref->serial);
 	if (!k && create && (k = sl_keys_find(h, i, &m->src, 1, sl_clock_mono_ns()))) {
@@ -276,7 +278,9 @@ uint32_t sl_conc_seen(struct sl_shm_header *h, const struct sl_match *m, unsigne
 		return 0;
 	if (sec->spec.per == SL_PER_NONE)
 		return atomic_load_explicit(A(&sec->state.conc_futex), memory_order_acquire);
-	k = m->conc_key[idx].serial ? sl_shm_key_at(h, m->conc_key[idx].slot) : NULL;
+	const struct sl_keyref *ref = sl_match_conc_key((struct sl_match *)m, idx, 0);
+
+	k = ref && ref->serial ? sl_shm_key_at(h, ref->slot) : NULL;
 	return k ? atomic_load_explicit(A(&k->state.conc_futex), memory_order_acquire) : 0;
 }
 
@@ -292,9 +296,10 @@ void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uin
 	if (sec->spec.per != SL_PER_NONE) {
 		/* Read without the lock: a record reused meanwhile only makes this
 		 * sleep end at its timeout, and the caller takes again. */
-		struct sl_key *k = sl_shm_key_at(h, m->conc_key[idx].slot);
+		const struct sl_keyref *ref = sl_match_conc_key(m, idx, 0);
+		struct sl_key *k = ref && ref->serial ? sl_shm_key_at(h, ref->slot) : NULL;
 
-		if (!m->conc_key[idx].serial || !k) {
+		if (!k) {
 			/* No key to sleep on (none could be made, or the lock was not
 			 * had): a short plain sleep, so the caller's retries never spin. */
 			struct timespec slice = {0, (long)SL_MIN(timeout_ns, 10 * SL_NS_PER_MS)};

@@ -246,7 +246,9 @@ int sl_shm_open_or_create_keys(struct sl_shm *shm, const char *name, unsigned mo
 	shm->hdr = NULL;
 	if (keys > SL_KEYS_MAX)
 		return -EINVAL;
-	id = shmget(key, want, IPC_CREAT | IPC_EXCL | (mode & 0777));
+	/* SHM_NORESERVE: a large key table is memory only as its records are used,
+	 * not swap space set aside for all of it up front. */
+	id = shmget(key, want, IPC_CREAT | IPC_EXCL | SHM_NORESERVE | (mode & 0777));
 	if (id < 0 && errno == EEXIST) {
 		int64_t size;
 
@@ -275,7 +277,7 @@ int sl_shm_open_or_create_keys(struct sl_shm *shm, const char *name, unsigned mo
 				sl_shm_detach(&old);
 				return rc;
 			}
-			id = shmget(key, want, IPC_CREAT | IPC_EXCL | (mode & 0777));
+			id = shmget(key, want, IPC_CREAT | IPC_EXCL | SHM_NORESERVE | (mode & 0777));
 			fresh = 1;
 		}
 	}

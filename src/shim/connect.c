@@ -36,7 +36,7 @@ static void connect_udp(int fd, const struct sl_dest *d)
 {
 	struct sl_match m;
 
-	if (sl_hold_match_meter(d, SL_METER_DATAGRAMS, &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
+	if (sl_admission_match_meter(d, SL_METER_DATAGRAMS, &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
 		return;
 	if (sl_held_connect(fd, d, &m, SL_KIND_CONNECTED_UDP) < 0)
 		sl_debug("connect on fd %d: no free hold record; its datagrams go unshaped", fd);
@@ -59,9 +59,9 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 		sl_held_drop_udp(fd); /* a UDP socket's earlier peer no longer applies */
 	if (sl_dest_from_sockaddr(&d, addr, len) != 0)
 		return 0; /* other families, short or NULL addresses: the kernel's business */
-	sl_hold_name(&d, name, sizeof(name));
+	sl_admission_name(&d, name, sizeof(name));
 	connect_udp(fd, &d);
-	sl_hold_match_tcp(&d, &t);
+	sl_admission_match_tcp(&d, &t);
 	/* Unmatched: with name patterns about, the first write may still name it (the
 	 * name known here, if any, can be a proxy's, or a CNAME's). */
 	if (t.n == 0 && t.nr == 0 && t.nb == 0)
@@ -74,7 +74,7 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 	 * request: so no first write is held (HTTP/2's preface, a TLS ClientHello,
 	 * an SMTP reply), and the destination sees the connection at the rate. */
 	sl_match_union(&u, &t.m, &t.rm);
-	rc = t.n || t.nr ? sl_hold_connection(fd, &d, &u, "connect", addr, len, 0, made) : 0;
+	rc = t.n || t.nr ? sl_connect_admit(fd, &d, &u, "connect", addr, len, 0, made) : 0;
 	/* meter = requests, bytes: the connection keeps a record for its life,
 	 * whatever the connect itself did (a deferred one included). */
 	if ((t.nr || t.nb) && (rc == 0 || rc == -EINPROGRESS) &&
@@ -120,11 +120,11 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, struct sl_match *m,
 
 	if (sl_shim.debug) {
 		sl_dest_format(d, dest, sizeof(dest));
-		sl_hold_section_names(m, names, sizeof(names));
+		sl_admission_sections(m, names, sizeof(names));
 	}
 	rc = sl_wait_reserve(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
 	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s sections=%s: refused (%s)", what, dest, names, sl_hold_refusal(&t));
+		sl_debug("%s %s sections=%s: refused (%s)", what, dest, names, sl_admission_refusal(&t));
 		return give_back(-(t.refuse_errno ? t.refuse_errno : ECONNREFUSED), conc, m);
 	}
 	if (rc < 0) {
@@ -203,7 +203,7 @@ static int hold_limited(int fd, const struct sl_dest *d, struct sl_match *m, con
 		         "key table for its key)", what, fd);
 		return -(refuse ? refuse : ECONNREFUSED);
 	}
-	if ((rc = sl_hold_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made)) < 0)
+	if ((rc = sl_admission_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made)) < 0)
 		return give_back(rc, taken, m);
 	return keep_places(fd, d, m, what, taken);
 }
@@ -212,7 +212,7 @@ static int hold_limited(int fd, const struct sl_dest *d, struct sl_match *m, con
  * Blocking: waits here.  Non-blocking: goes now when its slot is now, or is
  * deferred to it (-EINPROGRESS: the real connect is not to be made now).
  * Returns 0 to go, or -errno. */
-int sl_hold_connection(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
+int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
                        const struct sockaddr *addr, socklen_t alen, int dontwait,
                        struct sl_made_connect *made)
 {
@@ -229,7 +229,7 @@ int sl_hold_connection(int fd, const struct sl_dest *d, struct sl_match *m, cons
 		return hold_limited(fd, d, m, what, conc, addr, alen, nonblocking, made);
 	if (sl_shim.mode != SL_SHIM_CLOSED && nonblocking)
 		return rate_nonblocking(fd, d, m, what, 0, addr, alen, made);
-	return sl_hold_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made);
+	return sl_admission_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made);
 }
 
 void sl_connect_act(void *arg)

@@ -1,9 +1,11 @@
 /*
  * epoll while connections are held.  epoll reports the program's own data, not fds,
- * so epoll_ctl is followed to know what each fd registered; held.c takes EPOLLOUT
- * out of a held socket's registration and these hooks put it back when the release
- * is due (which, for edge-triggered registrations, is the edge the program waits
- * for), cutting the wait short to wake at that time.
+ * so epoll_ctl is followed to know what each fd registered.  While a write is held
+ * (held.c decides), EPOLLOUT is taken out of the socket's registrations, and put
+ * back when the release is due (which, for edge-triggered registrations, is the
+ * edge the program waits for); a deferred connect's registrations are kept out of
+ * the kernel until it is made.  The wait hooks cut each wait short to wake at the
+ * earliest release.  All of that masking lives here.
  */
 #include "fdtab.h"
 #include "sluice/clock.h"
@@ -55,7 +57,7 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return -1;
 	}
 	/* A deferred connect's socket is kept out of the kernel's sets until made. */
-	if (sl_unlikely(sl_fdtab_get(fd)) && sl_held_epoll_virtual(epfd, op, fd, ev)) {
+	if (sl_unlikely(sl_fdtab_get(fd)) && sl_epoll_virtual_ctl(epfd, op, fd, ev)) {
 		follow(epfd, op, fd, ev);
 		return 0;
 	}
@@ -63,7 +65,7 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (rc == 0 && sl_shim_active()) {
 		follow(epfd, op, fd, ev);
 		if (sl_unlikely(sl_fdtab_get(fd))) {
-			struct sl_hold *rec = sl_hold_of(fd);
+			struct sl_record *rec = sl_record_of(fd);
 
 			/* The program's own registration in epfd replaced the one held.c
 			 * masked there. */
@@ -91,7 +93,7 @@ static int wait_held(int epfd, struct epoll_event *evs, int max, int64_t timeout
 
 	for (;;) {
 		int64_t now = sl_clock_mono_ns();
-		int64_t earliest = sl_held_epoll_due(epfd, now), until = deadline;
+		int64_t earliest = sl_epoll_due(epfd, now), until = deadline;
 		int rc;
 
 		if (earliest && earliest < until)
@@ -151,7 +153,7 @@ SL_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout
 		errno = ENOSYS;
 		return -1;
 	}
-	if (sl_likely(atomic_load_explicit(&sl_holds_active, memory_order_relaxed) == 0))
+	if (sl_likely(atomic_load_explicit(&sl_records_active, memory_order_relaxed) == 0))
 		return real(epfd, evs, max, timeout);
 	return wait_held(epfd, evs, max, ns_of_ms(timeout), call_epoll_wait, NULL);
 }
@@ -166,7 +168,7 @@ SL_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 		errno = ENOSYS;
 		return -1;
 	}
-	if (sl_likely(atomic_load_explicit(&sl_holds_active, memory_order_relaxed) == 0))
+	if (sl_likely(atomic_load_explicit(&sl_records_active, memory_order_relaxed) == 0))
 		return real(epfd, evs, max, timeout, mask);
 	return wait_held(epfd, evs, max, ns_of_ms(timeout), call_epoll_pwait, mask);
 }
@@ -181,7 +183,7 @@ SL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const str
 		errno = ENOSYS;
 		return -1;
 	}
-	if (sl_likely(atomic_load_explicit(&sl_holds_active, memory_order_relaxed) == 0))
+	if (sl_likely(atomic_load_explicit(&sl_records_active, memory_order_relaxed) == 0))
 		return real(epfd, evs, max, timeout, mask);
 	/* A malformed timeout is the kernel's to refuse (EINVAL), not ours to read. */
 	if (timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= SL_NS_PER_S))
@@ -192,4 +194,184 @@ SL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const str
 	                     ? INT64_MAX / 2
 	                     : timeout->tv_sec * SL_NS_PER_S + timeout->tv_nsec,
 	                 call_epoll_pwait2, mask);
+}
+
+/* --- masking held sockets' registrations (held.c decides when) --- */
+
+/* --- which records epoll_wait must look at ---
+ *
+ * A bit per record (by index) that is set, under the record's lock, whenever one
+ * of its epoll registrations is masked or withheld, and cleared by the scan below,
+ * under the same lock, when it finds none left.  So epoll_wait looks at the
+ * records whose registrations it may have to put back, found 64 to a word,
+ * instead of at every record the process has made; the bitmap's pages are touched
+ * only as far as the records it marks. */
+static _Atomic uint64_t epoll_marks[SL_RECORDS / 64];
+
+static void mark_for_epoll(struct sl_record *rec)
+{
+	unsigned bit = rec->index - 1; /* records are numbered from 1 */
+
+	atomic_fetch_or_explicit(&epoll_marks[bit / 64], 1ULL << (bit % 64), memory_order_release);
+}
+
+static void unmark_for_epoll(struct sl_record *rec)
+{
+	unsigned bit = rec->index - 1;
+
+	atomic_fetch_and_explicit(&epoll_marks[bit / 64], ~(1ULL << (bit % 64)), memory_order_relaxed);
+}
+
+/* Take EPOLLOUT out of the fd's epoll registrations while its write is held, so a
+ * level-triggered loop does not spin on a socket we say is not writable. */
+void sl_epoll_mask(struct sl_record *rec)
+{
+	struct sl_epregs *regs = sl_epregs(rec->fd, 0);
+
+	if (!regs || !sl_real.epoll_ctl)
+		return;
+	for (unsigned i = 0; i < SL_EPREGS; i++) {
+		struct sl_epreg *reg = &regs->r[i];
+		struct epoll_event ev;
+
+		if ((rec->ep_masked & (1u << i)) || !reg->epfd || !(reg->events & EPOLLOUT))
+			continue;
+		rec->ep[i] = *reg;
+		ev.events = reg->events & ~(uint32_t)EPOLLOUT;
+		ev.data = reg->data;
+		if (sl_real.epoll_ctl(reg->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0) {
+			rec->ep_masked |= 1u << i;
+			mark_for_epoll(rec);
+		}
+	}
+}
+
+/* Put registrations back (those in `which`): the kernel re-evaluates them, so an
+ * edge-triggered registration gets the edge the program is waiting for. */
+void sl_epoll_unmask_some(struct sl_record *rec, unsigned which)
+{
+	int saved = errno;
+
+	for (unsigned i = 0; i < SL_EPREGS; i++) {
+		struct epoll_event ev = {.events = rec->ep[i].events, .data = rec->ep[i].data};
+
+		if (!(rec->ep_masked & which & (1u << i)))
+			continue;
+		rec->ep_masked &= ~(1u << i);
+		if (sl_real.epoll_ctl)
+			sl_real.epoll_ctl(rec->ep[i].epfd, EPOLL_CTL_MOD, rec->fd, &ev);
+	}
+	errno = saved;
+}
+
+void sl_epoll_unmask(struct sl_record *rec)
+{
+	sl_epoll_unmask_some(rec, ~0u);
+}
+
+/* A deferred socket is not connected, and the kernel reports EPOLLHUP for it
+ * whatever a registration asks: registrations made before the deferral leave the
+ * kernel until the connect is made. */
+void sl_epoll_withhold(struct sl_record *rec)
+{
+	struct sl_epregs *regs = sl_epregs(rec->fd, 0);
+
+	for (unsigned i = 0; regs && i < SL_EPREGS; i++) {
+		if (!regs->r[i].epfd || !sl_real.epoll_ctl ||
+		    sl_real.epoll_ctl(regs->r[i].epfd, EPOLL_CTL_DEL, rec->fd, NULL) != 0)
+			continue;
+		rec->ep[i] = regs->r[i];
+		rec->ep_withheld |= 1u << i;
+		mark_for_epoll(rec);
+	}
+}
+
+void sl_epoll_restore(struct sl_record *rec)
+{
+	int saved = errno;
+
+	for (unsigned i = 0; i < SL_EPREGS; i++) {
+		struct epoll_event ev = {.events = rec->ep[i].events, .data = rec->ep[i].data};
+
+		if (!(rec->ep_withheld & (1u << i)))
+			continue;
+		rec->ep_withheld &= ~(1u << i);
+		if (sl_real.epoll_ctl)
+			sl_real.epoll_ctl(rec->ep[i].epfd, EPOLL_CTL_ADD, rec->fd, &ev);
+	}
+	errno = saved;
+}
+
+int sl_epoll_virtual_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct sl_record *rec = sl_record_of(fd);
+	int handled = 0;
+
+	if (!rec)
+		return 0;
+	pthread_mutex_lock(&rec->lock);
+	if (rec->state == SL_REC_DEFERRED) {
+		unsigned slot = SL_EPREGS;
+
+		for (unsigned i = 0; i < SL_EPREGS && slot == SL_EPREGS; i++)
+			if ((rec->ep_withheld & (1u << i)) && rec->ep[i].epfd == epfd)
+				slot = i;
+		for (unsigned i = 0; i < SL_EPREGS && slot == SL_EPREGS && op == EPOLL_CTL_ADD; i++)
+			if (!(rec->ep_withheld & (1u << i)))
+				slot = i;
+		if (slot < SL_EPREGS) {
+			if (op == EPOLL_CTL_DEL) {
+				rec->ep_withheld &= ~(1u << slot);
+			} else if (ev) {
+				rec->ep[slot] = (struct sl_epreg){.epfd = epfd, .events = ev->events, .data = ev->data};
+				rec->ep_withheld |= 1u << slot;
+				mark_for_epoll(rec);
+			}
+			handled = 1;
+		}
+	}
+	pthread_mutex_unlock(&rec->lock);
+	return handled;
+}
+
+int64_t sl_epoll_due(int epfd, int64_t now)
+{
+	int64_t earliest = 0;
+	unsigned high = atomic_load_explicit(&sl_records_high, memory_order_acquire);
+
+	for (unsigned w = 0; w < (high + 63) / 64 && w < SL_RECORDS / 64; w++) {
+		uint64_t bits = atomic_load_explicit(&epoll_marks[w], memory_order_acquire);
+
+		for (; bits; bits &= bits - 1) {
+			struct sl_record *rec = sl_record_at(w * 64 + (unsigned)__builtin_ctzll(bits) + 1);
+			unsigned mine = 0;
+
+			if (!rec)
+				continue;
+			pthread_mutex_lock(&rec->lock);
+			if (!rec->refs || !(rec->ep_masked | rec->ep_withheld)) {
+				unmark_for_epoll(rec); /* nothing of it left to put back */
+				pthread_mutex_unlock(&rec->lock);
+				continue;
+			}
+			for (unsigned r = 0; r < SL_EPREGS; r++)
+				if (((rec->ep_masked | rec->ep_withheld) & (1u << r)) && rec->ep[r].epfd == epfd)
+					mine |= 1u << r;
+			if (mine && rec->state == SL_REC_DEFERRED) {
+				/* Made when due (its registrations then return), through the fd
+				 * that connected while it still names rec; a dup that outlived
+				 * it is made by its own poll or write. */
+				if (sl_fdtab_get(rec->fd) == rec->index && !sl_held_kick_locked(rec, rec->fd, now) &&
+				    (!earliest || rec->release_ns < earliest))
+					earliest = rec->release_ns;
+			} else if (mine) {
+				if (rec->release_ns <= now)
+					sl_epoll_unmask_some(rec, mine); /* due: the next write's release check decides */
+				else if (!earliest || rec->release_ns < earliest)
+					earliest = rec->release_ns;
+			}
+			pthread_mutex_unlock(&rec->lock);
+		}
+	}
+	return earliest;
 }

@@ -40,7 +40,7 @@ static void forget_range(unsigned first, unsigned last)
 {
 	unsigned max = (unsigned)atomic_load(&sl_fd_max);
 
-	if ((atomic_load(&sl_holds_active) == 0 && atomic_load(&sl_sniff_marks) == 0) ||
+	if ((atomic_load(&sl_records_active) == 0 && atomic_load(&sl_sniff_marks) == 0) ||
 	    in_vfork_child())
 		return;
 	for (unsigned fd = first; fd <= last && fd <= max; fd++)
@@ -58,7 +58,7 @@ SL_EXPORT int close(int fd)
 	/* A connection holding a concurrency place gives it back only once it is
 	 * really closed, so the destination never sees the next one open first. */
 	if (sl_held_closing_keeps_place(fd) && !in_vfork_child()) {
-		struct sl_hold *last = sl_hold_unlink(fd);
+		struct sl_record *last = sl_record_unlink(fd);
 		int saved;
 
 		rc = real ? real(fd) : (int)syscall(SYS_close, fd);
@@ -99,7 +99,7 @@ SL_EXPORT int fclose(FILE *f)
 {
 	int (*real)(FILE *) = SL_REAL(fclose, fclose);
 
-	if (f && atomic_load(&sl_holds_active))
+	if (f && atomic_load(&sl_records_active))
 		forget(fileno(f));
 	return real ? real(f) : EOF;
 }
@@ -110,7 +110,7 @@ SL_EXPORT int dup(int fd)
 	int rc = real ? real(fd) : (int)syscall(SYS_dup, fd);
 
 	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
-		sl_hold_share(fd, rc);
+		sl_record_share(fd, rc);
 	return rc;
 }
 
@@ -136,7 +136,7 @@ SL_EXPORT int dup2(int fd, int newfd)
 		forget(newfd);
 	rc = real ? real(fd, newfd) : sys_dup2(fd, newfd);
 	if (rc >= 0 && fd != newfd && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
-		sl_hold_share(fd, rc);
+		sl_record_share(fd, rc);
 	return rc;
 }
 
@@ -149,7 +149,7 @@ SL_EXPORT int dup3(int fd, int newfd, int flags)
 		forget(newfd);
 	rc = real ? real(fd, newfd, flags) : (int)syscall(SYS_dup3, fd, newfd, flags);
 	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
-		sl_hold_share(fd, rc);
+		sl_record_share(fd, rc);
 	return rc;
 }
 
@@ -161,7 +161,7 @@ static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 
 	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && sl_unlikely(sl_fdtab_get(fd)) &&
 	    !in_vfork_child())
-		sl_hold_share(fd, rc);
+		sl_record_share(fd, rc);
 	return rc;
 }
 

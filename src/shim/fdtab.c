@@ -23,16 +23,16 @@
 #define CHUNKS 1024 /* fds up to 1,048,575 are tracked; beyond, nothing is held */
 
 #define REC_CHUNK 1024
-#define REC_CHUNKS (SL_HOLDS / REC_CHUNK)
+#define REC_CHUNKS (SL_RECORDS / REC_CHUNK)
 
 static _Atomic(void *) chunks[CHUNKS];   /* of _Atomic uint32_t[CHUNK_FDS] */
 static _Atomic(void *) epchunks[CHUNKS]; /* of struct sl_epregs[CHUNK_FDS] */
-static _Atomic(struct sl_hold *) rec_chunks[REC_CHUNKS];
+static _Atomic(struct sl_record *) rec_chunks[REC_CHUNKS];
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned free_head; /* index of the first free record, 0: none (alloc_lock) */
 
-_Atomic unsigned sl_holds_high; /* records ever made: indices 1..high exist */
-_Atomic int sl_holds_active; /* records in use: 0 lets poll/epoll hooks pass at once */
+_Atomic unsigned sl_records_high; /* records ever made: indices 1..high exist */
+_Atomic int sl_records_active; /* records in use: 0 lets poll/epoll hooks pass at once */
 _Atomic int sl_fd_max;       /* highest fd ever given a record or mark, bounds close_range */
 _Atomic int sl_sniff_marks;  /* entries equal to SL_FD_SNIFF */
 
@@ -90,50 +90,50 @@ static _Atomic uint32_t *entry(int fd, int create)
 	return chunk ? &chunk[(unsigned)fd % CHUNK_FDS] : NULL;
 }
 
-struct sl_hold *sl_hold_at(unsigned idx)
+struct sl_record *sl_record_at(unsigned idx)
 {
-	struct sl_hold *chunk;
+	struct sl_record *chunk;
 
-	if (sl_unlikely(idx == 0 || idx > SL_HOLDS))
+	if (sl_unlikely(idx == 0 || idx > SL_RECORDS))
 		return NULL;
 	chunk = atomic_load_explicit(&rec_chunks[(idx - 1) / REC_CHUNK], memory_order_acquire);
 	return chunk ? &chunk[(idx - 1) % REC_CHUNK] : NULL;
 }
 
 /* A record to use, under alloc_lock: the first free one, else a new one (with a new
- * chunk when the last is full).  NULL when the pool is at SL_HOLDS or mmap failed. */
-static struct sl_hold *take_record(void)
+ * chunk when the last is full).  NULL when the pool is at SL_RECORDS or mmap failed. */
+static struct sl_record *take_record(void)
 {
-	unsigned high = atomic_load_explicit(&sl_holds_high, memory_order_relaxed), c;
-	struct sl_hold *rec;
+	unsigned high = atomic_load_explicit(&sl_records_high, memory_order_relaxed), c;
+	struct sl_record *rec;
 
 	if (free_head) {
-		rec = sl_hold_at(free_head);
+		rec = sl_record_at(free_head);
 		free_head = rec->next_free;
 		return rec;
 	}
-	if (high >= SL_HOLDS)
+	if (high >= SL_RECORDS)
 		return NULL;
 	c = high / REC_CHUNK;
 	if (!atomic_load_explicit(&rec_chunks[c], memory_order_relaxed)) {
-		void *p = mmap(NULL, REC_CHUNK * sizeof(struct sl_hold), PROT_READ | PROT_WRITE,
+		void *p = mmap(NULL, REC_CHUNK * sizeof(struct sl_record), PROT_READ | PROT_WRITE,
 		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p == MAP_FAILED)
 			return NULL;
-		atomic_store_explicit(&rec_chunks[c], (struct sl_hold *)p, memory_order_release);
+		atomic_store_explicit(&rec_chunks[c], (struct sl_record *)p, memory_order_release);
 	}
-	rec = sl_hold_at(high + 1);
-	rec->index = high + 1; /* its lock: sl_hold_new initialises it, as for a reused one */
+	rec = sl_record_at(high + 1);
+	rec->index = high + 1; /* its lock: sl_record_new initialises it, as for a reused one */
 	/* Published after its index is set: scans read up to high. */
-	atomic_store_explicit(&sl_holds_high, high + 1, memory_order_release);
+	atomic_store_explicit(&sl_records_high, high + 1, memory_order_release);
 	return rec;
 }
 
-struct sl_hold *sl_hold_new(int fd)
+struct sl_record *sl_record_new(int fd)
 {
 	_Atomic uint32_t *e = entry(fd, 1);
-	struct sl_hold *rec;
+	struct sl_record *rec;
 	unsigned cur, index;
 
 	if (!e)
@@ -151,7 +151,7 @@ struct sl_hold *sl_hold_new(int fd)
 	pthread_mutex_init(&rec->lock, NULL);
 	rec->index = index;
 	rec->refs = 1;
-	atomic_fetch_add(&sl_holds_active, 1);
+	atomic_fetch_add(&sl_records_active, 1);
 	if (atomic_exchange(e, index) == SL_FD_SNIFF)
 		atomic_fetch_sub(&sl_sniff_marks, 1);
 	raise_fd_max(fd);
@@ -159,20 +159,20 @@ struct sl_hold *sl_hold_new(int fd)
 	return rec;
 }
 
-struct sl_hold *sl_hold_of(int fd)
+struct sl_record *sl_record_of(int fd)
 {
 	unsigned idx = sl_fdtab_get(fd);
 
-	return idx && idx != SL_FD_SNIFF ? sl_hold_at(idx) : NULL;
+	return idx && idx != SL_FD_SNIFF ? sl_record_at(idx) : NULL;
 }
 
 /* Drop fd's reference.  Returns the record when fd held the last one: it then
  * stays reserved (refs 1, no fd pointing at it) while the caller refunds and cleans
- * up, so sl_hold_new cannot hand it out underneath; sl_hold_free releases it. */
-struct sl_hold *sl_hold_unlink(int fd)
+ * up, so sl_record_new cannot hand it out underneath; sl_record_free releases it. */
+struct sl_record *sl_record_unlink(int fd)
 {
 	_Atomic uint32_t *e = entry(fd, 0);
-	struct sl_hold *last = NULL, *rec;
+	struct sl_record *last = NULL, *rec;
 	unsigned idx;
 
 	if (!e || !(idx = atomic_exchange(e, 0)))
@@ -181,7 +181,7 @@ struct sl_hold *sl_hold_unlink(int fd)
 		atomic_fetch_sub(&sl_sniff_marks, 1);
 		return NULL;
 	}
-	if (!(rec = sl_hold_at(idx)))
+	if (!(rec = sl_record_at(idx)))
 		return NULL;
 	pthread_mutex_lock(&alloc_lock);
 	if (rec->refs == 1)
@@ -192,27 +192,27 @@ struct sl_hold *sl_hold_unlink(int fd)
 	return last;
 }
 
-void sl_hold_free(struct sl_hold *rec)
+void sl_record_free(struct sl_record *rec)
 {
 	pthread_mutex_lock(&alloc_lock);
 	rec->refs = 0;
 	rec->next_free = free_head;
 	free_head = rec->index;
 	pthread_mutex_unlock(&alloc_lock);
-	atomic_fetch_sub(&sl_holds_active, 1);
+	atomic_fetch_sub(&sl_records_active, 1);
 }
 
-int sl_hold_share(int oldfd, int newfd)
+int sl_record_share(int oldfd, int newfd)
 {
 	unsigned idx = sl_fdtab_get(oldfd);
-	struct sl_hold *rec;
+	struct sl_record *rec;
 	_Atomic uint32_t *e;
 
 	if (idx == SL_FD_SNIFF) {
 		sl_fdtab_mark_sniff(newfd);
 		return 0;
 	}
-	if (!(rec = sl_hold_at(idx)) || !(e = entry(newfd, 1)))
+	if (!(rec = sl_record_at(idx)) || !(e = entry(newfd, 1)))
 		return 0;
 	pthread_mutex_lock(&alloc_lock);
 	rec->refs++;
@@ -255,11 +255,11 @@ struct sl_epregs *sl_epregs(int fd, int create)
 
 void sl_fdtab_after_fork(void)
 {
-	unsigned high = atomic_load(&sl_holds_high);
+	unsigned high = atomic_load(&sl_records_high);
 
 	pthread_mutex_init(&alloc_lock, NULL);
 	for (unsigned i = 1; i <= high; i++) {
-		struct sl_hold *rec = sl_hold_at(i);
+		struct sl_record *rec = sl_record_at(i);
 
 		pthread_mutex_init(&rec->lock, NULL);
 		if (rec->refs)

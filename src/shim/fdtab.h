@@ -1,5 +1,6 @@
 /*
- * fdtab.h - held sockets: the fd table and the hold records (fdtab.c).
+ * fdtab.h - held sockets: the fd table and the records (fdtab.c), their life
+ * (held.c), the masking of their epoll registrations (epoll.c).
  *
  * A matched non-blocking connect() whose place is not due yet is deferred: the
  * program sees EINPROGRESS, the socket a record in state DEFERRED, and the real
@@ -21,23 +22,23 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#define SL_HOLDS (1024 * 1024) /* sockets with a hold record at once, at most */
+#define SL_RECORDS (1024 * 1024) /* sockets with a hold record at once, at most */
 
 /* An fd-table entry that is no record: a TCP connection no section matched by
  * address, whose first write is read for a name (SNI, Host, CONNECT) before it goes.
  * Set only when some section matches by name; cleared by that write or by close. */
 #define SL_FD_SNIFF 0xffffffffu
 
-enum sl_hold_state {
-	SL_HOLD_FIRST = 1,     /* nothing reserved yet: the next write takes a place */
-	SL_HOLD_WAITING = 2,   /* the place is reserved: writes wait for release_ns */
-	SL_HOLD_DEFERRED = 3,  /* non-blocking connect not made yet (the program saw
+enum sl_record_state {
+	SL_REC_FIRST = 1,     /* nothing reserved yet: the next write takes a place */
+	SL_REC_WAITING = 2,   /* the place is reserved: writes wait for release_ns */
+	SL_REC_DEFERRED = 3,  /* non-blocking connect not made yet (the program saw
 	                        * EINPROGRESS): waiting for a concurrency place or for its
 	                        * rate slot (defer_phase); looked at again at release_ns
 	                        * and made once both are had.  Meanwhile the socket shows
 	                        * no events at all */
-	SL_HOLD_OPEN = 4,      /* released: only what it meters or holds is looked at */
-	SL_HOLD_REFUSED = 5,   /* a deferred connect refused (max_wait) or failed at once:
+	SL_REC_OPEN = 4,      /* released: only what it meters or holds is looked at */
+	SL_REC_REFUSED = 5,   /* a deferred connect refused (max_wait) or failed at once:
 	                        * SO_ERROR reports refuse_errno, writes fail with it */
 };
 
@@ -52,7 +53,7 @@ enum sl_defer_phase {
 #define SL_CONC_RECHECK_NS (10 * SL_NS_PER_MS)
 
 /* What a record stands for, which decides what happens after its release. */
-enum sl_hold_kind {
+enum sl_record_kind {
 	SL_KIND_CONNECTION = 0,    /* a connection's first write; the record then goes */
 	SL_KIND_DATAGRAM = 1,      /* one datagram sent with an address; then goes */
 	SL_KIND_CONNECTED_UDP = 2, /* a UDP socket connected to a matched peer: every
@@ -73,13 +74,13 @@ struct sl_epregs {
 	struct sl_epreg r[SL_EPREGS];
 };
 
-struct sl_hold {
+struct sl_record {
 	pthread_mutex_t lock; /* guards everything below but refs, index and next_free */
 	int refs;             /* fds sharing it (dup); guarded by fdtab's alloc lock */
 	unsigned index;       /* its index+1 in the pool, what fd-table entries hold: fixed */
 	unsigned next_free;   /* free: the next free record's index (alloc lock) */
-	int state;            /* enum sl_hold_state */
-	int kind;             /* enum sl_hold_kind */
+	int state;            /* enum sl_record_state */
+	int kind;             /* enum sl_record_kind */
 	int fd;               /* the fd that connected, for epoll re-arming */
 	int64_t release_ns;   /* WAITING: when the next release check may pass */
 	unsigned ep_masked;   /* bit i: EPOLLOUT taken out of registration ep[i] */
@@ -128,20 +129,20 @@ enum sl_stream_mode {
 	                           * connect (or its first write when named by it) */
 };
 
-extern _Atomic unsigned sl_holds_high; /* records ever made: 1..high, for scans */
-extern _Atomic int sl_holds_active;
+extern _Atomic unsigned sl_records_high; /* records ever made: 1..high, for scans */
+extern _Atomic int sl_records_active;
 extern _Atomic int sl_fd_max;
 extern _Atomic int sl_sniff_marks; /* fds marked SL_FD_SNIFF */
 
 /* The record index+1 for fd, 0 when it holds nothing.  One or two loads. */
 unsigned sl_fdtab_get(int fd);
 
-struct sl_hold *sl_hold_new(int fd);   /* NULL when the pool or table is full */
-struct sl_hold *sl_hold_of(int fd);
-struct sl_hold *sl_hold_at(unsigned index); /* the record of an index+1, or NULL */
-int sl_hold_share(int oldfd, int newfd); /* dup: newfd shares oldfd's record */
-struct sl_hold *sl_hold_unlink(int fd);  /* non-NULL: fd held its last reference */
-void sl_hold_free(struct sl_hold *rec);
+struct sl_record *sl_record_new(int fd);   /* NULL when the pool or table is full */
+struct sl_record *sl_record_of(int fd);
+struct sl_record *sl_record_at(unsigned index); /* the record of an index+1, or NULL */
+int sl_record_share(int oldfd, int newfd); /* dup: newfd shares oldfd's record */
+struct sl_record *sl_record_unlink(int fd);  /* non-NULL: fd held its last reference */
+void sl_record_free(struct sl_record *rec);
 
 /* SL_FD_SNIFF marks (see above).  claim: 1 when this caller took fd's mark away
  * (so it alone reads the first write), 0 when there was none. */
@@ -178,7 +179,7 @@ int sl_held_shutdown(int fd, int *rc);
  * program must see as still connecting (EAGAIN). */
 int sl_held_is_deferred(int fd);
 /* epoll_ctl on a deferred fd: kept here, not given to the kernel yet.  1 if handled. */
-int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev);
+int sl_epoll_virtual_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
 void sl_held_drop_udp(int fd);
 void sl_held_drop_failed(int fd);
 int sl_held_write(int fd, int dontwait);
@@ -204,20 +205,35 @@ int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
                    const struct sl_match *bm, int first_admitted);
 
 /* stream.c, all under the record's lock. */
-int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt);
-size_t sl_stream_limit(struct sl_hold *rec, const struct iovec *iov, int iovcnt);
-void sl_stream_wrote(struct sl_hold *rec, const struct iovec *iov, int iovcnt, size_t n);
+int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt);
+size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcnt);
+void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 void sl_held_close(int fd);
 /* close() in two steps: whether fd's record holds concurrency places (then the fd
  * is unlinked, really closed, and only then is its last record finished: places
  * and reservations given back, record freed). */
 int sl_held_closing_keeps_place(int fd);
-void sl_held_finish(struct sl_hold *last);
+void sl_held_finish(struct sl_record *last);
 /* When fd's held write (or deferred connect) is due, 0 when nothing waits.  With
  * `deferred`: a deferred connect that is due and finds a place is made first, and
  * *deferred says whether fd is still one (its socket then shows no events). */
 int64_t sl_held_due(int fd, int *deferred);
-int64_t sl_held_epoll_due(int epfd, int64_t now);
+/* epoll.c: the earliest release among fd's held in epfd (0: none), putting back
+ * the registrations of those due; deferred connects that are due are made. */
+int64_t sl_epoll_due(int epfd, int64_t now);
+/* epoll.c, under rec->lock: take EPOLLOUT out of rec's registrations while its
+ * write is held (the program's loop then waits for it as for a full buffer), put
+ * them back (those in `which`, or all), and keep a deferred connect's
+ * registrations out of the kernel until it is made, then restore them. */
+void sl_epoll_mask(struct sl_record *rec);
+void sl_epoll_unmask_some(struct sl_record *rec, unsigned which);
+void sl_epoll_unmask(struct sl_record *rec);
+void sl_epoll_withhold(struct sl_record *rec);
+void sl_epoll_restore(struct sl_record *rec);
+/* held.c, under rec->lock: a deferred connect that is due takes what it waits for
+ * and is made, or is refused; 1 when it stopped being deferred.  fd is the
+ * descriptor the caller looks at (it shares rec). */
+int sl_held_kick_locked(struct sl_record *rec, int fd, int64_t now);
 int sl_fd_nonblocking(int fd); /* O_NONBLOCK, asked through the real fcntl */
 int sl_socket_type(int fd);    /* SO_TYPE (SOCK_STREAM, SOCK_DGRAM), -1 if no socket */
 
@@ -242,9 +258,9 @@ void sl_connect_act(void *arg);
  * With `made` (connect() only), the connect may have been made inside its release:
  * made->done then says so, and the caller returns its outcome. */
 /* Why a reservation was refused, for debug lines: a full key table, or max_wait. */
-const char *sl_hold_refusal(const struct sl_ticket *t);
+const char *sl_admission_refusal(const struct sl_ticket *t);
 
-int sl_hold_connection(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
+int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
                        const struct sockaddr *addr, socklen_t alen, int dontwait,
                        struct sl_made_connect *made);
 int sl_is_fresh_tcp(int fd);

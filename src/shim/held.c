@@ -24,12 +24,11 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-static void withhold_registrations(struct sl_hold *rec);
 
 /* Under rec->lock: what the next write is to be held for. */
-static void set_target(struct sl_hold *rec, const struct sl_dest *d, const struct sl_match *m)
+static void set_target(struct sl_record *rec, const struct sl_dest *d, const struct sl_match *m)
 {
-	rec->state = SL_HOLD_FIRST;
+	rec->state = SL_REC_FIRST;
 	rec->dest = *d;
 	if (d->name) {
 		size_t n = SL_MIN(d->name_len, (size_t)SL_HOST_MAX - 1);
@@ -44,7 +43,7 @@ static void set_target(struct sl_hold *rec, const struct sl_dest *d, const struc
 
 int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, int kind)
 {
-	struct sl_hold *rec = sl_hold_new(fd);
+	struct sl_record *rec = sl_record_new(fd);
 
 	if (!rec)
 		return -ENOSPC;
@@ -57,9 +56,9 @@ int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, i
 }
 
 /* A new record for fd, locked, for a connection to d under m. */
-static struct sl_hold *new_connection(int fd, const struct sl_dest *d, const struct sl_match *m)
+static struct sl_record *new_connection(int fd, const struct sl_dest *d, const struct sl_match *m)
 {
-	struct sl_hold *rec = sl_hold_new(fd);
+	struct sl_record *rec = sl_record_new(fd);
 
 	if (!rec)
 		return NULL;
@@ -72,11 +71,11 @@ static struct sl_hold *new_connection(int fd, const struct sl_dest *d, const str
 
 int sl_held_open(int fd, const struct sl_dest *d, const struct sl_match *m, uint64_t conc)
 {
-	struct sl_hold *rec = new_connection(fd, d, m);
+	struct sl_record *rec = new_connection(fd, d, m);
 
 	if (!rec)
 		return -ENOSPC;
-	rec->state = SL_HOLD_OPEN;
+	rec->state = SL_REC_OPEN;
 	rec->m.mask = 0; /* released: the connection itself holds nothing more */
 	rec->conc_mask = conc;
 	pthread_mutex_unlock(&rec->lock);
@@ -87,11 +86,11 @@ int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m, uin
                   int64_t conc_deadline, int conc_refuse, const struct sl_ticket *t,
                   const struct sockaddr *addr, socklen_t alen)
 {
-	struct sl_hold *rec = new_connection(fd, d, m);
+	struct sl_record *rec = new_connection(fd, d, m);
 
 	if (!rec)
 		return -ENOSPC;
-	rec->state = SL_HOLD_DEFERRED;
+	rec->state = SL_REC_DEFERRED;
 	rec->conc_mask = conc;
 	rec->conc_deadline = conc_deadline;
 	rec->conc_refuse = conc_refuse;
@@ -106,7 +105,7 @@ int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m, uin
 		rec->defer_phase = SL_DEFER_CONC;
 		rec->release_ns = sl_clock_mono_ns() + SL_CONC_RECHECK_NS;
 	}
-	withhold_registrations(rec);
+	sl_epoll_withhold(rec);
 	pthread_mutex_unlock(&rec->lock);
 	return 0;
 }
@@ -126,117 +125,13 @@ int sl_fd_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
-/* --- which records epoll_wait must look at ---
- *
- * A bit per record (by index) that is set, under the record's lock, whenever one
- * of its epoll registrations is masked or withheld, and cleared by the scan below,
- * under the same lock, when it finds none left.  So epoll_wait looks at the
- * records whose registrations it may have to put back, found 64 to a word,
- * instead of at every record the process has made; the bitmap's pages are touched
- * only as far as the records it marks. */
-static _Atomic uint64_t epoll_marks[SL_HOLDS / 64];
-
-static void mark_for_epoll(struct sl_hold *rec)
-{
-	unsigned bit = rec->index - 1; /* records are numbered from 1 */
-
-	atomic_fetch_or_explicit(&epoll_marks[bit / 64], 1ULL << (bit % 64), memory_order_release);
-}
-
-static void unmark_for_epoll(struct sl_hold *rec)
-{
-	unsigned bit = rec->index - 1;
-
-	atomic_fetch_and_explicit(&epoll_marks[bit / 64], ~(1ULL << (bit % 64)), memory_order_relaxed);
-}
-
-/* Take EPOLLOUT out of the fd's epoll registrations while its write is held, so a
- * level-triggered loop does not spin on a socket we say is not writable. */
-static void epoll_mask(struct sl_hold *rec)
-{
-	struct sl_epregs *regs = sl_epregs(rec->fd, 0);
-
-	if (!regs || !sl_real.epoll_ctl)
-		return;
-	for (unsigned i = 0; i < SL_EPREGS; i++) {
-		struct sl_epreg *reg = &regs->r[i];
-		struct epoll_event ev;
-
-		if ((rec->ep_masked & (1u << i)) || !reg->epfd || !(reg->events & EPOLLOUT))
-			continue;
-		rec->ep[i] = *reg;
-		ev.events = reg->events & ~(uint32_t)EPOLLOUT;
-		ev.data = reg->data;
-		if (sl_real.epoll_ctl(reg->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0) {
-			rec->ep_masked |= 1u << i;
-			mark_for_epoll(rec);
-		}
-	}
-}
-
-/* Put registrations back (those in `which`): the kernel re-evaluates them, so an
- * edge-triggered registration gets the edge the program is waiting for. */
-static void epoll_unmask_some(struct sl_hold *rec, unsigned which)
-{
-	int saved = errno;
-
-	for (unsigned i = 0; i < SL_EPREGS; i++) {
-		struct epoll_event ev = {.events = rec->ep[i].events, .data = rec->ep[i].data};
-
-		if (!(rec->ep_masked & which & (1u << i)))
-			continue;
-		rec->ep_masked &= ~(1u << i);
-		if (sl_real.epoll_ctl)
-			sl_real.epoll_ctl(rec->ep[i].epfd, EPOLL_CTL_MOD, rec->fd, &ev);
-	}
-	errno = saved;
-}
-
-static void epoll_unmask(struct sl_hold *rec)
-{
-	epoll_unmask_some(rec, ~0u);
-}
-
-/* A deferred socket is not connected, and the kernel reports EPOLLHUP for it
- * whatever a registration asks: registrations made before the deferral leave the
- * kernel until the connect is made. */
-static void withhold_registrations(struct sl_hold *rec)
-{
-	struct sl_epregs *regs = sl_epregs(rec->fd, 0);
-
-	for (unsigned i = 0; regs && i < SL_EPREGS; i++) {
-		if (!regs->r[i].epfd || !sl_real.epoll_ctl ||
-		    sl_real.epoll_ctl(regs->r[i].epfd, EPOLL_CTL_DEL, rec->fd, NULL) != 0)
-			continue;
-		rec->ep[i] = regs->r[i];
-		rec->ep_withheld |= 1u << i;
-		mark_for_epoll(rec);
-	}
-}
-
-static void restore_registrations(struct sl_hold *rec)
-{
-	int saved = errno;
-
-	for (unsigned i = 0; i < SL_EPREGS; i++) {
-		struct epoll_event ev = {.events = rec->ep[i].events, .data = rec->ep[i].data};
-
-		if (!(rec->ep_withheld & (1u << i)))
-			continue;
-		rec->ep_withheld &= ~(1u << i);
-		if (sl_real.epoll_ctl)
-			sl_real.epoll_ctl(rec->ep[i].epfd, EPOLL_CTL_ADD, rec->fd, &ev);
-	}
-	errno = saved;
-}
-
-static void log_go(const char *what, struct sl_hold *rec);
+static void log_go(const char *what, struct sl_record *rec);
 
 /* Under rec->lock: the segment could not decide for what rec waits for; the
  * fallback policy does (undecided.c).  0 to go, or -errno. */
-static int undecided(struct sl_hold *rec, const char *why)
+static int undecided(struct sl_record *rec, const char *why)
 {
-	int connect = rec->kind == SL_KIND_CONNECTION && rec->state == SL_HOLD_DEFERRED;
+	int connect = rec->kind == SL_KIND_CONNECTION && rec->state == SL_REC_DEFERRED;
 
 	return sl_undecided(&rec->dest, rec->want.mask ? &rec->want : &rec->m,
 	                    connect ? "deferred connect" : rec->kind == SL_KIND_CONNECTION ? "write" : "datagram",
@@ -246,12 +141,12 @@ static int undecided(struct sl_hold *rec, const char *why)
 /* Under rec->lock: a deferred connect ends refused with errno e (its max_wait, or
  * a connect that failed at once).  Places in hand go back now: a refused
  * connection must not keep others out until the program closes it. */
-static void refuse_deferred(struct sl_hold *rec, int e)
+static void refuse_deferred(struct sl_record *rec, int e)
 {
 	if (rec->conc_mask && !rec->inherited)
 		sl_wait_conc_put(sl_shim.shm.hdr, rec->conc_mask, &rec->m, sl_shim.pid);
 	rec->conc_mask = 0;
-	rec->state = SL_HOLD_REFUSED;
+	rec->state = SL_REC_REFUSED;
 	rec->refuse_errno = e;
 }
 
@@ -261,7 +156,7 @@ static void refuse_deferred(struct sl_hold *rec, int e)
  * nothing waits under the lock; a blocking program's next call then waits in the
  * kernel for the connection, as it would have in connect.  Its outcome reaches the
  * program as any non-blocking connect's does. */
-static void connect_now(struct sl_hold *rec, struct sl_made_connect *mk)
+static void connect_now(struct sl_record *rec, struct sl_made_connect *mk)
 {
 	if (!mk->done)
 		sl_connect_act(mk);
@@ -269,7 +164,7 @@ static void connect_now(struct sl_hold *rec, struct sl_made_connect *mk)
 		sl_debug("deferred connect on fd %d: failed (%s)", mk->fd, strerror(mk->err));
 		refuse_deferred(rec, mk->err);
 	} else {
-		rec->state = SL_HOLD_OPEN;
+		rec->state = SL_REC_OPEN;
 		rec->m.mask = 0; /* released: its first write is not held again */
 		if (rec->admitted_next)
 			rec->first_released_ns = sl_clock_mono_ns();
@@ -279,7 +174,7 @@ static void connect_now(struct sl_hold *rec, struct sl_made_connect *mk)
 /* Under rec->lock, phase RATE: whether its slot has come and the release check
  * agrees, the connect `mk` made inside the release when it does.  1: go, 0: not
  * yet (release_ns moved on), -1: refused (state set). */
-static int take_slot(struct sl_hold *rec, int64_t now, struct sl_made_connect *mk)
+static int take_slot(struct sl_record *rec, int64_t now, struct sl_made_connect *mk)
 {
 	int64_t retry;
 	int rc;
@@ -300,7 +195,7 @@ static int take_slot(struct sl_hold *rec, int64_t now, struct sl_made_connect *m
 
 /* Under rec->lock, phase CONC: a place if one is free, then the rate slot reserved
  * (phase RATE, which may be due at once).  As take_slot. */
-static int take_place(struct sl_hold *rec, int fd, int64_t now, struct sl_made_connect *mk)
+static int take_place(struct sl_record *rec, int fd, int64_t now, struct sl_made_connect *mk)
 {
 	uint64_t taken = 0;
 	int full = 0, rc;
@@ -326,7 +221,7 @@ static int take_place(struct sl_hold *rec, int fd, int64_t now, struct sl_made_c
 	sl_debug("deferred connect on fd %d: a concurrency place is free", fd);
 	rc = sl_wait_reserve(sl_shim.shm.hdr, &rec->m, now, sl_shim.pid, &rec->t);
 	if (rc == -ECONNREFUSED) {
-		sl_debug("deferred connect on fd %d: refused (%s)", fd, sl_hold_refusal(&rec->t));
+		sl_debug("deferred connect on fd %d: refused (%s)", fd, sl_admission_refusal(&rec->t));
 		refuse_deferred(rec, rec->t.refuse_errno ? rec->t.refuse_errno : ECONNREFUSED);
 		return -1;
 	}
@@ -346,12 +241,12 @@ static int take_place(struct sl_hold *rec, int fd, int64_t now, struct sl_made_c
 /* Under rec->lock: a deferred connect that is due takes what it waits for and is
  * made, or is refused.  fd is the descriptor the caller looks at (it shares rec).
  * Returns 1 when it stopped being deferred. */
-static int kick_locked(struct sl_hold *rec, int fd, int64_t now)
+int sl_held_kick_locked(struct sl_record *rec, int fd, int64_t now)
 {
 	struct sl_made_connect mk = {.fd = fd, .addr = (struct sockaddr *)&rec->peer, .alen = rec->peer_len};
 	int saved = errno, go;
 
-	if (rec->state != SL_HOLD_DEFERRED || now < rec->release_ns)
+	if (rec->state != SL_REC_DEFERRED || now < rec->release_ns)
 		return 0;
 	go = rec->defer_phase == SL_DEFER_CONC ? take_place(rec, fd, now, &mk) : take_slot(rec, now, &mk);
 	if (go == 0) {
@@ -365,16 +260,16 @@ static int kick_locked(struct sl_hold *rec, int fd, int64_t now)
 		if (rated)
 			log_go("deferred connect", rec);
 	}
-	restore_registrations(rec);
+	sl_epoll_restore(rec);
 	errno = saved;
 	return 1;
 }
 
 /* Under no lock: the record fd points at, locked, or NULL. */
-static struct sl_hold *lock_record(int fd)
+static struct sl_record *lock_record(int fd)
 {
 	for (int tries = 0; tries < 4; tries++) {
-		struct sl_hold *rec = sl_hold_of(fd);
+		struct sl_record *rec = sl_record_of(fd);
 
 		if (!rec)
 			return NULL;
@@ -388,19 +283,19 @@ static struct sl_hold *lock_record(int fd)
 
 int sl_held_reconnect(int fd, int *rc)
 {
-	struct sl_hold *rec = lock_record(fd);
+	struct sl_record *rec = lock_record(fd);
 	int answered = 0;
 
 	if (!rec)
 		return 0;
-	if (rec->state == SL_HOLD_DEFERRED && rec->kind == SL_KIND_CONNECTION) {
-		kick_locked(rec, fd, sl_clock_mono_ns());
-		if (rec->state == SL_HOLD_DEFERRED) {
+	if (rec->state == SL_REC_DEFERRED && rec->kind == SL_KIND_CONNECTION) {
+		sl_held_kick_locked(rec, fd, sl_clock_mono_ns());
+		if (rec->state == SL_REC_DEFERRED) {
 			*rc = -EALREADY; /* as for a connect under way */
 			answered = 1;
 		}
 	}
-	if (rec->state == SL_HOLD_REFUSED && rec->kind == SL_KIND_CONNECTION) {
+	if (rec->state == SL_REC_REFUSED && rec->kind == SL_KIND_CONNECTION) {
 		/* The kernel reports a failed connect's error to the next connect once. */
 		*rc = rec->so_error_read ? -ECONNABORTED : -rec->refuse_errno;
 		rec->so_error_read = 1;
@@ -412,17 +307,17 @@ int sl_held_reconnect(int fd, int *rc)
 
 int sl_held_so_error(int fd, int *err)
 {
-	struct sl_hold *rec = lock_record(fd);
+	struct sl_record *rec = lock_record(fd);
 	int answered = 0;
 
 	if (!rec)
 		return 0;
-	if (rec->state == SL_HOLD_DEFERRED)
-		kick_locked(rec, fd, sl_clock_mono_ns());
-	if (rec->state == SL_HOLD_DEFERRED) {
+	if (rec->state == SL_REC_DEFERRED)
+		sl_held_kick_locked(rec, fd, sl_clock_mono_ns());
+	if (rec->state == SL_REC_DEFERRED) {
 		*err = 0; /* still connecting */
 		answered = 1;
-	} else if (rec->state == SL_HOLD_REFUSED && rec->kind == SL_KIND_CONNECTION) {
+	} else if (rec->state == SL_REC_REFUSED && rec->kind == SL_KIND_CONNECTION) {
 		*err = rec->so_error_read ? 0 : rec->refuse_errno;
 		rec->so_error_read = 1;
 		answered = 1;
@@ -433,26 +328,26 @@ int sl_held_so_error(int fd, int *err)
 
 int sl_held_is_deferred(int fd)
 {
-	struct sl_hold *rec = lock_record(fd);
+	struct sl_record *rec = lock_record(fd);
 	int deferred;
 
 	if (!rec)
 		return 0;
-	if (rec->state == SL_HOLD_DEFERRED)
-		kick_locked(rec, fd, sl_clock_mono_ns());
-	deferred = rec->state == SL_HOLD_DEFERRED;
+	if (rec->state == SL_REC_DEFERRED)
+		sl_held_kick_locked(rec, fd, sl_clock_mono_ns());
+	deferred = rec->state == SL_REC_DEFERRED;
 	pthread_mutex_unlock(&rec->lock);
 	return deferred;
 }
 
 int sl_held_shutdown(int fd, int *rc)
 {
-	struct sl_hold *rec = lock_record(fd);
+	struct sl_record *rec = lock_record(fd);
 	int deferred;
 
 	if (!rec)
 		return 0;
-	deferred = rec->state == SL_HOLD_DEFERRED;
+	deferred = rec->state == SL_REC_DEFERRED;
 	if (deferred) {
 		/* shutdown abandons a connect under way, and succeeds; a deferred one
 		 * gives its places back, and the socket is a plain unconnected one. */
@@ -462,9 +357,9 @@ int sl_held_shutdown(int fd, int *rc)
 			sl_wait_conc_put(sl_shim.shm.hdr, rec->conc_mask, &rec->m, sl_shim.pid);
 		rec->conc_mask = 0;
 		rec->defer_phase = 0;
-		rec->state = SL_HOLD_OPEN;
+		rec->state = SL_REC_OPEN;
 		rec->m.mask = 0;
-		restore_registrations(rec);
+		sl_epoll_restore(rec);
 		sl_debug("deferred connect on fd %d: shut down before its release; its place is given back", fd);
 		*rc = 0;
 	}
@@ -474,41 +369,9 @@ int sl_held_shutdown(int fd, int *rc)
 	return deferred;
 }
 
-int sl_held_epoll_virtual(int epfd, int op, int fd, const struct epoll_event *ev)
-{
-	struct sl_hold *rec = sl_hold_of(fd);
-	int handled = 0;
-
-	if (!rec)
-		return 0;
-	pthread_mutex_lock(&rec->lock);
-	if (rec->state == SL_HOLD_DEFERRED) {
-		unsigned slot = SL_EPREGS;
-
-		for (unsigned i = 0; i < SL_EPREGS && slot == SL_EPREGS; i++)
-			if ((rec->ep_withheld & (1u << i)) && rec->ep[i].epfd == epfd)
-				slot = i;
-		for (unsigned i = 0; i < SL_EPREGS && slot == SL_EPREGS && op == EPOLL_CTL_ADD; i++)
-			if (!(rec->ep_withheld & (1u << i)))
-				slot = i;
-		if (slot < SL_EPREGS) {
-			if (op == EPOLL_CTL_DEL) {
-				rec->ep_withheld &= ~(1u << slot);
-			} else if (ev) {
-				rec->ep[slot] = (struct sl_epreg){.epfd = epfd, .events = ev->events, .data = ev->data};
-				rec->ep_withheld |= 1u << slot;
-				mark_for_epoll(rec);
-			}
-			handled = 1;
-		}
-	}
-	pthread_mutex_unlock(&rec->lock);
-	return handled;
-}
-
 /* Under rec->lock: the place in hand was released.  The connection's own first
  * write is done with; a request it covered is admitted. */
-static void went(struct sl_hold *rec)
+static void went(struct sl_record *rec)
 {
 	if (rec->want.mask & rec->rm.mask)
 		rec->admitted_next = 1;
@@ -521,32 +384,32 @@ static void went(struct sl_hold *rec)
 
 /* Under rec->lock, which this drops: the request went (or was refused).  A
  * connected UDP socket's record stays for its next datagram; others go. */
-static void release_record(int fd, struct sl_hold *rec)
+static void settle_and_unlock(int fd, struct sl_record *rec)
 {
-	struct sl_hold *last;
+	struct sl_record *last;
 
-	epoll_unmask(rec);
+	sl_epoll_unmask(rec);
 	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask || rec->rm.mask || rec->bm.mask) {
 		/* Stays: for the next datagram, the next request, or to give back its
 		 * concurrency places when the connection closes. */
-		rec->state = rec->kind == SL_KIND_CONNECTED_UDP ? SL_HOLD_FIRST : SL_HOLD_OPEN;
+		rec->state = rec->kind == SL_KIND_CONNECTED_UDP ? SL_REC_FIRST : SL_REC_OPEN;
 		pthread_mutex_unlock(&rec->lock);
 		return;
 	}
 	pthread_mutex_unlock(&rec->lock);
-	last = sl_hold_unlink(fd);
+	last = sl_record_unlink(fd);
 	if (last)
-		sl_hold_free(last);
+		sl_record_free(last);
 }
 
-static void log_go(const char *what, struct sl_hold *rec)
+static void log_go(const char *what, struct sl_record *rec)
 {
 	char dest[SL_HOST_MAX + 80], names[256];
 
 	if (!sl_shim.debug)
 		return;
 	sl_dest_format(&rec->dest, dest, sizeof(dest));
-	sl_hold_section_names(&rec->want, names, sizeof(names));
+	sl_admission_sections(&rec->want, names, sizeof(names));
 	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld bytes=%llu", what, dest,
 	         names, (double)(rec->t.released_ns - rec->t.arrival_ns) / 1e6,
 	         (long long)rec->t.release_ns, (long long)rec->t.released_ns,
@@ -593,7 +456,7 @@ int sl_held_write(int fd, int dontwait)
 }
 
 /* Under rec->lock, at a go: what the write may send, and whether to be told. */
-static void go_limits(struct sl_hold *rec, const struct iovec *iov, int iovcnt, size_t *limit,
+static void go_limits(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t *limit,
                       int *track)
 {
 	if (limit && rec->rm.mask && iov)
@@ -614,21 +477,222 @@ static size_t iov_bytes(const struct iovec *iov, int iovcnt)
 }
 
 /* meter = bytes: a write with no released bytes left needs a piece. */
-static int needs_bytes(const struct sl_hold *rec, const struct iovec *iov, int iovcnt)
+static int needs_bytes(const struct sl_record *rec, const struct iovec *iov, int iovcnt)
 {
 	return rec->bm.mask && rec->credit == 0 && iov_bytes(iov, iovcnt) > 0;
+}
+
+/* --- the write gate: a small step per state of the record ---
+ *
+ * Each step runs under rec->lock and says what comes next: the record moved on to
+ * another state (look again, still locked), the fd must be looked up afresh (the
+ * lock let go), the writer must wait until g->at (still locked), or the write is
+ * decided (g->rc: 0 to let it go, or -errno; the lock let go or the record
+ * released). */
+enum gate_step {
+	GATE_NEXT,
+	GATE_AGAIN,
+	GATE_WAIT,
+	GATE_DONE,
+};
+
+struct gate {
+	int fd, dontwait;
+	const struct iovec *iov;
+	int iovcnt;
+	size_t *limit;
+	int *track;
+	int64_t at; /* GATE_WAIT: until when */
+	int rc;     /* GATE_DONE: the result */
+};
+
+static enum gate_step gate_done(struct gate *g, int rc)
+{
+	g->rc = rc;
+	return GATE_DONE;
+}
+
+/* Released: a write goes unless it begins a request without a place (meter =
+ * requests) or has no released bytes left (meter = bytes). */
+static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
+{
+	/* A released connection that meters and holds nothing more (its deferred
+	 * connect made): its record goes. */
+	if (rec->kind == SL_KIND_CONNECTION && !rec->conc_mask && !rec->rm.mask && !rec->bm.mask) {
+		settle_and_unlock(g->fd, rec);
+		return gate_done(g, 0);
+	}
+	/* The first request went out with this write, not at the connect that took
+	 * its place: the destination sees it now. */
+	if (rec->first_released_ns && rec->rm.mask) {
+		sl_wait_moved(sl_shim.shm.hdr, &rec->rm, rec->first_released_ns, sl_clock_mono_ns(),
+		              sl_shim.pid);
+		rec->first_released_ns = 0;
+	}
+	if ((!rec->rm.mask || !sl_stream_starts(rec, g->iov, g->iovcnt)) &&
+	    !needs_bytes(rec, g->iov, g->iovcnt)) {
+		go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+		pthread_mutex_unlock(&rec->lock);
+		return gate_done(g, 0);
+	}
+	rec->state = SL_REC_FIRST;
+	return GATE_NEXT;
+}
+
+/* A deferred connect: made if due; until then the write waits for it. */
+static enum gate_step gate_deferred(struct sl_record *rec, struct gate *g)
+{
+	sl_held_kick_locked(rec, g->fd, sl_clock_mono_ns());
+	if (rec->state == SL_REC_DEFERRED) {
+		g->at = rec->release_ns; /* not even connected yet */
+		return GATE_WAIT;
+	}
+	if (rec->state == SL_REC_OPEN) {
+		pthread_mutex_unlock(&rec->lock);
+		return GATE_AGAIN; /* made: written as a released connection */
+	}
+	return GATE_NEXT; /* refused, or waiting for its first write's place */
+}
+
+static enum gate_step gate_refused(struct sl_record *rec, struct gate *g)
+{
+	int e = rec->refuse_errno ? rec->refuse_errno : ECONNREFUSED;
+
+	settle_and_unlock(g->fd, rec);
+	return gate_done(g, -e);
+}
+
+/* Nothing reserved yet: reserve what this write needs.  The place covers the
+ * connection's sections when its first write is pending (rec->m), the requests
+ * sections when a request begins, and a piece of bytes when the bytes are out. */
+static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
+{
+	static const struct sl_match none; /* no sections */
+	struct sl_match with_rm;
+	int rc;
+
+	sl_match_union(&with_rm, &rec->m,
+	               rec->rm.mask && sl_stream_starts(rec, g->iov, g->iovcnt) ? &rec->rm : &none);
+	rec->pending = 0;
+	if (needs_bytes(rec, g->iov, g->iovcnt))
+		rec->pending = SL_MIN((uint64_t)iov_bytes(g->iov, g->iovcnt), rec->piece_max);
+	sl_match_union(&rec->want, &with_rm, rec->pending ? &rec->bm : &none);
+	rc = sl_shim.mode == SL_SHIM_CLOSED
+	     ? -ECONNREFUSED
+	     : sl_wait_reserve_bytes(sl_shim.shm.hdr, &rec->want, sl_clock_mono_ns(), sl_shim.pid,
+	                             &rec->t, rec->pending);
+	if (rc == -ECONNREFUSED) {
+		int e = rec->t.refuse_errno && sl_shim.mode != SL_SHIM_CLOSED ? rec->t.refuse_errno
+		        : rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED;
+
+		sl_debug("%s on fd %d: refused (%s)",
+		         rec->kind != SL_KIND_CONNECTION ? "datagram" : rec->m.mask ? "first write" : "request",
+		         g->fd, sl_shim.mode == SL_SHIM_CLOSED ? "fallback = closed" : sl_admission_refusal(&rec->t));
+		settle_and_unlock(g->fd, rec);
+		return gate_done(g, -e);
+	}
+	if (rc < 0 || rec->t.mask == 0) {
+		/* Observe only: let it go.  Undecided: the fallback decides (it may wait,
+		 * under this fd's record lock only). */
+		if (rc < 0 && (rc = undecided(rec, rc == -ETIMEDOUT ? "segment lock unavailable"
+		                                                   : "sections changed")) < 0) {
+			settle_and_unlock(g->fd, rec);
+			return gate_done(g, rc);
+		}
+		went(rec);
+		go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+		settle_and_unlock(g->fd, rec);
+		return gate_done(g, 0);
+	}
+	rec->state = SL_REC_WAITING;
+	rec->release_ns = rec->t.release_ns;
+	return GATE_NEXT;
+}
+
+/* A place reserved: the write goes once the release check agrees. */
+static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
+{
+	int64_t retry;
+	int rc;
+
+	if (sl_clock_mono_ns() >= rec->release_ns) {
+		rc = sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry);
+		if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
+			settle_and_unlock(g->fd, rec);
+			return gate_done(g, rc);
+		}
+		if (rc == 0) {
+			log_go(rec->kind != SL_KIND_CONNECTION ? "datagram"
+			       : rec->want.mask & rec->rm.mask ? "request"
+			       : rec->want.mask & rec->bm.mask ? "bytes" : "write", rec);
+			went(rec);
+			go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+			settle_and_unlock(g->fd, rec);
+			return gate_done(g, 0);
+		}
+		rec->release_ns = retry;
+	}
+	g->at = rec->release_ns;
+	return GATE_WAIT;
+}
+
+static enum gate_step gate_step(struct sl_record *rec, struct gate *g)
+{
+	switch (rec->state) {
+	case SL_REC_OPEN: return gate_open(rec, g);
+	case SL_REC_DEFERRED: return gate_deferred(rec, g);
+	case SL_REC_REFUSED: return gate_refused(rec, g);
+	case SL_REC_FIRST: return gate_first(rec, g);
+	default: return gate_waiting(rec, g);
+	}
+}
+
+/* GATE_WAIT: a non-blocking writer is told EAGAIN (its socket hidden from epoll
+ * until due); a blocking one sleeps, as send would, and looks again.  Called with
+ * rec->lock held; returns with it let go, GATE_AGAIN or GATE_DONE. */
+static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *timeout_at)
+{
+	int rc;
+
+	if (g->dontwait || sl_fd_nonblocking(g->fd)) {
+		sl_epoll_mask(rec);
+		pthread_mutex_unlock(&rec->lock);
+		return gate_done(g, -EAGAIN);
+	}
+	pthread_mutex_unlock(&rec->lock);
+	if (*timeout_at < 0)
+		*timeout_at = send_timeout_at(g->fd);
+	rc = sleep_like_send(g->at, *timeout_at);
+	if (rc == -EAGAIN)
+		return gate_done(g, -EAGAIN); /* SO_SNDTIMEO: the place stays reserved for the retry */
+	if (rc == -EINTR) {
+		/* A handler without SA_RESTART: fail as send would, and return the place
+		 * (if still the last handed out); the next write asks anew. */
+		if ((rec = sl_record_of(g->fd))) {
+			pthread_mutex_lock(&rec->lock);
+			if (rec->state == SL_REC_WAITING) {
+				sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
+				rec->state = SL_REC_FIRST;
+			}
+			pthread_mutex_unlock(&rec->lock);
+		}
+		return gate_done(g, -EINTR);
+	}
+	return GATE_AGAIN;
 }
 
 int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
                        int *track)
 {
-	struct sl_shm_header *h = sl_shim.shm.hdr;
+	struct gate g = {.fd = fd, .dontwait = dontwait, .iov = iov, .iovcnt = iovcnt,
+	                 .limit = limit, .track = track};
 	int64_t timeout_at = -1;
 
+	/* Bounded: each round either decides, waits (a sleep towards a release), or
+	 * finds the fd's record replaced by another thread meanwhile. */
 	for (int rounds = 0; rounds < 10000; rounds++) {
-		struct sl_hold *rec = sl_hold_of(fd);
-		int64_t now, retry, at;
-		int rc;
+		struct sl_record *rec = sl_record_of(fd);
+		enum gate_step step = GATE_NEXT;
 
 		if (!rec)
 			return 0;
@@ -637,136 +701,17 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 			pthread_mutex_unlock(&rec->lock); /* freed and reused meanwhile */
 			continue;
 		}
-		if (rec->state == SL_HOLD_OPEN) {
-			/* A released connection that meters and holds nothing more (its
-			 * deferred connect made): its record goes. */
-			if (rec->kind == SL_KIND_CONNECTION && !rec->conc_mask && !rec->rm.mask &&
-			    !rec->bm.mask) {
-				release_record(fd, rec);
-				return 0;
-			}
-			/* The first request went out with this write, not at the connect
-			 * that took its place: the destination sees it now. */
-			if (rec->first_released_ns && rec->rm.mask) {
-				sl_wait_moved(h, &rec->rm, rec->first_released_ns, sl_clock_mono_ns(), sl_shim.pid);
-				rec->first_released_ns = 0;
-			}
-			/* meter = requests: does this write begin a request without a place?
-			 * meter = bytes: has it any released bytes to go? */
-			if ((!rec->rm.mask || !sl_stream_starts(rec, iov, iovcnt)) &&
-			    !needs_bytes(rec, iov, iovcnt)) {
-				go_limits(rec, iov, iovcnt, limit, track);
-				pthread_mutex_unlock(&rec->lock);
-				return 0;
-			}
-			rec->state = SL_HOLD_FIRST;
+		/* OPEN -> FIRST -> WAITING -> wait is the longest chain of steps. */
+		for (int n = 0; n < 8 && step == GATE_NEXT; n++)
+			step = gate_step(rec, &g);
+		if (step == GATE_NEXT) {
+			pthread_mutex_unlock(&rec->lock); /* no state settles: look again */
+			continue;
 		}
-		if (rec->state == SL_HOLD_DEFERRED) {
-			kick_locked(rec, fd, sl_clock_mono_ns());
-			if (rec->state == SL_HOLD_DEFERRED) {
-				at = rec->release_ns; /* not even connected yet */
-				goto wait;
-			}
-			if (rec->state == SL_HOLD_OPEN) {
-				pthread_mutex_unlock(&rec->lock);
-				continue; /* made: written as a released connection */
-			}
-		}
-		if (rec->state == SL_HOLD_REFUSED) {
-			int e = rec->refuse_errno ? rec->refuse_errno : ECONNREFUSED;
-
-			release_record(fd, rec);
-			return -e;
-		}
-		if (rec->state == SL_HOLD_FIRST) {
-			/* The place covers the connection's sections when its first write is
-			 * pending (rec->m), and the requests sections when a request begins. */
-			struct sl_match none = {0}, with_rm;
-
-			sl_match_union(&with_rm, &rec->m,
-			            rec->rm.mask && sl_stream_starts(rec, iov, iovcnt) ? &rec->rm : &none);
-			rec->pending = 0;
-			if (needs_bytes(rec, iov, iovcnt))
-				rec->pending = SL_MIN((uint64_t)iov_bytes(iov, iovcnt), rec->piece_max);
-			sl_match_union(&rec->want, &with_rm, rec->pending ? &rec->bm : &none);
-			rc = sl_shim.mode == SL_SHIM_CLOSED ? -ECONNREFUSED
-			     : sl_wait_reserve_bytes(h, &rec->want, sl_clock_mono_ns(), sl_shim.pid, &rec->t,
-			                             rec->pending);
-			if (rc == -ECONNREFUSED) {
-				int e = rec->t.refuse_errno && sl_shim.mode != SL_SHIM_CLOSED
-				        ? rec->t.refuse_errno
-				        : rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED;
-
-				sl_debug("%s on fd %d: refused (%s)",
-				         rec->kind != SL_KIND_CONNECTION ? "datagram"
-				         : rec->m.mask ? "first write" : "request", fd,
-				         sl_shim.mode == SL_SHIM_CLOSED ? "fallback = closed" : sl_hold_refusal(&rec->t));
-				release_record(fd, rec);
-				return -e;
-			}
-			if (rc < 0 || rec->t.mask == 0) {
-				/* Observe only: let it go.  Undecided: the fallback decides (it may
-				 * wait, under this fd's record lock only). */
-				if (rc < 0 && (rc = undecided(rec, rc == -ETIMEDOUT ? "segment lock unavailable"
-				                                                   : "sections changed")) < 0) {
-					release_record(fd, rec);
-					return rc;
-				}
-				went(rec);
-				go_limits(rec, iov, iovcnt, limit, track);
-				release_record(fd, rec);
-				return 0;
-			}
-			rec->state = SL_HOLD_WAITING;
-			rec->release_ns = rec->t.release_ns;
-		}
-		now = sl_clock_mono_ns();
-		if (now >= rec->release_ns) {
-			struct sl_ticket *t = &rec->t;
-
-			rc = sl_wait_try_release(h, t, sl_shim.pid, &retry);
-			if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
-				release_record(fd, rec);
-				return rc;
-			}
-			if (rc == 0) {
-				log_go(rec->kind != SL_KIND_CONNECTION ? "datagram"
-				       : rec->want.mask & rec->rm.mask ? "request"
-				       : rec->want.mask & rec->bm.mask ? "bytes" : "write", rec);
-				went(rec);
-				go_limits(rec, iov, iovcnt, limit, track);
-				release_record(fd, rec);
-				return 0;
-			}
-			rec->release_ns = retry;
-		}
-		at = rec->release_ns;
-	wait:
-		if (dontwait || sl_fd_nonblocking(fd)) {
-			epoll_mask(rec);
-			pthread_mutex_unlock(&rec->lock);
-			return -EAGAIN;
-		}
-		pthread_mutex_unlock(&rec->lock);
-		if (timeout_at < 0)
-			timeout_at = send_timeout_at(fd);
-		rc = sleep_like_send(at, timeout_at);
-		if (rc == -EAGAIN)
-			return -EAGAIN; /* SO_SNDTIMEO: the place stays reserved for the retry */
-		if (rc == -EINTR) {
-			/* A handler without SA_RESTART: fail as send would, and return the
-			 * place (if still the last handed out); the next write asks anew. */
-			rec = sl_hold_of(fd);
-			if (rec) {
-				pthread_mutex_lock(&rec->lock);
-				if (rec->state == SL_HOLD_WAITING) {
-					sl_wait_refund(h, &rec->t, sl_shim.pid);
-					rec->state = SL_HOLD_FIRST;
-				}
-				pthread_mutex_unlock(&rec->lock);
-			}
-			return -EINTR;
-		}
+		if (step == GATE_WAIT)
+			step = gate_hold(rec, &g, &timeout_at);
+		if (step == GATE_DONE)
+			return g.rc;
 	}
 	return 0;
 }
@@ -779,7 +724,7 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 {
 	/* Twice: another thread may give fd its record between our look and ours. */
 	for (int tries = 0; tries < 2; tries++) {
-		struct sl_hold *rec = sl_hold_of(fd);
+		struct sl_record *rec = sl_record_of(fd);
 
 		if (!rec) {
 			if (sl_held_connect(fd, d, m, SL_KIND_DATAGRAM) == 0)
@@ -792,21 +737,21 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 			break;
 		}
 		if (rec->m.mask != m->mask) {
-			if (rec->state == SL_HOLD_WAITING)
+			if (rec->state == SL_REC_WAITING)
 				sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
 			set_target(rec, d, m);
 		}
 		pthread_mutex_unlock(&rec->lock);
 		return sl_held_write(fd, dontwait);
 	}
-	return sl_hold_wait(d, m, "datagram", ECONNREFUSED);
+	return sl_admission_wait(d, m, "datagram", ECONNREFUSED);
 }
 
 /* A connect failed: a connection record it made (holding concurrency places, or
  * waiting for one) goes, giving them back. */
 void sl_held_drop_failed(int fd)
 {
-	struct sl_hold *rec = sl_hold_of(fd);
+	struct sl_record *rec = sl_record_of(fd);
 	int drop;
 
 	if (!rec)
@@ -821,7 +766,7 @@ void sl_held_drop_failed(int fd)
 /* A UDP socket connects anew (or disconnects): its old peer's record goes. */
 void sl_held_drop_udp(int fd)
 {
-	struct sl_hold *rec = sl_hold_of(fd);
+	struct sl_record *rec = sl_record_of(fd);
 	int udp;
 
 	if (!rec)
@@ -835,7 +780,7 @@ void sl_held_drop_udp(int fd)
 
 int64_t sl_held_due(int fd, int *deferred)
 {
-	struct sl_hold *rec = sl_hold_of(fd);
+	struct sl_record *rec = sl_record_of(fd);
 	int64_t at = 0;
 
 	if (deferred)
@@ -843,9 +788,9 @@ int64_t sl_held_due(int fd, int *deferred)
 	if (!rec)
 		return 0;
 	pthread_mutex_lock(&rec->lock);
-	if (deferred && rec->state == SL_HOLD_DEFERRED)
-		*deferred = !kick_locked(rec, fd, sl_clock_mono_ns());
-	if (rec->state == SL_HOLD_WAITING || rec->state == SL_HOLD_DEFERRED)
+	if (deferred && rec->state == SL_REC_DEFERRED)
+		*deferred = !sl_held_kick_locked(rec, fd, sl_clock_mono_ns());
+	if (rec->state == SL_REC_WAITING || rec->state == SL_REC_DEFERRED)
 		at = rec->release_ns;
 	pthread_mutex_unlock(&rec->lock);
 	return at;
@@ -853,7 +798,7 @@ int64_t sl_held_due(int fd, int *deferred)
 
 int sl_held_closing_keeps_place(int fd)
 {
-	struct sl_hold *rec = sl_hold_of(fd);
+	struct sl_record *rec = sl_record_of(fd);
 	int keeps;
 
 	if (!rec)
@@ -866,20 +811,20 @@ int sl_held_closing_keeps_place(int fd)
 
 void sl_held_close(int fd)
 {
-	struct sl_hold *last = sl_hold_unlink(fd);
+	struct sl_record *last = sl_record_unlink(fd);
 
 	if (last)
 		sl_held_finish(last);
 }
 
-void sl_held_finish(struct sl_hold *last)
+void sl_held_finish(struct sl_record *last)
 {
 	pthread_mutex_lock(&last->lock);
-	if ((last->state == SL_HOLD_WAITING ||
-	     (last->state == SL_HOLD_DEFERRED && last->defer_phase == SL_DEFER_RATE)) &&
+	if ((last->state == SL_REC_WAITING ||
+	     (last->state == SL_REC_DEFERRED && last->defer_phase == SL_DEFER_RATE)) &&
 	    !last->inherited) {
 		sl_wait_refund(sl_shim.shm.hdr, &last->t, sl_shim.pid);
-		if (last->state == SL_HOLD_DEFERRED)
+		if (last->state == SL_REC_DEFERRED)
 			sl_debug("deferred connect on fd %d: closed before its release; its place is given back",
 			         last->fd);
 	}
@@ -889,49 +834,7 @@ void sl_held_finish(struct sl_hold *last)
 	last->ep_withheld = 0;
 	last->ep_masked = 0; /* the kernel drops the registration with the socket */
 	pthread_mutex_unlock(&last->lock);
-	sl_hold_free(last);
-}
-
-int64_t sl_held_epoll_due(int epfd, int64_t now)
-{
-	int64_t earliest = 0;
-	unsigned high = atomic_load_explicit(&sl_holds_high, memory_order_acquire);
-
-	for (unsigned w = 0; w < (high + 63) / 64 && w < SL_HOLDS / 64; w++) {
-		uint64_t bits = atomic_load_explicit(&epoll_marks[w], memory_order_acquire);
-
-		for (; bits; bits &= bits - 1) {
-			struct sl_hold *rec = sl_hold_at(w * 64 + (unsigned)__builtin_ctzll(bits) + 1);
-			unsigned mine = 0;
-
-			if (!rec)
-				continue;
-			pthread_mutex_lock(&rec->lock);
-			if (!rec->refs || !(rec->ep_masked | rec->ep_withheld)) {
-				unmark_for_epoll(rec); /* nothing of it left to put back */
-				pthread_mutex_unlock(&rec->lock);
-				continue;
-			}
-			for (unsigned r = 0; r < SL_EPREGS; r++)
-				if (((rec->ep_masked | rec->ep_withheld) & (1u << r)) && rec->ep[r].epfd == epfd)
-					mine |= 1u << r;
-			if (mine && rec->state == SL_HOLD_DEFERRED) {
-				/* Made when due (its registrations then return), through the fd
-				 * that connected while it still names rec; a dup that outlived
-				 * it is made by its own poll or write. */
-				if (sl_fdtab_get(rec->fd) == rec->index && !kick_locked(rec, rec->fd, now) &&
-				    (!earliest || rec->release_ns < earliest))
-					earliest = rec->release_ns;
-			} else if (mine) {
-				if (rec->release_ns <= now)
-					epoll_unmask_some(rec, mine); /* due: the next write's release check decides */
-				else if (!earliest || rec->release_ns < earliest)
-					earliest = rec->release_ns;
-			}
-			pthread_mutex_unlock(&rec->lock);
-		}
-	}
-	return earliest;
+	sl_record_free(last);
 }
 
 /* At exit, give back the concurrency places of connections still open, rather than
@@ -939,10 +842,10 @@ int64_t sl_held_epoll_due(int epfd, int64_t now)
  * parent's (inherited) and stay. */
 __attribute__((destructor)) static void give_back_at_exit(void)
 {
-	if (atomic_load(&sl_holds_active) == 0 || !sl_shim.shm.hdr || getpid() != sl_shim.pid)
+	if (atomic_load(&sl_records_active) == 0 || !sl_shim.shm.hdr || getpid() != sl_shim.pid)
 		return;
-	for (unsigned i = 1, high = atomic_load(&sl_holds_high); i <= high; i++) {
-		struct sl_hold *rec = sl_hold_at(i);
+	for (unsigned i = 1, high = atomic_load(&sl_records_high); i <= high; i++) {
+		struct sl_record *rec = sl_record_at(i);
 
 		if (!rec->refs || !rec->conc_mask)
 			continue;
@@ -956,7 +859,7 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 
 void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
 {
-	struct sl_hold *rec = sl_hold_of(fd);
+	struct sl_record *rec = sl_record_of(fd);
 
 	if (!rec)
 		return;
@@ -968,7 +871,7 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
 
 void sl_held_read(int fd)
 {
-	struct sl_hold *rec = sl_hold_of(fd);
+	struct sl_record *rec = sl_record_of(fd);
 
 	if (!rec)
 		return;
@@ -1003,17 +906,17 @@ static uint64_t piece_for(const struct sl_match *bm)
 int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
                    const struct sl_match *bm, int first_admitted)
 {
-	struct sl_hold *rec = sl_hold_of(fd);
+	struct sl_record *rec = sl_record_of(fd);
 
 	if (!rec) {
 		if (sl_held_open(fd, d, rm->mask ? rm : bm, 0) < 0)
 			return -ENOSPC;
-		if (!(rec = sl_hold_of(fd)))
+		if (!(rec = sl_record_of(fd)))
 			return -ENOSPC;
 	}
 	pthread_mutex_lock(&rec->lock);
 	rec->admitted_next = first_admitted && rm->mask;
-	rec->first_released_ns = rec->admitted_next && rec->state == SL_HOLD_OPEN ? sl_clock_mono_ns() : 0;
+	rec->first_released_ns = rec->admitted_next && rec->state == SL_REC_OPEN ? sl_clock_mono_ns() : 0;
 	rec->rm = *rm;
 	sl_http1_init(&rec->h1);
 	rec->bm = *bm;

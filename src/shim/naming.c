@@ -120,7 +120,7 @@ int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *i
 
 	if (!kind)
 		return 0;
-	n = sl_hold_match_meter(d, SL_METER_CONNECTIONS, m);
+	n = sl_admission_match_meter(d, SL_METER_CONNECTIONS, m);
 	log_named(d, kind, n > 0);
 	return n;
 }
@@ -135,12 +135,12 @@ int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwa
 
 	if (!kind)
 		return 0;
-	sl_hold_match_tcp(&d, &t);
+	sl_admission_match_tcp(&d, &t);
 	log_named(&d, kind, t.n || t.nr || t.nb);
 	if (!t.n && !t.nr && !t.nb)
 		return 0;
 	if (t.n && sl_held_connect(fd, &d, &t.m, SL_KIND_CONNECTION) < 0)
-		return sl_hold_wait(&d, &t.m, "first write", ECONNRESET);
+		return sl_admission_wait(&d, &t.m, "first write", ECONNRESET);
 	if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm, 0) < 0)
 		sl_debug("first write on fd %d: no free hold record: its requests and bytes go unshaped", fd);
 	return sl_held_write_data(fd, dontwait, iov, iovcnt, limit, track);

@@ -122,7 +122,7 @@ SL_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (sl_likely(atomic_load_explicit(&sl_holds_active, memory_order_relaxed) == 0) ||
+	if (sl_likely(atomic_load_explicit(&sl_records_active, memory_order_relaxed) == 0) ||
 	    n > MAX_TRACKED_POLLFDS)
 		return real(fds, n, timeout);
 	return poll_held(fds, n,
@@ -158,7 +158,7 @@ SL_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, con
 		errno = ENOSYS;
 		return -1;
 	}
-	if (sl_likely(atomic_load_explicit(&sl_holds_active, memory_order_relaxed) == 0) ||
+	if (sl_likely(atomic_load_explicit(&sl_records_active, memory_order_relaxed) == 0) ||
 	    n > MAX_TRACKED_POLLFDS)
 		return c.real(fds, n, ts, mask);
 	return poll_held(fds, n, deadline_of(ts), call_ppoll, &c);
@@ -260,7 +260,7 @@ SL_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *
 		errno = ENOSYS;
 		return -1;
 	}
-	if (sl_likely(atomic_load_explicit(&sl_holds_active, memory_order_relaxed) == 0))
+	if (sl_likely(atomic_load_explicit(&sl_records_active, memory_order_relaxed) == 0))
 		return c.real(nfds, r, w, e, tv);
 	deadline = tv ? sl_clock_mono_ns() + tv->tv_sec * SL_NS_PER_S + tv->tv_usec * SL_NS_PER_US
 	              : NS_FOREVER;
@@ -300,7 +300,7 @@ SL_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct ti
 		errno = ENOSYS;
 		return -1;
 	}
-	if (sl_likely(atomic_load_explicit(&sl_holds_active, memory_order_relaxed) == 0))
+	if (sl_likely(atomic_load_explicit(&sl_records_active, memory_order_relaxed) == 0))
 		return c.real(nfds, r, w, e, ts, mask);
 	return select_held(nfds, r, w, e, deadline_of(ts), call_pselect, &c);
 }

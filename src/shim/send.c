@@ -203,7 +203,7 @@ static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int don
 	    sl_dest_from_sockaddr(&d, addr, alen) != 0)
 		return 1;
 	d.meter = SL_METER_DATAGRAMS;
-	if (sl_hold_match(&d, name, sizeof(name), &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
+	if (sl_admission_match(&d, name, sizeof(name), &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
 		return 1;
 	return sl_held_datagram(fd, &d, &m, dontwait);
 }
@@ -223,8 +223,8 @@ static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const s
 	if (!sl_shim_active() || sl_dest_from_sockaddr(&peer, addr, alen) != 0)
 		return 1;
 	d = peer;
-	sl_hold_name(&d, name, sizeof(name));
-	sl_hold_match_tcp(&d, &t);
+	sl_admission_name(&d, name, sizeof(name));
+	sl_admission_match_tcp(&d, &t);
 	if (!t.n && !t.nr && !t.nb &&
 	    (!sl_shim.shm.hdr->has_names ||
 	     (t.n = sl_name_from_write(fd, &peer, iov, iovcnt, &d, name2, sizeof(name2), &t.m)) == 0))
@@ -236,7 +236,7 @@ static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const s
 	 * connect is made at the release without the data, which the program then
 	 * writes as after any Fast Open fallback. */
 	sl_match_union(&u, &t.m, &t.rm);
-	rc = t.n || t.nr ? sl_hold_connection(fd, &d, &u, "fastopen", addr, alen, flags & MSG_DONTWAIT, NULL) : 0;
+	rc = t.n || t.nr ? sl_connect_admit(fd, &d, &u, "fastopen", addr, alen, flags & MSG_DONTWAIT, NULL) : 0;
 	if (rc < 0 && rc != -EINPROGRESS)
 		return rc;
 	if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm, 1) == 0 && rc == 0)
@@ -324,14 +324,14 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
  * while datagrams are metered, or the fd is a connected UDP socket's record. */
 static int per_message(int fd, struct mmsghdr *vec, unsigned int n)
 {
-	struct sl_hold *rec;
+	struct sl_record *rec;
 	int kind;
 
 	if (sl_shim_active() && (sl_shim.shm.hdr->meters & (1u << SL_METER_DATAGRAMS)))
 		for (unsigned i = 0; i < n; i++)
 			if (vec[i].msg_hdr.msg_name)
 				return 1;
-	if (!sl_fdtab_get(fd) || !(rec = sl_hold_of(fd)))
+	if (!sl_fdtab_get(fd) || !(rec = sl_record_of(fd)))
 		return 0;
 	pthread_mutex_lock(&rec->lock);
 	kind = rec->kind;

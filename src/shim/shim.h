@@ -85,15 +85,15 @@ void sl_namemap_put(int family, const void *addr, const char *name);
 size_t sl_namemap_get(int family, const void *addr, char *out, size_t size);
 void sl_namemap_after_fork(void);
 
-/* The hold decision for one request (hold.c).  sl_hold_match() is the cheap part every
- * call runs: a count of matching sections (0 = pass through).  sl_hold_wait() runs only
+/* The hold decision for one request (hold.c).  sl_admission_match() is the cheap part every
+ * call runs: a count of matching sections (0 = pass through).  sl_admission_wait() runs only
  * for matched requests: returns 0 to go ahead, or -errno to fail the call with. */
-int sl_hold_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m);
+int sl_admission_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m);
 
-/* The parts of sl_hold_match: d's name from the process-wide map (when some
+/* The parts of sl_admission_match: d's name from the process-wide map (when some
  * pattern is a name), and the sections metering `meter` that match d. */
-void sl_hold_name(struct sl_dest *d, char *namebuf, size_t namelen);
-int sl_hold_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m);
+void sl_admission_name(struct sl_dest *d, char *namebuf, size_t namelen);
+int sl_admission_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m);
 
 /* What a TCP connection to d can be held under: its connections (m), requests (rm)
  * and bytes (bm) sections, n, nr and nb of each.  d is named already. */
@@ -101,11 +101,11 @@ struct sl_tcp_match {
 	struct sl_match m, rm, bm;
 	int n, nr, nb;
 };
-void sl_hold_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t);
-int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
+void sl_admission_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t);
+int sl_admission_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
                  int default_refuse);
 /* The same, act(arg) made inside the release (sl_wait_release_act). */
-int sl_hold_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
+int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
                      int default_refuse, void (*act)(void *), void *arg);
 
 /* undecided.c: the segment could not decide for a matched call (its lock was not
@@ -119,7 +119,7 @@ int sl_undecided(const struct sl_dest *d, const struct sl_match *m, const char *
                  int default_refuse, const char *why);
 
 /* The names of the matched sections, comma-separated, for debug lines. */
-void sl_hold_section_names(const struct sl_match *m, char *buf, size_t size);
+void sl_admission_sections(const struct sl_match *m, char *buf, size_t size);
 
 /* Text for a destination in debug lines. */
 void sl_dest_format(const struct sl_dest *d, char *buf, size_t size);

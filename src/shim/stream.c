@@ -30,7 +30,7 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
  * connection counts as one request.  Over TLS the server's choice is not seen, so a
  * ClientHello that offers h2 is taken at its word; docs/design.md says what that
  * costs in accuracy. */
-static void decide(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
+static void decide(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 {
 	for (int i = 0; i < iovcnt; i++) {
 		const char *why;
@@ -57,7 +57,7 @@ static void decide(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
 	}
 }
 
-int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
+int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 {
 	size_t total = iov ? iov_total(iov, iovcnt) : 1; /* sendfile: some bytes */
 
@@ -81,7 +81,7 @@ int sl_stream_starts(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
 	}
 }
 
-size_t sl_stream_limit(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
+size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 {
 	struct sl_http1 copy;
 	size_t n = 0;
@@ -108,7 +108,7 @@ size_t sl_stream_limit(struct sl_hold *rec, const struct iovec *iov, int iovcnt)
 	return SIZE_MAX;
 }
 
-void sl_stream_wrote(struct sl_hold *rec, const struct iovec *iov, int iovcnt, size_t n)
+void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
 	if (!rec->rm.mask || n == 0)
 		return;

@@ -3,6 +3,8 @@
 #  - per = host, 1,000 names (Host headers to one loopback server) at 2/s each,
 #    from one node process: each name's own spacing holds at the server, and all
 #    together go far faster than one key's rate (the names share no queue);
+#  - meter = requests with per = host:port: two names' keep-alive requests, each
+#    name spaced, the two not sharing a queue;
 #  - per = address/24: 127.0.1.1 and 127.0.1.2 share a queue, 127.0.2.1 has its own;
 #  - eviction: a key table of 100 records under 1,000 names in turn, while one name
 #    keeps returning: idle keys are evicted, the returning (busy) one never is, and
@@ -33,6 +35,38 @@ out=$("$SLUICE" run -c "$T/host.ini" -- node "$JS" "$PORT" 1000 2 1000) || fail 
 # One key's rate would take 1,000 s for these; sharing any queue, far longer than 20/s.
 witnessed "$T/first" --interval-ms 500 --group-field 4 --groups 1000 --expect 2000 --min-rate 20 \
 	--what "requests (per = host)" || fail "per = host: spacing or throughput"
+kill "$WITNESS_PID"
+
+# --- meter = requests, per = host:port: keep-alive requests of two names ---
+write_config "$T/req.ini" <<EOF
+[per-name-requests]
+match = *.keyed.test
+meter = requests
+per = host:port
+rate = 5/s
+max_wait = 1m
+EOF
+WITNESS_KEY=host start_witness request "$PORT" "$T/req"
+"$SLUICE" run -c "$T/req.ini" -- python3 -c '
+import http.client, sys, threading
+def client(name):
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=20)
+    for i in range(4):
+        c.request("GET", "/%s%d" % (name, i), headers={"Host": name + ".keyed.test"})
+        assert c.getresponse().read() == b"hello /%s%d\n" % (name.encode(), i)
+ts = [threading.Thread(target=client, args=(n,)) for n in ("a", "b")]
+[t.start() for t in ts]
+[t.join() for t in ts]
+' "$PORT" || fail "python3, requests per host:port"
+witnessed "$T/req" --interval-ms 200 --group-field 4 --groups 2 --expect 8 \
+	--what "requests (per = host:port)" || fail "requests per host:port: spacing"
+python3 -c '
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+a = [int(r[0]) for r in rows if r[3] == "a.keyed.test"]
+b = [int(r[0]) for r in rows if r[3] == "b.keyed.test"]
+sys.exit(0 if min(abs(x - y) for x in a for y in b) < 150e6 else 1)' "$T/req" ||
+	fail "requests per host:port: the two names shared a queue"
 kill "$WITNESS_PID"
 
 # --- per = address/24 ---

@@ -1,6 +1,8 @@
 /*
- * The hold decision shared by every interposed call: which sections apply, and then
- * reserve, sleep, release (or refuse), through wait.h.
+ * Admission for one interposed call: which sections apply to its destination (by
+ * meter), and then reserve, sleep, release (or refuse) through wait.h.  Calls on
+ * sockets that keep a record across calls (deferred connects, held writes,
+ * requests, bytes) go through held.c; the records themselves are fdtab.c's.
  */
 #include "shim.h"
 #include "sluice/clock.h"
@@ -10,7 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
-void sl_hold_name(struct sl_dest *d, char *namebuf, size_t namelen)
+void sl_admission_name(struct sl_dest *d, char *namebuf, size_t namelen)
 {
 	size_t len;
 
@@ -23,7 +25,7 @@ void sl_hold_name(struct sl_dest *d, char *namebuf, size_t namelen)
 	}
 }
 
-int sl_hold_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m)
+int sl_admission_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_dest x = *d;
@@ -38,26 +40,26 @@ int sl_hold_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match
 	return n < 0 ? 0 : n;
 }
 
-int sl_hold_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m)
+int sl_admission_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m)
 {
-	sl_hold_name(d, namebuf, namelen);
-	return sl_hold_match_meter(d, d->meter, m);
+	sl_admission_name(d, namebuf, namelen);
+	return sl_admission_match_meter(d, d->meter, m);
 }
 
-void sl_hold_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t)
+void sl_admission_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t)
 {
-	t->n = sl_hold_match_meter(d, SL_METER_CONNECTIONS, &t->m);
-	t->nr = sl_hold_match_meter(d, SL_METER_REQUESTS, &t->rm);
-	t->nb = sl_hold_match_meter(d, SL_METER_BYTES, &t->bm);
+	t->n = sl_admission_match_meter(d, SL_METER_CONNECTIONS, &t->m);
+	t->nr = sl_admission_match_meter(d, SL_METER_REQUESTS, &t->rm);
+	t->nb = sl_admission_match_meter(d, SL_METER_BYTES, &t->bm);
 }
 
-const char *sl_hold_refusal(const struct sl_ticket *t)
+const char *sl_admission_refusal(const struct sl_ticket *t)
 {
 	return t->key_full ? "no room in the key table for this destination's key"
 	                   : "wait would exceed max_wait";
 }
 
-void sl_hold_section_names(const struct sl_match *m, char *buf, size_t size)
+void sl_admission_sections(const struct sl_match *m, char *buf, size_t size)
 {
 	size_t used = 0;
 
@@ -79,13 +81,13 @@ static void refund_on_cancel(void *arg)
 	sl_wait_refund(sl_shim.shm.hdr, arg, sl_shim.pid);
 }
 
-int sl_hold_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
+int sl_admission_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
                  int default_refuse)
 {
-	return sl_hold_wait_act(d, m, what, default_refuse, NULL, NULL);
+	return sl_admission_wait_act(d, m, what, default_refuse, NULL, NULL);
 }
 
-int sl_hold_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
+int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
                      int default_refuse, void (*act)(void *), void *arg)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
@@ -95,7 +97,7 @@ int sl_hold_wait_act(const struct sl_dest *d, const struct sl_match *m, const ch
 
 	if (sl_shim.debug) {
 		sl_dest_format(d, dest, sizeof(dest));
-		sl_hold_section_names(m, names, sizeof(names));
+		sl_admission_sections(m, names, sizeof(names));
 	}
 	if (sl_shim.mode == SL_SHIM_CLOSED) {
 		sl_admit_count_refused(h, m);
@@ -104,7 +106,7 @@ int sl_hold_wait_act(const struct sl_dest *d, const struct sl_match *m, const ch
 	}
 	rc = sl_wait_reserve(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
 	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s sections=%s: refused (%s of [%s])", what, dest, names, sl_hold_refusal(&t),
+		sl_debug("%s %s sections=%s: refused (%s of [%s])", what, dest, names, sl_admission_refusal(&t),
 		         t.refusing_section >= 0 ? sl_shm_section(h, (unsigned)t.refusing_section)->spec.name : "?");
 		return -(t.refuse_errno ? t.refuse_errno : default_refuse);
 	}
