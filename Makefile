@@ -164,6 +164,7 @@ cross:
 chaos: all $(BENCH_BINS)
 	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size full
 	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size overload
+	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size full --keyed
 
 # Fuzz the config and pattern parsers, the first-write name parser, the HTTP/1
 # parser and the shared segment as untrusted input, with libFuzzer (clang),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The chaos suite: an operator's worst day, witnessed at the destination.
 
-  chaos.py BUILD_DIR WORKDIR [--size ci|full]
+  chaos.py BUILD_DIR WORKDIR [--size ci|full|overload] [--keyed]
 
 Phase 1 (the limit must hold): CLIENTS processes under the shim connect in loops
 to one local sink through a daemon's segment at 50/s, and HOLDERS processes each
@@ -28,6 +28,10 @@ bytes.  A scribbler can loosen a limit (whoever may write the segment is trusted
 that far); what must never happen is a client killed by the shim or held past its
 bound.  Truncating the segment is left out: it still kills attached programs with
 SIGBUS (docs/design.md says why and what would fix it).
+
+With --keyed both sections are keyed (`per = address`): the one destination is
+one key, and the same limits must hold through the key table, which the
+scribbler then writes on too.
 
 Prints a summary line per phase; exits 1 on any violation.
 """
@@ -103,8 +107,9 @@ def wait_file(path, what, limit=10):
 
 
 class Chaos:
-    def __init__(self, build, work, size):
-        self.build, self.work, self.size = build, work, SIZES[size]
+    def __init__(self, build, work, size, keyed=False):
+        self.build, self.work, self.size, self.keyed = build, work, SIZES[size], keyed
+        self.keys_off = 0  # the key table's offset in the segment (scribbler)
         self.shm = "/sluice-chaos-%d" % os.getpid()
         self.config = os.path.join(work, "chaos.ini")
         self.procs = []        # {"p", "started", "killed" (by us), "reap_at"}
@@ -117,10 +122,11 @@ class Chaos:
     def write_config(self, form):
         with open(self.config + ".tmp", "w") as f:
             f.write("[sluice]\nshm_name = %s\ncontrol_socket = %s/ctl.sock\n\n" % (self.shm, self.work))
-            f.write("[chaos]\nmatch = 127.0.0.1:%d\nrate = %s\nmax_wait = %ds\n\n"
-                    % (self.port, form, self.size["max_wait"]))
-            f.write("[chaos-places]\nmatch = 127.0.0.1:%d\nconcurrency = %d\nmax_wait = %ds\n"
-                    % (self.cport, CONCURRENCY, self.size["max_wait"]))
+            per = "per = address\n" if self.keyed else ""
+            f.write("[chaos]\nmatch = 127.0.0.1:%d\nrate = %s\nmax_wait = %ds\n%s\n"
+                    % (self.port, form, self.size["max_wait"], per))
+            f.write("[chaos-places]\nmatch = 127.0.0.1:%d\nconcurrency = %d\nmax_wait = %ds\n%s"
+                    % (self.cport, CONCURRENCY, self.size["max_wait"], per))
         os.rename(self.config + ".tmp", self.config)
 
     def start_daemon(self):
@@ -244,11 +250,17 @@ class Chaos:
         return out.strip().replace("\n", " ")[:2000]
 
     def scribbler(self, stop, rng):
+        # Where the key table starts, read before any scribble reaches the header.
+        with segment.Segment(self.shm) as f:
+            f.seek(20)
+            section_size, sections_off, max_sections = struct.unpack("<III", f.read(12))
+            self.keys_off = (sections_off + max_sections * section_size + 16384 * 16 + 4095) & ~4095
         while not stop.wait(rng.uniform(0.005, 0.03)):
             try:
                 with segment.Segment(self.shm) as f:
                     size = f.size
-                    target = rng.choice(["header", "section", "lock", "state", "resize"])
+                    target = rng.choice(["header", "section", "lock", "state", "resize"] +
+                                        (["keys"] if self.keyed else []))
                     if target == "lock":
                         f.seek(48)
                         f.write(struct.pack("<Q", rng.getrandbits(64)))
@@ -262,6 +274,11 @@ class Chaos:
                             if segment.get(self.shm, want) >= 0 and want > size:
                                 fail("the segment was reachable at a larger size")
                         self.resizes += 1
+                    elif target == "keys":
+                        # The key table: its tags and records (after the sections and
+                        # the holder table, on a page of its own).
+                        f.seek(rng.randrange(self.keys_off, size - 64))
+                        f.write(os.urandom(rng.randrange(1, 64)))
                     else:
                         f.seek(4096 + rng.randrange(0, min(size - 4096, 64 * 4096) - 64))
                         f.write(os.urandom(rng.randrange(1, 64)))
@@ -338,8 +355,9 @@ class Chaos:
                   % (self.size["clients"], self.size["holders"], self.kills, self.daemon_restarts,
                      self.reloads, most, CONCURRENCY), flush=True)
             self.phase("scribbles", [lambda s, r=random.Random(2): self.scribbler(s, r)])
-            print("phase 2 ok: %d scribbles of header, sections and lock word, %d resize attempts refused; "
-                  "no client crashed or hung" % (self.scribbles, self.resizes), flush=True)
+            print("phase 2 ok: %d scribbles of header, sections%s and lock word, %d resize attempts "
+                  "refused; no client crashed or hung"
+                  % (self.scribbles, ", key table" if self.keyed else "", self.resizes), flush=True)
         finally:
             for p in (self.daemon, sink, witness, hold_sink, cwitness):
                 if p and p.poll() is None:
@@ -356,8 +374,10 @@ def main():
     ap.add_argument("build")
     ap.add_argument("work")
     ap.add_argument("--size", choices=sorted(SIZES), default="ci")
+    ap.add_argument("--keyed", action="store_true", help="both sections keyed (per = address): "
+                    "the same limits through the key table")
     a = ap.parse_args()
-    return Chaos(os.path.abspath(a.build), a.work, a.size).run()
+    return Chaos(os.path.abspath(a.build), a.work, a.size, a.keyed).run()
 
 
 if __name__ == "__main__":

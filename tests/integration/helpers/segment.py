@@ -35,6 +35,17 @@ def key(name):
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+IPC_STAT = 2
+SHM_SEGSZ_OFFSET = 48  # struct shmid_ds on x86_64: shm_segsz follows the 48-byte ipc_perm
+
+
+def _segment_size(shmid):
+    buf = ctypes.create_string_buffer(256)
+    if _libc.shmctl(shmid, IPC_STAT, buf) != 0:
+        raise _oserror("shmctl IPC_STAT")
+    return struct.unpack_from("<Q", buf.raw, SHM_SEGSZ_OFFSET)[0]
+
+
 def _oserror(what):
     e = ctypes.get_errno()
     return OSError(e, "%s: %s" % (what, os.strerror(e)))
@@ -56,12 +67,12 @@ class Segment:
         if create:
             self.size = create
         else:
-            # A segment of ours says its size at offset 8; never trust it beyond
-            # what the header's own fields allow to be read.
-            magic, _, _, size = struct.unpack("<IHHQ", ctypes.string_at(addr, 16))
+            magic = struct.unpack("<I", ctypes.string_at(addr, 4))[0]
             if magic != MAGIC:
                 raise OSError(errno.EPROTO, "not a sluice segment: " + name)
-            self.size = size
+            # The kernel's size, not the header's (offset 8), which a scribble
+            # may have changed: every access stays inside the mapping.
+            self.size = _segment_size(self.id)
 
     def seek(self, off, whence=0):
         self.pos = off if whence == 0 else self.pos + off if whence == 1 else self.size + off
