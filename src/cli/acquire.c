@@ -166,8 +166,15 @@ int sl_cmd_acquire(int argc, char **argv)
 		return SL_EXIT_FAIL;
 	}
 	if ((idx = find_section(shm.hdr, target, &m.serial[0])) >= 0) {
+		if (sl_shm_section(shm.hdr, (unsigned)idx)->spec.per != SL_PER_NONE) {
+			/* A queue per destination: which one is this for? */
+			fprintf(stderr, "sluice: section [%s] keeps a queue per destination (per): name "
+			        "the destination, HOST[:PORT], instead\n", target);
+			return SL_EXIT_USAGE;
+		}
 		m.serial[idx] = m.serial[0];
 		m.mask = 1ULL << idx;
+		m.keyed = 0;
 	} else if (!strchr(target, '.') && !strchr(target, ':') && strcmp(target, "localhost") != 0) {
 		fprintf(stderr, "sluice: no section [%s] in segment %s\n", target, shm_name);
 		return SL_EXIT_USAGE;

@@ -179,6 +179,12 @@ import json, sys
 s = [s for s in json.load(open(sys.argv[1]))["sections"] if s["name"] == "full"][0]
 assert s["per"] == "host" and len(s["top"]) == 5 and all(t["admitted"] == 1 for t in s["top"]), s
 ' "$T/full.json" || fail "stat --json: no top keys"
+# sluice acquire: a keyed section by name is no queue; by destination, that key's.
+"$SLUICE" acquire -c "$T/full.ini" full 2>"$T/acq.err" && fail "acquire of a keyed section by name went"
+grep -q "keeps a queue per destination" "$T/acq.err" || fail "acquire by name: $(cat "$T/acq.err")"
+first=$(grep -o '^    n[0-9]*\.keyed\.test' "$T/full.stat" | head -1 | tr -d ' ')
+"$SLUICE" acquire -c "$T/full.ini" "$first:$PORT" 2>/dev/null &&
+	fail "acquire for $first went though its key had its one a minute"
 stop_daemon
 
 # --- the key table's size: fixed per segment; a restart with nobody attached

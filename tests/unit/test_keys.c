@@ -122,6 +122,25 @@ static void test_a_queue_per_key(void **state)
 	sl_shm_detach(&s);
 }
 
+/* observe: each key models its own queue and counts what would have waited there;
+ * nobody is held. */
+static void test_observe(void **state)
+{
+	static const char ini[] = "[per]\nmatch = *.example.com\nper = host\nrate = 10/s\nmode = observe\n";
+	struct sl_dest a = named("a.example.com"), b = named("b.example.com");
+	struct sl_shm s;
+
+	(void)state;
+	segment_with(&s, ini, 16);
+	assert_int_equal(admit(s.hdr, &a, NOW), NOW);
+	assert_int_equal(admit(s.hdr, &a, NOW), NOW); /* would have waited: counted, let go */
+	assert_int_equal(admit(s.hdr, &b, NOW), NOW); /* another key: would not */
+	assert_int_equal(sl_shm_section(s.hdr, 0)->state.observed, 1);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->state.admitted, 3);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->state.keys, 2);
+	sl_shm_detach(&s);
+}
+
 /* A full table: idle keys are evicted (the least recently used), busy ones never;
  * with every record busy, a new key is refused and counted, charging nothing. */
 static void test_eviction(void **state)
@@ -273,6 +292,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_key_identity),
 		cmocka_unit_test(test_a_queue_per_key),
+		cmocka_unit_test(test_observe),
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_ticket_finds_its_key_again),
 		cmocka_unit_test(test_idle),
