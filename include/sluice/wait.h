@@ -16,6 +16,14 @@
 /* sl_admit_reserve() / sl_admit_refund() with signals blocked around them. */
 int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                     int32_t self, struct sl_ticket *t);
+/* sl_admit_reserve() and, when the slot is already due, sl_admit_release_act() in
+ * the same critical section (one signal-mask round trip, not two, for a call that
+ * does not wait).  Returns the reservation's result; when it is 0, *release_rc is
+ * 0 (released, or nothing to wait for), 1 (wait until *retry_ns), or -ETIMEDOUT
+ * (the release check could not be made: try again, as sl_wait_release_act does). */
+int sl_wait_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                           int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
+                           void (*act)(void *), void *arg);
 int sl_wait_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                           int32_t self, struct sl_ticket *t, uint64_t bytes);
 int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,

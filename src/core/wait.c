@@ -38,6 +38,25 @@ int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t n
 	return rc;
 }
 
+int sl_wait_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                           int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
+                           void (*act)(void *), void *arg)
+{
+	struct critical c;
+	int rc;
+
+	enter_critical(&c);
+	rc = sl_admit_reserve(h, m, now, self, t);
+	*release_rc = 1;
+	*retry_ns = rc == 0 ? t->release_ns : 0;
+	if (rc == 0 && !t->mask)
+		*release_rc = 0; /* nothing to wait for */
+	else if (rc == 0 && t->release_ns <= sl_clock_mono_ns())
+		*release_rc = sl_admit_release_act(h, t, SL_ADMIT_NOW, self, retry_ns, act, arg);
+	leave_critical(&c);
+	return rc;
+}
+
 int sl_wait_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                           int32_t self, struct sl_ticket *t, uint64_t bytes)
 {

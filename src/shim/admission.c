@@ -93,7 +93,8 @@ int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, con
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_ticket t;
 	char dest[SL_HOST_MAX + 80], names[256];
-	int rc;
+	int64_t retry;
+	int rc, went;
 
 	if (sl_shim.debug) {
 		sl_dest_format(d, dest, sizeof(dest));
@@ -104,7 +105,7 @@ int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, con
 		sl_debug("%s %s sections=%s: refused (fallback = closed)", what, dest, names);
 		return -default_refuse;
 	}
-	rc = sl_wait_reserve(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
+	rc = sl_wait_reserve_go_act(h, m, sl_clock_mono_ns(), sl_shim.pid, &t, &went, &retry, act, arg);
 	if (rc == -ECONNREFUSED) {
 		sl_debug("%s %s sections=%s: refused (%s of [%s])", what, dest, names, sl_admission_refusal(&t),
 		         t.refusing_section >= 0 ? sl_shm_section(h, (unsigned)t.refusing_section)->spec.name : "?");
@@ -117,9 +118,11 @@ int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, con
 		sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
 		return 0;
 	}
-	pthread_cleanup_push(refund_on_cancel, &t);
-	rc = sl_wait_release_act(h, &t, sl_shim.pid, NULL, act, arg);
-	pthread_cleanup_pop(0);
+	if (went != 0) { /* not released with the reservation: wait for the slot */
+		pthread_cleanup_push(refund_on_cancel, &t);
+		rc = sl_wait_release_act(h, &t, sl_shim.pid, NULL, act, arg);
+		pthread_cleanup_pop(0);
+	}
 	if (rc < 0)
 		return sl_undecided(d, m, what, default_refuse, "release check unavailable");
 	/* released= is the instant the release check let it go, the quantity the

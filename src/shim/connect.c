@@ -116,13 +116,14 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, struct sl_match *m,
 	struct sl_ticket t;
 	char dest[SL_HOST_MAX + 80], names[256];
 	int64_t retry;
-	int rc;
+	int rc, went;
 
 	if (sl_shim.debug) {
 		sl_dest_format(d, dest, sizeof(dest));
 		sl_admission_sections(m, names, sizeof(names));
 	}
-	rc = sl_wait_reserve(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
+	rc = sl_wait_reserve_go_act(h, m, sl_clock_mono_ns(), sl_shim.pid, &t, &went, &retry,
+	                            made ? sl_connect_act : NULL, made);
 	if (rc == -ECONNREFUSED) {
 		sl_debug("%s %s sections=%s: refused (%s)", what, dest, names, sl_admission_refusal(&t));
 		return give_back(-(t.refuse_errno ? t.refuse_errno : ECONNREFUSED), conc, m);
@@ -132,10 +133,8 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, struct sl_match *m,
 		                  rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
 		return rc < 0 ? give_back(rc, conc, m) : keep_places(fd, d, m, what, conc);
 	}
-	if (t.mask == 0 || (t.release_ns <= sl_clock_mono_ns() &&
-	                    (rc = sl_wait_try_release_act(h, &t, sl_shim.pid, &retry,
-	                                                  made ? sl_connect_act : NULL, made)) <= 0)) {
-		if (rc < 0) { /* the fallback decided, and said so */
+	if (went <= 0) {
+		if ((rc = went) < 0) { /* the fallback decided, and said so */
 			if ((rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0)
 				return give_back(rc, conc, m);
 		} else if (t.mask)
