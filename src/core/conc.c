@@ -42,8 +42,8 @@ static struct sl_state *places(struct sl_shm_header *h, unsigned i, struct sl_se
 	}
 	if (!(ref = sl_match_conc_key(m, i, create)))
 		return NULL; /* more keyed concurrency sections than a match keeps */
-	if (ref->serial)
-		k = sl_keys_ref(h, i, ref->slot, ref->serial);
+	if (ref->serial && (k = sl_keys_ref(h, i, ref->slot, ref->serial)))
+		k->last_used_ns = SL_MAX(k->last_used_ns, sl_clock_mono_ns()); /* asked for a place */
 	if (!k && create && (k = sl_keys_find(h, i, &m->src, 1, sl_clock_mono_ns()))) {
 		ref->slot = sl_key_slot(h, k);
 		ref->serial = k->serial;
@@ -314,7 +314,12 @@ void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uin
 	atomic_fetch_add_explicit(A(&st->conc_waiters), 1, memory_order_acq_rel);
 	/* Shared (not private) futex: the word is in memory every process maps. */
 	syscall(SYS_futex, &st->conc_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
-	atomic_fetch_sub_explicit(A(&st->conc_waiters), 1, memory_order_acq_rel);
+	/* Never below zero: the heartbeat may have cleared a count it took for a dead
+	 * waiter's (pick_open). */
+	for (uint32_t n = atomic_load_explicit(A(&st->conc_waiters), memory_order_relaxed);
+	     n && !atomic_compare_exchange_weak_explicit(A(&st->conc_waiters), &n, n - 1,
+	                                                 memory_order_acq_rel, memory_order_relaxed);)
+		;
 }
 
 /* Keys with places counted open, picked without the lock (a whole key table is
@@ -330,7 +335,8 @@ static int pick_open(struct sl_key *k, uint32_t slot, void *arg)
 {
 	struct open_keys *o = arg;
 
-	if (atomic_load_explicit(A(&k->state.conc_open), memory_order_relaxed)) {
+	if (atomic_load_explicit(A(&k->state.conc_open), memory_order_relaxed) ||
+	    atomic_load_explicit(A(&k->state.conc_waiters), memory_order_relaxed)) {
 		o->slot[o->n] = slot;
 		o->serial[o->n] = k->serial;
 		o->n++;
@@ -412,12 +418,20 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 	}
 	for (unsigned j = 0; j < open.n; j++) {
 		struct sl_key *key = sl_shm_key_at(h, open.slot[j]);
+		int64_t now = sl_clock_mono_ns();
 
-		if (key && key->serial == open.serial[j] && sl_key_live(h, key) &&
-		    key->state.conc_recount != key->state.conc_open) {
+		if (!key || key->serial != open.serial[j] || !sl_key_live(h, key))
+			continue;
+		if (key->state.conc_recount != key->state.conc_open) {
 			key->state.conc_open = key->state.conc_recount;
 			wake(&key->state);
 		}
+		/* Waiters counted on a key with no place taken and nobody asking for one
+		 * for seconds (a live waiter asks again at least every second) were
+		 * killed in their sleep: they would keep the key from ever being idle. */
+		if (!key->state.conc_open && key->state.conc_waiters &&
+		    now - key->last_used_ns > 3 * SL_NS_PER_S)
+			atomic_store_explicit(A(&key->state.conc_waiters), 0, memory_order_relaxed);
 	}
 	sl_shm_unlock(h, self);
 	return returned;

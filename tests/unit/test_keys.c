@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "sluice/admit.h"
+#include "sluice/conc.h"
 #include "sluice/config.h"
 #include "sluice/keys.h"
 #include "sluice/shm.h"
@@ -218,6 +219,47 @@ static void test_ticket_finds_its_key_again(void **state)
 	sl_shm_detach(&s);
 }
 
+static int nobody_dead(int32_t pid)
+{
+	(void)pid;
+	return 0;
+}
+
+/* Places per key: each key its own; given back; and a waiter count left by a
+ * process killed in its sleep is cleared by the heartbeat once nobody has asked
+ * for a place for seconds, so the key can become idle again. */
+static void test_places_per_key(void **state)
+{
+	static const char ini[] = "[per]\nmatch = *.example.com\nper = host\nconcurrency = 1\n";
+	struct sl_dest a = named("a.example.com"), b = named("b.example.com");
+	static struct sl_match ma, mb;
+	struct sl_shm s;
+	struct sl_key *k;
+	uint64_t taken;
+	uint32_t seen;
+	int full;
+
+	(void)state;
+	segment_with(&s, ini, 16);
+	assert_int_equal(sl_admit_match(s.hdr, &a, &ma, 1), 1);
+	assert_int_equal(sl_admit_match(s.hdr, &b, &mb, 1), 1);
+	assert_int_equal(sl_conc_take(s.hdr, &ma, 1, &taken, &full, &seen), 0);
+	assert_int_equal(taken, 1);
+	assert_int_equal(sl_conc_take(s.hdr, &ma, 2, &taken, &full, &seen), -EBUSY);
+	assert_int_equal(sl_conc_take(s.hdr, &mb, 2, &taken, &full, &seen), 0); /* b's own */
+	sl_conc_put(s.hdr, 1, &ma, 1);
+	assert_int_equal(sl_conc_take(s.hdr, &ma, 2, &taken, &full, &seen), 0);
+	sl_conc_put(s.hdr, 1, &ma, 2);
+	k = sl_keys_find(s.hdr, 0, &ma.src, 0, NOW);
+	assert_non_null(k);
+	k->state.conc_waiters = 1;     /* a waiter killed asleep */
+	k->last_used_ns = 1;           /* long ago */
+	sl_conc_reap_dead(s.hdr, 1, nobody_dead);
+	assert_int_equal(k->state.conc_waiters, 0);
+	assert_true(sl_strategy_idle(&sl_shm_section(s.hdr, 0)->spec, &k->state, NOW, 0));
+	sl_shm_detach(&s);
+}
+
 /* Idle, per strategy: what a zero state would answer just the same. */
 static void test_idle(void **state)
 {
@@ -295,6 +337,7 @@ int main(void)
 		cmocka_unit_test(test_observe),
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_ticket_finds_its_key_again),
+		cmocka_unit_test(test_places_per_key),
 		cmocka_unit_test(test_idle),
 		cmocka_unit_test(test_scribbled_table),
 	};
