@@ -48,8 +48,8 @@ int sl_keyid_format(const struct sl_keyid *id, char *buf, size_t size);
 /* Under the segment lock: the record of section i's key for src.  With `create`, a
  * missing key is made (in a free record, a stale one, or the least recently used
  * idle one, evicted); NULL when it is missing (create = 0) or every record it may
- * use is busy (create = 1; counted in the section's key_full).  `now` (and
- * wall_off) decide idleness and are the key's last use. */
+ * use is busy (create = 1; counted in the section's key_full).  `now` decides
+ * idleness (with the segment's wall_off) and is the key's last use. */
 struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl_keysrc *src,
                             int create, int64_t now);
 
