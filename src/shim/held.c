@@ -525,9 +525,11 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 	/* The first request went out with this write, not at the connect that took
 	 * its place: the destination sees it now. */
 	if (rec->first_released_ns && rec->rm.mask) {
-		sl_wait_moved(sl_shim.shm.hdr, &rec->rm, rec->first_released_ns, sl_clock_mono_ns(),
-		              sl_shim.pid);
+		int64_t now = sl_clock_mono_ns();
+
+		sl_wait_moved(sl_shim.shm.hdr, &rec->rm, rec->first_released_ns, now, sl_shim.pid);
 		rec->first_released_ns = 0;
+		rec->moved_to_ns = now; /* and once more when the write is made (sl_held_wrote) */
 	}
 	if ((!rec->rm.mask || !sl_stream_starts(rec, g->iov, g->iovcnt)) &&
 	    !needs_bytes(rec, g->iov, g->iovcnt)) {
@@ -864,6 +866,14 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
 	if (!rec)
 		return;
 	pthread_mutex_lock(&rec->lock);
+	/* The first request's instant, moved to just before its write, moved again to
+	 * just after it: the write itself may have taken a while (a Fast Open SYN, a
+	 * preempted thread), and the next request on this connection is released
+	 * against when the first one really left, never against an earlier time. */
+	if (rec->moved_to_ns && rec->rm.mask) {
+		sl_wait_moved(sl_shim.shm.hdr, &rec->rm, rec->moved_to_ns, sl_clock_mono_ns(), sl_shim.pid);
+		rec->moved_to_ns = 0;
+	}
 	sl_stream_wrote(rec, iov, iovcnt, n);
 	rec->credit -= SL_MIN(rec->credit, (uint64_t)n);
 	pthread_mutex_unlock(&rec->lock);
