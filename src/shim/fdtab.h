@@ -194,9 +194,16 @@ enum {
 	SL_TRACK_STREAM = 1, /* meter = requests */
 	SL_TRACK_BYTES = 2,  /* meter = bytes: a blocking write goes piece by piece, each
 	                      * released in turn, inside the one call */
+	SL_TRACK_MOVE = 4,   /* the write was held and released just now: once made, its
+	                      * release is moved on to that instant (sl_held_made) */
 };
 /* After the real write: `n` bytes of iov went (iov NULL: n bytes from a file). */
 void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n);
+/* After the real write of a held write released just now (SL_TRACK_MOVE), made or
+ * failed: its sections' enforcement is moved on to now, so that whatever the
+ * write spent getting out (a preemption, a slow SYN) cannot bring the next release
+ * closer to it than an interval. */
+void sl_held_made(int fd);
 /* A read on fd returned data (turns: the next write starts a request). */
 void sl_held_read(int fd);
 /* Give a connection its requests sections (meter = requests) and bytes sections

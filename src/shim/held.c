@@ -611,6 +611,25 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 	return GATE_NEXT;
 }
 
+/* The held write this thread released last, until it is made (sl_held_made):
+ * the release instant and what it covered.  One per thread, as a thread makes
+ * the write it was released for before it writes anything else. */
+static __thread struct {
+	int fd;
+	int set;
+	int64_t from;
+	struct sl_match m;
+} made_pending;
+
+void sl_held_made(int fd)
+{
+	if (!made_pending.set || made_pending.fd != fd)
+		return;
+	made_pending.set = 0;
+	sl_wait_moved(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(),
+	              sl_shim.pid);
+}
+
 /* A place reserved: the write goes once the release check agrees. */
 static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 {
@@ -629,6 +648,13 @@ static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 			       : rec->want.mask & rec->bm.mask ? "bytes" : "write", rec);
 			went(rec);
 			go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+			if (g->track && rec->kind == SL_KIND_CONNECTION) {
+				made_pending.fd = g->fd;
+				made_pending.from = rec->t.released_ns;
+				made_pending.m = rec->want;
+				made_pending.set = 1;
+				*g->track |= SL_TRACK_MOVE;
+			}
 			settle_and_unlock(g->fd, rec);
 			return gate_done(g, 0);
 		}

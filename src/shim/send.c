@@ -77,12 +77,13 @@ static inline int gate(int fd, int dontwait, const void *buf, size_t len, struct
 /* After a tracked write: tell the stream what went. */
 static ssize_t wrote(int fd, const struct gate *g, const struct iovec *iov, int iovcnt, ssize_t w)
 {
-	if (w > 0 && g->track) {
-		int saved = errno;
+	int saved = errno;
 
+	if (w > 0 && (g->track & (SL_TRACK_STREAM | SL_TRACK_BYTES)))
 		sl_held_wrote(fd, iov, iovcnt, (size_t)w);
-		errno = saved;
-	}
+	if (g->track & SL_TRACK_MOVE)
+		sl_held_made(fd);
+	errno = saved;
 	return w;
 }
 
