@@ -79,6 +79,9 @@ uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, 
  * to come): a key in this state may be evicted (keys.h). */
 int sl_strategy_idle(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                      int64_t wall_off);
+/* Whether s limits a rate with GCRA (leaky-bucket, token-bucket): its enforcement
+ * is the one timestamp rel_tat_ns. */
+int sl_strategy_is_gcra(const struct sl_spec *s);
 /* Width of one sliding-window bucket. */
 int64_t sl_slide_width(const struct sl_spec *s);
 

@@ -161,6 +161,7 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 		return 0;
 	if ((rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS)) < 0)
 		return rc;
+	rc = 0; /* taken over from a dead holder (1) or not, the lock is ours */
 	/* All or nothing: first see that every section has room, then that the table
 	 * has an entry for each (made with count 0, and removed again if one cannot
 	 * be had), and only then take the places. */

@@ -187,6 +187,11 @@ static int is_gcra(const struct sl_spec *s)
 	       s->strategy > SL_STRAT_SESSION_WINDOW;
 }
 
+int sl_strategy_is_gcra(const struct sl_spec *s)
+{
+	return s->amount != 0 && is_gcra(s);
+}
+
 int64_t sl_strategy_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                                uint64_t cost, int64_t wall_off)
 {

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MS SL_NS_PER_MS
@@ -408,6 +409,55 @@ static void test_reload_keeps_state(void **state)
 			assert_int_equal(++n, 1);
 }
 
+static void die_in_the_call(void *arg)
+{
+	(void)arg;
+	_exit(0); /* as a kill -9 right after the SYN, before the call is recorded as made */
+}
+
+/* A caller killed inside the call its release makes - after its SYN, before the
+ * clock that records it as made - leaves the next release at least the guard
+ * behind (250 ms), never one interval after its check: preempted before the SYN,
+ * it may have sent it that late. */
+static void test_killed_inside_the_call(void **state)
+{
+	struct sl_dest d = dest("10.0.0.1", 80);
+	struct sl_shm seg;
+	struct sl_match m;
+	struct sl_ticket t;
+	char name[64];
+	int64_t before, retry;
+	int reattached, status;
+	pid_t child;
+
+	(void)state;
+	snprintf(name, sizeof(name), "/sluice-test-act-%d", (int)getpid());
+	assert_int_equal(sl_shm_open_or_create(&seg, name, 0600, &reattached), 0);
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch = 10.0.0.1\nrate = 10/s\n"
+	                                       "max_wait = 1m\n"), 0);
+	assert_int_equal(sl_shm_apply_config(seg.hdr, cfg, (int32_t)getpid()), 0);
+	before = sl_clock_mono_ns();
+	if ((child = fork()) == 0) {
+		int32_t self = (int32_t)getpid();
+
+		if (sl_admit_match(seg.hdr, &d, &m, self) <= 0 ||
+		    sl_admit_reserve(seg.hdr, &m, sl_clock_mono_ns(), self, &t) != 0)
+			_exit(2);
+		sl_admit_release_act(seg.hdr, &t, SL_ADMIT_NOW, self, &retry, die_in_the_call, NULL);
+		_exit(3);
+	}
+	assert_true(child > 0);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* 150 ms on, past the interval: the release check still says to wait. */
+	assert_true(sl_admit_match(seg.hdr, &d, &m, (int32_t)getpid()) > 0);
+	assert_int_equal(sl_admit_reserve(seg.hdr, &m, before + 150 * MS, (int32_t)getpid(), &t), 0);
+	assert_int_equal(sl_admit_release(seg.hdr, &t, before + 150 * MS, (int32_t)getpid(), &retry), 1);
+	assert_true(retry >= before + 350 * MS);
+	sl_shm_detach(&seg);
+	sl_shm_remove(name);
+}
+
 static void test_observe(void **state)
 {
 	struct sl_ticket t;
@@ -498,6 +548,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_match_by_meter),
+		cmocka_unit_test(test_killed_inside_the_call),
 		cmocka_unit_test(test_match_while_specs_rewritten),
 		cmocka_unit_test_setup_teardown(test_spacing, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_burst, fresh_segment, drop_segment),
