@@ -417,9 +417,10 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 			wake(&sec->state);
 		}
 	}
+	int64_t now = sl_clock_mono_ns();
+
 	for (unsigned j = 0; j < open.n; j++) {
 		struct sl_key *key = sl_shm_key_at(h, open.slot[j]);
-		int64_t now = sl_clock_mono_ns();
 
 		if (!key || key->serial != open.serial[j] || !sl_key_live(h, key))
 			continue;

@@ -53,22 +53,17 @@ void sl_keyid_make(struct sl_keyid *id, const struct sl_spec *s, const struct sl
 	}
 	/* An address: per = address, or a host with no name known (the address is
 	 * then the only name the destination has). */
-	if (src->family == AF_INET6) {
-		unsigned bits = s->per == SL_PER_ADDRESS || s->per == SL_PER_ADDRESS_PORT
-		                        ? SL_MIN(s->per_prefix6 ? s->per_prefix6 : 128u, 128u) : 128u;
+	{
+		int v6 = src->family == AF_INET6;
+		unsigned width = v6 ? 128u : 32u, len = width / 8;
+		unsigned prefix = v6 ? s->per_prefix6 : s->per_prefix4;
+		unsigned bits = (s->per == SL_PER_ADDRESS || s->per == SL_PER_ADDRESS_PORT) && prefix
+		                ? SL_MIN(prefix, width) : width;
 
-		id->family = AF_INET6;
-		cut(id->bytes, src->addr, 16, bits);
-		id->bytes[16] = (uint8_t)bits;
-		id->len = 17;
-	} else {
-		unsigned bits = s->per == SL_PER_ADDRESS || s->per == SL_PER_ADDRESS_PORT
-		                        ? SL_MIN(s->per_prefix4 ? s->per_prefix4 : 32u, 32u) : 32u;
-
-		id->family = AF_INET;
-		cut(id->bytes, src->addr, 4, bits);
-		id->bytes[4] = (uint8_t)bits;
-		id->len = 5;
+		id->family = v6 ? AF_INET6 : AF_INET;
+		cut(id->bytes, src->addr, len, bits);
+		id->bytes[len] = (uint8_t)bits;
+		id->len = (uint16_t)(len + 1);
 	}
 }
 

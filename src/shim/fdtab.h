@@ -108,8 +108,6 @@ struct sl_record {
 	uint8_t admitted_next; /* the request at the current boundary has its place */
 	int64_t first_released_ns; /* its place was taken with the connect, released
 	                            * then: its first write moves the instant (0: none) */
-	int64_t moved_to_ns;   /* the first write moved that instant to this one, just
-	                        * before it was made: once made, moved again to then */
 	uint8_t read_since_write; /* turns: a read returned data since the last write */
 	uint8_t wrote_any;     /* turns: the first write is a turn */
 	struct sl_http1 h1;

@@ -512,10 +512,44 @@ static enum gate_step gate_done(struct gate *g, int rc)
 	return GATE_DONE;
 }
 
+/* The held write this thread released last, until it is made (sl_held_made):
+ * the release instant and what it covered.  One per thread, as a thread makes
+ * the write it was released for before it writes anything else. */
+static __thread struct {
+	int fd;
+	int set;
+	int64_t from;
+	struct sl_match m;
+} made_pending;
+
+/* Under rec->lock, as a write goes: once made, the release of `m` at `from` is
+ * moved on to that instant (sl_held_made, told through SL_TRACK_MOVE). */
+static void move_when_made(struct gate *g, int64_t from, const struct sl_match *m)
+{
+	if (!g->track)
+		return; /* a caller that makes no write of its own to tell about */
+	made_pending.fd = g->fd;
+	made_pending.from = from;
+	made_pending.m = *m;
+	made_pending.set = 1;
+	*g->track |= SL_TRACK_MOVE;
+}
+
+void sl_held_made(int fd)
+{
+	if (!made_pending.set || made_pending.fd != fd)
+		return;
+	made_pending.set = 0;
+	sl_wait_moved(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(),
+	              sl_shim.pid);
+}
+
 /* Released: a write goes unless it begins a request without a place (meter =
  * requests) or has no released bytes left (meter = bytes). */
 static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 {
+	int64_t moved_from = 0;
+
 	/* A released connection that meters and holds nothing more (its deferred
 	 * connect made): its record goes. */
 	if (rec->kind == SL_KIND_CONNECTION && !rec->conc_mask && !rec->rm.mask && !rec->bm.mask) {
@@ -529,11 +563,13 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 
 		sl_wait_moved(sl_shim.shm.hdr, &rec->rm, rec->first_released_ns, now, sl_shim.pid);
 		rec->first_released_ns = 0;
-		rec->moved_to_ns = now; /* and once more when the write is made (sl_held_wrote) */
+		moved_from = now; /* and once more when the write is made */
 	}
 	if ((!rec->rm.mask || !sl_stream_starts(rec, g->iov, g->iovcnt)) &&
 	    !needs_bytes(rec, g->iov, g->iovcnt)) {
 		go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+		if (moved_from)
+			move_when_made(g, moved_from, &rec->rm);
 		pthread_mutex_unlock(&rec->lock);
 		return gate_done(g, 0);
 	}
@@ -611,25 +647,6 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 	return GATE_NEXT;
 }
 
-/* The held write this thread released last, until it is made (sl_held_made):
- * the release instant and what it covered.  One per thread, as a thread makes
- * the write it was released for before it writes anything else. */
-static __thread struct {
-	int fd;
-	int set;
-	int64_t from;
-	struct sl_match m;
-} made_pending;
-
-void sl_held_made(int fd)
-{
-	if (!made_pending.set || made_pending.fd != fd)
-		return;
-	made_pending.set = 0;
-	sl_wait_moved(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(),
-	              sl_shim.pid);
-}
-
 /* A place reserved: the write goes once the release check agrees. */
 static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 {
@@ -648,13 +665,8 @@ static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 			       : rec->want.mask & rec->bm.mask ? "bytes" : "write", rec);
 			went(rec);
 			go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
-			if (g->track && rec->kind == SL_KIND_CONNECTION) {
-				made_pending.fd = g->fd;
-				made_pending.from = rec->t.released_ns;
-				made_pending.m = rec->want;
-				made_pending.set = 1;
-				*g->track |= SL_TRACK_MOVE;
-			}
+			if (rec->kind == SL_KIND_CONNECTION)
+				move_when_made(g, rec->t.released_ns, &rec->want);
 			settle_and_unlock(g->fd, rec);
 			return gate_done(g, 0);
 		}
@@ -892,14 +904,6 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
 	if (!rec)
 		return;
 	pthread_mutex_lock(&rec->lock);
-	/* The first request's instant, moved to just before its write, moved again to
-	 * just after it: the write itself may have taken a while (a Fast Open SYN, a
-	 * preempted thread), and the next request on this connection is released
-	 * against when the first one really left, never against an earlier time. */
-	if (rec->moved_to_ns && rec->rm.mask) {
-		sl_wait_moved(sl_shim.shm.hdr, &rec->rm, rec->moved_to_ns, sl_clock_mono_ns(), sl_shim.pid);
-		rec->moved_to_ns = 0;
-	}
 	sl_stream_wrote(rec, iov, iovcnt, n);
 	rec->credit -= SL_MIN(rec->credit, (uint64_t)n);
 	pthread_mutex_unlock(&rec->lock);
