@@ -32,43 +32,66 @@ struct sl_keyref {
 
 #define SL_CONC_KEYS 4
 
+/* The most sections that may apply to one destination.  A match names them by
+ * position: bit k of a mask is the k-th section found, idx[k] its index in the
+ * segment, so masks stay one word however many sections a config holds.  A
+ * destination that more sections apply to is refused, never let through
+ * (sl_match.overflow). */
+#define SL_MATCH_MAX 64
+
 struct sl_match {
-	uint64_t mask;                    /* bit i: section i applies */
-	uint64_t keyed;                   /* of those, sections with a queue per key */
-	uint32_t serial[SL_MAX_SECTIONS]; /* each section's serial when it matched */
-	struct sl_keysrc src;             /* what keyed sections make their keys of */
+	uint64_t mask;                  /* bit k: the section idx[k] applies */
+	uint64_t keyed;                 /* of those, sections with a queue per key */
+	uint32_t idx[SL_MATCH_MAX];     /* position -> section index */
+	uint32_t serial[SL_MATCH_MAX];  /* each section's serial when it matched */
+	uint32_t overflow;              /* more than SL_MATCH_MAX sections apply */
+	uint32_t pad;
+	struct sl_keysrc src;           /* what keyed sections make their keys of */
 	/* Keyed sections limiting concurrency: the key whose place sl_conc_take took,
 	 * for at most SL_CONC_KEYS of them per destination (a further one has no
 	 * place to be had: refused, never let through). */
 	struct sl_conc_key {
-		uint32_t section; /* index + 1; 0: unused */
+		uint32_t section; /* section index + 1 (not a position); 0: unused */
 		struct sl_keyref ref;
 	} conc_key[SL_CONC_KEYS];
 };
 
-/* The key ref kept in m for keyed section i (made free for it with `make`), or NULL. */
+/* The key ref kept in m for keyed section (index) i (made free for it with
+ * `make`), or NULL. */
 struct sl_keyref *sl_match_conc_key(struct sl_match *m, unsigned i, int make);
 
+/* The position of section index i in m, or -1. */
+int sl_match_find(const struct sl_match *m, uint32_t i);
+
+/* Whether a and b have a section in common. */
+int sl_match_meets(const struct sl_match *a, const struct sl_match *b);
+
+/* Whether a and b name the same sections at the same positions. */
+int sl_match_same(const struct sl_match *a, const struct sl_match *b);
+
 struct sl_ticket {
-	uint64_t mask;        /* enforcing sections charged by this ticket */
+	uint64_t mask;        /* enforcing sections charged: positions of the match it
+	                       * was reserved for, sec[k] each */
 	int64_t arrival_ns;   /* when the request asked */
 	int64_t release_ns;   /* the slot it was given */
 	int64_t released_ns;  /* when the release check let it go (sl_admit_release) */
 	int refuse_errno;     /* on refusal: the refusing section's errno (0 = default) */
-	int refusing_section; /* on refusal: its index */
+	int refusing_section; /* on refusal: its section index (-1: none) */
 	int held;             /* sluice made it wait: a later slot, or a strict re-check */
 	int key_full;         /* on refusal: a keyed section had no room for its key */
 	uint64_t cost;        /* 1 per request; bytes for meter = bytes */
 	struct sl_keysrc src; /* keyed sections: the destination the keys are of */
 	struct {
+		uint32_t idx;          /* the section's index */
 		uint32_t serial;
 		struct sl_keyref key;  /* keyed sections: the key charged */
 		uint64_t seq;          /* the section's seq right after this reservation */
 		struct sl_undo undo;   /* what returning it restores */
-	} sec[SL_MAX_SECTIONS];
+	} sec[SL_MATCH_MAX];
 };
 
-/* out = the sections of a or b (out may be a). */
+/* out = the sections of a or b (out may be a): a's keep their positions, b's that
+ * a lacks take free ones (none left: out->overflow). */
 void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct sl_match *b);
 
 /* Fill `m` with the sections matching `d`, as process `self`.  Lock-free, retried
@@ -133,9 +156,10 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
                        int (*is_dead)(int32_t pid));
 
 /* Daemon, at each heartbeat: reset every section's state that lies further ahead
- * than any admission can put it (sl_strategy_repair).  Returns the mask of the
- * sections reset. */
-uint64_t sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self);
+ * than any admission can put it (sl_strategy_repair).  Returns how many were
+ * reset; the first `nout` of their indices go to out[]. */
+unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uint32_t *out,
+                         unsigned nout);
 
 /* Charge every matched section in refusal mode (fallback = closed): counts refusals. */
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m);

@@ -16,15 +16,17 @@
 
 #include <stdint.h>
 
-/* The sections of m that limit concurrency (read lock-free from the specs). */
+/* The sections of m that limit concurrency, as positions in m (read lock-free
+ * from the specs). */
 uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m);
 
 /* Take one place in every section of m that limits concurrency, or none (a keyed
  * section's place in the key of m's destination, which m->conc_key then names).
- * Returns 0 with *taken set (0 when none limits), -EBUSY when a section is full
- * (nothing taken; *full is its index, *seen its futex word's value to wait on),
- * -EDQUOT when a keyed section's key table has no room for the key (*full is the
- * section; its key_full is counted), -ENOSPC when the holder table is full,
+ * Returns 0 with *taken set (positions in m; 0 when none limits), -EBUSY when a
+ * section is full (nothing taken; *full is its section index, *seen its futex
+ * word's value to wait on), -EDQUOT when a keyed section's key table has no room
+ * for the key (*full is the section; its key_full is counted) or more sections
+ * apply than a match holds (m->overflow), -ENOSPC when the holder table is full,
  * -ETIMEDOUT when the lock could not be had. */
 int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint64_t *taken,
                  int *full, uint32_t *seen);
@@ -46,7 +48,9 @@ void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uin
  * Returns how many places were given back. */
 int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid));
 
-/* The tightest max_wait (ns; -1 = forever) among the sections in mask. */
-int64_t sl_conc_max_wait(struct sl_shm_header *h, uint64_t mask, int *refuse_errno);
+/* The tightest max_wait (ns; -1 = forever) among m's sections at the positions in
+ * mask. */
+int64_t sl_conc_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,
+                         int *refuse_errno);
 
 #endif

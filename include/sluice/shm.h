@@ -75,6 +75,13 @@ void sl_shm_detach(struct sl_shm *shm);
 /* Section `i`, or NULL when out of range. */
 struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i);
 
+/* Section i's name for a message (print with "%.*s", SL_SECTION_NAME_MAX - 1: it is
+ * read from the segment), or "?" when i names none. */
+const char *sl_section_name(struct sl_shm_header *h, int i);
+
+/* The errno section i refuses with (0: the call's default, also when i names none). */
+int sl_section_refuse(struct sl_shm_header *h, int i);
+
 /* The holder table (SL_MAX_HOLDERS entries). */
 struct sl_holder *sl_shm_holders(struct sl_shm_header *h);
 /* How many key records this process may index in h: what its mapping held when it

@@ -172,8 +172,8 @@ int sl_cmd_acquire(int argc, char **argv)
 			        "the destination, HOST[:PORT], instead\n", target);
 			return SL_EXIT_USAGE;
 		}
-		m.serial[idx] = m.serial[0];
-		m.mask = 1ULL << idx;
+		m.idx[0] = (uint32_t)idx;
+		m.mask = 1;
 		m.keyed = 0;
 	} else if (!strchr(target, '.') && !strchr(target, ':') && strcmp(target, "localhost") != 0) {
 		fprintf(stderr, "sluice: no section [%s] in segment %s\n", target, shm_name);
@@ -192,9 +192,8 @@ int sl_cmd_acquire(int argc, char **argv)
 	now = sl_clock_mono_ns();
 	rc = sl_wait_reserve(shm.hdr, &m, now, (int32_t)getpid(), &t);
 	if (rc == -ECONNREFUSED) {
-		fprintf(stderr, "sluice: refused: [%s] would hold %s longer than its max_wait\n",
-		        t.refusing_section >= 0 ? sl_shm_section(shm.hdr, (unsigned)t.refusing_section)->spec.name : "?",
-		        target);
+		fprintf(stderr, "sluice: refused: [%.*s] would hold %s longer than its max_wait\n",
+		        SL_SECTION_NAME_MAX - 1, sl_section_name(shm.hdr, t.refusing_section), target);
 		return SL_EXIT_FAIL;
 	}
 	if (rc < 0) {

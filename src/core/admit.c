@@ -33,26 +33,68 @@ static int spec_matches(const struct sl_spec *s, const struct sl_dest *d)
 	return 0;
 }
 
+int sl_match_find(const struct sl_match *m, uint32_t i)
+{
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits);
+
+		if (m->idx[k] == i)
+			return (int)k;
+	}
+	return -1;
+}
+
+int sl_match_meets(const struct sl_match *a, const struct sl_match *b)
+{
+	for (uint64_t bits = b->mask; bits; bits &= bits - 1)
+		if (sl_match_find(a, b->idx[__builtin_ctzll(bits)]) >= 0)
+			return 1;
+	return 0;
+}
+
+int sl_match_same(const struct sl_match *a, const struct sl_match *b)
+{
+	if (a->mask != b->mask)
+		return 0;
+	for (uint64_t bits = a->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits);
+
+		if (a->idx[k] != b->idx[k])
+			return 0;
+	}
+	return 1;
+}
+
 void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct sl_match *b)
 {
-	uint64_t extra = b->mask & ~a->mask;
-
 	if (out != a)
 		*out = *a;
-	out->mask |= extra;
-	out->keyed |= b->keyed & extra;
+	out->overflow |= b->overflow;
 	/* b came later and knows more (a name found in the first write): keys are made
 	 * of its destination from now on.  Places a's keys hold stay where they are
 	 * (conc_key). */
 	if (b->keyed & b->mask)
 		out->src = b->src;
-	for (uint64_t bits = extra; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+	for (uint64_t bits = b->mask; bits; bits &= bits - 1) {
+		unsigned j = (unsigned)__builtin_ctzll(bits), k;
 		const struct sl_keyref *ref;
 
-		out->serial[i] = b->serial[i];
-		if ((ref = sl_match_conc_key((struct sl_match *)b, i, 0)) && ref->serial) {
-			struct sl_keyref *to = sl_match_conc_key(out, i, 1);
+		if (sl_match_find(out, b->idx[j]) >= 0)
+			continue;
+		if (out->mask == UINT64_MAX) {
+			out->overflow = 1; /* refused by whoever reserves with it */
+			break;
+		}
+		k = (unsigned)__builtin_ctzll(~out->mask);
+		out->mask |= 1ULL << k;
+		out->idx[k] = b->idx[j];
+		out->serial[k] = b->serial[j];
+		if (b->keyed & (1ULL << j))
+			out->keyed |= 1ULL << k;
+		else
+			out->keyed &= ~(1ULL << k);
+		if ((ref = sl_match_conc_key((struct sl_match *)b, b->idx[j], 0)) && ref->serial) {
+			struct sl_keyref *to = sl_match_conc_key(out, b->idx[j], 1);
 
 			if (to)
 				*to = *ref;
@@ -77,7 +119,8 @@ struct sl_keyref *sl_match_conc_key(struct sl_match *m, unsigned i, int make)
 	return &free->ref;
 }
 
-/* One pass over the in-use slots: the sections whose patterns take `d`. */
+/* One pass over the in-use slots: the sections whose patterns take `d`, each at
+ * the next position. */
 static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m)
 {
 	unsigned used = SL_MIN(h->slots_used, (unsigned)SL_MAX_SECTIONS);
@@ -85,16 +128,22 @@ static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct s
 
 	m->mask = 0;
 	m->keyed = 0;
+	m->overflow = 0;
 	memset(m->conc_key, 0, sizeof(m->conc_key));
 	for (unsigned i = 0; i < used; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 
 		if (!sec->in_use || !spec_matches(&sec->spec, d))
 			continue;
-		m->mask |= 1ULL << i;
-		m->serial[i] = sec->serial;
+		if (count == SL_MATCH_MAX) {
+			m->overflow = 1;
+			break;
+		}
+		m->mask |= 1ULL << count;
+		m->idx[count] = i;
+		m->serial[count] = sec->serial;
 		if (sec->spec.per != SL_PER_NONE)
-			m->keyed |= 1ULL << i;
+			m->keyed |= 1ULL << count;
 		count++;
 	}
 	if (m->keyed)
@@ -179,11 +228,29 @@ static struct sl_state *limit_state(struct sl_shm_header *h, unsigned i, struct 
 	return k ? &k->state : NULL;
 }
 
-/* The same for a ticket's section i (its key found again or made). */
-static struct sl_state *ticket_state(struct sl_shm_header *h, struct sl_ticket *t, unsigned i,
+/* The same for a ticket's section at position k (its key found again or made). */
+static struct sl_state *ticket_state(struct sl_shm_header *h, struct sl_ticket *t, unsigned k,
                                      struct sl_section *sec, int create, int64_t now)
 {
-	return limit_state(h, i, sec, &t->src, &t->sec[i].key, create, now);
+	return limit_state(h, t->sec[k].idx, sec, &t->src, &t->sec[k].key, create, now);
+}
+
+/* The ticket's section at position k if it is still the one reserved in. */
+static struct sl_section *ticket_section(struct sl_shm_header *h, const struct sl_ticket *t,
+                                         unsigned k)
+{
+	return live_section(h, t->sec[k].idx, t->sec[k].serial);
+}
+
+/* Count a refusal in every section of the ticket's mask. */
+static void count_refused(struct sl_shm_header *h, const struct sl_ticket *t)
+{
+	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(h, t->sec[__builtin_ctzll(bits)].idx);
+
+		if (sec)
+			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+	}
 }
 
 /* A key counts its own admissions too (`sluice stat --top`); the section's state
@@ -220,28 +287,36 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 	t->key_full = 0;
 	if (m->keyed)
 		t->src = m->src;
+	if (m->overflow) {
+		/* More sections apply than a match can hold: refused, never let through
+		 * with some of its limits unchecked. */
+		struct sl_section *first = m->mask ? sl_shm_section(h, m->idx[0]) : NULL;
+
+		t->refusing_section = first ? (int)m->idx[0] : -1;
+		t->refuse_errno = first ? first->spec.refuse : 0;
+		rc = -ECONNREFUSED;
+		goto out;
+	}
 	/* Pass 1: the latest slot over enforcing sections, the tightest max_wait. */
 	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
 		struct sl_section *sec;
 		struct sl_state *st;
 		int64_t slot;
 
-		if (!(sec = live_section(h, i, m->serial[i])))
+		if (!(sec = live_section(h, i, m->serial[k])))
 			continue;
 		live++;
 		if (sec->spec.amount == 0)
 			continue;
-		t->sec[i].key.serial = 0;
-		if (!(st = limit_state(h, i, sec, &m->src, &t->sec[i].key, charge, now))) {
+		t->sec[k].idx = i;
+		t->sec[k].key.serial = 0;
+		if (!(st = limit_state(h, i, sec, &m->src, &t->sec[k].key, charge, now))) {
 			if (!charge || sec->spec.mode == SL_MODE_OBSERVE)
 				continue; /* a check makes no key; observing holds no one */
 			/* No room for this destination's key: refused as the section says,
 			 * never let through unlimited. */
-			for (uint64_t more = t->mask; more; more &= more - 1)
-				atomic_fetch_add_explicit(
-					A(&sl_shm_section(h, (unsigned)__builtin_ctzll(more))->state.refused), 1,
-					memory_order_relaxed);
+			count_refused(h, t);
 			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
 			t->mask = 0;
 			t->refusing_section = (int)i;
@@ -268,8 +343,8 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 			count_key(sec, st, 1);
 			continue;
 		}
-		t->mask |= 1ULL << i;
-		t->sec[i].serial = m->serial[i];
+		t->mask |= 1ULL << k;
+		t->sec[k].serial = m->serial[k];
 		if (slot > release || limiting < 0) {
 			release = SL_MAX(release, slot);
 			limiting = (int)i;
@@ -286,9 +361,7 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 
 		t->refusing_section = limiting;
 		t->refuse_errno = sec->spec.refuse;
-		for (uint64_t bits = t->mask; bits; bits &= bits - 1)
-			atomic_fetch_add_explicit(A(&sl_shm_section(h, (unsigned)__builtin_ctzll(bits))->state.refused),
-			                          1, memory_order_relaxed);
+		count_refused(h, t);
 		t->mask = 0;
 		rc = -ECONNREFUSED;
 		goto out;
@@ -301,18 +374,18 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 	 * found in pass 1 is where its ref says: nothing was evicted in between, as
 	 * an evicted key is idle and these are not, or were made just now). */
 	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 
-		sec = sl_shm_section(h, i);
-		if (!(st = ticket_state(h, t, i, sec, 1, now)))
+		sec = sl_shm_section(h, t->sec[k].idx);
+		if (!(st = ticket_state(h, t, k, sec, 1, now)))
 			continue;
-		sl_strategy_charge(&sec->spec, st, release, cost_in(sec, t), wall_off(h), &t->sec[i].undo);
-		t->sec[i].seq = ++st->seq;
+		sl_strategy_charge(&sec->spec, st, release, cost_in(sec, t), wall_off(h), &t->sec[k].undo);
+		t->sec[k].seq = ++st->seq;
 		st->last_pid = self;
-		st->last_seq = t->sec[i].seq;
-		st->last_undo = t->sec[i].undo;
+		st->last_seq = t->sec[k].seq;
+		st->last_undo = t->sec[k].undo;
 		st->last_slot = release;
 	}
 	t->release_ns = release;
@@ -358,16 +431,16 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 		now = sl_clock_mono_ns();
 	later = now;
 	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 
-		if (!(sec = live_section(h, i, t->sec[i].serial)))
+		if (!(sec = ticket_section(h, t, k)))
 			continue;
 		/* A key evicted since the reservation (it went idle: the caller woke
 		 * that late) is made again, so this release is checked and counted in
 		 * it like any other; with no room for it, nothing is decided. */
-		if (!(st = ticket_state(h, t, i, sec, 1, now))) {
+		if (!(st = ticket_state(h, t, k, sec, 1, now))) {
 			sl_shm_unlock(h, self);
 			return -ETIMEDOUT;
 		}
@@ -385,12 +458,11 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 	 * counted, not an uncounted SYN that the next holder of the lock would follow
 	 * at once. */
 	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 
-		if (!(sec = live_section(h, i, t->sec[i].serial)) ||
-		    !(st = ticket_state(h, t, i, sec, 1, now)))
+		if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, now)))
 			continue;
 		sl_strategy_released(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
 	}
@@ -398,7 +470,7 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 	 * is then moved on to the moment it was made, not left at a check the caller
 	 * could be preempted after (docs/design.md, "Where the bound is kept"). */
 	if (act) {
-		int64_t made, checked[SL_MAX_SECTIONS];
+		int64_t made, checked[SL_MATCH_MAX];
 
 		/* Until the call is made, a GCRA counts it as made SL_ACT_GUARD_NS from
 		 * now: a caller killed -9 inside it - after its SYN, before the clock
@@ -408,42 +480,41 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 		 * next holder of the lock can only come after; the truth replaces the
 		 * guard below. */
 		for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-			unsigned i = (unsigned)__builtin_ctzll(bits);
+			unsigned k = (unsigned)__builtin_ctzll(bits);
 			struct sl_section *sec;
 			struct sl_state *st;
 
-			if (!(sec = live_section(h, i, t->sec[i].serial)) ||
-			    !(st = ticket_state(h, t, i, sec, 1, now)) || !sl_strategy_is_gcra(&sec->spec))
+			if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, now)) ||
+			    !sl_strategy_is_gcra(&sec->spec))
 				continue;
-			checked[i] = st->rel_tat_ns;
+			checked[k] = st->rel_tat_ns;
 			sl_strategy_moved(&sec->spec, st, now, now + SL_ACT_GUARD_NS, cost_in(sec, t), wall_off(h));
 		}
 		act(arg);
 		made = sl_clock_mono_ns();
 		for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-			unsigned i = (unsigned)__builtin_ctzll(bits);
+			unsigned k = (unsigned)__builtin_ctzll(bits);
 			struct sl_section *sec;
 			struct sl_state *st;
 
-			if (!(sec = live_section(h, i, t->sec[i].serial)) ||
-			    !(st = ticket_state(h, t, i, sec, 1, made)))
+			if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, made)))
 				continue;
 			if (sl_strategy_is_gcra(&sec->spec))
-				st->rel_tat_ns = checked[i]; /* the guard's work is done */
+				st->rel_tat_ns = checked[k]; /* the guard's work is done */
 			sl_strategy_moved(&sec->spec, st, now, made, cost_in(sec, t), wall_off(h));
 		}
 		now = made;
 	}
 	wait = now - t->arrival_ns;
 	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 		struct sl_state *st;
 
-		if (!(sec = live_section(h, i, t->sec[i].serial)))
+		if (!(sec = ticket_section(h, t, k)))
 			continue;
 		sl_stats_record_wait(&sec->state, wait, t->held, cost_in(sec, t));
-		if ((st = ticket_state(h, t, i, sec, 0, now)))
+		if ((st = ticket_state(h, t, k, sec, 0, now)))
 			count_key(sec, st, cost_in(sec, t));
 	}
 	t->released_ns = now;
@@ -457,12 +528,12 @@ void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t f
 	if (to <= from || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return;
 	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
 		struct sl_section *sec;
 		struct sl_state *st;
 		struct sl_keyref ref = {0, 0};
 
-		if (!(sec = live_section(h, i, m->serial[i])) ||
+		if (!(sec = live_section(h, i, m->serial[k])) ||
 		    sec->spec.mode == SL_MODE_OBSERVE || !(st = limit_state(h, i, sec, &m->src, &ref, 1, to)))
 			continue;
 		sl_strategy_moved(&sec->spec, st, from, to, 1, wall_off(h));
@@ -475,25 +546,25 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
 	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return;
 	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = t->sec[k].idx;
 		struct sl_section *sec;
 		struct sl_state *st;
 		struct sl_keyref ref;
 
-		if (!(sec = live_section(h, i, t->sec[i].serial)))
+		if (!(sec = ticket_section(h, t, k)))
 			continue;
 		/* Only the last slot handed out can be returned: later callers hold theirs.
 		 * A keyed section's slot only from the very record it was taken in: a
 		 * key evicted and made again has counted nothing of it. */
-		ref = t->sec[i].key;
+		ref = t->sec[k].key;
 		st = &sec->state;
 		if (sec->spec.per != SL_PER_NONE) {
 			struct sl_key *k = ref.serial ? sl_keys_ref(h, i, ref.slot, ref.serial) : NULL;
 
 			st = k ? &k->state : NULL;
 		}
-		if (st && st->seq == t->sec[i].seq) {
-			sl_strategy_undo(&sec->spec, st, &t->sec[i].undo);
+		if (st && st->seq == t->sec[k].seq) {
+			sl_strategy_undo(&sec->spec, st, &t->sec[k].undo);
 			st->seq--;
 			st->last_pid = 0;
 		}
@@ -579,17 +650,21 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 
 /* Keys are not looked at here: every reservation and release repairs the state it
  * uses before it reads it, and a key nobody uses holds nobody. */
-uint64_t sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self)
+unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uint32_t *out,
+                         unsigned nout)
 {
-	uint64_t fixed = 0;
+	unsigned fixed = 0;
 
 	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
 	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 
-		if (sec->in_use && sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h)))
-			fixed |= 1ULL << i;
+		if (sec->in_use && sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h))) {
+			if (fixed < nout)
+				out[fixed] = i;
+			fixed++;
+		}
 	}
 	sl_shm_unlock(h, self);
 	return fixed;
@@ -597,7 +672,10 @@ uint64_t sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self)
 
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)
 {
-	for (uint64_t bits = m->mask; bits; bits &= bits - 1)
-		atomic_fetch_add_explicit(A(&sl_shm_section(h, (unsigned)__builtin_ctzll(bits))->state.refused), 1,
-		                          memory_order_relaxed);
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec)
+			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+	}
 }

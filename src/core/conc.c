@@ -67,17 +67,22 @@ static int holder_live(struct sl_shm_header *h, const struct sl_holder *e)
 	return live(h, e->section, e->serial) != NULL;
 }
 
+/* m's section at position k if it is still the one matched. */
+static struct sl_section *at(struct sl_shm_header *h, const struct sl_match *m, unsigned k)
+{
+	return live(h, m->idx[k], m->serial[k]);
+}
+
 uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m)
 {
 	uint64_t mask = 0;
 
 	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 
-		if ((sec = live(h, i, m->serial[i])) &&
-		    sec->spec.concurrency && sec->spec.mode != SL_MODE_OBSERVE)
-			mask |= 1ULL << i;
+		if ((sec = at(h, m, k)) && sec->spec.concurrency && sec->spec.mode != SL_MODE_OBSERVE)
+			mask |= 1ULL << k;
 	}
 	return mask;
 }
@@ -157,10 +162,17 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 	int rc;
 
 	*taken = 0;
-	if (!want)
+	if (!want && !m->overflow)
 		return 0;
 	if ((rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS)) < 0)
 		return rc;
+	if (m->overflow) {
+		/* More sections apply than a match holds: no place, ever (refused as a
+		 * full key table is). */
+		*full = m->mask ? (int)m->idx[0] : 0;
+		rc = -EDQUOT;
+		goto out;
+	}
 	rc = 0; /* taken over from a dead holder (1) or not, the lock is ours */
 	/* All or nothing: first see that every section has room, then that the table
 	 * has an entry for each (made with count 0, and removed again if one cannot
@@ -168,12 +180,12 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 	uint64_t made = 0;
 
 	for (uint64_t bits = want; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
 		struct sl_section *sec;
 		struct sl_state *st;
 		uint32_t unit, userial;
 
-		if (!(sec = live(h, i, m->serial[i])))
+		if (!(sec = at(h, m, k)))
 			continue;
 		if (!(st = places(h, i, sec, m, 1, &unit, &userial))) {
 			/* A keyed section with no room for this destination's key: refused
@@ -190,19 +202,18 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 		}
 	}
 	for (uint64_t bits = want; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
 		struct sl_section *sec;
 		uint32_t unit, userial;
 
-		if (!(sec = live(h, i, m->serial[i])) ||
-		    !places(h, i, sec, m, 0, &unit, &userial))
+		if (!(sec = at(h, m, k)) || !places(h, i, sec, m, 0, &unit, &userial))
 			continue;
 		if (!holder(h, self, unit, userial, 0)) {
 			if (!holder(h, self, unit, userial, 1)) {
 				/* Full: undo the entries made for this take (they hold nothing;
 				 * removing one may move the others, so find each again). */
 				for (uint64_t undo = made; undo; undo &= undo - 1) {
-					unsigned j = (unsigned)__builtin_ctzll(undo);
+					unsigned j = m->idx[__builtin_ctzll(undo)];
 					struct sl_holder *e;
 					uint32_t u, us;
 
@@ -213,23 +224,23 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 				rc = -ENOSPC;
 				goto out;
 			}
-			made |= 1ULL << i;
+			made |= 1ULL << k;
 		}
 	}
 	for (uint64_t bits = want; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
 		struct sl_section *sec;
 		struct sl_state *st;
 		struct sl_holder *e;
 		uint32_t unit, userial;
 
 		/* Each has its entry now (entries do not move while they are only added). */
-		if (!(sec = live(h, i, m->serial[i])) ||
+		if (!(sec = at(h, m, k)) ||
 		    !(st = places(h, i, sec, m, 0, &unit, &userial)) || !(e = holder(h, self, unit, userial, 0)))
 			continue;
 		st->conc_open++;
 		e->count++;
-		*taken |= 1ULL << i;
+		*taken |= 1ULL << k;
 		if (!sec->spec.amount) { /* a rate counts its own admissions at release */
 			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
 			if (st != &sec->state)
@@ -245,8 +256,8 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int
 {
 	if (!mask || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return;
-	for (uint64_t bits = mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
+	for (uint64_t bits = mask & m->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
 		struct sl_section *sec;
 		struct sl_state *st;
 		struct sl_holder *e;
@@ -255,7 +266,7 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int
 		/* A section (or key) reset or removed by a reload meanwhile holds nothing
 		 * of ours.  A key holding a place is never evicted, so conc_key still
 		 * names the one the place was taken in. */
-		if (!(sec = live(h, i, m->serial[i])) ||
+		if (!(sec = at(h, m, k)) ||
 		    !(st = places(h, i, sec, m, 0, &unit, &userial)))
 			continue;
 		/* The holder entry first: killed between the two, this process leaves a
@@ -439,16 +450,16 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 	return returned;
 }
 
-int64_t sl_conc_max_wait(struct sl_shm_header *h, uint64_t mask, int *refuse_errno)
+int64_t sl_conc_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,
+                         int *refuse_errno)
 {
 	int64_t w = -1;
 
 	*refuse_errno = 0;
-	for (uint64_t bits = mask; bits; bits &= bits - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(bits);
-		struct sl_section *sec = sl_shm_section(h, i);
+	for (uint64_t bits = mask & m->mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
 
-		if (sec->spec.max_wait_ns < 0)
+		if (!sec || sec->spec.max_wait_ns < 0)
 			continue;
 		if (w < 0 || sec->spec.max_wait_ns < w) {
 			w = sec->spec.max_wait_ns;

@@ -368,6 +368,20 @@ struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i)
 	return (struct sl_section *)((char *)h + SL_SHM_SECTIONS_OFF) + i;
 }
 
+const char *sl_section_name(struct sl_shm_header *h, int i)
+{
+	struct sl_section *sec = i >= 0 ? sl_shm_section(h, (unsigned)i) : NULL;
+
+	return sec ? sec->spec.name : "?";
+}
+
+int sl_section_refuse(struct sl_shm_header *h, int i)
+{
+	struct sl_section *sec = i >= 0 ? sl_shm_section(h, (unsigned)i) : NULL;
+
+	return sec ? sec->spec.refuse : 0;
+}
+
 struct sl_holder *sl_shm_holders(struct sl_shm_header *h)
 {
 	return (struct sl_holder *)((char *)h + SL_SHM_HOLDERS_OFF);

@@ -160,6 +160,14 @@ int sl_wait_try_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_
 	return rc;
 }
 
+static void count_refusal(struct sl_shm_header *h, int section)
+{
+	struct sl_section *sec = sl_shm_section(h, (unsigned)section);
+
+	if (sec)
+		atomic_fetch_add_explicit((_Atomic uint64_t *)&sec->state.refused, 1, memory_order_relaxed);
+}
+
 int sl_wait_conc(struct sl_shm_header *h, struct sl_match *m, int32_t self, int64_t deadline,
                  uint64_t *taken, int *full)
 {
@@ -173,9 +181,7 @@ int sl_wait_conc(struct sl_shm_header *h, struct sl_match *m, int32_t self, int6
 		rc = sl_conc_take(h, m, self, taken, full, &seen);
 		leave_critical(&c);
 		if (rc == -EDQUOT) {
-			atomic_fetch_add_explicit(
-				(_Atomic uint64_t *)&sl_shm_section(h, (unsigned)*full)->state.refused, 1,
-				memory_order_relaxed);
+			count_refusal(h, *full);
 			return -ECONNREFUSED;
 		}
 		if (rc == -ENOSPC || rc == -ETIMEDOUT) {
@@ -184,20 +190,18 @@ int sl_wait_conc(struct sl_shm_header *h, struct sl_match *m, int32_t self, int6
 			uint64_t conc = sl_conc_sections(h, m);
 			struct sl_section *sec;
 
-			*full = conc ? __builtin_ctzll(conc) : 0;
-			sec = sl_shm_section(h, (unsigned)*full);
+			*full = conc ? (int)m->idx[__builtin_ctzll(conc)] : 0;
 			seen = sl_conc_seen(h, m, (unsigned)*full);
-			atomic_fetch_add_explicit((_Atomic uint64_t *)&sec->state.undecided, 1,
-			                          memory_order_relaxed);
+			if ((sec = sl_shm_section(h, (unsigned)*full)))
+				atomic_fetch_add_explicit((_Atomic uint64_t *)&sec->state.undecided, 1,
+				                          memory_order_relaxed);
 			rc = -EBUSY;
 		}
 		if (rc != -EBUSY || deadline == -2)
 			return rc;
 		now = sl_clock_mono_ns();
 		if (deadline >= 0 && now >= deadline) {
-			atomic_fetch_add_explicit(
-				(_Atomic uint64_t *)&sl_shm_section(h, (unsigned)*full)->state.refused, 1,
-				memory_order_relaxed);
+			count_refusal(h, *full);
 			return -ECONNREFUSED;
 		}
 		/* Woken when a place is given back; the slice only bounds a sleep whose

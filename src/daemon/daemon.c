@@ -26,13 +26,18 @@ static void beat(struct sl_daemon *d)
 	if (sl_shm_reap_lock(h))
 		sl_log_warnx("took the segment lock back from a process that died holding it");
 	{
-		uint64_t fixed = sl_admit_repair(h, h->heartbeat_ns, (int32_t)getpid());
+		uint32_t which[8];
+		unsigned fixed = sl_admit_repair(h, h->heartbeat_ns, (int32_t)getpid(), which, 8);
 
-		for (unsigned i = 0; fixed && i < SL_MAX_SECTIONS; i++)
-			if (fixed & (1ULL << i))
+		for (unsigned j = 0; j < SL_MIN(fixed, 8u); j++) {
+			struct sl_section *sec = sl_shm_section(h, which[j]);
+
+			if (sec)
 				sl_log_warnx("section [%.*s]: its state lay further ahead than any admission can put "
-				             "it (a scribbled segment?): reset", SL_SECTION_NAME_MAX,
-				             sl_shm_section(h, i)->spec.name);
+				             "it (a scribbled segment?): reset", SL_SECTION_NAME_MAX - 1, sec->spec.name);
+		}
+		if (fixed > 8)
+			sl_log_warnx("%u more sections' states were reset as well", fixed - 8);
 	}
 	if (!d->shm_gone && !sl_shm_is_named(&d->shm, d->shm_name)) {
 		/* Only its owner or root can remove it.  Those attached keep it, programs

@@ -33,6 +33,7 @@ int sl_admission_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_
 
 	m->mask = 0;
 	m->keyed = 0;
+	m->overflow = 0;
 	if (!(h->meters & (1u << (meter & 31))))
 		return 0; /* no section meters that: nothing to look at */
 	x.meter = meter;
@@ -64,14 +65,12 @@ void sl_admission_sections(const struct sl_match *m, char *buf, size_t size)
 	size_t used = 0;
 
 	buf[0] = '\0';
-	for (unsigned i = 0; i < SL_MAX_SECTIONS && used + 2 < size; i++) {
-		struct sl_section *sec;
+	for (uint64_t bits = m->mask; bits && used + 2 < size; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[__builtin_ctzll(bits)]);
 
-		if (!(m->mask & (1ULL << i)))
-			continue;
-		sec = sl_shm_section(sl_shim.shm.hdr, i);
-		used += (size_t)snprintf(buf + used, size - used, "%s%.*s", used ? "," : "",
-		                         SL_SECTION_NAME_MAX - 1, sec->spec.name);
+		if (sec)
+			used += (size_t)snprintf(buf + used, size - used, "%s%.*s", used ? "," : "",
+			                         SL_SECTION_NAME_MAX - 1, sec->spec.name);
 	}
 }
 
@@ -107,8 +106,8 @@ int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, con
 	}
 	rc = sl_wait_reserve_go_act(h, m, sl_clock_mono_ns(), sl_shim.pid, &t, &went, &retry, act, arg);
 	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s sections=%s: refused (%s of [%s])", what, dest, names, sl_admission_refusal(&t),
-		         t.refusing_section >= 0 ? sl_shm_section(h, (unsigned)t.refusing_section)->spec.name : "?");
+		sl_debug("%s %s sections=%s: refused (%s of [%.*s])", what, dest, names, sl_admission_refusal(&t),
+		         SL_SECTION_NAME_MAX - 1, sl_section_name(h, t.refusing_section));
 		return -(t.refuse_errno ? t.refuse_errno : default_refuse);
 	}
 	if (rc < 0)

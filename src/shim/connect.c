@@ -167,7 +167,7 @@ static int hold_limited(int fd, const struct sl_dest *d, struct sl_match *m, con
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	int refuse = 0, full = 0, rc;
-	int64_t max_wait = sl_conc_max_wait(h, conc, &refuse);
+	int64_t max_wait = sl_conc_max_wait(h, m, conc, &refuse);
 	int64_t deadline = max_wait < 0 ? -1 : sl_clock_mono_ns() + max_wait;
 	uint64_t taken = 0;
 
@@ -182,7 +182,7 @@ static int hold_limited(int fd, const struct sl_dest *d, struct sl_match *m, con
 		 * the destination never sees more than N connections. */
 		rc = sl_wait_conc(h, m, sl_shim.pid, -2, &taken, &full);
 		if (rc == -ECONNREFUSED) { /* no room for its key: refused, never let go */
-			int e = sl_shm_section(h, (unsigned)full)->spec.refuse;
+			int e = sl_section_refuse(h, full);
 
 			sl_debug("%s on fd %d: refused (no room in the key table for its key)", what, fd);
 			return -(e ? e : ECONNREFUSED);

@@ -202,7 +202,7 @@ static int take_place(struct sl_record *rec, int fd, int64_t now, struct sl_made
 
 	rc = sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full);
 	if (rc == -ECONNREFUSED) { /* no room for its key: refused, never let go */
-		int e = sl_shm_section(sl_shim.shm.hdr, (unsigned)full)->spec.refuse;
+		int e = sl_section_refuse(sl_shim.shm.hdr, full);
 
 		sl_debug("deferred connect on fd %d: refused (no room in the key table for its key)", fd);
 		refuse_deferred(rec, e ? e : ECONNREFUSED);
@@ -373,9 +373,9 @@ int sl_held_shutdown(int fd, int *rc)
  * write is done with; a request it covered is admitted. */
 static void went(struct sl_record *rec)
 {
-	if (rec->want.mask & rec->rm.mask)
+	if (sl_match_meets(&rec->want, &rec->rm))
 		rec->admitted_next = 1;
-	if (rec->want.mask & rec->bm.mask)
+	if (sl_match_meets(&rec->want, &rec->bm))
 		rec->credit += rec->pending;
 	rec->pending = 0;
 	if (rec->kind == SL_KIND_CONNECTION)
@@ -413,7 +413,7 @@ static void log_go(const char *what, struct sl_record *rec)
 	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld bytes=%llu", what, dest,
 	         names, (double)(rec->t.released_ns - rec->t.arrival_ns) / 1e6,
 	         (long long)rec->t.release_ns, (long long)rec->t.released_ns,
-	         (unsigned long long)(rec->want.mask & rec->bm.mask ? rec->pending : 0));
+	         (unsigned long long)(sl_match_meets(&rec->want, &rec->bm) ? rec->pending : 0));
 }
 
 /* Sleep until `at` the way a blocking send would wait: a handler installed with
@@ -661,8 +661,8 @@ static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 		}
 		if (rc == 0) {
 			log_go(rec->kind != SL_KIND_CONNECTION ? "datagram"
-			       : rec->want.mask & rec->rm.mask ? "request"
-			       : rec->want.mask & rec->bm.mask ? "bytes" : "write", rec);
+			       : sl_match_meets(&rec->want, &rec->rm) ? "request"
+			       : sl_match_meets(&rec->want, &rec->bm) ? "bytes" : "write", rec);
 			went(rec);
 			go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
 			if (rec->kind == SL_KIND_CONNECTION)
@@ -776,7 +776,7 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 			pthread_mutex_unlock(&rec->lock);
 			break;
 		}
-		if (rec->m.mask != m->mask) {
+		if (!sl_match_same(&rec->m, m)) {
 			if (rec->state == SL_REC_WAITING)
 				sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
 			set_target(rec, d, m);
@@ -928,13 +928,14 @@ static uint64_t piece_for(const struct sl_match *bm)
 {
 	uint64_t piece = 256 * 1024;
 
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = bm->mask; bits; bits &= bits - 1) {
+		const struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, bm->idx[__builtin_ctzll(bits)]);
 		const struct sl_spec *sp;
 		unsigned __int128 p;
 
-		if (!(bm->mask & (1ULL << i)))
+		if (!sec)
 			continue;
-		sp = &sl_shm_section(sl_shim.shm.hdr, i)->spec;
+		sp = &sec->spec;
 		if (!sp->amount || sp->window_ns <= 0)
 			continue;
 		p = (unsigned __int128)sp->amount * (20 * SL_NS_PER_MS) / (uint64_t)sp->window_ns;

@@ -22,11 +22,13 @@
 
 static void count_undecided(const struct sl_match *m)
 {
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
-		if (m->mask & (1ULL << i))
-			atomic_fetch_add_explicit(
-				(_Atomic uint64_t *)&sl_shm_section(sl_shim.shm.hdr, i)->state.undecided, 1,
-				memory_order_relaxed);
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec)
+			atomic_fetch_add_explicit((_Atomic uint64_t *)&sec->state.undecided, 1,
+			                          memory_order_relaxed);
+	}
 }
 
 /* The tightest max_wait of m's sections, or -1 when they all wait for ever.  Read
@@ -35,12 +37,13 @@ static int64_t max_wait_of(const struct sl_match *m)
 {
 	int64_t limit = -1;
 
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[__builtin_ctzll(bits)]);
 		int64_t w;
 
-		if (!(m->mask & (1ULL << i)))
+		if (!sec)
 			continue;
-		w = sl_sane_ns(sl_shm_section(sl_shim.shm.hdr, i)->spec.max_wait_ns);
+		w = sl_sane_ns(sec->spec.max_wait_ns);
 		if (w >= 0 && (limit < 0 || w < limit))
 			limit = w;
 	}

@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	exercise(h, "10.1.2.3", 8080, SL_METER_BYTES);
 	sl_admit_reap_dead(h, NOW, 7, all_dead);
 	sl_conc_reap_dead(h, 7, all_dead);
-	sl_admit_repair(h, NOW, 7);
+	sl_admit_repair(h, NOW, 7, NULL, 0);
 	sl_keys_sweep(h);
 	if (!null)
 		null = fopen("/dev/null", "w"); /* kept open: one fopen per run was a syscall pair */

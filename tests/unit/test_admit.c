@@ -508,10 +508,10 @@ static void test_match_by_meter(void **state)
 	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, (int32_t)getpid()), 0);
 	assert_int_equal(a.hdr->meters, (1u << SL_METER_CONNECTIONS) | (1u << SL_METER_DATAGRAMS));
 	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
-	assert_string_equal(sl_shm_section(a.hdr, (unsigned)__builtin_ctzll(m.mask))->spec.name, "conn");
+	assert_string_equal(sl_shm_section(a.hdr, m.idx[__builtin_ctzll(m.mask)])->spec.name, "conn");
 	d.meter = SL_METER_DATAGRAMS;
 	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
-	assert_string_equal(sl_shm_section(a.hdr, (unsigned)__builtin_ctzll(m.mask))->spec.name, "udp");
+	assert_string_equal(sl_shm_section(a.hdr, m.idx[__builtin_ctzll(m.mask)])->spec.name, "udp");
 	d.meter = SL_METER_BYTES;
 	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 0);
 	sl_shm_detach(&a);
