@@ -57,6 +57,7 @@ static void key_dest(struct sl_dest *d, uint32_t k)
 static int keyed(long keys, long iterations)
 {
 	static struct sl_config cfg;
+	struct sl_shm_dims dims;
 	static struct sl_match m;
 	static struct sl_ticket t;
 	struct sl_dest d = {0};
@@ -72,8 +73,8 @@ static int keyed(long keys, long iterations)
 	snprintf(name, sizeof(name), "/sluice-bench-%d", (int)getpid());
 	snprintf(ini, sizeof(ini), "[sluice]\nkeys = %ld\n[each]\nmatch = 10.0.0.0/8\nper = address\n"
 	         "rate = 1000000000/s\nburst = 1000000000\n", keys + keys / 3);
-	if (sl_config_load_string(&cfg, "bench.ini", ini) != 0 ||
-	    sl_shm_open_or_create_keys(&shm, name, 0600, cfg.global.keys, &reattached) != 0 ||
+	if (sl_config_load_string(&cfg, "bench.ini", ini) != 0 || (sl_config_dims(&cfg, &dims), 0) ||
+	    sl_shm_open_or_create_dims(&shm, name, 0600, &dims, &reattached) != 0 ||
 	    sl_shm_apply_config(shm.hdr, &cfg, self) != 0) {
 		fprintf(stderr, "admit_bench: keyed set-up failed\n");
 		return 1;

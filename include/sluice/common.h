@@ -34,6 +34,16 @@ static inline void sl_cpu_relax(void)
 #endif
 }
 
+/* The smallest power of two at least n (1 for 0). */
+static inline uint64_t sl_pow2_at_least(uint64_t n)
+{
+	uint64_t p = 1;
+
+	while (p < n)
+		p <<= 1;
+	return p;
+}
+
 /* Symbols visible outside libsluice.so; everything else is hidden. */
 #define SL_EXPORT __attribute__((visibility("default")))
 

@@ -48,6 +48,10 @@ void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uin
  * Returns how many places were given back. */
 int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid));
 
+/* Re-place every holder entry of `from` in `to`, a new segment whose sections were
+ * carried over at their indices (shm.c). */
+void sl_conc_carry(struct sl_shm_header *to, struct sl_shm_header *from);
+
 /* The tightest max_wait (ns; -1 = forever) among m's sections at the positions in
  * mask. */
 int64_t sl_conc_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,

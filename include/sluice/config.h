@@ -3,8 +3,11 @@
  *
  * Parsing is two passes: inih hands us every key with its line number and we keep
  * the raw text; each section is then compiled into a struct sl_spec (shm-t.h), the
- * same record the shared segment holds, so the shim, the daemon and `sluice check`
- * all see one compiled form.  Every problem is reported as "FILE:LINE: message";
+ * same record the shared segment holds, and its patterns into the config's one
+ * pattern table (each section's in a run of its own, as in the segment), so the
+ * shim, the daemon and `sluice check` all see one compiled form.  A config holds as
+ * many sections and patterns as the segment's largest tables can
+ * (SL_SECTIONS_MAX, SL_PATTERNS_MAX); its arrays grow as it is read.  Every problem is reported as "FILE:LINE: message";
  * parsing goes on after an error so a user sees them all at once.
  */
 #ifndef SLUICE_CONFIG_H
@@ -29,6 +32,9 @@ struct sl_global {
 	int fallback;  /* enum sl_fallback */
 	int log_level; /* enum sl_log_level */
 	uint32_t keys; /* records in the segment's key table (per = ...) */
+	uint32_t sections; /* records in the segment's section table; 0: twice the config's */
+	uint32_t patterns; /* records in its pattern table; 0: twice the config's */
+	uint32_t holders;  /* entries in its holder table (a power of two) */
 };
 
 struct sl_section_conf {
@@ -42,8 +48,10 @@ struct sl_section_conf {
 struct sl_config {
 	char path[SL_PATH_MAX];
 	struct sl_global global;
-	unsigned nsections;
-	struct sl_section_conf sections[SL_MAX_SECTIONS];
+	unsigned nsections, sections_cap;
+	struct sl_section_conf *sections; /* nsections of them (malloc'd) */
+	unsigned npatterns, patterns_cap;
+	struct sl_pattern *patterns;      /* every section's, in the sections' order */
 	unsigned nerrors; /* may exceed SL_CONFIG_MAX_ERRORS; only that many are kept */
 	char errors[SL_CONFIG_MAX_ERRORS][SL_CONFIG_ERROR_LEN]; /* sorted by line */
 	int error_lines[SL_CONFIG_MAX_ERRORS];
@@ -58,14 +66,21 @@ void sl_config_defaults(struct sl_config *cfg);
 /* The largest config file read: anything bigger is refused unread. */
 #define SL_CONFIG_MAX_BYTES (16u << 20)
 
-/* Parse `path` into `cfg` (which the caller allocates: it is large).  Only a
- * regular file of at most SL_CONFIG_MAX_BYTES, without NUL bytes, is a config.
+/* Parse `path` into `cfg`, which the caller allocates zeroed (or gives back from an
+ * earlier load: what it held is freed first).  Only a regular file of at most
+ * SL_CONFIG_MAX_BYTES, without NUL bytes, is a config.
  * Returns 0, or -EINVAL when cfg->nerrors > 0, or -errno when the file cannot be
  * read or is no config file (also recorded as an error). */
 int sl_config_load(struct sl_config *cfg, const char *path);
 
 /* Same from a string, reported under the name `path`; for tests and fuzzing. */
 int sl_config_load_string(struct sl_config *cfg, const char *path, const char *text);
+
+/* Free what cfg's arrays hold (not cfg itself); cfg is then an empty config. */
+void sl_config_free(struct sl_config *cfg);
+
+/* Section i's patterns (npatterns of them), or NULL when none. */
+const struct sl_pattern *sl_config_patterns(const struct sl_config *cfg, const struct sl_spec *s);
 
 /* Print every recorded error, one per line. */
 void sl_config_print_errors(const struct sl_config *cfg, FILE *out);
@@ -74,17 +89,14 @@ void sl_config_print_errors(const struct sl_config *cfg, FILE *out);
 void sl_config_dump(const struct sl_config *cfg, FILE *out);
 
 /* Print one compiled section's settings, one "key value" per line, each prefixed
- * by `indent`. */
-void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out);
+ * by `indent`; `pats` are its patterns (s->npatterns of them). */
+void sl_spec_dump(const struct sl_spec *s, const struct sl_pattern *pats, const char *indent,
+                  FILE *out);
 
 /* Names for enum values (also used by stats). */
 const char *sl_meter_name(unsigned meter);
 const char *sl_strategy_name(unsigned strategy);
 const char *sl_fallback_name(int fallback);
-
-/* Whether two specs describe the same limit, so reload keeps its state: same name,
- * patterns, meter, strategy and window (SPEC §3), and the same keys (per). */
-int sl_spec_same_identity(const struct sl_spec *a, const struct sl_spec *b);
 
 /* Print every key with its default and meaning (`sluice check --keys`). */
 void sl_config_list_keys(FILE *out);

@@ -18,12 +18,15 @@ enum sl_key_type {
 	SL_KT_METER,    /* choices: enum sl_meter */
 	SL_KT_STRATEGY, /* choices: enum sl_strategy */
 	SL_KT_MODE,     /* choices: enum sl_mode */
-	SL_KT_PATTERNS, /* match patterns into spec.patterns / spec.npatterns */
+	SL_KT_PATTERNS, /* match patterns into the config's pattern table: spec.pattern_first,
+	                 * spec.npatterns */
 	SL_KT_RATE,     /* AMOUNT/WINDOW into spec.amount and spec.window_ns */
 	SL_KT_COUNT,    /* 1..max */
 	SL_KT_DURATION, /* a duration, 0, or forever (-1) */
 	SL_KT_ERRNO,    /* an errno name or number */
 	SL_KT_PER,      /* host | host:port | address[/N[/M]][:port]: spec.per and prefixes */
+	SL_KT_ROOM,     /* auto (0) or 1..max: the size of a segment table */
+	SL_KT_POW2,     /* 1..max, rounded up to a power of two */
 };
 
 #define SL_KF_REQUIRED 1u /* a limit section without it is an error */

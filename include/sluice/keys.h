@@ -63,11 +63,8 @@ int sl_key_live(struct sl_shm_header *h, const struct sl_key *k);
 /* Index of record k in the table. */
 uint32_t sl_key_slot(struct sl_shm_header *h, const struct sl_key *k);
 
-/* Under the lock, at reload: convert every key of section i from one spec to
- * another (sl_strategy_convert), and free every record of a section no longer
- * live.  Walks the whole table: reload only. */
-void sl_keys_convert(struct sl_shm_header *h, unsigned i, const struct sl_spec *from,
-                     const struct sl_spec *to, int64_t now, int64_t wall_off);
+/* Under the lock, at reload: free every record of a section no longer live.  Walks
+ * the whole table: reload only. */
 void sl_keys_sweep(struct sl_shm_header *h);
 
 /* Place every live key of `from` in `to` (a new segment of another table size, its

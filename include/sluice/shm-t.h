@@ -3,7 +3,10 @@
  *
  * One segment per machine (or per `sluice run`) holds every compiled section: its
  * config (written only by the daemon, under the segment lock and the spec seqlock) and
- * its state (written by any shim, under the segment lock).  Layout rules:
+ * its state (written by any shim, under the segment lock).  Its tables are sized
+ * when it is made (struct sl_shm_dims, from the config) and laid out one after the
+ * other by sl_shm_layout() (shm.h); every offset follows from the sizes.  Layout
+ * rules:
  *   - fixed-size records, found by index, never by pointer;
  *   - explicit padding and a reserved tail, so a minor version can grow into it;
  *   - every size and offset a reader depends on is pinned by _Static_assert;
@@ -20,11 +23,14 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 5           /* incompatible layout changes */
+#define SL_SHM_MAJOR 6           /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
-#define SL_MAX_SECTIONS 64  /* a destination's matches fit one uint64_t mask */
-#define SL_MAX_PATTERNS 16  /* patterns per section */
+/* The largest tables a segment may have: a segment holding more is not one this
+ * build reads (and a config asking for more is refused). */
+#define SL_SECTIONS_MAX 1048576
+#define SL_PATTERNS_MAX 4194304
+#define SL_HOLDERS_MAX 4194304 /* a power of two */
 #define SL_SECTION_NAME_MAX 64
 #define SL_HOST_MAX 256     /* 253 characters of DNS name, NUL, padding */
 #define SL_WAIT_BUCKETS 64  /* wait histogram, see sl_stats_bucket() */
@@ -71,6 +77,8 @@ enum sl_mode {
 	SL_MODE_OBSERVE = 1,
 };
 
+/* One pattern of a section's `match`.  In the segment, patterns lie in one table,
+ * each section's in a run of its own (sl_spec.pattern_first, npatterns). */
 struct sl_pattern {
 	uint8_t kind;     /* enum sl_pattern_kind */
 	uint8_t prefix;   /* CIDR prefix length in bits (32 or 128 for one address) */
@@ -78,16 +86,21 @@ struct sl_pattern {
 	uint16_t port_hi;
 	uint16_t name_len; /* bytes of name[] in use, < SL_HOST_MAX */
 	uint8_t addr[16];  /* network byte order */
+	uint32_t section;  /* in the segment: the index of the section it belongs to */
+	uint32_t pad;
 	char name[SL_HOST_MAX];
 };
-_Static_assert(sizeof(struct sl_pattern) == 280, "sl_pattern is part of the shm ABI");
+_Static_assert(sizeof(struct sl_pattern) == 288, "sl_pattern is part of the shm ABI");
 _Static_assert(offsetof(struct sl_pattern, addr) == 8, "sl_pattern is part of the shm ABI");
+_Static_assert(offsetof(struct sl_pattern, name) == 32, "sl_pattern is part of the shm ABI");
 
 /* A section's compiled config.  Written by the daemon only; read by shims under the
  * header's spec seqlock. */
 struct sl_spec {
 	char name[SL_SECTION_NAME_MAX];
-	uint32_t npatterns; /* <= SL_MAX_PATTERNS; readers clamp */
+	uint32_t npatterns; /* its patterns: pattern_first .. + npatterns - 1 of the
+	                     * pattern table (of the config's, before it is loaded);
+	                     * readers clamp both to the table */
 	uint32_t meter;     /* enum sl_meter */
 	uint32_t strategy;  /* enum sl_strategy */
 	uint32_t mode;      /* enum sl_mode */
@@ -101,11 +114,11 @@ struct sl_spec {
 	uint8_t per_prefix4; /* per = address: IPv4 bits kept (1-32) */
 	uint8_t per_prefix6; /* per = address: IPv6 bits kept (1-128) */
 	uint8_t pad0[5];
-	uint8_t reserved[24];
-	struct sl_pattern patterns[SL_MAX_PATTERNS];
+	uint32_t pattern_first; /* index of its first pattern */
+	uint8_t reserved[20];
 };
 _Static_assert(offsetof(struct sl_spec, amount) == 88, "sl_spec is part of the shm ABI");
-_Static_assert(offsetof(struct sl_spec, patterns) == 152, "sl_spec is part of the shm ABI");
+_Static_assert(sizeof(struct sl_spec) == 152, "sl_spec is part of the shm ABI");
 
 /* A sliding window's counts: SL_SLIDE_BUCKETS buckets of ceil(WINDOW/(BUCKETS-1))
  * each, a ring indexed by bucket number; entries older than `newest` - BUCKETS + 1
@@ -159,7 +172,7 @@ struct sl_state {
 	uint32_t conc_open;
 	uint32_t conc_waiters;
 	uint32_t conc_futex;
-	uint32_t conc_recount; /* the daemon's scratch while it recounts a key's places (conc.c) */
+	uint32_t conc_recount; /* the daemon's scratch while it recounts places (conc.c) */
 	uint64_t undecided; /* calls the shared state could not decide (lock unavailable,
 	                     * holder table full, release check never agreeing): decided
 	                     * by the fallback policy instead, never simply let go (count) */
@@ -192,7 +205,7 @@ struct sl_shm_header {
 	uint32_t header_size;  /* sizeof(struct sl_shm_header) */
 	uint32_t section_size; /* sizeof(struct sl_section) */
 	uint32_t sections_off; /* byte offset of sections[0] from the segment start */
-	uint32_t max_sections; /* SL_MAX_SECTIONS */
+	uint32_t max_sections; /* records in the section table */
 	uint64_t generation;   /* config generation: +1 per successful load or reload */
 	uint32_t spec_seq;     /* seqlock over every spec: odd while the daemon writes */
 	uint32_t lock_waiters; /* processes sleeping on the lock's futex */
@@ -208,15 +221,29 @@ struct sl_shm_header {
 	uint64_t lock_recoveries; /* times a dead holder's lock was taken over (count) */
 	char config_path[SL_PATH_MAX]; /* config the daemon loaded, for `sluice run` */
 	uint32_t slots_used;   /* sections at index >= this are all unused: readers stop
-	                        * there instead of touching all SL_MAX_SECTIONS slots */
+	                        * there instead of touching every slot */
 	uint32_t meters;       /* bit (1 << enum sl_meter) for each meter some section
 	                        * uses: the shim skips paths no section meters */
 	int64_t wall_off_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed by the
 	                        * daemon's heartbeat: aligns fixed windows to UTC */
-	uint32_t max_keys;     /* records in the key table, fixed at creation: the
-	                        * segment's size is sl_shm_size_for(max_keys) */
+	uint32_t max_keys;     /* records in the key table, fixed at creation */
 	uint32_t keys_used;    /* records holding a key (count) */
-	uint8_t reserved[144];
+	/* The rest of the table sizes, fixed at creation (with max_sections and
+	 * max_keys they give every offset: sl_shm_layout). */
+	uint32_t max_patterns; /* records in the pattern table */
+	uint32_t max_holders;  /* entries in the holder table, a power of two */
+	uint32_t index_slots;  /* slots of the match index: a power of two, at least
+	                        * twice max_patterns (index.c) */
+	uint32_t patterns_used; /* patterns of the loaded config (count) */
+	/* The match index's summary (index.c), rewritten with it under the seqlock:
+	 * which kinds of key it holds and which address prefix lengths, so a lookup
+	 * probes only for what is there, and how far any key lies from its home
+	 * slot, which bounds every probe. */
+	uint32_t index_kinds;  /* bit (kind * 2 + has port): kinds present */
+	uint32_t index_run;    /* longest probe run any key needs (slots) */
+	uint64_t index_v4_lens;   /* bit n: an IPv4 pattern of prefix length n */
+	uint64_t index_v6_lens[3]; /* bit n of the 192: an IPv6 one of length n */
+	uint8_t reserved[88];
 };
 _Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");
@@ -225,8 +252,8 @@ _Static_assert(offsetof(struct sl_shm_header, lock) == 48, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, config_path) == 88, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, slots_used) == 344, "sl_shm_header ABI");
 
-/* Who holds concurrency places: one entry per (process, section), in a table after
- * the sections.  pid 0: free. */
+/* Who holds concurrency places: one entry per (process, section), in a table of
+ * max_holders entries.  pid 0: free. */
 struct sl_holder {
 	int32_t pid;
 	uint32_t section; /* index */
@@ -234,13 +261,28 @@ struct sl_holder {
 	uint32_t count;   /* places this process holds in it */
 };
 _Static_assert(sizeof(struct sl_holder) == 16, "sl_holder ABI");
-/* (process, section) pairs holding places at once: a table hashed on the pair
- * (src/core/conc.c), a power of two. */
-#define SL_MAX_HOLDERS 16384
+/* (process, section) pairs holding places at once when the config says nothing:
+ * a table hashed on the pair (src/core/conc.c), a power of two. */
+#define SL_HOLDERS_DEFAULT 16384
 
 /* A holder entry's `section` with this bit set names a key record (its index in
  * the low bits) and `serial` is that record's serial. */
 #define SL_HOLDER_KEY 0x80000000u
+
+/* --- the match index: which patterns a destination's name or address may take ---
+ *
+ * An open-addressing table of index_slots slots (a power of two), each a key's
+ * 64-bit tag (never 0; 0 marks a free slot) and the run of the refs array (one
+ * pattern index each, max_patterns long) listing the patterns with that key.  A
+ * key is a kind (exact name, name suffix, IPv4 or IPv6 prefix, any), its bytes (the
+ * name or suffix, the address cut to the prefix) and the pattern's port when it
+ * has one port, else 0 (src/core/index.c). */
+struct sl_index_slot {
+	uint64_t tag;
+	uint32_t first; /* refs[first .. first + count - 1] */
+	uint32_t count;
+};
+_Static_assert(sizeof(struct sl_index_slot) == 16, "sl_index_slot ABI");
 
 /* --- the key table (per = ...): one record per (section, key) in use ---
  *
@@ -270,14 +312,16 @@ struct sl_key {
 _Static_assert(sizeof(struct sl_key) % 8 == 0, "sl_key keeps 8-byte alignment");
 
 #define SL_SHM_SECTIONS_OFF 4096 /* sections start on their own page */
-#define SL_SHM_HOLDERS_OFF ((size_t)SL_SHM_SECTIONS_OFF + SL_MAX_SECTIONS * sizeof(struct sl_section))
-#define SL_SHM_KEYS_OFF (((SL_SHM_HOLDERS_OFF + SL_MAX_HOLDERS * sizeof(struct sl_holder)) + 4095) & ~(size_t)4095)
 #define SL_KEYS_DEFAULT 4096   /* `keys` when the config says nothing */
 #define SL_KEYS_MAX 1048576    /* the largest key table: ~2 GiB of segment */
 #define SL_KEY_PROBE 32        /* records a key may live in, from its hash's pick */
 
-/* The segment's size for a key table of `keys` records. */
-#define SL_SHM_TAGS_BYTES(keys) ((((size_t)(keys) * 8) + 63) & ~(size_t)63)
-#define SL_SHM_SIZE_FOR(keys) (SL_SHM_KEYS_OFF + SL_SHM_TAGS_BYTES(keys) + (size_t)(keys) * sizeof(struct sl_key))
+/* The size of every table of a segment. */
+struct sl_shm_dims {
+	uint32_t sections; /* section records */
+	uint32_t patterns; /* pattern records (the index has twice as many slots, or more) */
+	uint32_t holders;  /* holder entries, a power of two */
+	uint32_t keys;     /* key records */
+};
 
 #endif

@@ -2,9 +2,9 @@
  * shm.h - creating, attaching, validating and locking the shared segment (SPEC §6).
  *
  * The segment is untrusted input for everyone but its creator: after
- * sl_shm_validate() succeeds, readers still index it only with compile-time bounds
- * (SL_MAX_SECTIONS, SL_MAX_PATTERNS) and the key table's length as this process
- * validated it when it attached (sl_shm_nkeys), never with values read later.
+ * sl_shm_validate() succeeds, readers index it only with the table sizes this
+ * process validated when it attached (struct sl_shm_view), never with sizes read
+ * from it later.
  *
  * Locking: one 64-bit lock word per segment holds the holder's pid and start stamp
  * (proc.h).  A waiter that finds no such holder - gone, a zombie, or another
@@ -32,9 +32,34 @@ struct sl_shm {
 	int id;        /* its System V id; -1 when anonymous */
 };
 
+/* Where each table of a segment of given dims lies (byte offsets from its start). */
+struct sl_shm_layout {
+	size_t sections, patterns, index, refs, holders, tags, keys;
+	size_t size; /* the whole segment */
+};
+
+/* A segment as this process validated it when it attached: its tables' sizes and
+ * where they lie.  Every index into the segment is checked against these. */
+struct sl_shm_view {
+	struct sl_shm_dims dims;
+	uint32_t index_slots;
+	struct sl_shm_layout at;
+};
+
+/* The layout of a segment with tables of sizes d.  0, or -EINVAL when a size is
+ * beyond its maximum (SL_SECTIONS_MAX, ...) or holders is no power of two. */
+int sl_shm_layout(const struct sl_shm_dims *d, struct sl_shm_layout *out);
+
 /* Whether `base` (of `size` mapped bytes) holds a segment this build understands.
  * Returns 0 or -EPROTO (wrong magic/version/layout) / -EINVAL (too small). */
 int sl_shm_validate(const void *base, size_t size);
+
+/* This process's view of h (NULL for a header it did not attach or make through
+ * this module: nothing of it may then be indexed). */
+const struct sl_shm_view *sl_shm_view(const struct sl_shm_header *h);
+
+/* The dims of the segment h (its view), or zeros. */
+struct sl_shm_dims sl_shm_dims_of(const struct sl_shm_header *h);
 
 /* The System V key of the segment named `name` (the config's shm_name): a hash
  * of the name, never IPC_PRIVATE. */
@@ -45,17 +70,32 @@ key_t sl_shm_key(const char *name);
  * layout we do not know (the caller passes traffic through). */
 int sl_shm_attach(struct sl_shm *shm, const char *name, int writable);
 
-/* Daemon: create the segment with a key table of `keys` records, or re-attach it
- * with its state when it already holds a valid one.  *reattached tells which.  An
- * invalid segment of our size is re-initialised.  One of another size is kept as
- * it is when programs still have it attached (hdr->max_keys then differs from
- * `keys`: the caller says so), else replaced by one of the right size with its
+/* Daemon: create the segment with tables of sizes `dims`, or re-attach it with its
+ * state when it already holds a valid one.  *reattached tells which.  An invalid
+ * segment of our size is re-initialised.  One of other sizes is kept as it is when
+ * programs still have it attached (its dims then differ from `dims`: the caller
+ * says so, and checks that the config fits), else replaced by one of the sizes
+ * asked for - each table at least as large as what it carries over - with its
  * state carried over (when it is of this layout); a stranger's segment under our
- * key gives -EEXIST. */
-int sl_shm_open_or_create_keys(struct sl_shm *shm, const char *name, unsigned mode, uint32_t keys,
-                               int *reattached);
-/* The same with SL_KEYS_DEFAULT records. */
+ * key gives -EEXIST.  A segment made here is not yet published: attaching
+ * programs take it for none until sl_shm_publish(), which the caller calls once
+ * the config is in, so no program matches against an empty table. */
+int sl_shm_open_or_create_dims(struct sl_shm *shm, const char *name, unsigned mode,
+                               const struct sl_shm_dims *dims, int *reattached);
+/* The same with default dims (tests). */
 int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached);
+
+/* Let attaching programs see the segment (its magic; already so when re-attached). */
+void sl_shm_publish(struct sl_shm_header *h);
+
+/* The dims a segment needs for `cfg`: its [sluice] sections, patterns, holders and
+ * keys, or for sections and patterns left at 0, room for twice what it has (at
+ * least 64 sections and 1024 patterns). */
+void sl_config_dims(const struct sl_config *cfg, struct sl_shm_dims *out);
+
+/* Whether cfg's sections and patterns fit the segment h (its view).  0, or
+ * -ENOSPC with what is missing said in why. */
+int sl_shm_fits(const struct sl_shm_header *h, const struct sl_config *cfg, char *why, size_t len);
 
 /* Mark the segment named `name` for removal: it goes when its last user detaches,
  * and the name is free at once.  0 or -errno. */
@@ -66,9 +106,9 @@ int sl_shm_remove(const char *name);
 int sl_shm_is_named(const struct sl_shm *shm, const char *name);
 
 /* A fresh segment in private anonymous memory (not shared across fork's copy),
- * with SL_KEYS_DEFAULT key records, or `keys`. */
+ * published at once: with default dims, or `dims`. */
 int sl_shm_create_anonymous(struct sl_shm *shm);
-int sl_shm_create_anonymous_keys(struct sl_shm *shm, uint32_t keys);
+int sl_shm_create_anonymous_dims(struct sl_shm *shm, const struct sl_shm_dims *dims);
 
 void sl_shm_detach(struct sl_shm *shm);
 
@@ -82,8 +122,17 @@ const char *sl_section_name(struct sl_shm_header *h, int i);
 /* The errno section i refuses with (0: the call's default, also when i names none). */
 int sl_section_refuse(struct sl_shm_header *h, int i);
 
-/* The holder table (SL_MAX_HOLDERS entries). */
+/* Pattern i of the pattern table, or NULL when out of range. */
+struct sl_pattern *sl_shm_pattern(struct sl_shm_header *h, uint32_t i);
+
+/* The match index's slots (v->index_slots) and refs (v->dims.patterns) of h as
+ * viewed by v = sl_shm_view(h). */
+struct sl_index_slot *sl_shm_index_slots(struct sl_shm_header *h, const struct sl_shm_view *v);
+uint32_t *sl_shm_refs(struct sl_shm_header *h, const struct sl_shm_view *v);
+
+/* The holder table, and its length in entries (a power of two; 0 for no view). */
 struct sl_holder *sl_shm_holders(struct sl_shm_header *h);
+uint32_t sl_shm_nholders(const struct sl_shm_header *h);
 /* How many key records this process may index in h: what its mapping held when it
  * attached (0 for a header it did not attach through this module). */
 uint32_t sl_shm_nkeys(const struct sl_shm_header *h);
@@ -105,7 +154,8 @@ int sl_shm_reap_lock(struct sl_shm_header *h);
 
 /* Compile `cfg` into the segment (load and reload).  A section whose identity is
  * unchanged keeps its state; others start from zero (SPEC §3).  Takes the lock and
- * the spec seqlock.  Returns 0 or -ETIMEDOUT. */
+ * the spec seqlock.  Returns 0, -ENOSPC when cfg does not fit the segment's tables
+ * (sl_shm_fits), -ENOMEM, or -ETIMEDOUT. */
 int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self);
 /* The same with the clock given (`now` converts the state of changed limits). */
 int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self,

@@ -70,6 +70,11 @@ void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, s
 #define SL_REPAIR_FOREVER_NS (24 * 3600 * 1000000000LL)
 int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off);
 
+/* Whether sl_strategy_repair would reset something, changing nothing: read without
+ * the lock, so the daemon looks under it only at the states that need it. */
+int sl_strategy_needs_repair(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                             int64_t wall_off);
+
 /* Reservations whose slot is still ahead of `now`: callers waiting in the queue. */
 uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                             int64_t wall_off);

@@ -41,7 +41,7 @@ static int usage(void)
 /* The section named `name`, by index, or -1. */
 static int find_section(struct sl_shm_header *h, const char *name, uint32_t *serial)
 {
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (uint32_t i = 0, n = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections); i < n; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 
 		if (sec->in_use && strncmp(sec->spec.name, name, SL_SECTION_NAME_MAX) == 0) {
@@ -130,6 +130,7 @@ static int segment_name(const char *shm_opt, const char *config, char *out, size
 	    sl_ctl_info_value(reply, "shm_name", out, size) != 0)
 		sl_strlcpy(out, cfg->global.shm_name, size);
 	free(reply);
+	sl_config_free(cfg);
 	free(cfg);
 	return 0;
 }

@@ -225,17 +225,20 @@ int sl_cmd_run(int argc, char **argv)
 		snprintf(config, sizeof(config), "%s", path);
 	if ((rc = find_shim(lib, sizeof(lib))) < 0) {
 		fprintf(stderr, "sluice: cannot find libsluice.so (set SLUICE_LIB): %s\n", strerror(-rc));
+		sl_config_free(cfg);
 		free(cfg);
 		return SL_EXIT_FAIL;
 	}
 	if (find_daemon(cfg, config, shm, sizeof(shm)) == 0 ||
 	    (find_segment(cfg, config) == 0 &&
 	     sl_strlcpy(shm, cfg->global.shm_name, sizeof(shm)) == 0)) {
+		sl_config_free(cfg);
 		free(cfg);
 		if (set_env(lib, config, shm) < 0)
 			return SL_EXIT_FAIL;
 		exec_command(argv + optind);
 	}
+	sl_config_free(cfg);
 	free(cfg);
 	return run_embedded(config, lib, argv + optind);
 usage:

@@ -49,6 +49,7 @@ struct sl_config *sl_cli_load(const char *path)
 	}
 	if (sl_config_load(cfg, path) != 0) {
 		sl_config_print_errors(cfg, stderr);
+		sl_config_free(cfg);
 		free(cfg);
 		return NULL;
 	}
@@ -75,6 +76,7 @@ int sl_cmd_check(int argc, char **argv)
 	if (!cfg)
 		return SL_EXIT_USAGE;
 	sl_config_dump(cfg, stdout);
+	sl_config_free(cfg);
 	free(cfg);
 	return SL_EXIT_OK;
 }
@@ -98,12 +100,14 @@ int sl_cmd_reload(int argc, char **argv)
 	if (rc < 0) {
 		fprintf(stderr, "sluice: no daemon answers on %s: %s\n", cfg->global.control_socket,
 		        strerror(-rc));
+		sl_config_free(cfg);
 		free(cfg);
 		return SL_EXIT_FAIL;
 	}
 	fputs(reply, strncmp(reply, "ok", 2) == 0 ? stdout : stderr);
 	rc = strncmp(reply, "ok", 2) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
 	free(reply);
+	sl_config_free(cfg);
 	free(cfg);
 	return rc;
 }

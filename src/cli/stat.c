@@ -73,6 +73,7 @@ int sl_cmd_stat(int argc, char **argv)
 		rc = render_segment(cfg->global.shm_name, json, top);
 	}
 	free(reply);
+	sl_config_free(cfg);
 	free(cfg);
 	return rc;
 }

@@ -1,6 +1,7 @@
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/index.h"
 #include "sluice/keys.h"
 #include "sluice/limiter.h"
 #include "sluice/shm.h"
@@ -17,21 +18,6 @@
 #define LOCK_TIMEOUT_NS (2 * SL_NS_PER_S)
 #define MATCH_TRIES 64
 #define SL_ACT_GUARD_NS (250 * SL_NS_PER_MS) /* see sl_admit_release_act */
-
-/* Match against one section's spec, which a reload may be rewriting: every length is
- * clamped, so a torn read yields a wrong answer (discarded by the seqlock check), never
- * an out-of-bounds access. */
-static int spec_matches(const struct sl_spec *s, const struct sl_dest *d)
-{
-	uint32_t n = SL_MIN(s->npatterns, SL_MAX_PATTERNS);
-
-	if (s->meter != d->meter)
-		return 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (sl_pattern_match(&s->patterns[i], d))
-			return 1;
-	return 0;
-}
 
 int sl_match_find(const struct sl_match *m, uint32_t i)
 {
@@ -119,36 +105,74 @@ struct sl_keyref *sl_match_conc_key(struct sl_match *m, unsigned i, int make)
 	return &free->ref;
 }
 
-/* One pass over the in-use slots: the sections whose patterns take `d`, each at
- * the next position. */
+/* What one pass of the matcher gathers. */
+struct gather {
+	struct sl_shm_header *h;
+	const struct sl_dest *d;
+	struct sl_match *m;
+	unsigned count;
+};
+
+/* A pattern the index proposes: its section applies when the pattern really takes
+ * the destination (the index only knows keys) and the section meters what is asked
+ * for.  Positions fill in the order found; more than SL_MATCH_MAX is an overflow. */
+static int gather_pattern(uint32_t pattern, void *arg)
+{
+	struct gather *g = arg;
+	const struct sl_pattern *p = sl_shm_pattern(g->h, pattern);
+	struct sl_section *sec;
+	uint32_t i;
+
+	if (!p || !sl_pattern_match(p, g->d))
+		return 0;
+	i = p->section;
+	if (!(sec = sl_shm_section(g->h, i)) || !sec->in_use || sec->spec.meter != g->d->meter ||
+	    sl_match_find(g->m, i) >= 0)
+		return 0;
+	if (g->count == SL_MATCH_MAX) {
+		g->m->overflow = 1;
+		return 1;
+	}
+	g->m->mask |= 1ULL << g->count;
+	g->m->idx[g->count] = i;
+	g->m->serial[g->count] = sec->serial;
+	if (sec->spec.per != SL_PER_NONE)
+		g->m->keyed |= 1ULL << g->count;
+	g->count++;
+	return 0;
+}
+
+/* Positions in the order of the sections' indices (so two matches of the same
+ * sections agree, and debug lines list sections in the config's slot order). */
+static void sort_positions(struct sl_match *m, unsigned n)
+{
+	for (unsigned a = 1; a < n; a++)
+		for (unsigned b = a; b > 0 && m->idx[b - 1] > m->idx[b]; b--) {
+			uint32_t idx = m->idx[b], serial = m->serial[b];
+			uint64_t lo = (m->keyed >> (b - 1)) & 1, hi = (m->keyed >> b) & 1;
+
+			m->idx[b] = m->idx[b - 1];
+			m->serial[b] = m->serial[b - 1];
+			m->idx[b - 1] = idx;
+			m->serial[b - 1] = serial;
+			m->keyed = (m->keyed & ~(3ULL << (b - 1))) | lo << b | hi << (b - 1);
+		}
+}
+
+/* One pass: the sections whose patterns take `d`, found through the index. */
 static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m)
 {
-	unsigned used = SL_MIN(h->slots_used, (unsigned)SL_MAX_SECTIONS);
-	int count = 0;
+	struct gather g = {h, d, m, 0};
 
 	m->mask = 0;
 	m->keyed = 0;
 	m->overflow = 0;
 	memset(m->conc_key, 0, sizeof(m->conc_key));
-	for (unsigned i = 0; i < used; i++) {
-		struct sl_section *sec = sl_shm_section(h, i);
-
-		if (!sec->in_use || !spec_matches(&sec->spec, d))
-			continue;
-		if (count == SL_MATCH_MAX) {
-			m->overflow = 1;
-			break;
-		}
-		m->mask |= 1ULL << count;
-		m->idx[count] = i;
-		m->serial[count] = sec->serial;
-		if (sec->spec.per != SL_PER_NONE)
-			m->keyed |= 1ULL << count;
-		count++;
-	}
+	sl_index_lookup(h, d, gather_pattern, &g);
+	sort_positions(m, g.count);
 	if (m->keyed)
 		sl_keysrc_from_dest(&m->src, d);
-	return count;
+	return (int)g.count;
 }
 
 int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m, int32_t self)
@@ -584,12 +608,17 @@ struct key_pick {
 	unsigned section[KEY_BATCH];
 };
 
+/* Whether st's last reservation may be one to give back: its slot still to come. */
+static int pending(const struct sl_state *st, int64_t now)
+{
+	return st->last_pid > 0 && st->seq == st->last_seq && st->last_slot > now;
+}
+
 static int pick_pending(struct sl_key *k, uint32_t slot, void *arg)
 {
 	struct key_pick *p = arg;
-	const struct sl_state *st = &k->state;
 
-	if (st->last_pid > 0 && st->seq == st->last_seq && st->last_slot > p->now) {
+	if (pending(&k->state, p->now)) {
 		p->ref[p->n] = (struct sl_keyref){slot, k->serial};
 		p->section[p->n] = k->section;
 		p->n++;
@@ -615,16 +644,44 @@ static int reap_state(const struct sl_spec *spec, struct sl_state *st, int64_t n
 	return 1;
 }
 
+/* Sections picked without the lock for the daemon to look at under it: the
+ * daemon's, one heartbeat at a time (each holds at most SECTION_BATCH; the rest
+ * wait for the next beat). */
+#define SECTION_BATCH 1024
+
+struct section_pick {
+	unsigned n;
+	uint32_t idx[SECTION_BATCH], serial[SECTION_BATCH];
+};
+
+static void pick_section(struct section_pick *p, uint32_t i, const struct sl_section *sec)
+{
+	if (p->n < SECTION_BATCH) {
+		p->idx[p->n] = i;
+		p->serial[p->n] = sec->serial;
+		p->n++;
+	}
+}
+
 int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
                        int (*is_dead)(int32_t pid))
 {
 	static struct key_pick pick; /* daemon only: one heartbeat at a time */
+	static struct section_pick secs;
+	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
 	int returned = 0;
 
 	pick.now = now;
 	pick.n = 0;
 	sl_keys_each(h, pick_pending, &pick);
-	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+	secs.n = 0;
+	for (uint32_t i = 0; i < used; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (sec->in_use && pending(&sec->state, now))
+			pick_section(&secs, i, sec);
+	}
+	if ((!pick.n && !secs.n) || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
 	for (unsigned j = 0; j < pick.n; j++) {
 		struct sl_key *k = sl_keys_ref(h, pick.section[j], pick.ref[j].slot, pick.ref[j].serial);
@@ -635,13 +692,12 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 			returned++;
 		}
 	}
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
-		struct sl_section *sec = sl_shm_section(h, i);
-		struct sl_state *st = &sec->state;
+	for (unsigned j = 0; j < secs.n; j++) {
+		struct sl_section *sec = live_section(h, secs.idx[j], secs.serial[j]);
 
-		if (!sec->in_use || !reap_state(&sec->spec, st, now, is_dead))
+		if (!sec || !reap_state(&sec->spec, &sec->state, now, is_dead))
 			continue;
-		atomic_fetch_add_explicit(A(&st->given_up), 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
 		returned++;
 	}
 	sl_shm_unlock(h, self);
@@ -653,16 +709,25 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uint32_t *out,
                          unsigned nout)
 {
+	static struct section_pick secs; /* daemon only */
+	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
 	unsigned fixed = 0;
 
-	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
-		return 0;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	secs.n = 0;
+	for (uint32_t i = 0; i < used; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 
-		if (sec->in_use && sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h))) {
+		if (sec->in_use && sl_strategy_needs_repair(&sec->spec, &sec->state, now, wall_off(h)))
+			pick_section(&secs, i, sec);
+	}
+	if (!secs.n || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return 0;
+	for (unsigned j = 0; j < secs.n; j++) {
+		struct sl_section *sec = live_section(h, secs.idx[j], secs.serial[j]);
+
+		if (sec && sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h))) {
 			if (fixed < nout)
-				out[fixed] = i;
+				out[fixed] = secs.idx[j];
 			fixed++;
 		}
 	}

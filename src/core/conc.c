@@ -89,30 +89,30 @@ uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m)
 
 /* --- the holder table: (process, section) -> places held, hashed ---
  *
- * Open addressing with linear probing on (pid, section), SL_MAX_HOLDERS entries (a
- * power of two); an entry is free when its pid is 0.  Entries are removed with a
+ * Open addressing with linear probing on (pid, section), max_holders entries (a
+ * power of two, as this process viewed it at attach); an entry is free when its
+ * pid is 0.  Entries are removed with a
  * backward shift (the ones after it in its run move up), so a probe ends at the
  * first free entry and no tombstones pile up.  Every walk is bounded by the table's
  * size: a scribbled table full of garbage is a full table, never a loop.  All of it
  * under the segment lock. */
 
-static unsigned home(int32_t pid, unsigned section)
+static unsigned home(int32_t pid, unsigned section, uint32_t mask)
 {
 	uint32_t x = (uint32_t)pid * 0x9e3779b1u ^ (section + 1) * 0x85ebca6bu;
 
 	x ^= x >> 15;
-	return x & (SL_MAX_HOLDERS - 1);
+	return x & mask;
 }
 
-/* The entry of (self, section i, serial); with `create`, a free one becomes it.
- * NULL when there is none (or, creating, the table is full). */
-static struct sl_holder *holder(struct sl_shm_header *h, int32_t self, unsigned i, uint32_t serial,
-                                int create)
+/* The entry of (self, section i, serial) in t (n entries); with `create`, a free
+ * one becomes it.  NULL when there is none (or, creating, the table is full). */
+static struct sl_holder *holder_in(struct sl_holder *t, uint32_t n, int32_t self, unsigned i,
+                                   uint32_t serial, int create)
 {
-	struct sl_holder *t = sl_shm_holders(h);
-	unsigned k = home(self, i);
+	unsigned k = home(self, i, n - 1);
 
-	for (unsigned n = 0; n < SL_MAX_HOLDERS; n++, k = (k + 1) & (SL_MAX_HOLDERS - 1)) {
+	for (unsigned j = 0; j < n; j++, k = (k + 1) & (n - 1)) {
 		if (t[k].pid == self && t[k].section == i && t[k].serial == serial)
 			return &t[k];
 		if (t[k].pid == 0) {
@@ -125,22 +125,31 @@ static struct sl_holder *holder(struct sl_shm_header *h, int32_t self, unsigned 
 	return NULL;
 }
 
+static struct sl_holder *holder(struct sl_shm_header *h, int32_t self, unsigned i, uint32_t serial,
+                                int create)
+{
+	uint32_t n = sl_shm_nholders(h);
+
+	return n ? holder_in(sl_shm_holders(h), n, self, i, serial, create) : NULL;
+}
+
 /* Free entry e and close the gap behind it: later entries of the run whose home
  * does not lie after the gap move into it. */
 static void holder_remove(struct sl_shm_header *h, struct sl_holder *e)
 {
 	struct sl_holder *t = sl_shm_holders(h);
+	uint32_t n = sl_shm_nholders(h), mask = n - 1;
 	unsigned gap = (unsigned)(e - t), k = gap;
 
-	for (unsigned n = 0; n < SL_MAX_HOLDERS; n++) {
+	for (unsigned j = 0; j < n; j++) {
 		unsigned want;
 
-		k = (k + 1) & (SL_MAX_HOLDERS - 1);
+		k = (k + 1) & mask;
 		if (t[k].pid == 0)
 			break;
-		want = home(t[k].pid, t[k].section);
+		want = home(t[k].pid, t[k].section, mask);
 		/* t[k] may fill the gap unless its home lies cyclically in (gap, k]. */
-		if (((k - want) & (SL_MAX_HOLDERS - 1)) >= ((k - gap) & (SL_MAX_HOLDERS - 1))) {
+		if (((k - want) & mask) >= ((k - gap) & mask)) {
 			t[gap] = t[k];
 			gap = k;
 		}
@@ -256,7 +265,9 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int
 {
 	if (!mask || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return;
-	for (uint64_t bits = mask & m->mask; bits; bits &= bits - 1) {
+	/* The positions in mask, whatever m->mask says now: a released connection's
+	 * match keeps its sections (idx, serial) with its mask cleared. */
+	for (uint64_t bits = mask; bits; bits &= bits - 1) {
 		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
 		struct sl_section *sec;
 		struct sl_state *st;
@@ -356,23 +367,55 @@ static int pick_open(struct sl_key *k, uint32_t slot, void *arg)
 	return o->n == KEY_BATCH;
 }
 
+/* Sections that keep their places themselves (unkeyed, with a concurrency limit),
+ * picked without the lock: the daemon's, one heartbeat at a time. */
+static struct {
+	uint32_t *idx;
+	uint32_t n, cap;
+} limited;
+
+static void pick_limited(uint32_t i)
+{
+	if (limited.n == limited.cap) {
+		uint32_t cap = limited.cap ? limited.cap * 2 : 64;
+		uint32_t *p = realloc(limited.idx, (size_t)cap * sizeof(*p));
+
+		if (!p)
+			return; /* recounted at a later beat, when there is memory */
+		limited.idx = p;
+		limited.cap = cap;
+	}
+	limited.idx[limited.n++] = i;
+}
+
 int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid))
 {
 	static struct open_keys open; /* daemon only: one heartbeat at a time */
 	struct sl_holder *t = sl_shm_holders(h);
+	uint32_t nh = sl_shm_nholders(h);
+	uint32_t ns = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
 	int returned = 0, any = 0;
 
+	if (!t)
+		return 0;
 	/* Most segments hold no place at all: look without the lock first, so the
 	 * heartbeat does not take the lock every shim contends for. */
-	for (unsigned k = 0; k < SL_MAX_HOLDERS && !any; k++)
+	for (unsigned k = 0; k < nh && !any; k++)
 		any = atomic_load_explicit(A(&t[k].pid), memory_order_relaxed) > 0;
-	for (unsigned i = 0; i < SL_MAX_SECTIONS && !any; i++)
-		any = atomic_load_explicit(A(&sl_shm_section(h, i)->state.conc_open), memory_order_relaxed) > 0;
+	limited.n = 0;
+	for (uint32_t i = 0; i < ns; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (!sec->in_use || !sec->spec.concurrency || sec->spec.per != SL_PER_NONE)
+			continue;
+		pick_limited(i);
+		any |= atomic_load_explicit(A(&sec->state.conc_open), memory_order_relaxed) > 0;
+	}
 	open.n = 0;
 	sl_keys_each(h, pick_open, &open);
 	if ((!any && !open.n) || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
 		return 0;
-	for (unsigned k = 0, removed = 0; k < SL_MAX_HOLDERS && removed < SL_MAX_HOLDERS;) {
+	for (unsigned k = 0, removed = 0; k < nh && removed < nh;) {
 		/* A removal shifts later entries back into k: look at k again then.  (One
 		 * shifted past the table's end, from its start, waits for the next beat.) */
 		if (t[k].pid != 0 && (t[k].pid < 0 || !holder_live(h, &t[k]) || is_dead(t[k].pid))) {
@@ -389,42 +432,39 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 	 * key's) count of open places is recounted from it.  So a holder killed -9
 	 * between the two updates of a take or a give-back (the lock is taken over
 	 * from it) leaves the count right by the next beat, never one place too many.
-	 * A key's recount is gathered in its conc_recount field: first
-	 * zeroed for every key an entry names or that counts places open. */
-	uint64_t held[SL_MAX_SECTIONS] = {0};
-
+	 * The recount is gathered in each state's conc_recount: first zeroed for every
+	 * section picked, every key an entry names and every key that counts places
+	 * open. */
+	for (uint32_t j = 0; j < limited.n; j++)
+		sl_shm_section(h, limited.idx[j])->state.conc_recount = 0;
 	for (unsigned j = 0; j < open.n; j++) {
 		struct sl_key *key = sl_shm_key_at(h, open.slot[j]);
 
 		if (key && key->serial == open.serial[j])
 			key->state.conc_recount = 0;
 	}
-	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++)
+	for (unsigned k = 0; k < nh; k++)
 		if (t[k].pid > 0 && (t[k].section & SL_HOLDER_KEY) && holder_live(h, &t[k]))
 			sl_shm_key_at(h, t[k].section & ~SL_HOLDER_KEY)->state.conc_recount = 0;
-	for (unsigned k = 0; k < SL_MAX_HOLDERS; k++) {
-		struct sl_section *sec;
+	for (unsigned k = 0; k < nh; k++) {
+		struct sl_state *st = NULL;
 
-		if (t[k].pid <= 0)
+		if (t[k].pid <= 0 || !holder_live(h, &t[k]))
 			continue;
-		if (t[k].section & SL_HOLDER_KEY) {
-			if (holder_live(h, &t[k])) {
-				struct sl_state *st = &sl_shm_key_at(h, t[k].section & ~SL_HOLDER_KEY)->state;
-
-				st->conc_recount = (uint32_t)SL_MIN((uint64_t)st->conc_recount + t[k].count, (uint64_t)UINT32_MAX);
-			}
-		} else if (t[k].section < SL_MAX_SECTIONS &&
-		           (sec = sl_shm_section(h, t[k].section))->in_use && t[k].serial == sec->serial) {
-			held[t[k].section] += t[k].count;
-		}
+		if (t[k].section & SL_HOLDER_KEY)
+			st = &sl_shm_key_at(h, t[k].section & ~SL_HOLDER_KEY)->state;
+		else
+			st = &sl_shm_section(h, t[k].section)->state;
+		st->conc_recount = (uint32_t)SL_MIN((uint64_t)st->conc_recount + t[k].count, (uint64_t)UINT32_MAX);
 	}
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
-		struct sl_section *sec = sl_shm_section(h, i);
+	for (uint32_t j = 0; j < limited.n; j++) {
+		struct sl_section *sec = sl_shm_section(h, limited.idx[j]);
 
+		/* Looked at again under the lock: a reload may have changed it since. */
 		if (!sec->in_use || !sec->spec.concurrency || sec->spec.per != SL_PER_NONE)
 			continue;
-		if (held[i] != sec->state.conc_open) {
-			sec->state.conc_open = (uint32_t)SL_MIN(held[i], (uint64_t)UINT32_MAX);
+		if (sec->state.conc_recount != sec->state.conc_open) {
+			sec->state.conc_open = sec->state.conc_recount;
 			wake(&sec->state);
 		}
 	}
@@ -450,13 +490,29 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 	return returned;
 }
 
+/* Re-place every holder entry of `from` in `to` (a new segment, its sections
+ * carried at their indices): the hash depends on the table's size. */
+void sl_conc_carry(struct sl_shm_header *to, struct sl_shm_header *from)
+{
+	struct sl_holder *f = sl_shm_holders(from), *t = sl_shm_holders(to);
+	uint32_t nf = sl_shm_nholders(from), nt = sl_shm_nholders(to);
+
+	for (uint32_t k = 0; f && t && k < nf; k++) {
+		struct sl_holder *e;
+
+		if (f[k].pid <= 0 || !(e = holder_in(t, nt, f[k].pid, f[k].section, f[k].serial, 1)))
+			continue; /* free, a scribble, or no room: the recount frees its places */
+		e->count = f[k].count;
+	}
+}
+
 int64_t sl_conc_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,
                          int *refuse_errno)
 {
 	int64_t w = -1;
 
 	*refuse_errno = 0;
-	for (uint64_t bits = mask & m->mask; bits; bits &= bits - 1) {
+	for (uint64_t bits = mask; bits; bits &= bits - 1) {
 		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
 
 		if (!sec || sec->spec.max_wait_ns < 0)

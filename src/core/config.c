@@ -51,12 +51,19 @@ const char *const *sl_key_choices(enum sl_key_type type, unsigned *n)
 #undef CHOICES
 }
 
-#define RAW_MAX 4096 /* a value, with match continuation lines appended */
+#define RAW_MAX 4096 /* a value (match's, of any length, is kept apart: match_text) */
 
 /* A key's text as written, kept until the section is compiled. */
 struct raw_value {
 	int line; /* 0 = not given */
 	char text[RAW_MAX];
+};
+
+/* The names of the sections read so far, hashed, so a duplicate is found without
+ * comparing each new name with every earlier one. */
+struct name_set {
+	uint32_t *slot; /* section index + 1; 0: free */
+	uint32_t cap;   /* a power of two, at least twice the names */
 };
 
 struct parse_state {
@@ -73,6 +80,9 @@ struct parse_state {
 	int header_line;
 	char section[SL_SECTION_NAME_MAX + 32];
 	struct raw_value raw[SL_KEY_COUNT];
+	char *match_text; /* match's value with its continuation lines (malloc'd) */
+	size_t match_len, match_cap;
+	struct name_set names;
 };
 
 static void add_error(struct sl_config *cfg, int line, const char *fmt, ...)
@@ -193,6 +203,100 @@ static int parse_choice(struct sl_config *cfg, int line, const struct sl_key_def
 	return -1;
 }
 
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+/* The section named `name` among those read (index), or -1. */
+static int names_find(const struct parse_state *ps, const char *name)
+{
+	const struct name_set *n = &ps->names;
+
+	if (!n->cap)
+		return -1;
+	for (uint32_t i = name_hash(name) & (n->cap - 1); n->slot[i]; i = (i + 1) & (n->cap - 1))
+		if (strcmp(ps->cfg->sections[n->slot[i] - 1].spec.name, name) == 0)
+			return (int)n->slot[i] - 1;
+	return -1;
+}
+
+/* Remember section j's name.  0, or -1 out of memory. */
+static int names_add(struct parse_state *ps, unsigned j)
+{
+	struct name_set *n = &ps->names;
+
+	if ((uint64_t)(j + 1) * 2 > n->cap) {
+		uint32_t cap = n->cap ? n->cap * 2 : 256;
+		uint32_t *slot = calloc(cap, sizeof(*slot));
+
+		if (!slot)
+			return -1;
+		for (uint32_t i = 0; i < n->cap; i++) {
+			uint32_t k;
+
+			if (!n->slot[i])
+				continue;
+			for (k = name_hash(ps->cfg->sections[n->slot[i] - 1].spec.name) & (cap - 1); slot[k];
+			     k = (k + 1) & (cap - 1))
+				;
+			slot[k] = n->slot[i];
+		}
+		free(n->slot);
+		n->slot = slot;
+		n->cap = cap;
+	}
+	{
+		uint32_t i = name_hash(ps->cfg->sections[j].spec.name) & (n->cap - 1);
+
+		while (n->slot[i])
+			i = (i + 1) & (n->cap - 1);
+		n->slot[i] = j + 1;
+	}
+	return 0;
+}
+
+/* Room for one more element in a growing array of `size`-byte elements.  0, or -1
+ * when it cannot grow (at `max`, or out of memory). */
+static int grow(void **array, unsigned *cap, unsigned n, size_t size, unsigned max)
+{
+	unsigned want;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	if (n >= max)
+		return -1;
+	want = *cap ? (unsigned)SL_MIN((uint64_t)*cap * 2, (uint64_t)max) : 16;
+	if (!(p = realloc(*array, (size_t)want * size)))
+		return -1;
+	*array = p;
+	*cap = want;
+	return 0;
+}
+
+void sl_config_free(struct sl_config *cfg)
+{
+	free(cfg->sections);
+	free(cfg->patterns);
+	cfg->sections = NULL;
+	cfg->patterns = NULL;
+	cfg->nsections = cfg->sections_cap = 0;
+	cfg->npatterns = cfg->patterns_cap = 0;
+}
+
+const struct sl_pattern *sl_config_patterns(const struct sl_config *cfg, const struct sl_spec *s)
+{
+	if (!s->npatterns || s->pattern_first >= cfg->npatterns ||
+	    s->npatterns > cfg->npatterns - s->pattern_first)
+		return NULL;
+	return cfg->patterns + s->pattern_first;
+}
+
 static void store_int(void *base, const struct sl_key_def *k, uint64_t v)
 {
 	char *field = (char *)base + k->offset;
@@ -206,23 +310,31 @@ static void store_int(void *base, const struct sl_key_def *k, uint64_t v)
 	}
 }
 
-/* match: every pattern of the (space- or comma-separated) list; `text` is cut up. */
+/* match: every pattern of the (space- or comma-separated) list, appended to the
+ * config's pattern table; `text` is cut up. */
 static int compile_match(struct sl_config *cfg, char *text, int line, struct sl_spec *s)
 {
 	char *save = NULL, *tok;
 	unsigned before = cfg->nerrors;
 
+	s->pattern_first = cfg->npatterns;
+	s->npatterns = 0;
 	for (tok = strtok_r(text, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
 		char err[200];
 
-		if (s->npatterns >= SL_MAX_PATTERNS) {
-			add_error(cfg, line, "too many patterns in match (at most %d)", SL_MAX_PATTERNS);
+		if (grow((void **)&cfg->patterns, &cfg->patterns_cap, cfg->npatterns, sizeof(*cfg->patterns),
+		         SL_PATTERNS_MAX) < 0) {
+			add_error(cfg, line, cfg->npatterns >= SL_PATTERNS_MAX
+			                     ? "too many patterns (a config holds at most %u)" : "out of memory (%u patterns)",
+			          (unsigned)SL_PATTERNS_MAX);
 			return -1;
 		}
-		if (sl_pattern_parse(&s->patterns[s->npatterns], tok, err, sizeof(err)) < 0)
+		if (sl_pattern_parse(&cfg->patterns[cfg->npatterns], tok, err, sizeof(err)) < 0) {
 			add_error(cfg, line, "match: %s", err);
-		else
+		} else {
+			cfg->npatterns++;
 			s->npatterns++;
+		}
 	}
 	if (s->npatterns == 0 && cfg->nerrors == before)
 		add_error(cfg, line, "match has no patterns");
@@ -313,6 +425,23 @@ static int parse_value(struct sl_config *cfg, const struct sl_key_def *k, char *
 			return 0;
 		add_error(cfg, line, "%s: %s", k->name, err);
 		return -1;
+	case SL_KT_ROOM:
+	case SL_KT_POW2: {
+		uint64_t n = 0;
+
+		if (k->type == SL_KT_ROOM && strcmp(text, "auto") == 0) {
+			store_int(base, k, 0);
+			return 0;
+		}
+		if (sl_parse_count(text, k->max, &n, err, sizeof(err)) == 0) {
+			if (k->type == SL_KT_POW2)
+				n = sl_pow2_at_least(n);
+			store_int(base, k, n);
+			return 0;
+		}
+		add_error(cfg, line, "%s: %s%s", k->name, err, k->type == SL_KT_ROOM ? " (or auto)" : "");
+		return -1;
+	}
 	}
 	/* The string kinds' errors. */
 	if (k->type == SL_KT_SHM_NAME)
@@ -416,6 +545,13 @@ static void finish_section(struct parse_state *ps)
 
 	if (!ps->in_section || ps->skip)
 		goto out;
+	if (grow((void **)&cfg->sections, &cfg->sections_cap, cfg->nsections, sizeof(*cfg->sections),
+	         SL_SECTIONS_MAX) < 0) {
+		add_error(cfg, ps->header_line, cfg->nsections >= SL_SECTIONS_MAX
+		          ? "too many sections (a config holds at most %u)" : "out of memory (%u sections)",
+		          (unsigned)SL_SECTIONS_MAX);
+		goto out;
+	}
 	sc = &cfg->sections[cfg->nsections];
 	memset(sc, 0, sizeof(*sc));
 	sc->line = ps->header_line;
@@ -437,7 +573,7 @@ static void finish_section(struct parse_state *ps)
 			continue;
 		}
 		if (applies(cfg, kd, s, raw, raw[k].line))
-			parse_value(cfg, kd, raw[k].text, raw[k].line, s);
+			parse_value(cfg, kd, k == SL_KEY_match ? ps->match_text : raw[k].text, raw[k].line, s);
 	}
 	/* What spans keys: a section limits something; burst's default follows the
 	 * strategy and the rate. */
@@ -446,10 +582,18 @@ static void finish_section(struct parse_state *ps)
 	if (!raw[SL_KEY_burst].line)
 		s->burst = s->strategy == SL_STRAT_TOKEN_BUCKET && s->amount ? s->amount : 1;
 
-	if (cfg->nerrors == before)
-		cfg->nsections++;
+	if (cfg->nerrors == before) {
+		if (names_add(ps, cfg->nsections) < 0)
+			add_error(cfg, ps->header_line, "out of memory (%u sections)", cfg->nsections);
+		else
+			cfg->nsections++;
+	} else {
+		cfg->npatterns = s->pattern_first; /* its patterns go with it */
+	}
 out:
-	memset(ps->raw, 0, sizeof(ps->raw));
+	for (int k = 0; k < SL_KEY_COUNT; k++)
+		ps->raw[k].line = 0;
+	ps->match_len = 0;
 	ps->in_section = ps->in_global = ps->skip = ps->had_key = 0;
 	ps->last_key = -1;
 }
@@ -484,18 +628,38 @@ static void begin_section(struct parse_state *ps, const char *name)
 		ps->skip = 1;
 		return;
 	}
-	for (unsigned i = 0; i < cfg->nsections; i++) {
-		if (strcmp(cfg->sections[i].spec.name, name) == 0) {
+	{
+		int first = names_find(ps, name);
+
+		if (first >= 0) {
 			add_error(cfg, ps->line, "duplicate section [%s] (first at line %d)", name,
-			          cfg->sections[i].line);
+			          cfg->sections[first].line);
 			ps->skip = 1;
-			return;
 		}
 	}
-	if (cfg->nsections >= SL_MAX_SECTIONS) {
-		add_error(cfg, ps->line, "too many sections (at most %d)", SL_MAX_SECTIONS);
-		ps->skip = 1;
+}
+
+/* match's value: the first line, or one more continuation line.  0, or -1. */
+static int match_append(struct parse_state *ps, const char *value)
+{
+	size_t n = strlen(value), need = ps->match_len + n + 2;
+
+	if (need > SL_CONFIG_MAX_BYTES)
+		return -1;
+	if (need > ps->match_cap) {
+		size_t cap = SL_MAX(need, ps->match_cap * 2);
+		char *p = realloc(ps->match_text, cap);
+
+		if (!p)
+			return -1;
+		ps->match_text = p;
+		ps->match_cap = cap;
 	}
+	if (ps->match_len)
+		ps->match_text[ps->match_len++] = ' ';
+	memcpy(ps->match_text + ps->match_len, value, n + 1);
+	ps->match_len += n;
+	return 0;
 }
 
 /* inih's handler: returns nonzero to carry on (inih's convention). */
@@ -533,12 +697,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
 			add_error(cfg, ps->line, "only match may continue on an indented line");
 			return 1;
 		}
-		if (strlen(r->text) + strlen(value) + 2 > sizeof(r->text)) {
+		if (match_append(ps, value) < 0)
 			add_error(cfg, ps->line, "match is too long");
-			return 1;
-		}
-		strcat(r->text, " ");
-		strcat(r->text, value);
 		return 1;
 	}
 	ps->last_key = k;
@@ -552,6 +712,14 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		return 1;
 	}
 	r->line = ps->line;
+	if (k == SL_KEY_match) {
+		ps->match_len = 0;
+		if (match_append(ps, value) < 0) {
+			add_error(cfg, ps->line, "match is too long");
+			r->line = 0;
+		}
+		return 1;
+	}
 	snprintf(r->text, sizeof(r->text), "%s", value);
 	if (ps->in_global) {
 		char text[RAW_MAX];
@@ -648,8 +816,7 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 {
 	int rc;
 
-	memset(cfg->sections, 0, sizeof(cfg->sections));
-	cfg->nsections = 0;
+	sl_config_free(cfg);
 	cfg->nerrors = 0;
 	snprintf(cfg->path, sizeof(cfg->path), "%s", path);
 	sl_config_defaults(cfg);
@@ -683,8 +850,8 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 static int file_error(struct sl_config *cfg, const char *path, int rc, const char *what)
 {
 	snprintf(cfg->path, sizeof(cfg->path), "%s", path);
+	sl_config_free(cfg);
 	cfg->nerrors = 0;
-	cfg->nsections = 0;
 	add_error(cfg, 0, "%s", what);
 	return rc;
 }
@@ -760,8 +927,8 @@ int sl_config_load(struct sl_config *cfg, const char *path)
 		for (const char *p = text; p < nul; p++)
 			line += *p == '\n';
 		snprintf(cfg->path, sizeof(cfg->path), "%s", path);
+		sl_config_free(cfg);
 		cfg->nerrors = 0;
-		cfg->nsections = 0;
 		add_error(cfg, line, "a NUL byte in the line: a config is text");
 		free(text);
 		return -EINVAL;
@@ -780,16 +947,10 @@ int sl_config_load_string(struct sl_config *cfg, const char *path, const char *t
 		return -ENOMEM;
 	ps->text = text;
 	rc = parse_with(cfg, path, read_string_line, ps);
+	free(ps->match_text);
+	free(ps->names.slot);
 	free(ps);
 	return rc;
-}
-
-int sl_spec_same_identity(const struct sl_spec *a, const struct sl_spec *b)
-{
-	return strcmp(a->name, b->name) == 0 && a->npatterns == b->npatterns &&
-	       memcmp(a->patterns, b->patterns, sizeof(a->patterns)) == 0 &&
-	       a->meter == b->meter && a->strategy == b->strategy && a->window_ns == b->window_ns &&
-	       a->per == b->per && a->per_prefix4 == b->per_prefix4 && a->per_prefix6 == b->per_prefix6;
 }
 
 /* per = none | host[:port] | address[/N[/M]][:port].  One /N applies to IPv4 when N

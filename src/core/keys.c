@@ -253,23 +253,6 @@ void sl_keys_each(struct sl_shm_header *h, int (*fn)(struct sl_key *k, uint32_t 
 	}
 }
 
-void sl_keys_convert(struct sl_shm_header *h, unsigned i, const struct sl_spec *from,
-                     const struct sl_spec *to, int64_t now, int64_t wall_off)
-{
-	uint32_t n = sl_shm_nkeys(h);
-	const uint64_t *tags = sl_shm_key_tags(h);
-
-	for (uint32_t s = 0; s < n; s++) {
-		struct sl_key *k;
-
-		if (!tags[s])
-			continue;
-		k = sl_shm_key_at(h, s);
-		if (k->in_use && k->section == i && k->section_serial == sl_shm_section(h, i)->serial)
-			sl_strategy_convert(from, to, &k->state, now, wall_off);
-	}
-}
-
 void sl_keys_sweep(struct sl_shm_header *h)
 {
 	uint32_t n = sl_shm_nkeys(h);
@@ -298,18 +281,19 @@ void sl_keys_carry(struct sl_shm_header *to, struct sl_shm_header *from)
 	const uint64_t *ftags = sl_shm_key_tags(from);
 	uint64_t *ttags = sl_shm_key_tags(to);
 
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
+	for (uint32_t i = 0, sections = sl_shm_dims_of(to).sections; i < sections; i++)
 		sl_shm_section(to, i)->state.keys = 0;
 	to->keys_used = 0;
 	for (uint32_t s = 0; s < n && m > 0; s++) {
 		struct sl_key *k;
+		struct sl_section *owner;
 		uint32_t start, probe = SL_MIN(m, (uint32_t)SL_KEY_PROBE);
 
 		if (!ftags[s])
 			continue;
 		k = sl_shm_key_at(from, s);
-		if (!sl_key_live(from, k))
-			continue;
+		if (!sl_key_live(from, k) || !(owner = sl_shm_section(to, k->section)))
+			continue; /* gone, or its section did not come along */
 		start = (uint32_t)(ftags[s] % m);
 		for (uint32_t j = 0, t = start; j < probe; j++, t = t + 1 == m ? 0 : t + 1) {
 			if (ttags[t])
@@ -317,7 +301,7 @@ void sl_keys_carry(struct sl_shm_header *to, struct sl_shm_header *from)
 			*sl_shm_key_at(to, t) = *k;
 			ttags[t] = ftags[s];
 			to->keys_used++;
-			sl_shm_section(to, k->section)->state.keys++;
+			owner->state.keys++;
 			break;
 		}
 	}

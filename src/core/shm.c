@@ -1,6 +1,8 @@
 #include "sluice/shm.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/conc.h"
+#include "sluice/index.h"
 #include "sluice/keys.h"
 #include "sluice/proc.h"
 #include "sluice/strategy.h"
@@ -9,6 +11,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
@@ -20,100 +23,259 @@
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
 
+/* The magic of a segment made but not yet published (sl_shm_publish): ours, so a
+ * daemon that died before publishing it has it replaced, but no segment to attach. */
+#define SL_SHM_MAGIC_UNPUBLISHED 0x75434c53u /* "SLCu" */
+
+static size_t up(size_t n, size_t align)
+{
+	return (n + align - 1) & ~(align - 1);
+}
+
+int sl_shm_layout(const struct sl_shm_dims *d, struct sl_shm_layout *l)
+{
+	size_t at;
+
+	if (d->sections > SL_SECTIONS_MAX || d->patterns > SL_PATTERNS_MAX || d->keys > SL_KEYS_MAX ||
+	    d->holders > SL_HOLDERS_MAX || (d->holders & (d->holders - 1)))
+		return -EINVAL;
+	/* Each table on a cache line of its own; the key table on its own page. */
+	l->sections = SL_SHM_SECTIONS_OFF;
+	at = l->sections + (size_t)d->sections * sizeof(struct sl_section);
+	l->patterns = up(at, 64);
+	at = l->patterns + (size_t)d->patterns * sizeof(struct sl_pattern);
+	l->index = up(at, 64);
+	at = l->index + (size_t)sl_index_slots_for(d->patterns) * sizeof(struct sl_index_slot);
+	l->refs = up(at, 64);
+	at = l->refs + (size_t)d->patterns * sizeof(uint32_t);
+	l->holders = up(at, 64);
+	at = l->holders + (size_t)d->holders * sizeof(struct sl_holder);
+	l->tags = up(at, 4096);
+	at = l->tags + (size_t)d->keys * sizeof(uint64_t);
+	l->keys = up(at, 64);
+	l->size = l->keys + (size_t)d->keys * sizeof(struct sl_key);
+	return 0;
+}
+
+static struct sl_shm_dims dims_in(const struct sl_shm_header *h)
+{
+	return (struct sl_shm_dims){.sections = h->max_sections, .patterns = h->max_patterns,
+	                            .holders = h->max_holders, .keys = h->max_keys};
+}
+
 int sl_shm_validate(const void *base, size_t size)
 {
 	const struct sl_shm_header *h = base;
+	struct sl_shm_dims d;
+	struct sl_shm_layout l;
 
 	if (base == NULL || size < sizeof(*h))
 		return -EINVAL;
 	if (atomic_load_explicit(A(&((struct sl_shm_header *)h)->magic), memory_order_acquire) !=
 	        SL_SHM_MAGIC ||
 	    h->major != SL_SHM_MAJOR || h->header_size != sizeof(*h) ||
-	    h->section_size != sizeof(struct sl_section) ||
-	    h->sections_off != SL_SHM_SECTIONS_OFF || h->max_sections != SL_MAX_SECTIONS ||
-	    h->max_keys > SL_KEYS_MAX || h->size != SL_SHM_SIZE_FOR(h->max_keys) || size < h->size)
+	    h->section_size != sizeof(struct sl_section) || h->sections_off != SL_SHM_SECTIONS_OFF)
+		return -EPROTO;
+	d = dims_in(h);
+	if (sl_shm_layout(&d, &l) < 0 || h->index_slots != sl_index_slots_for(d.patterns) ||
+	    h->size != l.size || size < l.size)
 		return -EPROTO;
 	return 0;
 }
 
-/* --- how many key records this process may index ---
+/* --- what this process may index ---
  *
- * The key table's length is read from the segment, which anyone with write access
- * may scribble on.  So each process notes, when it attaches and validates a
- * segment, how many records its own mapping holds, and indexes the table only
- * below that: a scribbled max_keys can shrink what a process uses, never make it
- * read past its mapping.  A handful of attachments per process at most (the
- * shim's one, a test's few). */
+ * The tables' sizes are read from the segment, which anyone with write access may
+ * scribble on.  So each process notes, when it attaches and validates a segment
+ * (or makes one), the sizes its own mapping holds, and indexes the tables only
+ * below those: a scribbled size can change nothing of what a process reads.  A
+ * handful of attachments per process at most (the shim's one, a test's few); the
+ * first slot is looked at first, so the shim's one look-up costs one compare. */
 #define ATTACHED_MAX 16
 
 static struct attached {
 	_Atomic(struct sl_shm_header *) h;
-	_Atomic uint32_t nkeys;
+	struct sl_shm_view view; /* written before h is published, never after */
 } attached[ATTACHED_MAX];
 
-static void note_attached(struct sl_shm_header *h, uint32_t nkeys)
+static void note_attached(struct sl_shm_header *h, const struct sl_shm_dims *d)
 {
 	for (unsigned i = 0; i < ATTACHED_MAX; i++) {
 		struct sl_shm_header *none = NULL;
 
-		if (atomic_load_explicit(&attached[i].h, memory_order_relaxed) == h ||
-		    atomic_compare_exchange_strong(&attached[i].h, &none, h)) {
-			atomic_store_explicit(&attached[i].nkeys, nkeys, memory_order_release);
+		if (atomic_load_explicit(&attached[i].h, memory_order_acquire) == h)
+			return; /* the same mapping, validated already */
+		/* Claim the slot with a placeholder, fill the view, then publish. */
+		if (atomic_compare_exchange_strong(&attached[i].h, &none, (struct sl_shm_header *)1)) {
+			attached[i].view.dims = *d;
+			attached[i].view.index_slots = sl_index_slots_for(d->patterns);
+			sl_shm_layout(d, &attached[i].view.at);
+			atomic_store_explicit(&attached[i].h, h, memory_order_release);
 			return;
 		}
 	}
-	/* More attachments than slots: this one gets no key records (keyed sections
-	 * then refuse as a full table would), never an unchecked bound. */
+	/* More attachments than slots: this one has no view, and nothing of it is
+	 * indexed (every match finds nothing to take it: the shim passes traffic
+	 * through, as with a segment it does not understand). */
 }
 
 static void forget_attached(struct sl_shm_header *h)
 {
 	for (unsigned i = 0; i < ATTACHED_MAX; i++)
-		if (atomic_load_explicit(&attached[i].h, memory_order_relaxed) == h) {
-			atomic_store_explicit(&attached[i].nkeys, 0, memory_order_release);
+		if (atomic_load_explicit(&attached[i].h, memory_order_relaxed) == h)
 			atomic_store_explicit(&attached[i].h, NULL, memory_order_release);
-		}
+}
+
+const struct sl_shm_view *sl_shm_view(const struct sl_shm_header *h)
+{
+	for (unsigned i = 0; i < ATTACHED_MAX; i++)
+		if (atomic_load_explicit(&attached[i].h, memory_order_acquire) == h)
+			return &attached[i].view;
+	return NULL;
+}
+
+struct sl_shm_dims sl_shm_dims_of(const struct sl_shm_header *h)
+{
+	const struct sl_shm_view *v = sl_shm_view(h);
+
+	return v ? v->dims : (struct sl_shm_dims){0, 0, 0, 0};
 }
 
 uint32_t sl_shm_nkeys(const struct sl_shm_header *h)
 {
-	for (unsigned i = 0; i < ATTACHED_MAX; i++)
-		if (atomic_load_explicit(&attached[i].h, memory_order_relaxed) == h)
-			return atomic_load_explicit(&attached[i].nkeys, memory_order_acquire);
-	return 0;
+	const struct sl_shm_view *v = sl_shm_view(h);
+
+	return v ? v->dims.keys : 0;
 }
 
 uint64_t *sl_shm_key_tags(struct sl_shm_header *h)
 {
-	return (uint64_t *)((char *)h + SL_SHM_KEYS_OFF);
+	const struct sl_shm_view *v = sl_shm_view(h);
+
+	return v ? (uint64_t *)((char *)h + v->at.tags) : NULL;
 }
 
 struct sl_key *sl_shm_key_at(struct sl_shm_header *h, uint32_t i)
 {
-	uint32_t n = sl_shm_nkeys(h);
+	const struct sl_shm_view *v = sl_shm_view(h);
 
-	if (i >= n)
+	if (!v || i >= v->dims.keys)
 		return NULL;
-	return (struct sl_key *)((char *)h + SL_SHM_KEYS_OFF + SL_SHM_TAGS_BYTES(n)) + i;
+	return (struct sl_key *)((char *)h + v->at.keys) + i;
+}
+
+struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i)
+{
+	const struct sl_shm_view *v = sl_shm_view(h);
+
+	if (!v || i >= v->dims.sections)
+		return NULL;
+	return (struct sl_section *)((char *)h + v->at.sections) + i;
+}
+
+struct sl_pattern *sl_shm_pattern(struct sl_shm_header *h, uint32_t i)
+{
+	const struct sl_shm_view *v = sl_shm_view(h);
+
+	if (!v || i >= v->dims.patterns)
+		return NULL;
+	return (struct sl_pattern *)((char *)h + v->at.patterns) + i;
+}
+
+struct sl_index_slot *sl_shm_index_slots(struct sl_shm_header *h, const struct sl_shm_view *v)
+{
+	return (struct sl_index_slot *)((char *)h + v->at.index);
+}
+
+uint32_t *sl_shm_refs(struct sl_shm_header *h, const struct sl_shm_view *v)
+{
+	return (uint32_t *)((char *)h + v->at.refs);
+}
+
+struct sl_holder *sl_shm_holders(struct sl_shm_header *h)
+{
+	const struct sl_shm_view *v = sl_shm_view(h);
+
+	return v ? (struct sl_holder *)((char *)h + v->at.holders) : NULL;
+}
+
+uint32_t sl_shm_nholders(const struct sl_shm_header *h)
+{
+	const struct sl_shm_view *v = sl_shm_view(h);
+
+	return v ? v->dims.holders : 0;
+}
+
+const char *sl_section_name(struct sl_shm_header *h, int i)
+{
+	struct sl_section *sec = i >= 0 ? sl_shm_section(h, (unsigned)i) : NULL;
+
+	return sec ? sec->spec.name : "?";
+}
+
+int sl_section_refuse(struct sl_shm_header *h, int i)
+{
+	struct sl_section *sec = i >= 0 ? sl_shm_section(h, (unsigned)i) : NULL;
+
+	return sec ? sec->spec.refuse : 0;
 }
 
 /* A fresh segment's memory is zero already (shmget and anonymous mmap both give
- * zero pages): only a reused one is cleared, so a large key table costs memory
- * only as its records are used. */
-static void init_header(struct sl_shm_header *h, uint32_t keys, int clear)
+ * zero pages): only a reused one is cleared, so large tables cost memory only as
+ * their records are used.  The magic says "made, not published" until
+ * sl_shm_publish(). */
+static void init_header(struct sl_shm_header *h, const struct sl_shm_dims *d, int clear)
 {
+	struct sl_shm_layout l;
+
+	sl_shm_layout(d, &l);
 	if (clear)
-		memset(h, 0, SL_SHM_SIZE_FOR(keys));
+		memset(h, 0, l.size);
 	h->major = SL_SHM_MAJOR;
 	h->minor = SL_SHM_MINOR;
-	h->size = SL_SHM_SIZE_FOR(keys);
+	h->size = l.size;
 	h->header_size = sizeof(*h);
 	h->section_size = sizeof(struct sl_section);
 	h->sections_off = SL_SHM_SECTIONS_OFF;
-	h->max_sections = SL_MAX_SECTIONS;
-	h->max_keys = keys;
-	/* Magic last: a reader never takes a half-initialised segment for a valid one. */
+	h->max_sections = d->sections;
+	h->max_patterns = d->patterns;
+	h->max_holders = d->holders;
+	h->max_keys = d->keys;
+	h->index_slots = sl_index_slots_for(d->patterns);
+	atomic_store_explicit(A(&h->magic), SL_SHM_MAGIC_UNPUBLISHED, memory_order_release);
+}
+
+void sl_shm_publish(struct sl_shm_header *h)
+{
+	/* Last: a reader never takes a half-made segment for a valid one. */
 	atomic_store_explicit(A(&h->magic), SL_SHM_MAGIC, memory_order_release);
+}
+
+void sl_config_dims(const struct sl_config *cfg, struct sl_shm_dims *out)
+{
+	const struct sl_global *g = &cfg->global;
+
+	out->sections = g->sections ? g->sections : SL_MIN(SL_MAX(64u, cfg->nsections * 2), (unsigned)SL_SECTIONS_MAX);
+	out->patterns = g->patterns ? g->patterns : SL_MIN(SL_MAX(1024u, cfg->npatterns * 2), (unsigned)SL_PATTERNS_MAX);
+	out->holders = g->holders ? g->holders : SL_HOLDERS_DEFAULT;
+	out->keys = g->keys;
+}
+
+int sl_shm_fits(const struct sl_shm_header *h, const struct sl_config *cfg, char *why, size_t len)
+{
+	struct sl_shm_dims d = sl_shm_dims_of(h);
+
+	if (cfg->nsections > d.sections) {
+		snprintf(why, len, "%u sections need a larger section table than the segment has (%u)",
+		         cfg->nsections, d.sections);
+		return -ENOSPC;
+	}
+	if (cfg->npatterns > d.patterns) {
+		snprintf(why, len, "%u patterns need a larger pattern table than the segment has (%u)",
+		         cfg->npatterns, d.patterns);
+		return -ENOSPC;
+	}
+	return 0;
 }
 
 /* --- where the segment lives ---
@@ -164,13 +326,16 @@ static int64_t segment_size(int id)
 	return (int64_t)ds.shm_segsz;
 }
 
-/* Validate what shm maps and note its key table's length (see note_attached). */
+/* Validate what shm maps and note its tables' sizes (see note_attached). */
 static int adopt(struct sl_shm *shm)
 {
 	int rc = sl_shm_validate(shm->hdr, shm->size);
 
-	if (rc == 0)
-		note_attached(shm->hdr, shm->hdr->max_keys);
+	if (rc == 0) {
+		struct sl_shm_dims d = dims_in(shm->hdr);
+
+		note_attached(shm->hdr, &d);
+	}
 	return rc;
 }
 
@@ -185,7 +350,7 @@ int sl_shm_attach(struct sl_shm *shm, const char *name, int writable)
 		return -errno;
 	if ((size = segment_size(id)) < 0)
 		return (int)size;
-	if ((uint64_t)size < SL_SHM_SIZE_FOR(0))
+	if ((uint64_t)size < SL_SHM_SECTIONS_OFF)
 		return -EPROTO;
 	rc = attach_id(shm, id, writable, (size_t)size);
 	if (rc == 0 && (rc = adopt(shm)) < 0)
@@ -193,112 +358,159 @@ int sl_shm_attach(struct sl_shm *shm, const char *name, int writable)
 	return rc;
 }
 
-/* Whether segment `id` was made by some sluice (any layout version): its first
- * word is our magic.  A key that collides with another program's segment must not
- * get that segment removed. */
+/* Whether segment `id` was made by some sluice (any layout version, published or
+ * not): its first word is our magic.  A key that collides with another program's
+ * segment must not get that segment removed. */
 static int is_ours(int id)
 {
 	void *p = shmat(id, NULL, SHM_RDONLY);
-	int ours;
+	uint32_t magic;
 
 	if (p == (void *)-1)
 		return 0;
-	ours = atomic_load_explicit((_Atomic uint32_t *)p, memory_order_acquire) == SL_SHM_MAGIC;
+	magic = atomic_load_explicit((_Atomic uint32_t *)p, memory_order_acquire);
 	shmdt(p);
-	return ours;
+	return magic == SL_SHM_MAGIC || magic == SL_SHM_MAGIC_UNPUBLISHED;
 }
 
-/* Carry what `from` holds into the fresh segment `to` (another key table size):
- * sections, holders and the header's counters as they are, keys re-placed in the
- * new table (their hashes do not depend on its size).  Both are sluice segments of
- * this layout; `from` is no longer in use by anyone but the caller. */
+/* Carry what `from` holds into the fresh segment `to` (other table sizes, each at
+ * least as large as what it carries: see grow_to_carry): sections at their
+ * indices, holders and keys re-placed in their new tables (their hashes do not
+ * depend on the tables' sizes), the header's counters as they are.  Patterns and
+ * the match index are not carried: the config is loaded into `to` before it is
+ * published.  Both are sluice segments of this layout; `from` is no longer in use
+ * by anyone but the caller. */
 static void carry_over(struct sl_shm_header *to, struct sl_shm_header *from)
 {
-	size_t fixed = SL_SHM_KEYS_OFF - SL_SHM_SECTIONS_OFF;
+	uint32_t n = SL_MIN(from->slots_used, sl_shm_dims_of(from).sections);
 
-	memcpy((char *)to + SL_SHM_SECTIONS_OFF, (char *)from + SL_SHM_SECTIONS_OFF, fixed);
+	if (n > sl_shm_dims_of(to).sections)
+		n = sl_shm_dims_of(to).sections; /* not so: grow_to_carry saw to that */
+	if (n)
+		memcpy(sl_shm_section(to, 0), sl_shm_section(from, 0), (size_t)n * sizeof(struct sl_section));
 	to->generation = from->generation;
 	to->has_names = from->has_names;
 	to->meters = from->meters;
-	to->slots_used = from->slots_used;
+	to->slots_used = n;
 	to->wall_off_ns = from->wall_off_ns;
 	to->fallback = from->fallback;
 	to->lock_recoveries = from->lock_recoveries;
 	memcpy(to->config_path, from->config_path, sizeof(to->config_path));
+	sl_conc_carry(to, from);
 	sl_keys_carry(to, from);
+}
+
+/* Dims for a segment replacing `old`: those asked for, each table at least as
+ * large as what it carries (sections up to the last in use, every holder entry);
+ * the key table may shrink (keys that find no room are dropped, as at a restart). */
+static void grow_to_carry(struct sl_shm_dims *want, const struct sl_shm_header *old)
+{
+	struct sl_shm_dims had = sl_shm_dims_of(old);
+	uint32_t used = SL_MIN(old->slots_used, had.sections);
+
+	want->sections = SL_MAX(want->sections, used);
+	while (want->holders < had.holders && want->holders < SL_HOLDERS_MAX)
+		want->holders <<= 1;
+}
+
+static int same_dims(const struct sl_shm_dims *a, const struct sl_shm_dims *b)
+{
+	return a->sections == b->sections && a->patterns == b->patterns && a->holders == b->holders &&
+	       a->keys == b->keys;
 }
 
 int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached)
 {
-	return sl_shm_open_or_create_keys(shm, name, mode, SL_KEYS_DEFAULT, reattached);
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT};
+
+	return sl_shm_open_or_create_dims(shm, name, mode, &d, reattached);
 }
 
-int sl_shm_open_or_create_keys(struct sl_shm *shm, const char *name, unsigned mode, uint32_t keys,
-                               int *reattached)
+int sl_shm_open_or_create_dims(struct sl_shm *shm, const char *name, unsigned mode,
+                               const struct sl_shm_dims *dims, int *reattached)
 {
 	key_t key = sl_shm_key(name);
-	size_t want = SL_SHM_SIZE_FOR(keys);
+	struct sl_shm_dims want = *dims;
+	struct sl_shm_layout l;
 	struct sl_shm old = {.hdr = NULL};
 	struct shmid_ds ds;
 	int id, rc, fresh = 1;
 
 	*reattached = 0;
 	shm->hdr = NULL;
-	if (keys > SL_KEYS_MAX)
+	if (sl_shm_layout(&want, &l) < 0)
 		return -EINVAL;
-	/* SHM_NORESERVE: a large key table is memory only as its records are used,
-	 * not swap space set aside for all of it up front. */
-	id = shmget(key, want, IPC_CREAT | IPC_EXCL | SHM_NORESERVE | (mode & 0777));
+	/* SHM_NORESERVE: large tables are memory only as their records are used, not
+	 * swap space set aside for all of them up front. */
+	id = shmget(key, l.size, IPC_CREAT | IPC_EXCL | SHM_NORESERVE | (mode & 0777));
 	if (id < 0 && errno == EEXIST) {
 		int64_t size;
 
 		fresh = 0;
 		if ((id = shmget(key, 0, 0)) < 0 || (size = segment_size(id)) < 0)
 			return -errno;
-		if ((uint64_t)size != want) {
-			/* Another size: another layout's segment, or this layout's with
-			 * another key table.  A segment's size never changes.  One of ours
-			 * that programs still use is kept as it is (they would go on
-			 * sharing it while new programs used a new one: two queues for
-			 * one destination); the caller sees its max_keys.  One nobody uses
-			 * is replaced, its state carried over when it is of this layout -
-			 * but never a stranger's segment under our key. */
-			if (!is_ours(id))
-				return -EEXIST;
-			if (shmctl(id, IPC_STAT, &ds) != 0)
-				return -errno;
-			if (attach_id(&old, id, 1, (size_t)size) == 0 && adopt(&old) == 0 && ds.shm_nattch > 0) {
+		if (!is_ours(id))
+			return -EEXIST;
+		if (shmctl(id, IPC_STAT, &ds) != 0)
+			return -errno;
+		if ((rc = attach_id(&old, id, 1, (size_t)size)) < 0)
+			return rc;
+		if (adopt(&old) == 0) {
+			struct sl_shm_dims had = dims_in(old.hdr);
+
+			if (same_dims(&had, &want)) {
 				*shm = old;
 				*reattached = 1;
 				goto set_mode;
 			}
-			if (shmctl(id, IPC_RMID, NULL) != 0) {
-				rc = -errno;
-				sl_shm_detach(&old);
-				return rc;
+			/* Other sizes.  A segment's size never changes.  One that programs
+			 * still use is kept as it is (they would go on sharing it while new
+			 * programs used a new one: two queues for one destination); the
+			 * caller sees its dims.  One nobody uses is replaced, its state
+			 * carried over. */
+			if (ds.shm_nattch > 0) { /* read before we attached */
+				*shm = old;
+				*reattached = 1;
+				goto set_mode;
 			}
-			id = shmget(key, want, IPC_CREAT | IPC_EXCL | SHM_NORESERVE | (mode & 0777));
-			fresh = 1;
+			grow_to_carry(&want, old.hdr);
+			if (sl_shm_layout(&want, &l) < 0) {
+				sl_shm_detach(&old);
+				return -EINVAL;
+			}
+		} else if ((uint64_t)size == l.size) {
+			/* Ours but not valid (another layout, half made, scribbled), of our
+			 * size: made anew in place. */
+			sl_shm_detach(&old);
+			shm->hdr = NULL;
+			if ((rc = attach_id(shm, id, 1, l.size)) < 0)
+				return rc;
+			init_header(shm->hdr, &want, 1);
+			note_attached(shm->hdr, &want);
+			goto set_mode;
 		}
+		if (shmctl(id, IPC_RMID, NULL) != 0) {
+			rc = -errno;
+			sl_shm_detach(&old);
+			return rc;
+		}
+		id = shmget(key, l.size, IPC_CREAT | IPC_EXCL | SHM_NORESERVE | (mode & 0777));
+		fresh = 1;
 	}
 	if (id < 0) {
 		rc = -errno;
 		sl_shm_detach(&old);
 		return rc;
 	}
-	if ((rc = attach_id(shm, id, 1, want)) < 0) {
+	if ((rc = attach_id(shm, id, 1, l.size)) < 0) {
 		sl_shm_detach(&old);
 		return rc;
 	}
-	if (!fresh && adopt(shm) == 0) {
+	init_header(shm->hdr, &want, !fresh);
+	note_attached(shm->hdr, &want);
+	if (old.hdr && sl_shm_view(old.hdr)) {
+		carry_over(shm->hdr, old.hdr);
 		*reattached = 1;
-	} else {
-		init_header(shm->hdr, keys, !fresh);
-		note_attached(shm->hdr, keys);
-		if (old.hdr && sl_shm_validate(old.hdr, old.size) == 0) {
-			carry_over(shm->hdr, old.hdr);
-			*reattached = 1;
-		}
 	}
 	sl_shm_detach(&old);
 set_mode:
@@ -329,23 +541,28 @@ int sl_shm_is_named(const struct sl_shm *shm, const char *name)
 
 int sl_shm_create_anonymous(struct sl_shm *shm)
 {
-	return sl_shm_create_anonymous_keys(shm, SL_KEYS_DEFAULT);
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT};
+
+	return sl_shm_create_anonymous_dims(shm, &d);
 }
 
-int sl_shm_create_anonymous_keys(struct sl_shm *shm, uint32_t keys)
+int sl_shm_create_anonymous_dims(struct sl_shm *shm, const struct sl_shm_dims *dims)
 {
-	size_t size = SL_SHM_SIZE_FOR(SL_MIN(keys, (uint32_t)SL_KEYS_MAX));
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-	               -1, 0);
+	struct sl_shm_layout l;
+	void *p;
 
+	if (sl_shm_layout(dims, &l) < 0)
+		return -EINVAL;
+	p = mmap(NULL, l.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	shm->hdr = p;
-	shm->size = size;
+	shm->size = l.size;
 	shm->anonymous = 1;
 	shm->id = -1;
-	init_header(shm->hdr, SL_MIN(keys, (uint32_t)SL_KEYS_MAX), 0);
-	note_attached(shm->hdr, shm->hdr->max_keys);
+	init_header(shm->hdr, dims, 0);
+	note_attached(shm->hdr, dims);
+	sl_shm_publish(shm->hdr);
 	return 0;
 }
 
@@ -359,32 +576,6 @@ void sl_shm_detach(struct sl_shm *shm)
 			shmdt(shm->hdr);
 	}
 	shm->hdr = NULL;
-}
-
-struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i)
-{
-	if (i >= SL_MAX_SECTIONS)
-		return NULL;
-	return (struct sl_section *)((char *)h + SL_SHM_SECTIONS_OFF) + i;
-}
-
-const char *sl_section_name(struct sl_shm_header *h, int i)
-{
-	struct sl_section *sec = i >= 0 ? sl_shm_section(h, (unsigned)i) : NULL;
-
-	return sec ? sec->spec.name : "?";
-}
-
-int sl_section_refuse(struct sl_shm_header *h, int i)
-{
-	struct sl_section *sec = i >= 0 ? sl_shm_section(h, (unsigned)i) : NULL;
-
-	return sec ? sec->spec.refuse : 0;
-}
-
-struct sl_holder *sl_shm_holders(struct sl_shm_header *h)
-{
-	return (struct sl_holder *)((char *)h + SL_SHM_HOLDERS_OFF);
 }
 
 int sl_pid_is_dead(int32_t pid)
@@ -493,116 +684,3 @@ int sl_shm_reap_lock(struct sl_shm_header *h)
 	return 1;
 }
 
-static int find_new(const struct sl_config *cfg, const char *name)
-{
-	for (unsigned j = 0; j < cfg->nsections; j++)
-		if (strcmp(cfg->sections[j].spec.name, name) == 0)
-			return (int)j;
-	return -1;
-}
-
-int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self)
-{
-	return sl_shm_apply_config_at(h, cfg, self, sl_clock_mono_ns());
-}
-
-int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self,
-                           int64_t now)
-{
-	int placed[SL_MAX_SECTIONS] = {0};
-	uint32_t has_names = 0, meters = 0, slots_used = 0, seq;
-	int rc = sl_shm_lock(h, self, SL_NS_PER_S);
-
-	if (rc < 0)
-		return rc;
-	/* Odd: writing.  Set odd rather than incremented: a writer killed half way
-	 * left it odd, and one more increment would make it even while we write. */
-	seq = atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) | 1u;
-	atomic_store_explicit(A(&h->spec_seq), seq, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-
-	/* Pass 1: a section that stays (by name) keeps its slot, its serial - so waiters
-	 * admitted under the old config are released by the new one's checks - and its
-	 * state, converted to the new limit.  Only a new meter starts it afresh: its
-	 * counts were of something else. */
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
-		struct sl_section *sec = sl_shm_section(h, i);
-		int j;
-
-		if (!sec->in_use)
-			continue;
-		sec->spec.name[SL_SECTION_NAME_MAX - 1] = '\0';
-		j = find_new(cfg, sec->spec.name);
-		if (j < 0 || placed[j]) {
-			sec->in_use = 0;
-			sec->serial++;
-			memset(&sec->state, 0, sizeof(sec->state));
-			continue;
-		}
-		if (sec->spec.meter != cfg->sections[j].spec.meter ||
-		    sec->spec.per != cfg->sections[j].spec.per ||
-		    sec->spec.per_prefix4 != cfg->sections[j].spec.per_prefix4 ||
-		    sec->spec.per_prefix6 != cfg->sections[j].spec.per_prefix6) {
-			/* Counts of something else, or of other keys: start afresh (its
-			 * keys' records become free with the serial). */
-			sec->serial++;
-			memset(&sec->state, 0, sizeof(sec->state));
-		} else if (sec->spec.per != SL_PER_NONE) {
-			uint64_t keys = sec->state.keys, evictions = sec->state.key_evictions,
-			         full = sec->state.key_full;
-
-			sl_keys_convert(h, i, &sec->spec, &cfg->sections[j].spec, now, h->wall_off_ns);
-			sec->state.keys = keys;
-			sec->state.key_evictions = evictions;
-			sec->state.key_full = full;
-		} else {
-			sl_strategy_convert(&sec->spec, &cfg->sections[j].spec, &sec->state, now,
-			                    h->wall_off_ns);
-		}
-		sec->spec = cfg->sections[j].spec;
-		placed[j] = 1;
-	}
-	/* Pass 2: new sections take free slots with zeroed state. */
-	for (unsigned j = 0; j < cfg->nsections; j++) {
-		for (unsigned i = 0; !placed[j] && i < SL_MAX_SECTIONS; i++) {
-			struct sl_section *sec = sl_shm_section(h, i);
-
-			if (sec->in_use)
-				continue;
-			sec->serial++;
-			memset(&sec->state, 0, sizeof(sec->state));
-			sec->spec = cfg->sections[j].spec;
-			sec->in_use = 1;
-			placed[j] = 1;
-		}
-	}
-	for (unsigned j = 0; j < cfg->nsections; j++)
-		for (unsigned p = 0; p < cfg->sections[j].spec.npatterns; p++)
-			if (cfg->sections[j].spec.patterns[p].kind == SL_PAT_NAME ||
-			    cfg->sections[j].spec.patterns[p].kind == SL_PAT_SUFFIX)
-				has_names = 1;
-	/* Each summary field is worked out aside and stored once: shims read meters
-	 * and has_names before, and outside, the spec seqlock, so a field zeroed
-	 * while it was rebuilt read as "no section meters connections" - and every
-	 * connect in that window, a daemon preempted or killed in it, went unshaped
-	 * (make chaos at 2,000 processes: a SYN 9.3 ms early just after a restart). */
-	for (unsigned j = 0; j < cfg->nsections; j++)
-		meters |= 1u << (cfg->sections[j].spec.meter & 31);
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++)
-		if (sl_shm_section(h, i)->in_use)
-			slots_used = i + 1;
-	/* Records of keys whose sections went or were reset are free again. */
-	sl_keys_sweep(h);
-	h->has_names = has_names;
-	h->wall_off_ns = sl_clock_wall_offset_follow(h->wall_off_ns);
-	h->meters = meters;
-	h->slots_used = slots_used;
-	h->fallback = (uint32_t)cfg->global.fallback;
-	snprintf(h->config_path, sizeof(h->config_path), "%s", cfg->path);
-	h->generation++;
-
-	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(A(&h->spec_seq), seq + 1, memory_order_relaxed); /* even: done */
-	sl_shm_unlock(h, self);
-	return 0;
-}

@@ -286,7 +286,8 @@ static int64_t horizon(const struct sl_spec *s)
 	return sl_sane_ns(wait + 2 * window(s) + sl_sane_ns(sl_gcra_tolerance(s)));
 }
 
-int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off)
+/* dry: only tell whether something would be reset. */
+static int repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off, int dry)
 {
 	int64_t limit = sl_sane_ns(now) + horizon(s);
 	int fixed = 0;
@@ -298,11 +299,15 @@ int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now
 		int64_t k = fixed_index(s, now, wall_off);
 
 		if (fixed_start(s, sl_sane_ns(st->win), wall_off) > limit) {
+			if (dry)
+				return 1;
 			st->win = k;
 			st->win_used = 0;
 			fixed = 1;
 		}
 		if (fixed_start(s, sl_sane_ns(st->rel_win), wall_off) > limit) {
+			if (dry)
+				return 1;
 			st->rel_win = k;
 			st->rel_win_used = s->amount;
 			fixed = 1;
@@ -311,11 +316,15 @@ int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now
 	}
 	case SL_STRAT_SESSION_WINDOW:
 		if (sl_sane_ns(st->win) > limit) {
+			if (dry)
+				return 1;
 			st->win = now;
 			st->win_used = 0;
 			fixed = 1;
 		}
 		if (sl_sane_ns(st->rel_win) > limit) {
+			if (dry)
+				return 1;
 			st->rel_win = now;
 			st->rel_win_used = s->amount;
 			fixed = 1;
@@ -323,11 +332,15 @@ int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now
 		break;
 	case SL_STRAT_SLIDING_WINDOW:
 		if (slide_start(s, sl_sane_ns(st->slide.newest)) > limit) {
+			if (dry)
+				return 1;
 			memset(&st->slide, 0, sizeof(st->slide));
 			st->slide.newest = slide_bucket(s, now);
 			fixed = 1;
 		}
 		if (slide_start(s, sl_sane_ns(st->rel_slide.newest)) > limit) {
+			if (dry)
+				return 1;
 			memset(&st->rel_slide, 0, sizeof(st->rel_slide));
 			st->rel_slide.newest = slide_bucket(s, now);
 			st->rel_slide.count[(uint64_t)st->rel_slide.newest % B] = s->amount;
@@ -336,10 +349,14 @@ int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now
 		break;
 	default:
 		if (sl_sane_ns(st->rel_tat_ns) > limit) {
+			if (dry)
+				return 1;
 			st->rel_tat_ns = sl_sane_ns(now) + window(s);
 			fixed = 1;
 		}
 		if (sl_sane_ns(st->tat_ns) > limit) {
+			if (dry)
+				return 1;
 			st->tat_ns = SL_MAX(sl_sane_ns(now), sl_sane_ns(st->rel_tat_ns));
 			fixed = 1;
 		}
@@ -347,6 +364,17 @@ int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now
 	if (fixed)
 		st->repaired++;
 	return fixed;
+}
+
+int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off)
+{
+	return repair(s, st, now, wall_off, 0);
+}
+
+int sl_strategy_needs_repair(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                             int64_t wall_off)
+{
+	return repair(s, (struct sl_state *)st, now, wall_off, 1);
 }
 
 /* --- reload: a section's limit changes, its state is carried over --- */

@@ -102,6 +102,8 @@ static int load(struct sl_daemon *d, struct sl_config *cfg, FILE *errors)
 
 int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_daemon_opts *o)
 {
+	struct sl_shm_dims want, have;
+	char why[200];
 	int reattached = 0, rc;
 
 	memset(d, 0, sizeof(*d));
@@ -119,28 +121,38 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 
 	if (o->control && (rc = sl_control_open(d)) < 0)
 		goto fail;
-	rc = sl_shm_open_or_create_keys(&d->shm, d->shm_name, d->cfg->global.shm_mode,
-	                                d->cfg->global.keys, &reattached);
+	sl_config_dims(d->cfg, &want);
+	rc = sl_shm_open_or_create_dims(&d->shm, d->shm_name, d->cfg->global.shm_mode, &want, &reattached);
 	if (rc < 0) {
 		errno = -rc;
 		sl_log_warn("cannot create segment %s", d->shm_name);
 		goto fail;
 	}
-	if (d->shm.hdr->max_keys != d->cfg->global.keys)
-		sl_log_warnx("segment %s keeps its key table of %u records (keys = %u asks for another "
-		             "size): programs still attached share it; it is made anew when sluiced "
-		             "starts with none attached", d->shm_name, d->shm.hdr->max_keys,
-		             d->cfg->global.keys);
+	have = sl_shm_dims_of(d->shm.hdr);
+	if (have.sections != want.sections || have.patterns != want.patterns ||
+	    have.holders != want.holders || have.keys != want.keys)
+		sl_log_warnx("segment %s keeps its tables (%u sections, %u patterns, %u holders, %u keys; "
+		             "the config asks for %u, %u, %u, %u): programs still attached share it; it "
+		             "is made anew, its state carried over, when sluiced starts with none attached",
+		             d->shm_name, have.sections, have.patterns, have.holders, have.keys,
+		             want.sections, want.patterns, want.holders, want.keys);
 	if (reattached && owned_by_live_daemon(d->shm.hdr)) {
 		sl_log_warnx("segment %s belongs to a running sluiced (pid %d): not taking it over",
 		             d->shm_name, d->shm.hdr->daemon_pid);
 		rc = -EADDRINUSE;
 		goto fail;
 	}
-	if ((rc = sl_shm_apply_config(d->shm.hdr, d->cfg, (int32_t)getpid())) < 0) {
-		sl_log_warnx("segment %s: lock unavailable", d->shm_name);
+	if (sl_shm_fits(d->shm.hdr, d->cfg, why, sizeof(why)) < 0) {
+		sl_log_warnx("segment %s: %s; programs attached to it keep it: stop them (or give "
+		             "sluiced another shm_name) so it can be made anew", d->shm_name, why);
+		rc = -ENOSPC;
 		goto fail;
 	}
+	if ((rc = sl_shm_apply_config(d->shm.hdr, d->cfg, (int32_t)getpid())) < 0) {
+		sl_log_warnx("segment %s: %s", d->shm_name, rc == -ENOMEM ? "out of memory" : "lock unavailable");
+		goto fail;
+	}
+	sl_shm_publish(d->shm.hdr);
 	beat(d);
 	sl_log_info("%s segment %s, %u sections from %s (generation %llu)",
 	            reattached ? "re-attached" : "created", d->shm_name, d->cfg->nsections,
@@ -162,9 +174,42 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 fail:
 	sl_control_close(d);
 	sl_shm_detach(&d->shm);
+	sl_config_free(d->cfg);
 	free(d->cfg);
 	d->cfg = NULL;
 	return rc;
+}
+
+/* Whether `next` fits the running segment; says why not in the log and on
+ * `errors`.  Its tables cannot grow in place, and the programs attached to it must
+ * go on sharing one queue per destination: the message says what to do instead. */
+static int room_for(struct sl_daemon *d, const struct sl_config *next, FILE *errors)
+{
+	struct sl_shm_dims have = sl_shm_dims_of(d->shm.hdr);
+	char why[240] = "";
+
+	if (next->global.keys > have.keys)
+		snprintf(why, sizeof(why), "keys = %u needs a larger key table than the running segment has "
+		         "(%u records): keep keys at most %u", next->global.keys, have.keys, have.keys);
+	else if (next->global.holders > have.holders)
+		snprintf(why, sizeof(why), "holders = %u needs a larger holder table than the running segment "
+		         "has (%u): keep holders at most %u", next->global.holders, have.holders, have.holders);
+	else if (next->nsections > have.sections)
+		snprintf(why, sizeof(why), "%u sections need a larger section table than the running segment "
+		         "has (%u): keep at most %u sections, or set sections = %u (or more) in [sluice]",
+		         next->nsections, have.sections, have.sections, next->nsections);
+	else if (next->npatterns > have.patterns)
+		snprintf(why, sizeof(why), "%u patterns need a larger pattern table than the running segment "
+		         "has (%u): keep at most %u patterns, or set patterns = %u (or more) in [sluice]",
+		         next->npatterns, have.patterns, have.patterns, next->npatterns);
+	else
+		return 0;
+	sl_log_warnx("reload refused: %s (segment %s), and restart sluiced once the shaped programs have "
+	             "stopped (the segment is then made anew, its state carried over)", why, d->shm_name);
+	if (errors)
+		fprintf(errors, "%s: %s, and restart sluiced once the shaped programs have stopped\n",
+		        d->config_path, why);
+	return -ENOSPC;
 }
 
 int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
@@ -177,40 +222,31 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 	if ((rc = load(d, next, errors)) != 0) {
 		sl_log_warnx("reload refused: keeping the configuration of generation %llu",
 		             (unsigned long long)d->shm.hdr->generation);
-		free(next);
-		return -EINVAL;
+		rc = -EINVAL;
+		goto out;
 	}
 	if (strcmp(next->global.shm_name, d->cfg->global.shm_name) != 0)
 		sl_log_warnx("shm_name changed to %s: takes effect at restart", next->global.shm_name);
-	if (next->global.keys > sl_shm_nkeys(d->shm.hdr)) {
-		/* A segment cannot grow in place, and the programs attached to it must go
-		 * on sharing one queue per destination: say what to do instead. */
-		sl_log_warnx("reload refused: keys = %u needs a larger key table than segment %s has "
-		             "(%u records); keep keys at most %u, or stop the shaped programs and "
-		             "restart sluiced to make the segment anew", next->global.keys, d->shm_name,
-		             sl_shm_nkeys(d->shm.hdr), sl_shm_nkeys(d->shm.hdr));
-		if (errors)
-			fprintf(errors, "%s: keys = %u needs a larger key table than the running segment "
-			        "has (%u records): keep keys at most %u, or stop the shaped programs and "
-			        "restart sluiced\n", d->config_path, next->global.keys,
-			        sl_shm_nkeys(d->shm.hdr), sl_shm_nkeys(d->shm.hdr));
-		free(next);
-		return -ENOSPC;
-	}
+	if ((rc = room_for(d, next, errors)) < 0)
+		goto out;
 	if (next->global.keys < sl_shm_nkeys(d->shm.hdr))
 		sl_log_info("keys = %u: the key table keeps its %u records until sluiced restarts",
 		              next->global.keys, sl_shm_nkeys(d->shm.hdr));
 	if ((rc = sl_shm_apply_config(d->shm.hdr, next, (int32_t)getpid())) < 0) {
-		sl_log_warnx("reload failed: segment lock unavailable");
-		free(next);
-		return rc;
+		sl_log_warnx("reload failed: %s", rc == -ENOMEM ? "out of memory" : "segment lock unavailable");
+		goto out;
 	}
+	sl_config_free(d->cfg);
 	free(d->cfg);
 	d->cfg = next;
 	sl_log_set_level(next->global.log_level);
 	sl_log_info("reloaded %s: %u sections (generation %llu)", d->config_path, next->nsections,
 	            (unsigned long long)d->shm.hdr->generation);
 	return 0;
+out:
+	sl_config_free(next);
+	free(next);
+	return rc;
 }
 
 void sl_daemon_stop(struct sl_daemon *d)
@@ -229,6 +265,7 @@ void sl_daemon_stop(struct sl_daemon *d)
 	sl_shm_detach(&d->shm);
 	if (d->opts.unlink_shm_on_exit)
 		sl_shm_remove(d->shm_name);
+	sl_config_free(d->cfg);
 	free(d->cfg);
 	d->cfg = NULL;
 }

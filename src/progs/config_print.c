@@ -65,19 +65,8 @@ static void format_value(const struct sl_key_def *k, const void *base, char *buf
 		snprintf(buf, size, "%s", v < n ? names[v] : "?");
 		return;
 	}
-	case SL_KT_PATTERNS: {
-		const struct sl_spec *s = base;
-		size_t used = 0;
-
-		buf[0] = '\0';
-		for (uint32_t i = 0; i < SL_MIN(s->npatterns, SL_MAX_PATTERNS) && used + 4 < size; i++) {
-			char one[SL_HOST_MAX + 32];
-
-			sl_pattern_format(&s->patterns[i], one, sizeof(one));
-			used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", one);
-		}
-		return;
-	}
+	case SL_KT_PATTERNS: /* printed one by one (sl_spec_dump): a match may be long */
+		break;
 	case SL_KT_RATE: {
 		const struct sl_spec *s = base;
 		char every[32];
@@ -92,7 +81,14 @@ static void format_value(const struct sl_key_def *k, const void *base, char *buf
 		return;
 	}
 	case SL_KT_COUNT:
+	case SL_KT_POW2:
 		snprintf(buf, size, "%" PRIu64, v);
+		return;
+	case SL_KT_ROOM:
+		if (v)
+			snprintf(buf, size, "%" PRIu64, v);
+		else
+			snprintf(buf, size, "auto");
 		return;
 	case SL_KT_PER:
 		sl_format_per(base, buf, size);
@@ -130,15 +126,33 @@ static int shown(const struct sl_key_def *k, const struct sl_spec *s)
 	return !(k->flags & SL_KF_IF_SET) || load_int(s, k) != 0;
 }
 
-void sl_spec_dump(const struct sl_spec *s, const char *indent, FILE *out)
+/* The patterns of a match, as the config would list them. */
+static void print_patterns(const struct sl_pattern *pats, uint32_t n, FILE *out)
 {
-	char value[SL_MAX_PATTERNS * (SL_HOST_MAX + 34) + 64];
+	for (uint32_t i = 0; pats && i < n; i++) {
+		char one[SL_HOST_MAX + 32];
+
+		sl_pattern_format(&pats[i], one, sizeof(one));
+		fprintf(out, "%s%s", i ? ", " : "", one);
+	}
+}
+
+void sl_spec_dump(const struct sl_spec *s, const struct sl_pattern *pats, const char *indent,
+                  FILE *out)
+{
+	char value[512];
 
 	for (int k = 0; k < SL_KEY_COUNT; k++) {
 		if (sl_keys[k].global || !shown(&sl_keys[k], s))
 			continue;
+		fprintf(out, "%s%-11s ", indent, sl_keys[k].name);
+		if (sl_keys[k].type == SL_KT_PATTERNS) {
+			print_patterns(pats, s->npatterns, out);
+			fputc('\n', out);
+			continue;
+		}
 		format_value(&sl_keys[k], s, value, sizeof(value));
-		fprintf(out, "%s%-11s %s\n", indent, sl_keys[k].name, value);
+		fprintf(out, "%s\n", value);
 	}
 }
 
@@ -157,7 +171,7 @@ void sl_config_dump(const struct sl_config *cfg, FILE *out)
 	}
 	for (unsigned i = 0; i < cfg->nsections; i++) {
 		fprintf(out, "[%s]  (line %d)\n", cfg->sections[i].spec.name, cfg->sections[i].line);
-		sl_spec_dump(&cfg->sections[i].spec, "  ", out);
+		sl_spec_dump(&cfg->sections[i].spec, sl_config_patterns(cfg, &cfg->sections[i].spec), "  ", out);
 	}
 }
 

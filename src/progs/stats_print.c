@@ -15,23 +15,50 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
 
-/* A consistent copy of slot i (spec under the seqlock); 0 if unused. */
-static int snapshot(struct sl_shm_header *h, unsigned i, struct sl_section *out)
+/* Its patterns as the config lists them, as many as fit in buf ("..." when
+ * more do not).  Read from the segment: the range is clamped to the table. */
+static void format_match(struct sl_shm_header *h, const struct sl_spec *s, char *buf, size_t size)
 {
-	for (int tries = 0; tries < 100; tries++) {
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (uint32_t p = 0; p < s->npatterns; p++) {
+		const struct sl_pattern *pat = sl_shm_pattern(h, s->pattern_first + p);
+		char one[SL_HOST_MAX + 32];
+
+		if (!pat || s->pattern_first + p < s->pattern_first)
+			break;
+		sl_pattern_format(pat, one, sizeof(one));
+		if (used + strlen(one) + 5 >= size) {
+			snprintf(buf + used, size - used, ",...");
+			return;
+		}
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", p ? "," : "", one);
+	}
+}
+
+/* A consistent copy of slot i and its match (under the seqlock); 0 if unused. */
+static int snapshot(struct sl_shm_header *h, unsigned i, struct sl_section *out, char *match,
+                    size_t size)
+{
+	struct sl_section *sec = sl_shm_section(h, i);
+
+	for (int tries = 0; sec && tries < 100; tries++) {
 		uint32_t seq = atomic_load_explicit(A(&h->spec_seq), memory_order_acquire);
 
 		if (seq & 1)
 			continue;
-		memcpy(out, sl_shm_section(h, i), sizeof(*out));
+		memcpy(out, sec, sizeof(*out));
+		if (out->in_use)
+			format_match(h, &out->spec, match, size);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) == seq) {
 			out->spec.name[SL_SECTION_NAME_MAX - 1] = '\0';
-			out->spec.npatterns = SL_MIN(out->spec.npatterns, SL_MAX_PATTERNS);
 			return out->in_use != 0;
 		}
 	}
@@ -52,19 +79,6 @@ static void json_string(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-static void format_match(const struct sl_spec *s, char *buf, size_t size)
-{
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (uint32_t p = 0; p < s->npatterns && used + 4 < size; p++) {
-		char one[SL_HOST_MAX + 32];
-
-		sl_pattern_format(&s->patterns[p], one, sizeof(one));
-		used += (size_t)snprintf(buf + used, size - used, "%s%s", p ? "," : "", one);
-	}
-}
-
 /* --- keyed sections: their keys, read without the lock (a reader's view) --- */
 
 struct top_entry {
@@ -72,16 +86,20 @@ struct top_entry {
 	uint64_t admitted;
 };
 
-static struct key_view {
+struct key_view {
 	uint64_t queued, open, seen;
 	unsigned ntop;
 	struct top_entry top[SL_STATS_TOP_MAX];
-} keyview[SL_MAX_SECTIONS];
+};
 
+/* What the walk over the key table gathers, per keyed section. */
 struct view_arg {
 	struct sl_shm_header *h;
 	int64_t now;
 	unsigned top;
+	uint32_t nsections;   /* sections looked at: those below slots_used */
+	uint32_t *view_of;    /* section index -> its key_view + 1 (0: not keyed) */
+	struct key_view *views;
 };
 
 static int view_key(struct sl_key *k, uint32_t slot, void *arg)
@@ -93,9 +111,10 @@ static int view_key(struct sl_key *k, uint32_t slot, void *arg)
 	unsigned at;
 
 	memcpy(&copy, k, sizeof(copy));
-	if (copy.section >= SL_MAX_SECTIONS || !(sec = sl_shm_section(va->h, copy.section)))
+	if (copy.section >= va->nsections || !va->view_of[copy.section] ||
+	    !(sec = sl_shm_section(va->h, copy.section)))
 		return 0;
-	v = &keyview[copy.section];
+	v = &va->views[va->view_of[copy.section] - 1];
 	v->seen++;
 	v->queued += sl_strategy_queued(&sec->spec, &copy.state, va->now, sl_sane_ns(va->h->wall_off_ns));
 	v->open += copy.state.conc_open;
@@ -112,11 +131,14 @@ static int view_key(struct sl_key *k, uint32_t slot, void *arg)
 	return 0;
 }
 
-static void render_keys(struct sl_shm_header *h, unsigned i, const struct sl_section *sec, int json,
-                        int64_t now, FILE *out)
+static void render_keys(struct sl_shm_header *h, const struct key_view *v,
+                        const struct sl_section *sec, int json, int64_t now, FILE *out)
 {
-	const struct key_view *v = &keyview[i];
+	static const struct key_view none;
 	char per[40];
+
+	if (!v)
+		v = &none;
 
 	sl_format_per(&sec->spec, per, sizeof(per));
 	if (json)
@@ -165,7 +187,8 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out)
 {
 	static struct sl_section sec; /* large: keep it off the stack */
-	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX)};
+	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
+	uint32_t nkeyed = 0;
 	int32_t dpid = h->daemon_pid;
 	int alive = dpid > 0 && (kill(dpid, 0) == 0 || errno == EPERM);
 	int64_t age = h->heartbeat_ns ? sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) : -1; /* segment data: clamped */
@@ -196,20 +219,27 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		        "METER", "STRATEGY", "RATE", "QUEUED", "ADMITTED", "HELD", "REFUSED",
 		        "GAVE_UP", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
 	}
-	memset(keyview, 0, sizeof(keyview));
-	sl_keys_each(h, view_key, &va);
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	/* Keyed sections' keys: one walk over the key table, gathered per section. */
+	va.nsections = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
+	if (va.nsections && (va.view_of = calloc(va.nsections, sizeof(*va.view_of)))) {
+		for (uint32_t i = 0; i < va.nsections; i++)
+			if (sl_shm_section(h, i)->in_use && sl_shm_section(h, i)->spec.per)
+				va.view_of[i] = ++nkeyed;
+		if (nkeyed && (va.views = calloc(nkeyed, sizeof(*va.views))))
+			sl_keys_each(h, view_key, &va);
+	}
+	for (unsigned i = 0; i < va.nsections; i++) {
 		char match[1024], rate[64], p50[32], p99[32], max[32];
 		const struct sl_state *st = &sec.state;
+		const struct key_view *kv = va.views && va.view_of[i] ? &va.views[va.view_of[i] - 1] : NULL;
 		uint64_t queued, open;
 
-		if (!snapshot(h, i, &sec))
+		if (!snapshot(h, i, &sec, match, sizeof(match)))
 			continue;
 		/* A keyed section's queue and places are its keys'. */
-		queued = sec.spec.per ? keyview[i].queued
+		queued = sec.spec.per ? (kv ? kv->queued : 0)
 		                      : sl_strategy_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
-		open = sec.spec.per ? keyview[i].open : st->conc_open;
-		format_match(&sec.spec, match, sizeof(match));
+		open = sec.spec.per ? (kv ? kv->open : 0) : st->conc_open;
 		if (sec.spec.amount)
 			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, rate,
 			               sizeof(rate));
@@ -239,7 +269,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			        sec.spec.concurrency, (unsigned long long)open, (unsigned long long)st->undecided,
 			        (unsigned long long)st->repaired);
 			if (sec.spec.per)
-				render_keys(h, i, &sec, 1, now, out);
+				render_keys(h, kv, &sec, 1, now, out);
 			fputc('}', out);
 		} else {
 			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
@@ -263,10 +293,12 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 				fprintf(out, "  state reset %llu times (corrupt)", (unsigned long long)st->repaired);
 			fputc('\n', out);
 			if (sec.spec.per)
-				render_keys(h, i, &sec, 0, now, out);
+				render_keys(h, kv, &sec, 0, now, out);
 		}
 		first = 0;
 	}
 	if (json)
 		fprintf(out, "]}\n");
+	free(va.view_of);
+	free(va.views);
 }

@@ -4,7 +4,11 @@
  *
  * Environment:
  *   SLUICE_SHM       segment to attach (default: the config's shm_name, else /sluice)
- *   SLUICE_CONFIG    config file: names the segment, and is what fallback = local uses
+ *   SLUICE_CONFIG    config file: names the segment (when SLUICE_SHM does not), and is
+ *                    what fallback = local uses.  Read only when the segment cannot be
+ *                    attached or is not named otherwise: a config of 10,000 sections
+ *                    is not parsed again by every process that starts.  Attached, the
+ *                    daemon's fallback (its config's, in the segment) applies.
  *   SLUICE_FALLBACK  overrides the config's fallback: local | open | closed
  *   SLUICE_DEBUG     1: log each decision to stderr
  *   SLUICE_LOG       file to append debug lines to instead of stderr
@@ -44,7 +48,10 @@ static int start_fallback(const struct sl_config *cfg, int fallback)
 		sl_debug("no segment; fallback = open: shaping nothing");
 		return SL_SHIM_OFF;
 	}
-	if (sl_shm_create_anonymous_keys(&sl_shim.shm, cfg->global.keys) < 0 ||
+	struct sl_shm_dims dims;
+
+	sl_config_dims(cfg, &dims);
+	if (sl_shm_create_anonymous_dims(&sl_shim.shm, &dims) < 0 ||
 	    sl_shm_apply_config(sl_shim.shm.hdr, cfg, sl_shim.pid) < 0) {
 		sl_debug("no segment and no memory for a local one: shaping nothing");
 		sl_shm_detach(&sl_shim.shm);
@@ -70,6 +77,39 @@ static void at_fork_child(void)
 		sl_shim.shm.hdr->lock = 0;
 }
 
+/* SLUICE_CONFIG, parsed; NULL when unset or unusable (said under SLUICE_DEBUG). */
+static struct sl_config *load_config(const char *path)
+{
+	struct sl_config *cfg;
+
+	if (!path || !*path || !(cfg = calloc(1, sizeof(*cfg))))
+		return NULL;
+	if (sl_config_load(cfg, path) != 0) {
+		for (unsigned i = 0; i < SL_MIN(cfg->nerrors, (unsigned)SL_CONFIG_MAX_ERRORS); i++)
+			sl_debug("%s", cfg->errors[i]);
+		sl_debug("SLUICE_CONFIG unusable: the config is ignored");
+		sl_config_free(cfg);
+		free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
+
+static int attach(const char *shm_name)
+{
+	int rc = sl_shm_attach(&sl_shim.shm, shm_name, 1);
+
+	if (rc == 0) {
+		sl_shim.mode = SL_SHIM_SHARED;
+		sl_debug("attached segment %s (generation %llu)", shm_name,
+		         (unsigned long long)sl_shim.shm.hdr->generation);
+	} else {
+		sl_debug("cannot attach segment %s: %s", shm_name,
+		         rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+	}
+	return rc;
+}
+
 static void init_once_body(void)
 {
 	const char *cfg_path = getenv("SLUICE_CONFIG");
@@ -77,7 +117,7 @@ static void init_once_body(void)
 	const char *dbg = getenv("SLUICE_DEBUG");
 	const char *log = getenv("SLUICE_LOG");
 	struct sl_config *cfg = NULL;
-	int fallback = SL_FALLBACK_LOCAL, rc;
+	int fallback = SL_FALLBACK_LOCAL, rc = -ENOENT, tried = 0;
 
 	sl_real_resolve();
 	sl_exec_capture();
@@ -87,39 +127,33 @@ static void init_once_body(void)
 		sl_shim.log_path[0] = '\0';
 	pthread_atfork(NULL, NULL, at_fork_child);
 
-	if (cfg_path && *cfg_path) {
-		cfg = calloc(1, sizeof(*cfg));
-		if (cfg && sl_config_load(cfg, cfg_path) != 0) {
-			for (unsigned i = 0; i < SL_MIN(cfg->nerrors, (unsigned)SL_CONFIG_MAX_ERRORS); i++)
-				sl_debug("%s", cfg->errors[i]);
-			sl_debug("SLUICE_CONFIG unusable: the config is ignored");
-			free(cfg);
-			cfg = NULL;
-		}
-		if (cfg) {
-			fallback = cfg->global.fallback;
-			if (!shm_name || !*shm_name)
-				shm_name = cfg->global.shm_name;
+	/* The segment named outright is attached first; the config is read only when
+	 * it is needed - to name the segment, or for the fallback. */
+	if (shm_name && *shm_name) {
+		tried = 1;
+		if ((rc = attach(shm_name)) == 0)
+			fallback = sl_shim.shm.hdr->fallback <= SL_FALLBACK_CLOSED ? (int)sl_shim.shm.hdr->fallback
+			                                                            : SL_FALLBACK_LOCAL;
+	}
+	if (rc != 0 && (cfg = load_config(cfg_path))) {
+		fallback = cfg->global.fallback;
+		if (!tried) {
+			tried = 1;
+			rc = attach(cfg->global.shm_name);
 		}
 	}
+	if (!tried)
+		rc = attach(sl_keys[SL_KEY_shm_name].def);
 	fallback = parse_fallback(getenv("SLUICE_FALLBACK"), fallback);
 	sl_shim.fallback = fallback;
-	if (!shm_name || !*shm_name)
-		shm_name = sl_keys[SL_KEY_shm_name].def;
-
-	rc = sl_shm_attach(&sl_shim.shm, shm_name, 1);
-	if (rc == 0) {
-		sl_shim.mode = SL_SHIM_SHARED;
-		sl_debug("attached segment %s (generation %llu)", shm_name,
-		         (unsigned long long)sl_shim.shm.hdr->generation);
-	} else {
-		sl_debug("cannot attach segment %s: %s", shm_name,
-		         rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+	if (rc != 0) {
 		if (cfg)
 			sl_shim.mode = start_fallback(cfg, fallback);
 		else
 			sl_debug("no usable SLUICE_CONFIG either: shaping nothing");
 	}
+	if (cfg)
+		sl_config_free(cfg);
 	free(cfg);
 	atomic_store_explicit(&sl_shim.ready, 2, memory_order_release);
 }

@@ -252,9 +252,7 @@ class Chaos:
     def scribbler(self, stop, rng):
         # Where the key table starts, read before any scribble reaches the header.
         with segment.Segment(self.shm) as f:
-            f.seek(20)
-            section_size, sections_off, max_sections = struct.unpack("<III", f.read(12))
-            self.keys_off = (sections_off + max_sections * section_size + 16384 * 16 + 4095) & ~4095
+            self.keys_off = segment.layout(f)["tags"]
         while not stop.wait(rng.uniform(0.005, 0.03)):
             try:
                 with segment.Segment(self.shm) as f:

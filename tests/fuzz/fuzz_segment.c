@@ -59,19 +59,22 @@ static void exercise(struct sl_shm_header *h, const char *addr, uint16_t port, i
 		sl_conc_put(h, taken, &m, 7);
 }
 
-#define FUZZ_KEYS 64 /* a small key table: each run clears the whole segment */
-#define FUZZ_SIZE SL_SHM_SIZE_FOR(FUZZ_KEYS)
+/* Small tables: each run clears the whole segment. */
+static const struct sl_shm_dims fuzz_dims = {16, 64, 64, 64};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct sl_shm shm;
 	struct sl_shm_header *h;
+	const struct sl_shm_view *v;
 	static FILE *null;
-	size_t head;
+	size_t head, FUZZ_SIZE;
 
-	if (!shm.hdr && sl_shm_create_anonymous_keys(&shm, FUZZ_KEYS) != 0)
+	if (!shm.hdr && sl_shm_create_anonymous_dims(&shm, &fuzz_dims) != 0)
 		return 0;
 	h = shm.hdr;
+	v = sl_shm_view(h);
+	FUZZ_SIZE = v->at.size;
 	/* The input over the header (after its layout fields), then the sections, the
 	 * holder table and the key table, as far as it goes. */
 	memset((char *)h + 32, 0, FUZZ_SIZE - 32);
@@ -81,12 +84,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy((char *)h + 32, data, head);
 	memcpy((char *)h + SL_SHM_SECTIONS_OFF, data + head,
 	       SL_MIN(size - head, FUZZ_SIZE - SL_SHM_SECTIONS_OFF));
-	/* The input again over the key table (tags and records), so keyed sections
-	 * meet scribbled keys. */
-	memcpy((char *)h + SL_SHM_KEYS_OFF, data, SL_MIN(size, FUZZ_SIZE - SL_SHM_KEYS_OFF));
-	/* A scribbled key-table length is refused by validation (the size would not
-	 * match); what is fuzzed is everything a process indexes under a valid one. */
-	h->max_keys = FUZZ_KEYS;
+	/* The input again over the patterns and the match index, and over the key
+	 * table (tags and records), so matching meets a scribbled index and keyed
+	 * sections scribbled keys. */
+	memcpy((char *)h + v->at.patterns, data, SL_MIN(size, v->at.holders - v->at.patterns));
+	memcpy((char *)h + v->at.tags, data, SL_MIN(size, FUZZ_SIZE - v->at.tags));
+	/* Scribbled table sizes are refused by validation (the size would not match);
+	 * what is fuzzed is everything a process indexes under valid ones. */
+	h->max_sections = fuzz_dims.sections;
+	h->max_patterns = fuzz_dims.patterns;
+	h->max_holders = fuzz_dims.holders;
+	h->max_keys = fuzz_dims.keys;
+	h->index_slots = v->index_slots;
 	if (sl_shm_validate(h, FUZZ_SIZE) != 0)
 		return 0;
 	/* The daemon's heartbeat reaps whatever the lock word says (no waiting). */

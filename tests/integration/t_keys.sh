@@ -209,7 +209,7 @@ grep -q "keys = 128 needs a larger key table than the running segment has (64 re
 [ "$(json_field "$T/size.json" - max_keys)" -eq 64 ] || fail "the refused reload changed the key table"
 stop_daemon
 start_daemon "$T/size.ini"
-grep -q "keeps its key table" "$T/sluiced.log" && fail "a segment nobody used was kept at its old size"
+grep -q "keeps its tables" "$T/sluiced.log" && fail "a segment nobody used was kept at its old size"
 "$SLUICE" stat -c "$T/size.ini" --json >"$T/size.json"
 [ "$(json_field "$T/size.json" - max_keys)" -eq 128 ] || fail "restarted with keys = 128: $(cat "$T/size.json")"
 [ "$(json_field "$T/size.json" sized keys)" -eq 3 ] || fail "the keys were not carried into the new segment"

@@ -118,10 +118,9 @@ sys.path.insert(0, os.environ["HELPERS"]); import segment
 with segment.Segment(sys.argv[1]) as f:
     f.seek(4096 + 4)                  # sections[0].serial
     serial = struct.unpack("<I", f.read(4))[0]
-    f.seek(20)                        # header: section_size, sections_off, max_sections
-    section_size, sections_off, max_sections = struct.unpack("<III", f.read(12))
-    f.seek(sections_off + max_sections * section_size)  # the holder table follows the sections
-    f.write(struct.pack("<iIII", 1, 0, serial, 0) * 16384)
+    at = segment.layout(f)
+    f.seek(at["holders"])
+    f.write(struct.pack("<iIII", 1, 0, serial, 0) * at["max_holders"])
 EOF
 start_syn_witness "$PORT" "$T/syn-conc.log"
 start=$(now_ms)

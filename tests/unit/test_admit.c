@@ -86,7 +86,7 @@ static int64_t reserve(int64_t now, struct sl_ticket *t)
 
 static struct sl_section *section(const char *name)
 {
-	for (unsigned i = 0; i < SL_MAX_SECTIONS; i++) {
+	for (unsigned i = 0; i < shm.hdr->slots_used; i++) {
 		struct sl_section *s = sl_shm_section(shm.hdr, i);
 
 		if (s->in_use && strcmp(s->spec.name, name) == 0)
@@ -404,7 +404,7 @@ static void test_reload_keeps_state(void **state)
 	assert_true(reserve(T0, &t) >= T0 + 1); /* not now */
 	/* A removed section frees its slot. */
 	load("[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
-	for (unsigned i = 0, n = 0; i < SL_MAX_SECTIONS; i++)
+	for (unsigned i = 0, n = 0; i < sl_shm_dims_of(shm.hdr).sections; i++)
 		if (sl_shm_section(shm.hdr, i)->in_use)
 			assert_int_equal(++n, 1);
 }

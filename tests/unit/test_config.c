@@ -16,6 +16,9 @@
 
 static struct sl_config *cfg;
 
+/* A compiled section's patterns. */
+#define PATS(s) sl_config_patterns(cfg, (s))
+
 static int setup(void **state)
 {
 	(void)state;
@@ -83,8 +86,8 @@ static void test_full_sample(void **state)
 	assert_int_equal(g->burst, 1);
 	assert_int_equal(g->max_wait_ns, 30 * SL_NS_PER_S);
 	assert_int_equal(g->npatterns, 1);
-	assert_int_equal(g->patterns[0].kind, SL_PAT_NAME);
-	assert_string_equal(g->patterns[0].name, "api.github.com");
+	assert_int_equal(PATS(g)[0].kind, SL_PAT_NAME);
+	assert_string_equal(PATS(g)[0].name, "api.github.com");
 
 	const struct sl_spec *t = section("tok");
 	assert_int_equal(t->strategy, SL_STRAT_TOKEN_BUCKET);
@@ -94,19 +97,19 @@ static void test_full_sample(void **state)
 	assert_int_equal(t->mode, SL_MODE_OBSERVE);
 	assert_int_equal(t->refuse, ETIMEDOUT);
 	assert_int_equal(t->npatterns, 3);
-	assert_int_equal(t->patterns[0].kind, SL_PAT_SUFFIX);
-	assert_int_equal(t->patterns[0].port_lo, 443);
-	assert_int_equal(t->patterns[1].kind, SL_PAT_V4);
-	assert_int_equal(t->patterns[1].prefix, 24);
-	assert_int_equal(t->patterns[2].kind, SL_PAT_V6);
-	assert_int_equal(t->patterns[2].prefix, 32);
-	assert_int_equal(t->patterns[2].port_lo, 8000);
-	assert_int_equal(t->patterns[2].port_hi, 8999);
+	assert_int_equal(PATS(t)[0].kind, SL_PAT_SUFFIX);
+	assert_int_equal(PATS(t)[0].port_lo, 443);
+	assert_int_equal(PATS(t)[1].kind, SL_PAT_V4);
+	assert_int_equal(PATS(t)[1].prefix, 24);
+	assert_int_equal(PATS(t)[2].kind, SL_PAT_V6);
+	assert_int_equal(PATS(t)[2].prefix, 32);
+	assert_int_equal(PATS(t)[2].port_lo, 8000);
+	assert_int_equal(PATS(t)[2].port_hi, 8999);
 
 	const struct sl_spec *s = section("short");
 	assert_int_equal(s->window_ns, 250 * SL_NS_PER_MS);
 	assert_int_equal(s->max_wait_ns, 0);
-	assert_int_equal(s->patterns[0].kind, SL_PAT_ANY);
+	assert_int_equal(PATS(s)[0].kind, SL_PAT_ANY);
 }
 
 static void test_defaults_and_continuation(void **state)
@@ -256,22 +259,44 @@ static void test_missing_file(void **state)
 	assert_non_null(strstr(cfg->errors[0], "/nonexistent/sluice.ini: cannot read"));
 }
 
-static void test_identity(void **state)
+/* No cap on sections or patterns but the segment's largest tables: 10,000 sections
+ * of 10 patterns each (100,000 patterns), one section with a match of 20,000
+ * patterns over continuation lines, and a duplicate found among them all. */
+static void test_many_sections(void **state)
 {
-	struct sl_spec a, b;
+	size_t cap = 16u << 20, used = 0;
+	char *text = malloc(cap);
 
 	(void)state;
-	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch=*\nrate=10/s\n"), 0);
-	a = cfg->sections[0].spec;
-	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch=*\nrate=20/s\nburst=5\n"), 0);
-	b = cfg->sections[0].spec;
-	assert_true(sl_spec_same_identity(&a, &b)); /* amount and burst keep state */
-	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch=*\nrate=10/m\n"), 0);
-	b = cfg->sections[0].spec;
-	assert_false(sl_spec_same_identity(&a, &b)); /* a new window starts from zero */
-	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch=host\nrate=10/s\n"), 0);
-	b = cfg->sections[0].spec;
-	assert_false(sl_spec_same_identity(&a, &b)); /* so does a new match */
+	assert_non_null(text);
+	for (unsigned i = 0; i < 10000; i++) {
+		used += (size_t)snprintf(text + used, cap - used, "[s%u]\nmatch =", i);
+		for (unsigned p = 0; p < 10; p++) /* five to a line: inih reads 200 bytes a line */
+			used += (size_t)snprintf(text + used, cap - used, "%s h%u-%u.example:%u", p == 5 ? "\n " : "",
+			                         i, p, 1000 + p);
+		used += (size_t)snprintf(text + used, cap - used, "\nrate = %u/s\n", i % 50 + 1);
+	}
+	used += (size_t)snprintf(text + used, cap - used, "[wide]\nmatch = 10.0.0.1\n");
+	for (unsigned p = 0; p < 20000; p++)
+		used += (size_t)snprintf(text + used, cap - used, "%s10.%u.%u.0/24%s", p % 8 ? " " : "  ",
+		                         p / 256 % 256, p % 256, p % 8 == 7 ? "\n" : "");
+	used += (size_t)snprintf(text + used, cap - used, "\nrate = 1/s\n");
+	assert_int_equal(sl_config_load_string(cfg, "big.ini", text), 0);
+	assert_int_equal(cfg->nsections, 10001);
+	assert_int_equal(cfg->npatterns, 100000 + 20001);
+	const struct sl_spec *s = section("s9999");
+	assert_int_equal(s->npatterns, 10);
+	assert_int_equal(PATS(s)[9].port_lo, 1009);
+	assert_string_equal(PATS(s)[9].name, "h9999-9.example");
+	s = section("wide");
+	assert_int_equal(s->npatterns, 20001);
+	assert_int_equal(PATS(s)[20000].kind, SL_PAT_V4);
+
+	/* The same name twice, thousands of sections apart: found, with both lines. */
+	used += (size_t)snprintf(text + used, cap - used, "[s42]\nmatch = x.example\nrate = 1/s\n");
+	assert_int_equal(sl_config_load_string(cfg, "big.ini", text), -EINVAL);
+	assert_non_null(strstr(cfg->errors[0], "duplicate section [s42] (first at line 169)"));
+	free(text);
 }
 
 static void test_edit_distance(void **state)
@@ -344,7 +369,7 @@ int main(void)
 		cmocka_unit_test(test_too_long_line),
 		cmocka_unit_test(test_every_error_reported),
 		cmocka_unit_test(test_missing_file),
-		cmocka_unit_test(test_identity),
+		cmocka_unit_test(test_many_sections),
 		cmocka_unit_test(test_edit_distance),
 		cmocka_unit_test(test_key_defaults_parse),
 		cmocka_unit_test(test_every_key_documented),

@@ -26,9 +26,10 @@
 static void segment_with(struct sl_shm *a, const char *ini, uint32_t keys)
 {
 	static struct sl_config cfg; /* large */
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, keys};
 
 	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
-	assert_int_equal(sl_shm_create_anonymous_keys(a, keys), 0);
+	assert_int_equal(sl_shm_create_anonymous_dims(a, &d), 0);
 	assert_int_equal(sl_shm_apply_config(a->hdr, &cfg, 1), 0);
 }
 
@@ -322,7 +323,7 @@ static void test_scribbled_table(void **state)
 	s.hdr->max_keys = 1u << 30; /* a process keeps what it validated */
 	assert_int_equal(sl_shm_nkeys(s.hdr), n);
 	assert_null(sl_shm_key_at(s.hdr, n));
-	memset(sl_shm_key_tags(s.hdr), 0xa5, SL_SHM_SIZE_FOR(16) - SL_SHM_KEYS_OFF);
+	memset(sl_shm_key_tags(s.hdr), 0xa5, sl_shm_view(s.hdr)->at.size - sl_shm_view(s.hdr)->at.tags);
 	assert_true(admit(s.hdr, &a, NOW) >= NOW || admit(s.hdr, &a, NOW) == -ECONNREFUSED);
 	sl_keys_sweep(s.hdr);
 	assert_int_equal(admit(s.hdr, &a, NOW + 5000 * MS), NOW + 5000 * MS);

@@ -69,6 +69,11 @@ static void test_create_and_reattach(void **state)
 	(void)state;
 	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
 	assert_int_equal(reattached, 0);
+	/* Made, not yet published: no program attaches it (and matches against its
+	 * empty tables) until the config is in. */
+	assert_int_equal(sl_shm_validate(a.hdr, a.size), -EPROTO);
+	assert_int_equal(sl_shm_attach(&c, name, 1), -EPROTO);
+	sl_shm_publish(a.hdr);
 	assert_int_equal(sl_shm_validate(a.hdr, a.size), 0);
 	sl_shm_section(a.hdr, 3)->state.tat_ns = 12345;
 	sl_shm_detach(&a);
@@ -84,14 +89,31 @@ static void test_create_and_reattach(void **state)
 	sl_shm_detach(&c);
 }
 
+/* The size of a segment of default tables. */
+static size_t default_size(void)
+{
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT};
+	struct sl_shm_layout l;
+
+	assert_int_equal(sl_shm_layout(&d, &l), 0);
+	return l.size;
+}
+
 static void test_bounds(void **state)
 {
 	struct sl_shm a;
 
 	(void)state;
 	assert_int_equal(sl_shm_create_anonymous(&a), 0);
-	assert_non_null(sl_shm_section(a.hdr, SL_MAX_SECTIONS - 1));
-	assert_null(sl_shm_section(a.hdr, SL_MAX_SECTIONS));
+	assert_non_null(sl_shm_section(a.hdr, sl_shm_dims_of(a.hdr).sections - 1));
+	assert_null(sl_shm_section(a.hdr, sl_shm_dims_of(a.hdr).sections));
+	assert_non_null(sl_shm_pattern(a.hdr, sl_shm_dims_of(a.hdr).patterns - 1));
+	assert_null(sl_shm_pattern(a.hdr, sl_shm_dims_of(a.hdr).patterns));
+	/* A scribbled size changes nothing of what this process indexes. */
+	a.hdr->max_sections = 1u << 30;
+	a.hdr->max_patterns = 1u << 30;
+	assert_null(sl_shm_section(a.hdr, 1000));
+	assert_null(sl_shm_pattern(a.hdr, 100000));
 	assert_null(sl_shm_section(a.hdr, ~0u));
 	sl_shm_detach(&a);
 }
@@ -107,18 +129,19 @@ static void test_segment_cannot_shrink(void **state)
 
 	(void)state;
 	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	sl_shm_publish(a.hdr);
 	id = shmget(sl_shm_key(name), 0, 0);
 	assert_true(id >= 0);
 	assert_int_equal(shmctl(id, IPC_STAT, &ds), 0);
-	assert_int_equal(ds.shm_segsz, SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT));
+	assert_int_equal(ds.shm_segsz, default_size());
 	/* Asking for the segment at a larger size fails: sizes never change. */
-	assert_int_equal(shmget(sl_shm_key(name), SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT) * 2, 0), -1);
+	assert_int_equal(shmget(sl_shm_key(name), default_size() * 2, 0), -1);
 	assert_int_equal(errno, EINVAL);
 	assert_int_equal(sl_shm_attach(&b, name, 1), 0);
 	assert_int_equal(sl_shm_remove(name), 0);
 	/* Still mapped and whole, to its last byte, for both. */
-	((volatile char *)b.hdr)[SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT) - 1] = 7;
-	assert_int_equal(((volatile char *)a.hdr)[SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT) - 1], 7);
+	((volatile char *)b.hdr)[default_size() - 1] = 7;
+	assert_int_equal(((volatile char *)a.hdr)[default_size() - 1], 7);
 	assert_int_equal(sl_shm_attach(&c, name, 1), -ENOENT);
 	/* The name is free: a new daemon starts a new segment. */
 	assert_int_equal(sl_shm_open_or_create(&c, name, 0600, &reattached), 0);
@@ -171,7 +194,7 @@ static void test_untrusted_segments(void **state)
 	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
 	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);
 	/* Right size, all zero: not initialised. */
-	id = shmget(sl_shm_key(name), SL_SHM_SIZE_FOR(SL_KEYS_DEFAULT), IPC_CREAT | IPC_EXCL | 0600);
+	id = shmget(sl_shm_key(name), default_size(), IPC_CREAT | IPC_EXCL | 0600);
 	assert_true(id >= 0);
 	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
 	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);
@@ -197,10 +220,26 @@ static void test_untrusted_segments(void **state)
 		struct sl_dest d = {.family = AF_INET, .port = 80};
 		struct sl_match m;
 
+		const struct sl_shm_view *v = sl_shm_view(a.hdr);
+
 		memset(sec, 0xa5, sizeof(*sec));
 		sec->in_use = 1;
 		sec->spec.npatterns = 0xffffffff;
-		a.hdr->slots_used = 0xffffffff; /* clamped to SL_MAX_SECTIONS */
+		a.hdr->slots_used = 0xffffffff; /* clamped to the section table */
+		assert_true(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
+		/* A scribbled index: every slot taken, runs and refs out of range, every
+		 * kind and prefix length said to be there.  Bounded, and no crash. */
+		memset(sl_shm_index_slots(a.hdr, v), 0xa5, (size_t)v->index_slots * sizeof(struct sl_index_slot));
+		memset(sl_shm_refs(a.hdr, v), 0xff, (size_t)v->dims.patterns * sizeof(uint32_t));
+		memset(sl_shm_pattern(a.hdr, 0), 0x5a, (size_t)v->dims.patterns * sizeof(struct sl_pattern));
+		a.hdr->index_run = 0xffffffff;
+		a.hdr->index_kinds = 0xffffffff;
+		a.hdr->index_v4_lens = ~0ull;
+		d.name = "a.b.c.example";
+		d.name_len = strlen(d.name);
+		assert_true(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
+		d.family = AF_INET6;
+		memset(a.hdr->index_v6_lens, 0xff, sizeof(a.hdr->index_v6_lens));
 		assert_true(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
 	}
 	sl_shm_detach(&a);

@@ -106,6 +106,33 @@ class Segment:
         self.close()
 
 
+PATTERN_SIZE, INDEX_SLOT_SIZE, HOLDER_SIZE = 288, 16, 16
+
+
+def _up(n, align):
+    return (n + align - 1) & ~(align - 1)
+
+
+def layout(f):
+    """Where each table of the segment open as f lies, from its header's sizes (as
+    sl_shm_layout in src/core/shm.c): a dict of byte offsets, and the sizes.  Read
+    it before a test scribbles on the header."""
+    f.seek(20)
+    section_size, sections_off, max_sections = struct.unpack("<III", f.read(12))
+    f.seek(360)
+    max_keys, _used, max_patterns, max_holders, index_slots = struct.unpack("<IIIII", f.read(20))
+    at = {"sections": sections_off, "section_size": section_size, "max_sections": max_sections,
+          "max_patterns": max_patterns, "max_holders": max_holders, "max_keys": max_keys}
+    end = sections_off + max_sections * section_size
+    at["patterns"] = _up(end, 64)
+    at["index"] = _up(at["patterns"] + max_patterns * PATTERN_SIZE, 64)
+    at["refs"] = _up(at["index"] + index_slots * INDEX_SLOT_SIZE, 64)
+    at["holders"] = _up(at["refs"] + max_patterns * 4, 64)
+    at["tags"] = _up(at["holders"] + max_holders * HOLDER_SIZE, 4096)
+    at["keys"] = _up(at["tags"] + max_keys * 8, 64)
+    return at
+
+
 def get(name, size, flags=0):
     """shmget(key(name), size, flags): the id, or -1 (as the kernel refused)."""
     return _libc.shmget(key(name), size, flags)
