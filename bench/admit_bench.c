@@ -8,6 +8,11 @@
  * with KEYS keys in use, each admission to one of them in a scattered order; prints
  * that cost and, measured in the same run, the floor it is held to: one monotonic
  * clock read and one uncontended compare-and-swap on a word in shared memory.
+ *
+ * admit_bench match SECTIONS [ITERATIONS]: the cost of finding which sections apply
+ * (sl_admit_match, through the match index) in a config of SECTIONS sections of ten
+ * patterns each (names, suffixes, networks of three lengths, IPv6), for a
+ * destination one section applies to by name and for one no section applies to.
  */
 #include "sluice/admit.h"
 #include "sluice/clock.h"
@@ -116,10 +121,66 @@ static int keyed(long keys, long iterations)
 	return 0;
 }
 
+/* ns per sl_admit_match of d in h. */
+static double match_cost(struct sl_shm_header *h, const struct sl_dest *d, long iterations, int want)
+{
+	struct sl_match m;
+	int64_t start = sl_clock_mono_ns();
+
+	for (long i = 0; i < iterations; i++)
+		if (sl_admit_match(h, d, &m, 1) != want)
+			return -1;
+	return (double)(sl_clock_mono_ns() - start) / (double)iterations;
+}
+
+static int match(long sections, long iterations)
+{
+	static struct sl_config cfg;
+	struct sl_shm_dims dims;
+	struct sl_shm shm;
+	size_t cap = (size_t)sections * 400 + 256, used = 0;
+	char *ini = malloc(cap), name[64];
+	struct sl_dest d = {.family = AF_INET, .port = 443};
+	double hit, miss;
+
+	for (long i = 0; ini && i < sections; i++)
+		used += (size_t)snprintf(ini + used, cap - used,
+		                         "[s%ld]\nmatch = h%ld.bench.test, api.h%ld.bench.test:443, h%ld.bench.test:80\n"
+		                         "  hooks.h%ld.bench.test, *.z%ld.bench.test, *.y%ld.bench.test:443\n"
+		                         "  10.%ld.%ld.0/24, 10.%ld.%ld.7, 172.%ld.0.0/16:443\n"
+		                         "  2001:db8:%lx::/48\nrate = 10/s\n",
+		                         i, i, i, i, i, i, i, (i >> 8) & 255, i & 255, (i >> 8) & 255, i & 255,
+		                         16 + (i & 15), i);
+	if (!ini || sl_config_load_string(&cfg, "bench.ini", ini) != 0 || (sl_config_dims(&cfg, &dims), 0) ||
+	    sl_shm_create_anonymous_dims(&shm, &dims) != 0 || sl_shm_apply_config(shm.hdr, &cfg, 1) != 0) {
+		fprintf(stderr, "admit_bench: match set-up failed\n");
+		return 1;
+	}
+	/* One section applies: by its exact name (its address is no section's). */
+	snprintf(name, sizeof(name), "api.h%ld.bench.test", sections / 2);
+	d.name = name;
+	d.name_len = strlen(name);
+	inet_pton(AF_INET, "192.0.2.1", d.addr);
+	hit = match_cost(shm.hdr, &d, iterations, 1);
+	/* None applies: a name and an address no pattern takes. */
+	d.name = "www.example.org";
+	d.name_len = strlen(d.name);
+	miss = match_cost(shm.hdr, &d, iterations, 0);
+	if (hit < 0 || miss < 0) {
+		fprintf(stderr, "admit_bench: a match found the wrong sections\n");
+		return 1;
+	}
+	printf("%.0f %.0f %u\n", hit, miss, cfg.npatterns);
+	free(ini);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 2 && strcmp(argv[1], "keyed") == 0)
 		return keyed(atol(argv[2]), argc > 3 ? atol(argv[3]) : 1000000);
+	if (argc > 2 && strcmp(argv[1], "match") == 0)
+		return match(atol(argv[2]), argc > 3 ? atol(argv[3]) : 1000000);
 	int procs = argc > 1 ? atoi(argv[1]) : 1;
 	long iterations = argc > 2 ? atol(argv[2]) : 1000000;
 	static struct sl_config cfg;

@@ -23,7 +23,9 @@
 #  11. node opening 10,000 connections at once, unshaped and shaped at 2000/s:
 #      achieved rate and the event loop's worst stall;
 #  12. what one epoll_wait costs a process holding 10,000 connections with records
-#      (meter = requests), against none and against no shim.
+#      (meter = requests), against none and against no shim;
+#  13. what finding the sections that apply costs at 10, 1,000 and 10,000 sections
+#      (the match index), for a destination one applies to and for one none does.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -425,3 +427,10 @@ printf '   %-34s %6s ns\n' "shaped, no records:" \
 	"$(repeat 3 "$B/sluice" run -c "$T/epoll.ini" -- "$B/bench/epoll_cost" "$port" 0 200000)"
 printf '   %-34s %6s ns\n' "shaped, 10,000 records:" \
 	"$(repeat 3 "$B/sluice" run -c "$T/epoll.ini" -- "$B/bench/epoll_cost" "$port" 10000 200000)")
+
+echo
+echo "13. finding the sections that apply (the match index), 10 patterns a section"
+for n in 10 1000 10000; do
+	read -r hit miss pats < <("$B/bench/admit_bench" match "$n" 1000000)
+	printf '   %-34s %6s ns matched, %s ns unmatched (%s patterns)\n' "$n sections:" "$hit" "$miss" "$pats"
+done

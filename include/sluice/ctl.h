@@ -15,7 +15,9 @@
 
 #include <stddef.h>
 
-#define SL_CTL_MAX_REPLY (1 << 20)
+/* The largest reply read: the stats of a config at the largest section table
+ * (about 500 bytes a section) fit. */
+#define SL_CTL_MAX_REPLY ((size_t)1 << 30)
 
 /* Send `cmd` and read the whole reply into a malloc'd, NUL-terminated *reply.
  * Returns 0, or -errno (-ECONNREFUSED / -ENOENT when no daemon listens). */

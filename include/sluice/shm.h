@@ -157,6 +157,9 @@ int sl_shm_reap_lock(struct sl_shm_header *h);
  * the spec seqlock.  Returns 0, -ENOSPC when cfg does not fit the segment's tables
  * (sl_shm_fits), -ENOMEM, or -ETIMEDOUT. */
 int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self);
+/* How long the last sl_shm_apply_config of this process held the segment lock (ns). */
+int64_t sl_shm_apply_held_ns(void);
+
 /* The same with the clock given (`now` converts the state of changed limits). */
 int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self,
                            int64_t now);

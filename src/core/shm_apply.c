@@ -25,6 +25,15 @@
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
 
+/* How long the last load held the segment lock (ns): shims that match meanwhile
+ * wait for it.  Said in the daemon's log. */
+static int64_t held_ns;
+
+int64_t sl_shm_apply_held_ns(void)
+{
+	return held_ns;
+}
+
 /* The config's sections by name: an open-addressing table of indices + 1. */
 struct by_name {
 	uint32_t *slot;
@@ -220,6 +229,7 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 		plan_free(&p);
 		return rc;
 	}
+	held_ns = sl_clock_mono_ns();
 	/* Odd: writing.  Set odd rather than incremented: a writer killed half way
 	 * left it odd, and one more increment would make it even while we write. */
 	seq = atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) | 1u;
@@ -278,6 +288,7 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 	atomic_thread_fence(memory_order_release);
 	atomic_store_explicit(A(&h->spec_seq), seq + 1, memory_order_relaxed); /* even: done */
 	sl_shm_unlock(h, self);
+	held_ns = sl_clock_mono_ns() - held_ns;
 	plan_free(&p);
 	return 0;
 }

@@ -1,8 +1,10 @@
 /*
  * The daemon's control socket (protocol in ctl.h).  Each client sends one short
- * command; the reply is written with a send timeout and the connection closed, so
- * a stuck client costs one second at most and never blocks shaping (which does not
- * go through the daemon at all).
+ * command and gets one reply, written from the event loop as the socket takes it
+ * (the stats of 10,000 sections are megabytes), and the connection is closed.  A
+ * client that stops reading is dropped after CLIENT_TIMEOUT_S without progress, so
+ * it costs the daemon a buffer for a while and never blocks its loop - nor shaping,
+ * which does not go through the daemon at all.
  */
 #include "control.h"
 #include "sluice/clock.h"
@@ -21,9 +23,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* A control connection: one request line, one answer, closed.  It is dropped if
- * its line has not come within CLIENT_TIMEOUT_S, so a client that connects and
- * never sends holds nothing for long. */
+/* A control connection: one request line, one answer, closed.  It is dropped when
+ * neither its line nor its reader has made progress for CLIENT_TIMEOUT_S, so a
+ * client that connects and never sends, or never reads, holds nothing for long. */
 #define CLIENT_TIMEOUT_S 2.0
 
 struct sl_ctl_client {
@@ -33,6 +35,8 @@ struct sl_ctl_client {
 	struct sl_ctl_client *next, **prev; /* in d->clients */
 	size_t len;
 	char buf[256];
+	char *out;          /* the reply (malloc'd), sent from out_done on */
+	size_t out_len, out_done;
 };
 
 static void client_close(struct ev_loop *loop, struct sl_ctl_client *c)
@@ -43,6 +47,7 @@ static void client_close(struct ev_loop *loop, struct sl_ctl_client *c)
 	*c->prev = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	free(c->out);
 	free(c);
 }
 
@@ -55,18 +60,29 @@ static void on_client_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 
-static void send_all(int fd, const char *p, size_t n)
+/* The socket takes more of the reply: send what it will; close when all is sent or
+ * the reader is gone. */
+static void on_writable(struct ev_loop *loop, ev_io *w, int revents)
 {
-	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+	struct sl_ctl_client *c = (struct sl_ctl_client *)w;
+	size_t before = c->out_done;
 
-		if (w < 0 && errno == EINTR)
+	(void)revents;
+	while (c->out_done < c->out_len) {
+		ssize_t n = send(w->fd, c->out + c->out_done, c->out_len - c->out_done, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (n < 0 && errno == EAGAIN) {
+			if (c->out_done > before)
+				ev_timer_again(loop, &c->timeout); /* progress: the idle clock starts over */
 			return;
-		p += w;
-		n -= (size_t)w;
+		}
+		if (n <= 0)
+			break;
+		c->out_done += (size_t)n;
 	}
+	client_close(loop, c);
 }
 
 static int may_change(int fd)
@@ -79,15 +95,16 @@ static int may_change(int fd)
 	return cred.uid == 0 || cred.uid == geteuid();
 }
 
-static void handle(struct sl_daemon *d, int fd, char *cmd)
+/* The reply to `cmd`, into *out (malloc'd; NULL when there is none). */
+static void handle(struct sl_daemon *d, int fd, char *cmd, char **out, size_t *outlen)
 {
-	char *out = NULL;
-	size_t outlen = 0;
 	FILE *f;
 
+	*out = NULL;
+	*outlen = 0;
 	if (!d->shm.hdr)
 		return; /* stopping: nothing to answer from */
-	if (!(f = open_memstream(&out, &outlen)))
+	if (!(f = open_memstream(out, outlen)))
 		return;
 	cmd[strcspn(cmd, "\r\n")] = '\0';
 	if (strcmp(cmd, "ping") == 0) {
@@ -140,8 +157,6 @@ static void handle(struct sl_daemon *d, int fd, char *cmd)
 		fprintf(f, "error: unknown command '%.60s' (ping, info, stat, stat json, reload)\n", cmd);
 	}
 	fclose(f);
-	send_all(fd, out, outlen);
-	free(out);
 }
 
 static void on_client(struct ev_loop *loop, ev_io *w, int revents)
@@ -159,14 +174,22 @@ static void on_client(struct ev_loop *loop, ev_io *w, int revents)
 	if (n > 0 && !strchr(c->buf, '\n') && c->len < sizeof(c->buf) - 1)
 		return; /* wait for the rest of the line */
 	if (c->len > 0)
-		handle(c->d, w->fd, c->buf);
-	client_close(loop, c);
+		handle(c->d, w->fd, c->buf, &c->out, &c->out_len);
+	if (!c->out || !c->out_len) {
+		client_close(loop, c);
+		return;
+	}
+	ev_io_stop(loop, &c->io);
+	ev_io_set(&c->io, c->io.fd, EV_WRITE);
+	ev_set_cb(&c->io, on_writable);
+	ev_io_start(loop, &c->io);
+	ev_timer_again(loop, &c->timeout);
+	on_writable(loop, &c->io, EV_WRITE); /* most replies fit the socket at once */
 }
 
 static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct sl_daemon *d = w->data;
-	struct timeval tv = {.tv_sec = 1};
 	struct sl_ctl_client *c;
 	int fd;
 
@@ -174,7 +197,6 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
@@ -188,7 +210,8 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	d->clients = c;
 	ev_io_init(&c->io, on_client, fd, EV_READ);
 	ev_io_start(loop, &c->io);
-	ev_timer_init(&c->timeout, on_client_timeout, CLIENT_TIMEOUT_S, 0.);
+	/* Repeating, so ev_timer_again restarts it: an idle timeout. */
+	ev_timer_init(&c->timeout, on_client_timeout, CLIENT_TIMEOUT_S, CLIENT_TIMEOUT_S);
 	c->timeout.data = c;
 	ev_timer_start(loop, &c->timeout);
 }

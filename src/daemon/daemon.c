@@ -154,9 +154,9 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	}
 	sl_shm_publish(d->shm.hdr);
 	beat(d);
-	sl_log_info("%s segment %s, %u sections from %s (generation %llu)",
+	sl_log_info("%s segment %s, %u sections, %u patterns from %s (generation %llu)",
 	            reattached ? "re-attached" : "created", d->shm_name, d->cfg->nsections,
-	            d->config_path, (unsigned long long)d->shm.hdr->generation);
+	            d->cfg->npatterns, d->config_path, (unsigned long long)d->shm.hdr->generation);
 
 	ev_timer_init(&d->heartbeat, on_heartbeat, 0., HEARTBEAT_S);
 	d->heartbeat.data = d;
@@ -240,8 +240,9 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 	free(d->cfg);
 	d->cfg = next;
 	sl_log_set_level(next->global.log_level);
-	sl_log_info("reloaded %s: %u sections (generation %llu)", d->config_path, next->nsections,
-	            (unsigned long long)d->shm.hdr->generation);
+	sl_log_info("reloaded %s: %u sections, %u patterns (generation %llu; the segment lock held "
+	            "%.1f ms)", d->config_path, next->nsections, next->npatterns,
+	            (unsigned long long)d->shm.hdr->generation, (double)sl_shm_apply_held_ns() / 1e6);
 	return 0;
 out:
 	sl_config_free(next);
