@@ -1,6 +1,7 @@
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/critical.h"
 #include "sluice/index.h"
 #include "sluice/keys.h"
 #include "sluice/limiter.h"
@@ -199,18 +200,17 @@ int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_m
 	 * one - and the reservation that follows, which needs the lock too, hands the
 	 * call to the fallback policy. */
 	{
-		sigset_t all, old;
+		struct sl_critical c;
 		int locked;
 
-		/* Signals blocked while the lock is held, as around every critical
-		 * section (wait.c): a handler that longjmps must not leave it taken. */
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
+		/* A critical section, as around every hold of the lock (critical.h): a
+		 * handler that longjmps must not leave it taken. */
+		sl_critical_enter(&c);
 		locked = sl_shm_lock(h, self, LOCK_TIMEOUT_NS) >= 0;
 		count = match_pass(h, d, m);
 		if (locked)
 			sl_shm_unlock(h, self);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		sl_critical_leave(&c);
 	}
 	return count;
 }

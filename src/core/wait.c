@@ -2,6 +2,7 @@
 #include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/conc.h"
+#include "sluice/critical.h"
 #include "sluice/shm.h"
 
 #include <errno.h>
@@ -9,32 +10,16 @@
 #include <stdatomic.h>
 #include <sys/prctl.h>
 
-struct critical {
-	sigset_t old;
-};
-
-static void enter_critical(struct critical *c)
-{
-	sigset_t all;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &c->old);
-}
-
-static void leave_critical(struct critical *c)
-{
-	pthread_sigmask(SIG_SETMASK, &c->old, NULL);
-}
 
 int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                     int32_t self, struct sl_ticket *t)
 {
-	struct critical c;
+	struct sl_critical c;
 	int rc;
 
-	enter_critical(&c);
+	sl_critical_enter(&c);
 	rc = sl_admit_reserve(h, m, now, self, t);
-	leave_critical(&c);
+	sl_critical_leave(&c);
 	return rc;
 }
 
@@ -42,10 +27,10 @@ int sl_wait_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, in
                            int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
                            void (*act)(void *), void *arg)
 {
-	struct critical c;
+	struct sl_critical c;
 	int rc;
 
-	enter_critical(&c);
+	sl_critical_enter(&c);
 	rc = sl_admit_reserve(h, m, now, self, t);
 	*release_rc = 1;
 	*retry_ns = rc == 0 ? t->release_ns : 0;
@@ -53,51 +38,51 @@ int sl_wait_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, in
 		*release_rc = 0; /* nothing to wait for */
 	else if (rc == 0 && t->release_ns <= sl_clock_mono_ns())
 		*release_rc = sl_admit_release_act(h, t, SL_ADMIT_NOW, self, retry_ns, act, arg);
-	leave_critical(&c);
+	sl_critical_leave(&c);
 	return rc;
 }
 
 int sl_wait_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                           int32_t self, struct sl_ticket *t, uint64_t bytes)
 {
-	struct critical c;
+	struct sl_critical c;
 	int rc;
 
-	enter_critical(&c);
+	sl_critical_enter(&c);
 	rc = sl_admit_reserve_bytes(h, m, now, self, t, bytes);
-	leave_critical(&c);
+	sl_critical_leave(&c);
 	return rc;
 }
 
 int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                   int32_t self, struct sl_ticket *t)
 {
-	struct critical c;
+	struct sl_critical c;
 	int rc;
 
-	enter_critical(&c);
+	sl_critical_enter(&c);
 	rc = sl_admit_check(h, m, now, self, t);
-	leave_critical(&c);
+	sl_critical_leave(&c);
 	return rc;
 }
 
 void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self)
 {
-	struct critical c;
+	struct sl_critical c;
 
-	enter_critical(&c);
+	sl_critical_enter(&c);
 	sl_admit_refund(h, t, self);
-	leave_critical(&c);
+	sl_critical_leave(&c);
 }
 
 void sl_wait_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,
                    int32_t self)
 {
-	struct critical c;
+	struct sl_critical c;
 
-	enter_critical(&c);
+	sl_critical_enter(&c);
 	sl_admit_moved(h, m, from, to, self);
-	leave_critical(&c);
+	sl_critical_leave(&c);
 }
 
 int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
@@ -113,7 +98,7 @@ int sl_wait_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 	int slack = -1, rc = 0;
 
 	for (int rounds = 0; rounds < 1000; rounds++) {
-		struct critical c;
+		struct sl_critical c;
 
 		if (at > sl_clock_mono_ns()) {
 			/* The default 50us timer slack would make every release late by that
@@ -128,9 +113,9 @@ int sl_wait_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 				}
 			}
 		}
-		enter_critical(&c);
+		sl_critical_enter(&c);
 		rc = sl_admit_release_act(h, t, SL_ADMIT_NOW, self, &retry, act, arg);
-		leave_critical(&c);
+		sl_critical_leave(&c);
 		if (rc <= 0)
 			goto out; /* released, or -ETIMEDOUT */
 		at = retry;
@@ -151,12 +136,12 @@ int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 int sl_wait_try_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                             int64_t *retry_ns, void (*act)(void *), void *arg)
 {
-	struct critical c;
+	struct sl_critical c;
 	int rc;
 
-	enter_critical(&c);
+	sl_critical_enter(&c);
 	rc = sl_admit_release_act(h, t, SL_ADMIT_NOW, self, retry_ns, act, arg);
-	leave_critical(&c);
+	sl_critical_leave(&c);
 	return rc;
 }
 
@@ -172,14 +157,14 @@ int sl_wait_conc(struct sl_shm_header *h, struct sl_match *m, int32_t self, int6
                  uint64_t *taken, int *full)
 {
 	for (;;) {
-		struct critical c;
+		struct sl_critical c;
 		uint32_t seen = 0;
 		int64_t now, slice;
 		int rc;
 
-		enter_critical(&c);
+		sl_critical_enter(&c);
 		rc = sl_conc_take(h, m, self, taken, full, &seen);
-		leave_critical(&c);
+		sl_critical_leave(&c);
 		if (rc == -EDQUOT) {
 			count_refusal(h, *full);
 			return -ECONNREFUSED;
@@ -213,9 +198,9 @@ int sl_wait_conc(struct sl_shm_header *h, struct sl_match *m, int32_t self, int6
 
 void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self)
 {
-	struct critical c;
+	struct sl_critical c;
 
-	enter_critical(&c);
+	sl_critical_enter(&c);
 	sl_conc_put(h, mask, m, self);
-	leave_critical(&c);
+	sl_critical_leave(&c);
 }

@@ -155,6 +155,10 @@ static void init_once_body(void)
 	if (cfg)
 		sl_config_free(cfg);
 	free(cfg);
+	/* Only a process with something to shape has critical sections to keep
+	 * handlers out of. */
+	if (sl_shim.mode != SL_SHIM_OFF)
+		sl_signals_init();
 	atomic_store_explicit(&sl_shim.ready, 2, memory_order_release);
 }
 

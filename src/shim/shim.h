@@ -65,6 +65,11 @@ void *sl_real_lookup(const char *name, void *hook);
 
 void sl_shim_init(void);
 
+/* signals.c: run the program's handlers through the trampoline from now on (those
+ * installed already included), so critical sections defer signals rather than
+ * block them. */
+void sl_signals_init(void);
+
 /* exec.c: remember LD_PRELOAD and SLUICE_* as the process started, for children
  * exec'd with an environment that lacks them. */
 void sl_exec_capture(void);
