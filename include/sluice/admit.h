@@ -141,6 +141,15 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
                          int64_t *retry_ns, void (*act)(void *), void *arg);
 
+/* sl_admit_reserve() and, when the slot it gives is already due, the release
+ * (sl_admit_release_act) in the same hold of the lock: what a call that does not
+ * wait costs.  Returns the reservation's result; when it is 0, *release_rc is 0
+ * (released, or nothing to wait for), 1 (wait until *retry_ns) or -ETIMEDOUT (the
+ * release check could not be made: nothing was released). */
+int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                            int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
+                            void (*act)(void *), void *arg);
+
 /* A request of the sections in m released at `from` went only at `to`
  * (sl_strategy_moved for each). */
 void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,

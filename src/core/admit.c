@@ -291,18 +291,15 @@ static uint64_t cost_in(const struct sl_section *sec, const struct sl_ticket *t)
 	return sec->spec.meter == SL_METER_BYTES ? t->cost : 1;
 }
 
-/* charge = 0: only tell whether a reservation now would be refused (no state
- * changes but the refusal counter). */
-static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
-                   int32_t self, struct sl_ticket *t, int charge, uint64_t bytes)
+/* Under the lock.  charge = 0: only tell whether a reservation now would be
+ * refused (no state changes but the refusal counter). */
+static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                          int32_t self, struct sl_ticket *t, int charge, uint64_t bytes)
 {
 	int64_t release = now, max_wait = -1;
 	int limiting = -1, live = 0;
-	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
+	int rc = 0;
 
-	if (rc < 0)
-		return rc;
-	rc = 0; /* 1 said the lock was taken over from a dead holder: no matter here */
 	t->mask = 0;
 	t->arrival_ns = now;
 	t->cost = bytes ? bytes : 1;
@@ -415,6 +412,17 @@ static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 	t->release_ns = release;
 	t->held = release > now;
 out:
+	return rc;
+}
+
+static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                   int32_t self, struct sl_ticket *t, int charge, uint64_t bytes)
+{
+	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
+
+	if (rc < 0)
+		return rc; /* 1 said the lock was taken over from a dead holder: no matter */
+	rc = reserve_locked(h, m, now, self, t, charge, bytes);
 	sl_shm_unlock(h, self);
 	return rc;
 }
@@ -443,14 +451,12 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 	return sl_admit_release_act(h, t, now, self, retry_ns, NULL, NULL);
 }
 
-int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
-                         int64_t *retry_ns, void (*act)(void *), void *arg)
+/* Under the lock: sl_admit_release_act's work. */
+static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t now,
+                          int64_t *retry_ns, void (*act)(void *), void *arg)
 {
 	int64_t wait, later;
-	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
 
-	if (rc < 0)
-		return rc; /* cannot check: the caller's fallback decides, never "go" */
 	if (now == SL_ADMIT_NOW)
 		now = sl_clock_mono_ns();
 	later = now;
@@ -464,15 +470,12 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 		/* A key evicted since the reservation (it went idle: the caller woke
 		 * that late) is made again, so this release is checked and counted in
 		 * it like any other; with no room for it, nothing is decided. */
-		if (!(st = ticket_state(h, t, k, sec, 1, now))) {
-			sl_shm_unlock(h, self);
+		if (!(st = ticket_state(h, t, k, sec, 1, now)))
 			return -ETIMEDOUT;
-		}
 		sl_strategy_repair(&sec->spec, st, now, wall_off(h));
 		later = SL_MAX(later, sl_strategy_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)));
 	}
 	if (later > now) {
-		sl_shm_unlock(h, self);
 		t->held = 1;
 		*retry_ns = later;
 		return 1;
@@ -542,8 +545,41 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 			count_key(sec, st, cost_in(sec, t));
 	}
 	t->released_ns = now;
-	sl_shm_unlock(h, self);
 	return 0;
+}
+
+int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
+                         int64_t *retry_ns, void (*act)(void *), void *arg)
+{
+	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
+
+	if (rc < 0)
+		return rc; /* cannot check: the caller's fallback decides, never "go" */
+	rc = release_locked(h, t, now, retry_ns, act, arg);
+	sl_shm_unlock(h, self);
+	return rc;
+}
+
+int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                            int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
+                            void (*act)(void *), void *arg)
+{
+	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
+
+	*release_rc = 1;
+	*retry_ns = 0;
+	if (rc < 0)
+		return rc;
+	rc = reserve_locked(h, m, now, self, t, 1, 0);
+	if (rc == 0) {
+		*retry_ns = t->release_ns;
+		if (!t->mask)
+			*release_rc = 0; /* nothing to wait for */
+		else if (t->release_ns <= sl_clock_mono_ns())
+			*release_rc = release_locked(h, t, SL_ADMIT_NOW, retry_ns, act, arg);
+	}
+	sl_shm_unlock(h, self);
+	return rc;
 }
 
 void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,

@@ -230,14 +230,17 @@ static int probe_name(const struct probe *p, const struct sl_dest *d)
 static int probe_addr(const struct probe *p, const struct sl_dest *d, const uint64_t *lens,
                       unsigned kind, unsigned width)
 {
-	for (unsigned bits = 0; bits <= width; bits++) {
-		int rc;
+	/* Only the lengths some pattern uses: the set bits, lowest first. */
+	for (unsigned w = 0; w <= width / 64; w++)
+		for (uint64_t set = lens[w]; set; set &= set - 1) {
+			unsigned bits = w * 64 + (unsigned)__builtin_ctzll(set);
+			int rc;
 
-		if (!(lens[bits / 64] & (1ull << (bits % 64))))
-			continue;
-		if ((rc = probe_key(p, addr_hash(d->addr, bits), kind, d->port, bits)))
-			return rc;
-	}
+			if (bits > width)
+				return 0;
+			if ((rc = probe_key(p, addr_hash(d->addr, bits), kind, d->port, bits)))
+				return rc;
+		}
 	return 0;
 }
 

@@ -31,13 +31,7 @@ int sl_wait_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, in
 	int rc;
 
 	sl_critical_enter(&c);
-	rc = sl_admit_reserve(h, m, now, self, t);
-	*release_rc = 1;
-	*retry_ns = rc == 0 ? t->release_ns : 0;
-	if (rc == 0 && !t->mask)
-		*release_rc = 0; /* nothing to wait for */
-	else if (rc == 0 && t->release_ns <= sl_clock_mono_ns())
-		*release_rc = sl_admit_release_act(h, t, SL_ADMIT_NOW, self, retry_ns, act, arg);
+	rc = sl_admit_reserve_go_act(h, m, now, self, t, release_rc, retry_ns, act, arg);
 	sl_critical_leave(&c);
 	return rc;
 }

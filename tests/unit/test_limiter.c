@@ -40,11 +40,35 @@ static void test_extreme_values(void **state)
 	assert_int_equal(sl_gcra_queued(INT64_MIN, INT64_MAX, INT64_MAX, T0), 0);
 }
 
+/* The increment (ceil(cost * window / amount), capped) is the same whether it is
+ * worked out in 64 bits or, when those overflow, in 128. */
+static void test_increment_exact(void **state)
+{
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	for (int i = 0; i < 200000; i++) {
+		struct sl_spec s = {0};
+		unsigned __int128 want;
+		uint64_t cost;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift */
+		s.amount = 1 + (x >> (x % 64)) % ((1ull << 40) - 1);
+		s.window_ns = (int64_t)(1 + ((x * 31) >> (x % 61)) % (1ull << 62));
+		cost = i % 3 == 0 ? 1 : 1 + ((x * 7) >> (x % 50));
+		want = ((unsigned __int128)cost * (uint64_t)s.window_ns + s.amount - 1) / s.amount;
+		if (want > INT64_MAX / 4)
+			want = INT64_MAX / 4;
+		assert_int_equal(sl_gcra_increment(&s, cost), (int64_t)want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gcra_arithmetic),
 		cmocka_unit_test(test_extreme_values),
+		cmocka_unit_test(test_increment_exact),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
