@@ -41,6 +41,7 @@ python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
 
 CROSS_PACKAGES="
 gcc-aarch64-linux-gnu:/usr/bin/aarch64-linux-gnu-gcc
+libc6-dev:arm64:/usr/include/aarch64-linux-gnu/bits/libc-header-start.h
 libinih-dev:arm64:/usr/lib/aarch64-linux-gnu/libinih.a
 libev-dev:arm64:/usr/lib/aarch64-linux-gnu/libev.so
 libcmocka-dev:arm64:/usr/lib/aarch64-linux-gnu/libcmocka.so
