@@ -29,28 +29,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static double run(struct sl_shm_header *h, long iterations)
-{
-	struct sl_dest d = {.family = AF_INET, .port = 443};
-	int32_t self = (int32_t)getpid();
-	int64_t start;
-
-	inet_pton(AF_INET, "203.0.113.7", d.addr);
-	start = sl_clock_mono_ns();
-	for (long i = 0; i < iterations; i++) {
-		struct sl_match m;
-		struct sl_ticket t;
-		int64_t retry;
-		int went;
-
-		if (sl_admit_match(h, &d, &m, self) <= 0 ||
-		    sl_admit_reserve_go_act(h, &m, sl_clock_mono_ns(), self, &t, &went, &retry, NULL, NULL) != 0 ||
-		    went != 0)
-			return -1;
-	}
-	return (double)(sl_clock_mono_ns() - start) / (double)iterations;
-}
-
 /* The destination of key k: 10.x.y.z. */
 static void key_dest(struct sl_dest *d, uint32_t k)
 {
@@ -60,6 +38,53 @@ static void key_dest(struct sl_dest *d, uint32_t k)
 	d->addr[1] = (uint8_t)(k >> 16);
 	d->addr[2] = (uint8_t)(k >> 8);
 	d->addr[3] = (uint8_t)k;
+}
+
+/* One admission of d whose slot is due: 0, or -1 when it did not go at once. */
+static int admit_now(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m,
+                     struct sl_ticket *t, int32_t self)
+{
+	int64_t retry;
+	int went;
+
+	if (sl_admit_match(h, d, m, self) <= 0 ||
+	    sl_admit_reserve_go_act(h, m, sl_clock_mono_ns(), self, t, &went, &retry, NULL, NULL) != 0)
+		return -1;
+	return went == 0 ? 0 : -1;
+}
+
+/* ns per admission over `iterations`, to key `fixed`, or (fixed < 0) to every key
+ * in turn, scattered: a stride prime to the key count visits them all. */
+static double keyed_pass(struct sl_shm_header *h, long keys, long iterations, long fixed,
+                         struct sl_match *m, struct sl_ticket *t, int32_t self)
+{
+	struct sl_dest d = {0};
+	int64_t start = sl_clock_mono_ns();
+
+	key_dest(&d, (uint32_t)fixed);
+	for (long i = 0; i < iterations; i++) {
+		if (fixed < 0)
+			key_dest(&d, (uint32_t)((uint64_t)i * 7919u % (uint64_t)keys));
+		if (admit_now(h, &d, m, t, self) < 0)
+			return -1;
+	}
+	return (double)(sl_clock_mono_ns() - start) / (double)iterations;
+}
+
+static double run(struct sl_shm_header *h, long iterations)
+{
+	struct sl_dest d = {.family = AF_INET, .port = 443};
+	int32_t self = (int32_t)getpid();
+	int64_t start;
+	struct sl_match m;
+	struct sl_ticket t;
+
+	inet_pton(AF_INET, "203.0.113.7", d.addr);
+	start = sl_clock_mono_ns();
+	for (long i = 0; i < iterations; i++)
+		if (admit_now(h, &d, &m, &t, self) < 0)
+			return -1;
+	return (double)(sl_clock_mono_ns() - start) / (double)iterations;
 }
 
 static int keyed(long keys, long iterations)
@@ -73,8 +98,8 @@ static int keyed(long keys, long iterations)
 	struct sl_shm shm;
 	int32_t self = (int32_t)getpid();
 	_Atomic uint64_t *word;
-	int reattached, went;
-	int64_t start, retry;
+	int reattached;
+	int64_t start;
 	double cost, hot, floor;
 	uint64_t seen = 0;
 
@@ -90,41 +115,21 @@ static int keyed(long keys, long iterations)
 	word = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	for (long k = 0; k < keys; k++) { /* every key in use */
 		key_dest(&d, (uint32_t)k);
-		if (sl_admit_match(shm.hdr, &d, &m, self) <= 0 ||
-		    sl_admit_reserve_go_act(shm.hdr, &m, sl_clock_mono_ns(), self, &t, &went, &retry, NULL, NULL) != 0 ||
-		    went != 0) {
+		if (admit_now(shm.hdr, &d, &m, &t, self) < 0) {
 			fprintf(stderr, "admit_bench: key %ld not made (%u in use)\n", k, shm.hdr->keys_used);
 			sl_shm_remove(name);
 			return 1;
 		}
 	}
-	start = sl_clock_mono_ns();
-	for (long i = 0; i < iterations; i++) {
-		/* A stride prime to the key count visits them all, scattered. */
-		key_dest(&d, (uint32_t)((uint64_t)i * 7919u % (uint64_t)keys));
-		if (sl_admit_match(shm.hdr, &d, &m, self) <= 0 ||
-		    sl_admit_reserve_go_act(shm.hdr, &m, sl_clock_mono_ns(), self, &t, &went, &retry, NULL, NULL) != 0 ||
-		    went != 0) {
-			fprintf(stderr, "admit_bench: keyed admission failed\n");
-			sl_shm_remove(name);
-			return 1;
-		}
-	}
-	cost = (double)(sl_clock_mono_ns() - start) / (double)iterations;
+	cost = keyed_pass(shm.hdr, keys, iterations, -1, &m, &t, self);
 	/* One key over and over, the table as full: the look-up's own work, with the
 	 * key in the cache rather than in memory. */
-	key_dest(&d, (uint32_t)(keys / 2));
-	start = sl_clock_mono_ns();
-	for (long i = 0; i < iterations; i++) {
-		if (sl_admit_match(shm.hdr, &d, &m, self) <= 0 ||
-		    sl_admit_reserve_go_act(shm.hdr, &m, sl_clock_mono_ns(), self, &t, &went, &retry, NULL, NULL) != 0 ||
-		    went != 0) {
-			fprintf(stderr, "admit_bench: keyed admission failed\n");
-			sl_shm_remove(name);
-			return 1;
-		}
+	hot = keyed_pass(shm.hdr, keys, iterations, keys / 2, &m, &t, self);
+	if (cost < 0 || hot < 0) {
+		fprintf(stderr, "admit_bench: keyed admission failed\n");
+		sl_shm_remove(name);
+		return 1;
 	}
-	hot = (double)(sl_clock_mono_ns() - start) / (double)iterations;
 	start = sl_clock_mono_ns();
 	for (long i = 0; i < iterations; i++) {
 		uint64_t expect = seen;
