@@ -46,6 +46,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	sl_config_free(cfg);
 	free(cfg);
 	return 0;
 }

@@ -29,6 +29,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	sl_config_free(cfg);
 	free(cfg);
 	return 0;
 }
