@@ -31,6 +31,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+# Every program the figures come from, or no figures: a missing one printed blanks.
+for p in admit_bench connect_loop write_loop sendto_loop hold_open epoll_cost upload; do
+	[ -x "$B/bench/$p" ] || { echo "bench: $B/bench/$p is missing (make bench builds it)" >&2; exit 1; }
+done
 
 # wait_port FILE: the port a helper wrote to FILE (10 s at most).
 wait_port() {
