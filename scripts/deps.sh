@@ -17,6 +17,8 @@ pkg-config:/usr/bin/pkg-config
 libev-dev:/usr/include/ev.h
 libinih-dev:/usr/include/ini.h
 libcmocka-dev:/usr/include/cmocka.h
+libhiredis-dev:/usr/include/hiredis/adapters/libev.h
+faketime:/usr/bin/faketime
 curl:/usr/bin/curl
 python3:/usr/bin/python3
 procps:/usr/bin/pkill
@@ -45,6 +47,7 @@ libc6-dev:arm64:/usr/include/aarch64-linux-gnu/bits/libc-header-start.h
 libinih-dev:arm64:/usr/lib/aarch64-linux-gnu/libinih.a
 libev-dev:arm64:/usr/lib/aarch64-linux-gnu/libev.so
 libcmocka-dev:arm64:/usr/lib/aarch64-linux-gnu/libcmocka.so
+libhiredis-dev:arm64:/usr/lib/aarch64-linux-gnu/libhiredis.so
 qemu-user:/usr/bin/qemu-aarch64
 "
 if [ "${1:-}" = "--cross" ]; then

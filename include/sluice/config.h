@@ -35,6 +35,17 @@ struct sl_global {
 	uint32_t sections; /* records in the segment's section table; 0: twice the config's */
 	uint32_t patterns; /* records in its pattern table; 0: twice the config's */
 	uint32_t holders;  /* entries in its holder table (a power of two) */
+	/* Across machines (scope = fleet): where the fleet's Redis is, and who this
+	 * machine is in it (docs/config.md, "Across machines"). */
+	char redis[SL_PATH_MAX];      /* "HOST:PORT" or a unix socket's path; "" none */
+	char redis_auth[SL_PATH_MAX]; /* a file holding "PASSWORD" or "USER PASSWORD" */
+	char fleet[SL_SECTION_NAME_MAX];   /* the fleet's name: its keys' prefix */
+	char machine[SL_SECTION_NAME_MAX]; /* this machine's name in it; "" this host's
+	                                    * name and the segment's */
+	int64_t refresh_ns;           /* how often leases are renewed */
+	uint32_t hosts;               /* machines in the fleet: each's part while none
+	                               * has a lease */
+	uint32_t pad0;
 };
 
 struct sl_section_conf {

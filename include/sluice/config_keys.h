@@ -27,6 +27,9 @@ enum sl_key_type {
 	SL_KT_PER,      /* host | host:port | address[/N[/M]][:port]: spec.per and prefixes */
 	SL_KT_ROOM,     /* auto (0) or 1..max: the size of a segment table */
 	SL_KT_POW2,     /* 1..max, rounded up to a power of two */
+	SL_KT_ENDPOINT, /* HOST:PORT, [IPV6]:PORT or /unix/socket/path, or none */
+	SL_KT_NAME,     /* letters, digits, '-', '_', '.', fitting its field; auto: "" */
+	SL_KT_SCOPE,    /* choices: enum sl_scope */
 };
 
 #define SL_KF_REQUIRED 1u /* a limit section without it is an error */

@@ -77,6 +77,13 @@ enum sl_mode {
 	SL_MODE_OBSERVE = 1,
 };
 
+/* Whose limit a section is (`scope`): this machine's alone, or the fleet's, shared
+ * with the other machines through Redis (each holding a lease on a part of it). */
+enum sl_scope {
+	SL_SCOPE_MACHINE = 0,
+	SL_SCOPE_FLEET = 1,
+};
+
 /* One pattern of a section's `match`.  In the segment, patterns lie in one table,
  * each section's in a run of its own (sl_spec.pattern_first, npatterns). */
 struct sl_pattern {
@@ -113,7 +120,8 @@ struct sl_spec {
 	uint8_t per;         /* enum sl_per: a queue per key instead of one */
 	uint8_t per_prefix4; /* per = address: IPv4 bits kept (1-32) */
 	uint8_t per_prefix6; /* per = address: IPv6 bits kept (1-128) */
-	uint8_t pad0[5];
+	uint8_t scope;       /* enum sl_scope */
+	uint8_t pad0[4];
 	uint32_t pattern_first; /* index of its first pattern */
 	uint8_t reserved[20];
 };
@@ -183,8 +191,34 @@ struct sl_state {
 	uint64_t keys;          /* keys held in the key table now */
 	uint64_t key_evictions; /* idle keys evicted to make room for new ones */
 	uint64_t key_full;      /* calls refused because every key slot it could use was busy */
+	/* scope = fleet: this machine's lease on the fleet's limit (src/core/lease.c),
+	 * written by the daemon from Redis's answers under the lock, read by every
+	 * admission under it.  Zero: no lease yet - nothing goes. */
+	struct sl_lease {
+		uint32_t flags;      /* SL_LEASE_* */
+		uint32_t places;     /* concurrency: the places this machine may hold */
+		uint64_t amount;     /* rate strategies: the share, requests (or bytes) per
+		                      * window_ns; window strategies: what this machine may
+		                      * send in the chunk (count) */
+		int64_t window_ns;   /* rate strategies: the window the share is per */
+		uint64_t burst;      /* rate strategies: the share's burst (>= 1) */
+		int64_t until_ns;    /* window strategies: the chunk is usable until this
+		                      * CLOCK_MONOTONIC time */
+		uint64_t chunk;      /* window strategies: which chunk; a new one starts the
+		                      * counts below afresh */
+		uint64_t sched_used; /* window strategies: reserved from the chunk (count) */
+		uint64_t rel_used;   /* window strategies: released from the chunk (count) */
+		int64_t granted_ns;  /* when the daemon wrote it (CLOCK_MONOTONIC) */
+	} lease;
 	uint8_t reserved[8];
 };
+
+/* sl_lease.flags */
+#define SL_LEASE_RATE 1u     /* amount, window_ns and burst hold a rate share */
+#define SL_LEASE_CHUNK 2u    /* amount, until_ns and chunk hold a window chunk */
+#define SL_LEASE_PLACES 4u   /* places holds a concurrency share */
+#define SL_LEASE_OUTAGE 8u   /* the daemon cannot reach Redis: the last lease, or the
+                              * fleet's limit over `hosts` when there was none */
 _Static_assert(sizeof(struct sl_state) % 8 == 0, "sl_state keeps 8-byte alignment");
 
 struct sl_section {

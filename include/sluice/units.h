@@ -19,6 +19,11 @@ int sl_parse_rate(const char *s, int allow_size, uint64_t *amount, int64_t *wind
 /* A positive integer no larger than `max`. */
 int sl_parse_count(const char *s, uint64_t max, uint64_t *out, char *err, size_t errlen);
 
+/* A network endpoint: "HOST:PORT", "[IPV6]:PORT", or an absolute unix socket path.
+ * sl_endpoint_parse splits it (*port 0 for a socket path, host then the path). */
+int sl_endpoint_check(const char *s, char *err, size_t errlen);
+int sl_endpoint_parse(const char *s, char *host, size_t hostlen, int *port);
+
 /* "ECONNREFUSED" (or a number) to an errno value. */
 int sl_parse_errno(const char *s, int *out, char *err, size_t errlen);
 const char *sl_errno_name(int e);

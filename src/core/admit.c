@@ -4,6 +4,7 @@
 #include "sluice/critical.h"
 #include "sluice/index.h"
 #include "sluice/keys.h"
+#include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
@@ -328,7 +329,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		if (!(sec = live_section(h, i, m->serial[k])))
 			continue;
 		live++;
-		if (sec->spec.amount == 0)
+		if (!sl_limit_rated(&sec->spec))
 			continue;
 		t->sec[k].idx = i;
 		t->sec[k].key.serial = 0;
@@ -346,8 +347,8 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 			rc = -ECONNREFUSED;
 			goto out;
 		}
-		sl_strategy_repair(&sec->spec, st, now, wall_off(h)); /* never sleep on a scribble */
-		slot = sl_strategy_slot(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
+		sl_limit_repair(&sec->spec, st, now, wall_off(h)); /* never sleep on a scribble */
+		slot = sl_limit_slot(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
 			struct sl_undo ignored;
 
@@ -359,7 +360,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 			if (sec->spec.max_wait_ns >= 0 && slot - now > sec->spec.max_wait_ns)
 				atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
 			else
-				sl_strategy_charge(&sec->spec, st, slot, cost_in(sec, t), wall_off(h), &ignored);
+				sl_limit_charge(&sec->spec, st, slot, cost_in(sec, t), wall_off(h), &ignored);
 			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
 			count_key(sec, st, 1);
 			continue;
@@ -402,7 +403,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		sec = sl_shm_section(h, t->sec[k].idx);
 		if (!(st = ticket_state(h, t, k, sec, 1, now)))
 			continue;
-		sl_strategy_charge(&sec->spec, st, release, cost_in(sec, t), wall_off(h), &t->sec[k].undo);
+		sl_limit_charge(&sec->spec, st, release, cost_in(sec, t), wall_off(h), &t->sec[k].undo);
 		t->sec[k].seq = ++st->seq;
 		st->last_pid = self;
 		st->last_seq = t->sec[k].seq;
@@ -472,8 +473,8 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 		 * it like any other; with no room for it, nothing is decided. */
 		if (!(st = ticket_state(h, t, k, sec, 1, now)))
 			return -ETIMEDOUT;
-		sl_strategy_repair(&sec->spec, st, now, wall_off(h));
-		later = SL_MAX(later, sl_strategy_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)));
+		sl_limit_repair(&sec->spec, st, now, wall_off(h));
+		later = SL_MAX(later, sl_limit_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)));
 	}
 	if (later > now) {
 		t->held = 1;
@@ -491,7 +492,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 
 		if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, now)))
 			continue;
-		sl_strategy_released(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
+		sl_limit_released(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
 	}
 	/* The released call itself, before anyone else may be released: the release
 	 * is then moved on to the moment it was made, not left at a check the caller
@@ -512,10 +513,10 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 			struct sl_state *st;
 
 			if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, now)) ||
-			    !sl_strategy_is_gcra(&sec->spec))
+			    !sl_limit_is_gcra(&sec->spec))
 				continue;
 			checked[k] = st->rel_tat_ns;
-			sl_strategy_moved(&sec->spec, st, now, now + SL_ACT_GUARD_NS, cost_in(sec, t), wall_off(h));
+			sl_limit_moved(&sec->spec, st, now, now + SL_ACT_GUARD_NS, cost_in(sec, t), wall_off(h));
 		}
 		act(arg);
 		made = sl_clock_mono_ns();
@@ -526,9 +527,9 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 
 			if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, made)))
 				continue;
-			if (sl_strategy_is_gcra(&sec->spec))
+			if (sl_limit_is_gcra(&sec->spec))
 				st->rel_tat_ns = checked[k]; /* the guard's work is done */
-			sl_strategy_moved(&sec->spec, st, now, made, cost_in(sec, t), wall_off(h));
+			sl_limit_moved(&sec->spec, st, now, made, cost_in(sec, t), wall_off(h));
 		}
 		now = made;
 	}
@@ -596,7 +597,7 @@ void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t f
 		if (!(sec = live_section(h, i, m->serial[k])) ||
 		    sec->spec.mode == SL_MODE_OBSERVE || !(st = limit_state(h, i, sec, &m->src, &ref, 1, to)))
 			continue;
-		sl_strategy_moved(&sec->spec, st, from, to, 1, wall_off(h));
+		sl_limit_moved(&sec->spec, st, from, to, 1, wall_off(h));
 	}
 	sl_shm_unlock(h, self);
 }
@@ -624,7 +625,7 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
 			st = k ? &k->state : NULL;
 		}
 		if (st && st->seq == t->sec[k].seq) {
-			sl_strategy_undo(&sec->spec, st, &t->sec[k].undo);
+			sl_limit_undo(&sec->spec, st, &t->sec[k].undo);
 			st->seq--;
 			st->last_pid = 0;
 		}
@@ -674,7 +675,7 @@ static int reap_state(const struct sl_spec *spec, struct sl_state *st, int64_t n
 	}
 	if (!is_dead(st->last_pid))
 		return 0;
-	sl_strategy_undo(spec, st, &st->last_undo);
+	sl_limit_undo(spec, st, &st->last_undo);
 	st->seq--;
 	st->last_pid = 0;
 	return 1;
@@ -753,7 +754,7 @@ unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uin
 	for (uint32_t i = 0; i < used; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
 
-		if (sec->in_use && sl_strategy_needs_repair(&sec->spec, &sec->state, now, wall_off(h)))
+		if (sec->in_use && sl_limit_needs_repair(&sec->spec, &sec->state, now, wall_off(h)))
 			pick_section(&secs, i, sec);
 	}
 	if (!secs.n || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
@@ -761,7 +762,7 @@ unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uin
 	for (unsigned j = 0; j < secs.n; j++) {
 		struct sl_section *sec = live_section(h, secs.idx[j], secs.serial[j]);
 
-		if (sec && sl_strategy_repair(&sec->spec, &sec->state, now, wall_off(h))) {
+		if (sec && sl_limit_repair(&sec->spec, &sec->state, now, wall_off(h))) {
 			if (fixed < nout)
 				out[fixed] = secs.idx[j];
 			fixed++;

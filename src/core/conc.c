@@ -3,6 +3,7 @@
 #include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/keys.h"
+#include "sluice/lease.h"
 #include "sluice/shm.h"
 
 #include <stdlib.h>
@@ -203,7 +204,7 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 			rc = -EDQUOT;
 			goto out;
 		}
-		if (st->conc_open >= sec->spec.concurrency) {
+		if (st->conc_open >= sl_limit_places(&sec->spec, st)) {
 			*full = (int)i;
 			*seen = atomic_load_explicit(A(&st->conc_futex), memory_order_acquire);
 			rc = -EBUSY;

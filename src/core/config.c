@@ -36,6 +36,7 @@ static const char *const strategy_names[] = {"leaky-bucket", "token-bucket", "fi
 static const char *const fallback_names[] = {"local", "open", "closed"};
 static const char *const level_names[] = {"error", "warning", "notice", "info", "debug"};
 static const char *const mode_names[] = {"enforce", "observe"};
+static const char *const scope_names[] = {"machine", "fleet"};
 
 const char *const *sl_key_choices(enum sl_key_type type, unsigned *n)
 {
@@ -46,6 +47,7 @@ const char *const *sl_key_choices(enum sl_key_type type, unsigned *n)
 	case SL_KT_METER: return CHOICES(meter_names);
 	case SL_KT_STRATEGY: return CHOICES(strategy_names);
 	case SL_KT_MODE: return CHOICES(mode_names);
+	case SL_KT_SCOPE: return CHOICES(scope_names);
 	default: *n = 0; return NULL;
 	}
 #undef CHOICES
@@ -307,6 +309,8 @@ static void store_int(void *base, const struct sl_key_def *k, uint64_t v)
 		uint32_t x = (uint32_t)v;
 
 		memcpy(field, &x, sizeof(x));
+	} else if (k->size == sizeof(uint8_t)) {
+		*(uint8_t *)field = (uint8_t)v;
 	}
 }
 
@@ -371,7 +375,8 @@ static int parse_value(struct sl_config *cfg, const struct sl_key_def *k, char *
 	case SL_KT_LOG_LEVEL:
 	case SL_KT_METER:
 	case SL_KT_STRATEGY:
-	case SL_KT_MODE: {
+	case SL_KT_MODE:
+	case SL_KT_SCOPE: {
 		int c = parse_choice(cfg, line, k, text);
 
 		if (c < 0)
@@ -425,6 +430,32 @@ static int parse_value(struct sl_config *cfg, const struct sl_key_def *k, char *
 			return 0;
 		add_error(cfg, line, "%s: %s", k->name, err);
 		return -1;
+	case SL_KT_ENDPOINT:
+		if (strcmp(text, "none") == 0) {
+			((char *)base + k->offset)[0] = '\0';
+			return 0;
+		}
+		if (sl_endpoint_check(text, err, sizeof(err)) == 0 &&
+		    sl_strlcpy((char *)base + k->offset, text, k->size) == 0)
+			return 0;
+		add_error(cfg, line, "%s: %s", k->name, err[0] ? err : "too long");
+		return -1;
+	case SL_KT_NAME: {
+		size_t n = strlen(text);
+
+		if (strcmp(text, "auto") == 0) {
+			((char *)base + k->offset)[0] = '\0';
+			return 0;
+		}
+		if (n > 0 && n < k->size && strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		                                         "0123456789-_.") == n) {
+			memcpy((char *)base + k->offset, text, n + 1);
+			return 0;
+		}
+		add_error(cfg, line, "bad %s '%s' (letters, digits, '-', '_', '.'; at most %u)", k->name, text,
+		          (unsigned)k->size - 1);
+		return -1;
+	}
 	case SL_KT_ROOM:
 	case SL_KT_POW2: {
 		uint64_t n = 0;
@@ -842,6 +873,15 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 	}
 	if (cfg->nerrors == 0 && cfg->nsections == 0)
 		add_error(cfg, 0, "no limit sections: nothing to shape");
+	/* What spans [sluice] and the sections: a fleet's limit needs the fleet's Redis. */
+	for (unsigned i = 0; i < cfg->nsections; i++)
+		if (cfg->sections[i].spec.scope == SL_SCOPE_FLEET && !cfg->global.redis[0]) {
+			add_error(cfg, cfg->sections[i].line, "[%s] has scope = fleet, but [sluice] names no redis "
+			          "to share it through", cfg->sections[i].spec.name);
+			break;
+		}
+	if (cfg->global.refresh_ns < 10 * SL_NS_PER_MS || cfg->global.refresh_ns > 10 * SL_NS_PER_S)
+		add_error(cfg, 0, "refresh: want 10ms to 10s");
 	sort_errors(cfg);
 	return cfg->nerrors ? -EINVAL : 0;
 }

@@ -1,6 +1,7 @@
 /* The key table of keyed sections (keys.h). */
 #include "sluice/keys.h"
 #include "sluice/common.h"
+#include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/shm.h"
 #include "sluice/strategy.h"
@@ -198,7 +199,7 @@ struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl
 		/* A key used at `now` belongs to the reservation being made (a zero
 		 * state is idle, but it is about to be charged): never its victim. */
 		if (k->last_used_ns < victim_used && k->last_used_ns < now &&
-		    sl_strategy_idle(&owner->spec, &k->state, now, sl_sane_ns(h->wall_off_ns))) {
+		    sl_limit_idle(&owner->spec, &k->state, now, sl_sane_ns(h->wall_off_ns))) {
 			victim = k;
 			victim_slot = s;
 			victim_used = k->last_used_ns;

@@ -84,7 +84,8 @@ struct plan {
 	uint32_t *slot_of;       /* config section -> segment slot (placed + 1; 0: not yet) */
 	struct sl_spec *old;     /* config section -> the spec its slot had, when its keys
 	                          * are to be converted to the new one */
-	uint8_t *convert;        /* config section -> 1: convert its keys */
+	uint8_t *convert;        /* config section -> 1: convert its keys; 3: and drop their
+	                          * leases (the section changed scope) */
 };
 
 static void plan_free(struct plan *p)
@@ -147,9 +148,13 @@ static void keep_staying(struct sl_shm_header *h, const struct sl_config *cfg, s
 			memset(&sec->state, 0, sizeof(sec->state));
 		} else if (sec->spec.per != SL_PER_NONE) {
 			p->old[j] = sec->spec; /* its keys are converted below, in one walk */
-			p->convert[j] = 1;
+			p->convert[j] = sec->spec.scope != to->scope ? 3 : 1;
 		} else {
 			sl_strategy_convert(&sec->spec, to, &sec->state, now, h->wall_off_ns);
+			/* A lease is the fleet's answer for this scope: another scope starts
+			 * without one (a fleet section waits for its first). */
+			if (sec->spec.scope != to->scope)
+				memset(&sec->state.lease, 0, sizeof(sec->state.lease));
 		}
 		sec->spec = *to;
 		p->slot_of[j] = i + 1;
@@ -201,6 +206,8 @@ static int convert_key(struct sl_key *k, uint32_t slot, void *arg)
 	if (!sec || (j = by_name_find(&c->p->names, c->cfg, sec->spec.name)) < 0 || !c->p->convert[j])
 		return 0;
 	sl_strategy_convert(&c->p->old[j], &c->cfg->sections[j].spec, &k->state, c->now, c->wall_off);
+	if (c->p->convert[j] == 3)
+		memset(&k->state.lease, 0, sizeof(k->state.lease));
 	return 0;
 }
 

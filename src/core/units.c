@@ -158,6 +158,52 @@ static const struct errno_name errno_names[] = {
 	{"ENETDOWN", ENETDOWN},         {"EINTR", EINTR},
 };
 
+int sl_endpoint_parse(const char *s, char *host, size_t hostlen, int *port)
+{
+	const char *colon, *h = s;
+	size_t n;
+	char *end;
+	long p;
+
+	if (s[0] == '/') {
+		*port = 0;
+		return sl_strlcpy(host, s, hostlen) == 0 ? 0 : -EINVAL;
+	}
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+
+		if (!close || close[1] != ':')
+			return -EINVAL;
+		h = s + 1;
+		n = (size_t)(close - h);
+		colon = close + 1;
+	} else {
+		if (!(colon = strrchr(s, ':')) || strchr(s, ':') != colon)
+			return -EINVAL;
+		n = (size_t)(colon - s);
+	}
+	if (n == 0 || n >= hostlen || colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
+	p = strtol(colon + 1, &end, 10);
+	if (*end || p < 1 || p > 65535)
+		return -EINVAL;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	*port = (int)p;
+	return 0;
+}
+
+int sl_endpoint_check(const char *s, char *err, size_t errlen)
+{
+	char host[256];
+	int port;
+
+	if (sl_endpoint_parse(s, host, sizeof(host), &port) == 0)
+		return 0;
+	snprintf(err, errlen, "'%s': want HOST:PORT, [IPV6]:PORT or a unix socket's absolute path", s);
+	return -EINVAL;
+}
+
 int sl_parse_errno(const char *s, int *out, char *err, size_t errlen)
 {
 	char *end;

@@ -37,6 +37,8 @@ static uint64_t load_int(const void *base, const struct sl_key_def *k)
 		memcpy(&v, field, sizeof(v));
 		return v;
 	}
+	if (k->size == sizeof(uint8_t))
+		return *(const uint8_t *)field;
 	return 0;
 }
 
@@ -49,9 +51,19 @@ static void format_value(const struct sl_key_def *k, const void *base, char *buf
 
 	switch (k->type) {
 	case SL_KT_SHM_NAME:
-	case SL_KT_PATH:
-		snprintf(buf, size, "%.*s", (int)k->size, (const char *)base + k->offset);
+	case SL_KT_PATH: {
+		const char *v = (const char *)base + k->offset;
+
+		snprintf(buf, size, "%.*s", (int)k->size, v[0] ? v : "none");
 		return;
+	}
+	case SL_KT_ENDPOINT:
+	case SL_KT_NAME: {
+		const char *v = (const char *)base + k->offset;
+
+		snprintf(buf, size, "%.*s", (int)k->size, v[0] ? v : k->type == SL_KT_NAME ? "auto" : "none");
+		return;
+	}
 	case SL_KT_OCTAL:
 		snprintf(buf, size, "%04" PRIo64, v);
 		return;
@@ -59,7 +71,8 @@ static void format_value(const struct sl_key_def *k, const void *base, char *buf
 	case SL_KT_LOG_LEVEL:
 	case SL_KT_METER:
 	case SL_KT_STRATEGY:
-	case SL_KT_MODE: {
+	case SL_KT_MODE:
+	case SL_KT_SCOPE: {
 		const char *const *names = sl_key_choices(k->type, &n);
 
 		snprintf(buf, size, "%s", v < n ? names[v] : "?");

@@ -6,6 +6,7 @@
 #include "sluice/common.h"
 #include "sluice/config.h"
 #include "sluice/keys.h"
+#include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/match.h"
 #include "sluice/shm.h"
@@ -116,7 +117,7 @@ static int view_key(struct sl_key *k, uint32_t slot, void *arg)
 		return 0;
 	v = &va->views[va->view_of[copy.section] - 1];
 	v->seen++;
-	v->queued += sl_strategy_queued(&sec->spec, &copy.state, va->now, sl_sane_ns(va->h->wall_off_ns));
+	v->queued += sl_limit_queued(&sec->spec, &copy.state, va->now, sl_sane_ns(va->h->wall_off_ns));
 	v->open += copy.state.conc_open;
 	/* Insert into the (short) list of the busiest, by admissions. */
 	at = v->ntop;
@@ -164,13 +165,13 @@ static void render_keys(struct sl_shm_header *h, const struct key_view *v,
 			json_string(out, name);
 			fprintf(out, ",\"admitted\":%llu,\"queued\":%llu,\"open\":%u}",
 			        (unsigned long long)copy.state.admitted,
-			        (unsigned long long)sl_strategy_queued(&sec->spec, &copy.state, now,
+			        (unsigned long long)sl_limit_queued(&sec->spec, &copy.state, now,
 			                                               sl_sane_ns(h->wall_off_ns)),
 			        copy.state.conc_open);
 		} else {
 			fprintf(out, "    %-40s admitted %llu, queued %llu, open %u\n", name,
 			        (unsigned long long)copy.state.admitted,
-			        (unsigned long long)sl_strategy_queued(&sec->spec, &copy.state, now,
+			        (unsigned long long)sl_limit_queued(&sec->spec, &copy.state, now,
 			                                               sl_sane_ns(h->wall_off_ns)),
 			        copy.state.conc_open);
 		}
@@ -238,7 +239,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			continue;
 		/* A keyed section's queue and places are its keys'. */
 		queued = sec.spec.per ? (kv ? kv->queued : 0)
-		                      : sl_strategy_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
+		                      : sl_limit_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
 		open = sec.spec.per ? (kv ? kv->open : 0) : st->conc_open;
 		if (sec.spec.amount)
 			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, rate,

@@ -1,0 +1,77 @@
+/*
+ * lease.h - what limits a section's (or a key's) state: its spec, or for a section
+ * the fleet shares (scope = fleet), this machine's lease on the fleet's limit.
+ *
+ * The daemon writes the lease into the state from Redis's answers
+ * (src/daemon/fleet.c): a share of the rate for the rate strategies (the state then
+ * runs its own GCRA at that share), a chunk of a window's AMOUNT usable until a
+ * time for the window strategies, places for concurrency.  These functions are the
+ * strategies' (strategy.h) with the section's spec and the state, and answer from
+ * the lease when the section is the fleet's.  A fleet state with no lease lets
+ * nothing go: a call waits, looking again every SL_LEASE_RETRY_NS, up to its
+ * max_wait.  Everything here runs under the segment lock but sl_limit_places (read
+ * by the concurrency code under it too) and sl_limit_queued (stats).
+ */
+#ifndef SLUICE_LEASE_H
+#define SLUICE_LEASE_H
+
+#include "sluice/shm-t.h"
+
+#include <stdint.h>
+
+#define SL_LEASE_RETRY_NS (50 * 1000000LL)
+
+/* Whether s is the fleet's (its limit is a lease). */
+static inline int sl_limit_fleet(const struct sl_spec *s)
+{
+	return s->scope == SL_SCOPE_FLEET;
+}
+
+/* Whether s limits a rate at all (a fleet section does, with or without a lease). */
+static inline int sl_limit_rated(const struct sl_spec *s)
+{
+	return s->amount != 0;
+}
+
+/* Whether s's limit is a GCRA (leaky or token bucket), its lease included. */
+int sl_limit_is_gcra(const struct sl_spec *s);
+
+int64_t sl_limit_slot(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
+                      int64_t wall_off);
+void sl_limit_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, uint64_t cost,
+                     int64_t wall_off, struct sl_undo *undo);
+void sl_limit_undo(const struct sl_spec *s, struct sl_state *st, const struct sl_undo *undo);
+int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
+                            int64_t wall_off);
+void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
+                       int64_t wall_off);
+void sl_limit_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
+                    uint64_t cost, int64_t wall_off);
+int sl_limit_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off);
+int sl_limit_needs_repair(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                          int64_t wall_off);
+int sl_limit_idle(const struct sl_spec *s, const struct sl_state *st, int64_t now, int64_t wall_off);
+uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                         int64_t wall_off);
+
+/* The concurrency places st may hold: the spec's, or the lease's (0 with none). */
+uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st);
+
+/* What Redis granted this machine for one section or key (src/daemon/fleet.c). */
+struct sl_grant {
+	uint32_t flags;     /* SL_LEASE_*: which of the parts below hold */
+	uint32_t places;    /* concurrency places */
+	uint64_t amount;    /* a rate's share per window_ns, or a chunk's count */
+	int64_t window_ns;
+	uint64_t burst;
+	int64_t until_ns;   /* a chunk's end (CLOCK_MONOTONIC) */
+	uint64_t chunk;     /* which chunk: the same one topped up keeps its counts */
+};
+
+/* Under the segment lock: st's lease becomes g at `now`.  A chunk other than the one
+ * held starts its counts afresh; a part g lacks is kept as it was (a rate's share
+ * stays until another comes).  Returns 1 when places were added (the caller wakes
+ * the section's waiters). */
+int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now);
+
+#endif

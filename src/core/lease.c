@@ -1,0 +1,254 @@
+/* What limits a state: its spec, or this machine's lease on a fleet limit (lease.h). */
+#include "sluice/lease.h"
+#include "sluice/common.h"
+#include "sluice/limiter.h"
+#include "sluice/strategy.h"
+
+#include <string.h>
+
+/* The rate a fleet state holds, as a spec the strategies read: the section's, with
+ * the lease's share for its amount, window and burst.  NULL when it holds none. */
+static const struct sl_spec *rate_spec(const struct sl_spec *s, const struct sl_state *st,
+                                       struct sl_spec *tmp)
+{
+	if (!(st->lease.flags & SL_LEASE_RATE) || !st->lease.amount || st->lease.window_ns <= 0)
+		return NULL;
+	*tmp = *s;
+	tmp->amount = st->lease.amount;
+	tmp->window_ns = st->lease.window_ns;
+	tmp->burst = st->lease.burst ? st->lease.burst : 1;
+	return tmp;
+}
+
+static int is_window(const struct sl_spec *s)
+{
+	return s->strategy == SL_STRAT_FIXED_WINDOW || s->strategy == SL_STRAT_SLIDING_WINDOW ||
+	       s->strategy == SL_STRAT_SESSION_WINDOW;
+}
+
+/* A fleet window state's chunk: usable at `now`, with `cost` left in `used`'s count. */
+static int chunk_has(const struct sl_state *st, int64_t now, uint64_t used, uint64_t cost)
+{
+	const struct sl_lease *l = &st->lease;
+
+	return (l->flags & SL_LEASE_CHUNK) && now < l->until_ns && used <= l->amount &&
+	       cost <= l->amount - used;
+}
+
+/* When a fleet window state may next have room: when its chunk ends (the next
+ * window's may come), or after a short wait for a lease. */
+static int64_t chunk_next(const struct sl_state *st, int64_t now)
+{
+	const struct sl_lease *l = &st->lease;
+
+	if ((l->flags & SL_LEASE_CHUNK) && l->until_ns > now)
+		return l->until_ns;
+	return now + SL_LEASE_RETRY_NS;
+}
+
+int sl_limit_is_gcra(const struct sl_spec *s)
+{
+	return sl_strategy_is_gcra(s);
+}
+
+int64_t sl_limit_slot(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
+                      int64_t wall_off)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s))
+		return sl_strategy_slot(s, st, now, cost, wall_off);
+	if (is_window(s))
+		return chunk_has(st, now, st->lease.sched_used, cost) ? now : chunk_next(st, now);
+	if (!(r = rate_spec(s, st, &tmp)))
+		return now + SL_LEASE_RETRY_NS;
+	return sl_strategy_slot(r, st, now, cost, wall_off);
+}
+
+void sl_limit_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, uint64_t cost,
+                     int64_t wall_off, struct sl_undo *undo)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s)) {
+		sl_strategy_charge(s, st, at, cost, wall_off, undo);
+		return;
+	}
+	memset(undo, 0, sizeof(*undo));
+	undo->tat_ns = st->tat_ns;
+	if (is_window(s)) {
+		/* Counted in the chunk it falls in; one that comes later is counted at its
+		 * release (the enforcement half never lets it past the chunk). */
+		if (chunk_has(st, at, st->lease.sched_used, cost)) {
+			st->lease.sched_used += cost;
+			undo->win = (int64_t)st->lease.chunk;
+			undo->cost = cost;
+		}
+		return;
+	}
+	if ((r = rate_spec(s, st, &tmp)))
+		sl_strategy_charge(r, st, at, cost, wall_off, undo);
+}
+
+void sl_limit_undo(const struct sl_spec *s, struct sl_state *st, const struct sl_undo *undo)
+{
+	if (!sl_limit_fleet(s)) {
+		sl_strategy_undo(s, st, undo);
+		return;
+	}
+	if (is_window(s)) {
+		if (undo->cost && (uint64_t)undo->win == st->lease.chunk && st->lease.sched_used >= undo->cost)
+			st->lease.sched_used -= undo->cost;
+		return;
+	}
+	st->tat_ns = undo->tat_ns; /* the GCRA's own undo, whatever the share */
+}
+
+int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
+                            int64_t wall_off)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s))
+		return sl_strategy_release_at(s, st, now, cost, wall_off);
+	if (is_window(s))
+		return chunk_has(st, now, st->lease.rel_used, cost) ? now : chunk_next(st, now);
+	if (!(r = rate_spec(s, st, &tmp)))
+		return now + SL_LEASE_RETRY_NS;
+	return sl_strategy_release_at(r, st, now, cost, wall_off);
+}
+
+void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
+                       int64_t wall_off)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s)) {
+		sl_strategy_released(s, st, now, cost, wall_off);
+		return;
+	}
+	if (is_window(s)) {
+		st->lease.rel_used += cost;
+		return;
+	}
+	if ((r = rate_spec(s, st, &tmp)))
+		sl_strategy_released(r, st, now, cost, wall_off);
+}
+
+void sl_limit_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
+                    uint64_t cost, int64_t wall_off)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s)) {
+		sl_strategy_moved(s, st, from, to, cost, wall_off);
+		return;
+	}
+	/* A chunk counts a request once, wherever in it it falls. */
+	if (!is_window(s) && (r = rate_spec(s, st, &tmp)))
+		sl_strategy_moved(r, st, from, to, cost, wall_off);
+}
+
+int sl_limit_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s))
+		return sl_strategy_repair(s, st, now, wall_off);
+	if (!is_window(s) && (r = rate_spec(s, st, &tmp)))
+		return sl_strategy_repair(r, st, now, wall_off);
+	return 0; /* a chunk's counts are bounded by its amount, and it ends */
+}
+
+int sl_limit_needs_repair(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                          int64_t wall_off)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s))
+		return sl_strategy_needs_repair(s, st, now, wall_off);
+	if (!is_window(s) && (r = rate_spec(s, st, &tmp)))
+		return sl_strategy_needs_repair(r, st, now, wall_off);
+	return 0;
+}
+
+int sl_limit_idle(const struct sl_spec *s, const struct sl_state *st, int64_t now, int64_t wall_off)
+{
+	struct sl_spec tmp, none;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s))
+		return sl_strategy_idle(s, st, now, wall_off);
+	/* A state with no rate of its own is idle when no place is held or waited
+	 * for: the strategies answer that for a spec without a rate. */
+	none = *s;
+	none.amount = 0;
+	if (is_window(s))
+		return sl_strategy_idle(&none, st, now, wall_off) &&
+		       (!(st->lease.flags & SL_LEASE_CHUNK) || now >= st->lease.until_ns ||
+		        (!st->lease.sched_used && !st->lease.rel_used));
+	if ((r = rate_spec(s, st, &tmp)))
+		return sl_strategy_idle(r, st, now, wall_off);
+	return sl_strategy_idle(&none, st, now, wall_off);
+}
+
+uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
+                         int64_t wall_off)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r;
+
+	if (!sl_limit_fleet(s))
+		return sl_strategy_queued(s, st, now, wall_off);
+	if (is_window(s))
+		return st->lease.sched_used > st->lease.rel_used ? st->lease.sched_used - st->lease.rel_used : 0;
+	if ((r = rate_spec(s, st, &tmp)))
+		return sl_strategy_queued(r, st, now, wall_off);
+	return 0;
+}
+
+uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st)
+{
+	if (!sl_limit_fleet(s))
+		return s->concurrency;
+	if (!s->concurrency)
+		return 0; /* no concurrency limit to share */
+	return st->lease.flags & SL_LEASE_PLACES ? SL_MIN(st->lease.places, s->concurrency) : 0;
+}
+
+int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
+{
+	struct sl_lease *l = &st->lease;
+	int more = 0;
+
+	if (g->flags & SL_LEASE_RATE) {
+		l->amount = g->amount;
+		l->window_ns = g->window_ns;
+		l->burst = g->burst ? g->burst : 1;
+	}
+	if (g->flags & SL_LEASE_CHUNK) {
+		if (!(l->flags & SL_LEASE_CHUNK) || l->chunk != g->chunk) {
+			l->sched_used = 0;
+			l->rel_used = 0;
+			l->chunk = g->chunk;
+		}
+		l->amount = g->amount;
+		l->until_ns = g->until_ns;
+	}
+	if (g->flags & SL_LEASE_PLACES) {
+		more = !(l->flags & SL_LEASE_PLACES) ? g->places > 0 : g->places > l->places;
+		l->places = g->places;
+	}
+	l->flags = (l->flags & (SL_LEASE_RATE | SL_LEASE_CHUNK | SL_LEASE_PLACES)) | g->flags;
+	if (!(g->flags & SL_LEASE_OUTAGE))
+		l->flags &= ~SL_LEASE_OUTAGE;
+	l->granted_ns = now;
+	return more;
+}

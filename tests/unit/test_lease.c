@@ -1,0 +1,165 @@
+/* A fleet section answers from its lease (src/core/lease.c): nothing goes without
+ * one; a rate share spaces releases at the share; a chunk lets its count through
+ * until it ends; places bound what is open. */
+#include "sluice/admit.h"
+#include "sluice/conc.h"
+#include "sluice/config.h"
+#include "sluice/lease.h"
+#include "sluice/shm.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define MS 1000000LL
+#define NOW (1000 * 1000 * MS)
+
+static struct sl_config cfg;
+
+static void load(struct sl_shm *a, const char *text)
+{
+	struct sl_shm_dims d;
+
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", text), 0);
+	sl_config_dims(&cfg, &d);
+	assert_int_equal(sl_shm_create_anonymous_dims(a, &d), 0);
+	assert_int_equal(sl_shm_apply_config_at(a->hdr, &cfg, 1, NOW), 0);
+}
+
+/* Reserve at `now`; the slot given, or -errno. */
+static int64_t reserve(struct sl_shm_header *h, int64_t now, struct sl_ticket *t)
+{
+	struct sl_dest d = {.family = AF_INET, .port = 443, .addr = {10, 0, 0, 1}};
+	struct sl_match m;
+
+	assert_int_equal(sl_admit_match(h, &d, &m, 1), 1);
+	int rc = sl_admit_reserve(h, &m, now, 1, t);
+
+	return rc < 0 ? rc : t->release_ns;
+}
+
+/* Released at its slot (or the first time after it the check agrees), within `by`. */
+static int64_t release(struct sl_shm_header *h, struct sl_ticket *t, int64_t by)
+{
+	int64_t at = t->release_ns, retry;
+
+	while (at <= by) {
+		int rc = sl_admit_release(h, t, at, 1, &retry);
+
+		if (rc == 0)
+			return at;
+		assert_int_equal(rc, 1);
+		at = retry;
+	}
+	return -1;
+}
+
+static void grant(struct sl_shm_header *h, const struct sl_grant *g)
+{
+	assert_int_equal(sl_shm_lock(h, 1, 1000 * MS), 0);
+	sl_lease_write(&sl_shm_section(h, 0)->state, g, NOW);
+	sl_shm_unlock(h, 1);
+}
+
+static const char fleet_rate[] = "[sluice]\nredis = 127.0.0.1:6379\n"
+                                 "[api]\nmatch = 10.0.0.0/8\nrate = 100/s\nscope = fleet\nmax_wait = 10s\n";
+
+/* No lease: nothing goes, a call looks again every SL_LEASE_RETRY_NS.  A share of
+ * 10/s then spaces releases 100 ms apart, the fleet's 100/s notwithstanding. */
+static void test_rate_share(void **state)
+{
+	struct sl_ticket t;
+	struct sl_shm a;
+	int64_t prev;
+
+	(void)state;
+	load(&a, fleet_rate);
+	assert_int_equal(reserve(a.hdr, NOW, &t), NOW + SL_LEASE_RETRY_NS);
+	assert_int_equal(release(a.hdr, &t, NOW + 5 * SL_LEASE_RETRY_NS), -1);
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 10, .window_ns = 1000 * MS});
+	prev = release(a.hdr, &t, NOW + 10 * SL_LEASE_RETRY_NS);
+	assert_true(prev >= NOW);
+	for (int i = 0; i < 5; i++) {
+		int64_t at;
+
+		assert_true(reserve(a.hdr, prev, &t) >= prev + 100 * MS);
+		at = release(a.hdr, &t, prev + 1000 * MS);
+		assert_true(at - prev >= 100 * MS);
+		prev = at;
+	}
+	/* A larger share, 50/s: 20 ms apart from the next one on. */
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 50, .window_ns = 1000 * MS});
+	reserve(a.hdr, prev + 100 * MS, &t);
+	prev = release(a.hdr, &t, prev + 1000 * MS);
+	assert_true(reserve(a.hdr, prev, &t) >= prev + 20 * MS && t.release_ns < prev + 21 * MS);
+	sl_shm_detach(&a);
+}
+
+/* A chunk of a fixed window: its count goes until it ends, then nothing until the
+ * next; topped up (the same chunk), the count goes on; a new chunk starts it anew. */
+static void test_window_chunk(void **state)
+{
+	struct sl_ticket t;
+	struct sl_shm a;
+	int64_t end = NOW + 500 * MS;
+
+	(void)state;
+	load(&a, "[sluice]\nredis = 127.0.0.1:6379\n"
+	         "[api]\nmatch = 10.0.0.0/8\nrate = 300/10s\nstrategy = fixed-window\nscope = fleet\n"
+	         "max_wait = 1m\n");
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = 3, .until_ns = end, .chunk = 7});
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(reserve(a.hdr, NOW + i, &t), NOW + i);
+		assert_int_equal(release(a.hdr, &t, NOW + i), NOW + i);
+	}
+	assert_int_equal(reserve(a.hdr, NOW + 10, &t), end); /* waits for the window's end */
+	assert_int_equal(release(a.hdr, &t, end + SL_LEASE_RETRY_NS), -1); /* and nothing then */
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = 5, .until_ns = end, .chunk = 7});
+	assert_int_equal(reserve(a.hdr, NOW + 20, &t), NOW + 20); /* topped up: 2 more */
+	assert_int_equal(release(a.hdr, &t, NOW + 20), NOW + 20);
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = 2, .until_ns = end + 500 * MS,
+	                                .chunk = 8});
+	assert_int_equal(reserve(a.hdr, end, &t), end);
+	assert_int_equal(release(a.hdr, &t, end), end);
+	sl_shm_detach(&a);
+}
+
+/* Places: none without a lease; the lease's, never above the section's own. */
+static void test_places(void **state)
+{
+	struct sl_dest d = {.family = AF_INET, .port = 443, .addr = {10, 0, 0, 1}};
+	struct sl_match m;
+	struct sl_shm a;
+	uint64_t taken;
+	uint32_t seen;
+	int full;
+
+	(void)state;
+	load(&a, "[sluice]\nredis = 127.0.0.1:6379\n"
+	         "[api]\nmatch = 10.0.0.0/8\nconcurrency = 6\nscope = fleet\n");
+	assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), 1);
+	assert_int_equal(sl_conc_take(a.hdr, &m, 100, &taken, &full, &seen), -EBUSY);
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_PLACES, .places = 2});
+	assert_int_equal(sl_conc_take(a.hdr, &m, 100, &taken, &full, &seen), 0);
+	assert_int_equal(sl_conc_take(a.hdr, &m, 100, &taken, &full, &seen), 0);
+	assert_int_equal(sl_conc_take(a.hdr, &m, 100, &taken, &full, &seen), -EBUSY);
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_PLACES, .places = 100}); /* clamped to 6 */
+	assert_int_equal(sl_limit_places(&sl_shm_section(a.hdr, 0)->spec, &sl_shm_section(a.hdr, 0)->state), 6);
+	sl_shm_detach(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rate_share),
+		cmocka_unit_test(test_window_chunk),
+		cmocka_unit_test(test_places),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
