@@ -48,6 +48,9 @@ void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uin
  * Returns how many places were given back. */
 int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid));
 
+/* Wake st's waiters: a place was given back, or (a fleet section) more were leased. */
+void sl_conc_wake(struct sl_state *st);
+
 /* Re-place every holder entry of `from` in `to`, a new segment whose sections were
  * carried over at their indices (shm.c). */
 void sl_conc_carry(struct sl_shm_header *to, struct sl_shm_header *from);

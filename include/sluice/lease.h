@@ -9,7 +9,8 @@
  * strategies' (strategy.h) with the section's spec and the state, and answer from
  * the lease when the section is the fleet's.  A fleet state with no lease lets
  * nothing go: a call waits, looking again every SL_LEASE_RETRY_NS, up to its
- * max_wait.  Everything here runs under the segment lock but sl_limit_places (read
+ * max_wait.  So does one whose lease is past its validity (its daemon stopped
+ * renewing it).  Everything here runs under the segment lock but sl_limit_places (read
  * by the concurrency code under it too) and sl_limit_queued (stats).
  */
 #ifndef SLUICE_LEASE_H
@@ -20,6 +21,24 @@
 #include <stdint.h>
 
 #define SL_LEASE_RETRY_NS (50 * 1000000LL)
+
+/* A caller held on a fleet rate looks again at least this often, whatever its
+ * slot: a share changes with every answer from Redis, and a slot reserved under a
+ * small share must not keep a caller waiting after the share grew.  When it looks,
+ * the release half (the share in force then) decides. */
+#define SL_LEASE_RECHECK_NS (100 * 1000000LL)
+
+/* When a caller held until `release` is woken to look again (`now` is when it
+ * was held): the slot itself, or sooner for a fleet rate.  (A fleet window's
+ * caller waits for its chunk's end: the next chunk comes no sooner.) */
+static inline int64_t sl_limit_wake(const struct sl_spec *s, int64_t release, int64_t now)
+{
+	if (s->scope == SL_SCOPE_FLEET && s->strategy != SL_STRAT_FIXED_WINDOW &&
+	    s->strategy != SL_STRAT_SLIDING_WINDOW && s->strategy != SL_STRAT_SESSION_WINDOW &&
+	    release > now + SL_LEASE_RECHECK_NS)
+		return now + SL_LEASE_RECHECK_NS;
+	return release;
+}
 
 /* Whether s is the fleet's (its limit is a lease). */
 static inline int sl_limit_fleet(const struct sl_spec *s)
@@ -54,8 +73,13 @@ int sl_limit_idle(const struct sl_spec *s, const struct sl_state *st, int64_t no
 uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                          int64_t wall_off);
 
-/* The concurrency places st may hold: the spec's, or the lease's (0 with none). */
-uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st);
+/* The concurrency places st may hold at `now`: the spec's, or the lease's (0 with
+ * none, or one no longer valid). */
+uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st, int64_t now);
+
+/* Under the lock: st's lease stays usable until `until` (the daemon, while Redis
+ * cannot be reached; never shortened). */
+void sl_lease_extend(struct sl_state *st, int64_t until);
 
 /* What Redis granted this machine for one section or key (src/daemon/fleet.c). */
 struct sl_grant {
@@ -66,6 +90,8 @@ struct sl_grant {
 	uint64_t burst;
 	int64_t until_ns;   /* a chunk's end (CLOCK_MONOTONIC) */
 	uint64_t chunk;     /* which chunk: the same one topped up keeps its counts */
+	uint32_t machines;  /* machines sharing it (0: unknown, keep the last) */
+	int64_t valid_ns;   /* the lease is usable until (CLOCK_MONOTONIC) */
 };
 
 /* Under the segment lock: st's lease becomes g at `now`.  A chunk other than the one

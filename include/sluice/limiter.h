@@ -53,4 +53,9 @@ static inline int64_t sl_gcra_charge(int64_t tat, int64_t at, int64_t inc)
  * the queue).  Derived from tat, so it stays right when a waiter dies. */
 uint64_t sl_gcra_queued(int64_t tat, int64_t tol, int64_t inc, int64_t now);
 
+/* A time `t` ahead of now by some requests at increment `from` becomes as many
+ * requests ahead at increment `to`: the queue keeps its length when the rate
+ * changes (a reload; a fleet share that grew or shrank).  A time not ahead stays. */
+int64_t sl_gcra_rescale(int64_t t, int64_t now, int64_t from, int64_t to);
+
 #endif

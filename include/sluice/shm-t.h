@@ -209,6 +209,14 @@ struct sl_state {
 		uint64_t sched_used; /* window strategies: reserved from the chunk (count) */
 		uint64_t rel_used;   /* window strategies: released from the chunk (count) */
 		int64_t granted_ns;  /* when the daemon wrote it (CLOCK_MONOTONIC) */
+		uint32_t machines;   /* machines sharing it at the last answer (count) */
+		uint32_t misses;     /* callers that found no usable share, counted at each
+		                      * look (wraps): the daemon reads the demand of a
+		                      * machine holding nothing from it */
+		int64_t valid_ns;    /* usable until (CLOCK_MONOTONIC): the daemon renews it
+		                      * with each answer, or while Redis is away; a machine
+		                      * whose daemon died stops using its share before the
+		                      * fleet gives it to the others */
 	} lease;
 	uint8_t reserved[8];
 };
@@ -277,7 +285,20 @@ struct sl_shm_header {
 	uint32_t index_run;    /* longest probe run any key needs (slots) */
 	uint64_t index_v4_lens;   /* bit n: an IPv4 pattern of prefix length n */
 	uint64_t index_v6_lens[3]; /* bit n of the 192: an IPv6 one of length n */
-	uint8_t reserved[88];
+	/* The fleet's Redis as the daemon last saw it (src/daemon/fleet.c), for stat. */
+	uint32_t redis_state;  /* enum sl_redis_state */
+	uint32_t redis_machines; /* machines the last answer named, at most (count) */
+	int64_t redis_answer_ns; /* CLOCK_MONOTONIC of the last answer; 0 none */
+	int64_t redis_down_ns;   /* when it was last lost (CLOCK_MONOTONIC); 0 up */
+	uint64_t redis_calls;    /* lease calls made (count) */
+	uint8_t reserved[56];
+};
+
+enum sl_redis_state {
+	SL_REDIS_NONE = 0,       /* no fleet section: no Redis */
+	SL_REDIS_CONNECTING = 1,
+	SL_REDIS_UP = 2,
+	SL_REDIS_DOWN = 3,       /* unreachable: shaping on the last leases */
 };
 _Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");

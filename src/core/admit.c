@@ -298,7 +298,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
                           int32_t self, struct sl_ticket *t, int charge, uint64_t bytes)
 {
 	int64_t release = now, max_wait = -1;
-	int limiting = -1, live = 0;
+	int limiting = -1, live = 0, fleet = 0;
 	int rc = 0;
 
 	t->mask = 0;
@@ -367,6 +367,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		}
 		t->mask |= 1ULL << k;
 		t->sec[k].serial = m->serial[k];
+		fleet |= sl_limit_fleet(&sec->spec);
 		if (slot > release || limiting < 0) {
 			release = SL_MAX(release, slot);
 			limiting = (int)i;
@@ -410,7 +411,8 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		st->last_undo = t->sec[k].undo;
 		st->last_slot = release;
 	}
-	t->release_ns = release;
+	/* Charged at its slot; a caller on a fleet share looks again sooner (lease.h). */
+	t->release_ns = fleet ? sl_limit_wake(&sl_shm_section(h, (unsigned)limiting)->spec, release, now) : release;
 	t->held = release > now;
 out:
 	return rc;

@@ -158,7 +158,7 @@ static void holder_remove(struct sl_shm_header *h, struct sl_holder *e)
 	t[gap] = (struct sl_holder){0};
 }
 
-static void wake(struct sl_state *st)
+void sl_conc_wake(struct sl_state *st)
 {
 	atomic_fetch_add_explicit(A(&st->conc_futex), 1, memory_order_release);
 	if (atomic_load_explicit(A(&st->conc_waiters), memory_order_acquire))
@@ -204,7 +204,7 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 			rc = -EDQUOT;
 			goto out;
 		}
-		if (st->conc_open >= sl_limit_places(&sec->spec, st)) {
+		if (st->conc_open >= sl_limit_places(&sec->spec, st, sl_limit_fleet(&sec->spec) ? sl_clock_mono_ns() : 0)) {
 			*full = (int)i;
 			*seen = atomic_load_explicit(A(&st->conc_futex), memory_order_acquire);
 			rc = -EBUSY;
@@ -288,7 +288,7 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int
 			holder_remove(h, e);
 		if (st->conc_open)
 			st->conc_open--;
-		wake(st);
+		sl_conc_wake(st);
 	}
 	sl_shm_unlock(h, self);
 }
@@ -466,7 +466,7 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 			continue;
 		if (sec->state.conc_recount != sec->state.conc_open) {
 			sec->state.conc_open = sec->state.conc_recount;
-			wake(&sec->state);
+			sl_conc_wake(&sec->state);
 		}
 	}
 	int64_t now = sl_clock_mono_ns();
@@ -478,7 +478,7 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 			continue;
 		if (key->state.conc_recount != key->state.conc_open) {
 			key->state.conc_open = key->state.conc_recount;
-			wake(&key->state);
+			sl_conc_wake(&key->state);
 		}
 		/* Waiters counted on a key with no place taken and nobody asking for one
 		 * for seconds (a live waiter asks again at least every second) were

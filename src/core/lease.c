@@ -9,15 +9,24 @@
 /* The rate a fleet state holds, as a spec the strategies read: the section's, with
  * the lease's share for its amount, window and burst.  NULL when it holds none. */
 static const struct sl_spec *rate_spec(const struct sl_spec *s, const struct sl_state *st,
-                                       struct sl_spec *tmp)
+                                       struct sl_spec *tmp, int64_t now)
 {
-	if (!(st->lease.flags & SL_LEASE_RATE) || !st->lease.amount || st->lease.window_ns <= 0)
+	if (!(st->lease.flags & SL_LEASE_RATE) || !st->lease.amount || st->lease.window_ns <= 0 ||
+	    now >= st->lease.valid_ns)
 		return NULL;
 	*tmp = *s;
 	tmp->amount = st->lease.amount;
 	tmp->window_ns = st->lease.window_ns;
 	tmp->burst = st->lease.burst ? st->lease.burst : 1;
 	return tmp;
+}
+
+/* A rate state with no usable share: counted (the daemon's measure of a demand
+ * it has nothing to show for), and looked at again shortly. */
+static int64_t missed(struct sl_state *st, int64_t now)
+{
+	st->lease.misses++;
+	return now + SL_LEASE_RETRY_NS;
 }
 
 static int is_window(const struct sl_spec *s)
@@ -31,16 +40,17 @@ static int chunk_has(const struct sl_state *st, int64_t now, uint64_t used, uint
 {
 	const struct sl_lease *l = &st->lease;
 
-	return (l->flags & SL_LEASE_CHUNK) && now < l->until_ns && used <= l->amount &&
+	return (l->flags & SL_LEASE_CHUNK) && now < l->until_ns && now < l->valid_ns && used <= l->amount &&
 	       cost <= l->amount - used;
 }
 
 /* When a fleet window state may next have room: when its chunk ends (the next
  * window's may come), or after a short wait for a lease. */
-static int64_t chunk_next(const struct sl_state *st, int64_t now)
+static int64_t chunk_next(struct sl_state *st, int64_t now)
 {
 	const struct sl_lease *l = &st->lease;
 
+	st->lease.misses++;
 	if ((l->flags & SL_LEASE_CHUNK) && l->until_ns > now)
 		return l->until_ns;
 	return now + SL_LEASE_RETRY_NS;
@@ -61,8 +71,8 @@ int64_t sl_limit_slot(const struct sl_spec *s, struct sl_state *st, int64_t now,
 		return sl_strategy_slot(s, st, now, cost, wall_off);
 	if (is_window(s))
 		return chunk_has(st, now, st->lease.sched_used, cost) ? now : chunk_next(st, now);
-	if (!(r = rate_spec(s, st, &tmp)))
-		return now + SL_LEASE_RETRY_NS;
+	if (!(r = rate_spec(s, st, &tmp, now)))
+		return missed(st, now);
 	return sl_strategy_slot(r, st, now, cost, wall_off);
 }
 
@@ -88,7 +98,7 @@ void sl_limit_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, u
 		}
 		return;
 	}
-	if ((r = rate_spec(s, st, &tmp)))
+	if ((r = rate_spec(s, st, &tmp, at)))
 		sl_strategy_charge(r, st, at, cost, wall_off, undo);
 }
 
@@ -111,14 +121,21 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 {
 	struct sl_spec tmp;
 	const struct sl_spec *r;
+	int64_t at;
 
 	if (!sl_limit_fleet(s))
 		return sl_strategy_release_at(s, st, now, cost, wall_off);
 	if (is_window(s))
 		return chunk_has(st, now, st->lease.rel_used, cost) ? now : chunk_next(st, now);
-	if (!(r = rate_spec(s, st, &tmp)))
-		return now + SL_LEASE_RETRY_NS;
-	return sl_strategy_release_at(r, st, now, cost, wall_off);
+	if (!(r = rate_spec(s, st, &tmp, now)))
+		return missed(st, now);
+	at = sl_strategy_release_at(r, st, now, cost, wall_off);
+	/* A caller that looked and must wait on past the next look: the share is far
+	 * too small for it (the daemon asks for more).  A wait shorter than that is a
+	 * queue the daemon sees as one. */
+	if (at > now + SL_LEASE_RECHECK_NS)
+		st->lease.misses++;
+	return sl_limit_wake(s, at, now);
 }
 
 void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
@@ -135,7 +152,7 @@ void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now
 		st->lease.rel_used += cost;
 		return;
 	}
-	if ((r = rate_spec(s, st, &tmp)))
+	if ((r = rate_spec(s, st, &tmp, now)))
 		sl_strategy_released(r, st, now, cost, wall_off);
 }
 
@@ -150,7 +167,7 @@ void sl_limit_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, 
 		return;
 	}
 	/* A chunk counts a request once, wherever in it it falls. */
-	if (!is_window(s) && (r = rate_spec(s, st, &tmp)))
+	if (!is_window(s) && (r = rate_spec(s, st, &tmp, to)))
 		sl_strategy_moved(r, st, from, to, cost, wall_off);
 }
 
@@ -161,7 +178,7 @@ int sl_limit_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, i
 
 	if (!sl_limit_fleet(s))
 		return sl_strategy_repair(s, st, now, wall_off);
-	if (!is_window(s) && (r = rate_spec(s, st, &tmp)))
+	if (!is_window(s) && (r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_repair(r, st, now, wall_off);
 	return 0; /* a chunk's counts are bounded by its amount, and it ends */
 }
@@ -174,7 +191,7 @@ int sl_limit_needs_repair(const struct sl_spec *s, const struct sl_state *st, in
 
 	if (!sl_limit_fleet(s))
 		return sl_strategy_needs_repair(s, st, now, wall_off);
-	if (!is_window(s) && (r = rate_spec(s, st, &tmp)))
+	if (!is_window(s) && (r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_needs_repair(r, st, now, wall_off);
 	return 0;
 }
@@ -194,7 +211,7 @@ int sl_limit_idle(const struct sl_spec *s, const struct sl_state *st, int64_t no
 		return sl_strategy_idle(&none, st, now, wall_off) &&
 		       (!(st->lease.flags & SL_LEASE_CHUNK) || now >= st->lease.until_ns ||
 		        (!st->lease.sched_used && !st->lease.rel_used));
-	if ((r = rate_spec(s, st, &tmp)))
+	if ((r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_idle(r, st, now, wall_off);
 	return sl_strategy_idle(&none, st, now, wall_off);
 }
@@ -209,18 +226,24 @@ uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int
 		return sl_strategy_queued(s, st, now, wall_off);
 	if (is_window(s))
 		return st->lease.sched_used > st->lease.rel_used ? st->lease.sched_used - st->lease.rel_used : 0;
-	if ((r = rate_spec(s, st, &tmp)))
+	if ((r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_queued(r, st, now, wall_off);
 	return 0;
 }
 
-uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st)
+uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st, int64_t now)
 {
 	if (!sl_limit_fleet(s))
 		return s->concurrency;
-	if (!s->concurrency)
-		return 0; /* no concurrency limit to share */
-	return st->lease.flags & SL_LEASE_PLACES ? SL_MIN(st->lease.places, s->concurrency) : 0;
+	if (!s->concurrency || !(st->lease.flags & SL_LEASE_PLACES) || now >= st->lease.valid_ns)
+		return 0; /* no limit to share, no lease, or one lapsed */
+	return SL_MIN(st->lease.places, s->concurrency);
+}
+
+void sl_lease_extend(struct sl_state *st, int64_t until)
+{
+	if (st->lease.flags && until > st->lease.valid_ns)
+		st->lease.valid_ns = until;
 }
 
 int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
@@ -229,6 +252,20 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 	int more = 0;
 
 	if (g->flags & SL_LEASE_RATE) {
+		/* The queue keeps its length in requests at the new share: otherwise a
+		 * schedule laid out under a small share would keep the machine's callers
+		 * waiting long after it grew (and one laid out under a large share would
+		 * let them go too fast after it shrank). */
+		if ((l->flags & SL_LEASE_RATE) && l->amount && l->window_ns > 0 && g->amount && g->window_ns > 0) {
+			struct sl_spec a = {.amount = l->amount, .window_ns = l->window_ns};
+			struct sl_spec b = {.amount = g->amount, .window_ns = g->window_ns};
+			int64_t from = sl_gcra_increment(&a, 1), to = sl_gcra_increment(&b, 1);
+
+			if (from != to) {
+				st->tat_ns = sl_gcra_rescale(st->tat_ns, now, from, to);
+				st->rel_tat_ns = sl_gcra_rescale(st->rel_tat_ns, now, from, to);
+			}
+		}
 		l->amount = g->amount;
 		l->window_ns = g->window_ns;
 		l->burst = g->burst ? g->burst : 1;
@@ -247,6 +284,9 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		l->places = g->places;
 	}
 	l->flags = (l->flags & (SL_LEASE_RATE | SL_LEASE_CHUNK | SL_LEASE_PLACES)) | g->flags;
+	if (g->machines)
+		l->machines = g->machines;
+	l->valid_ns = g->valid_ns;
 	if (!(g->flags & SL_LEASE_OUTAGE))
 		l->flags &= ~SL_LEASE_OUTAGE;
 	l->granted_ns = now;

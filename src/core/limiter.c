@@ -37,3 +37,14 @@ uint64_t sl_gcra_queued(int64_t tat, int64_t tol, int64_t inc, int64_t now)
 		return 0;
 	return (uint64_t)((ahead + inc - 1) / inc);
 }
+
+int64_t sl_gcra_rescale(int64_t t, int64_t now, int64_t from, int64_t to)
+{
+	__int128 ahead;
+
+	t = sl_sane_ns(t);
+	if (t <= now || from <= 0)
+		return t;
+	ahead = (__int128)(t - now) * to / from;
+	return now + (int64_t)(ahead > SL_SANE_NS ? SL_SANE_NS : ahead);
+}

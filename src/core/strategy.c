@@ -379,19 +379,6 @@ int sl_strategy_needs_repair(const struct sl_spec *s, const struct sl_state *st,
 
 /* --- reload: a section's limit changes, its state is carried over --- */
 
-/* A time `t` ahead of now by some requests at increment `from` becomes as many
- * requests ahead at increment `to`. */
-static int64_t rescale(int64_t t, int64_t now, int64_t from, int64_t to)
-{
-	__int128 ahead;
-
-	t = sl_sane_ns(t);
-	if (t <= now || from <= 0)
-		return t;
-	ahead = (__int128)(t - now) * to / from;
-	return now + (int64_t)(ahead > SL_SANE_NS ? SL_SANE_NS : ahead);
-}
-
 void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, struct sl_state *st,
                          int64_t now, int64_t wall_off)
 {
@@ -402,8 +389,8 @@ void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, s
 		 * length; each request now takes the new interval. */
 		int64_t a = sl_gcra_increment(from, 1), b = sl_gcra_increment(to, 1);
 
-		st->tat_ns = rescale(st->tat_ns, now, a, b);
-		st->rel_tat_ns = rescale(st->rel_tat_ns, now, a, b);
+		st->tat_ns = sl_gcra_rescale(st->tat_ns, now, a, b);
+		st->rel_tat_ns = sl_gcra_rescale(st->rel_tat_ns, now, a, b);
 		return;
 	}
 	if (from->strategy == to->strategy && from->window_ns == to->window_ns)

@@ -59,10 +59,25 @@ static int64_t release(struct sl_shm_header *h, struct sl_ticket *t, int64_t by)
 	return -1;
 }
 
-static void grant(struct sl_shm_header *h, const struct sl_grant *g)
+static void grant_at(struct sl_shm_header *h, const struct sl_grant *given, int64_t now)
 {
+	struct sl_grant g = *given;
+
+	if (!g.valid_ns)
+		g.valid_ns = INT64_MAX / 4;
 	assert_int_equal(sl_shm_lock(h, 1, 1000 * MS), 0);
-	sl_lease_write(&sl_shm_section(h, 0)->state, g, NOW);
+	sl_lease_write(&sl_shm_section(h, 0)->state, &g, now);
+	sl_shm_unlock(h, 1);
+}
+
+static void grant(struct sl_shm_header *h, const struct sl_grant *given)
+{
+	struct sl_grant g = *given;
+
+	if (!g.valid_ns)
+		g.valid_ns = INT64_MAX / 4; /* the concurrency code reads the real clock */
+	assert_int_equal(sl_shm_lock(h, 1, 1000 * MS), 0);
+	sl_lease_write(&sl_shm_section(h, 0)->state, &g, NOW);
 	sl_shm_unlock(h, 1);
 }
 
@@ -92,11 +107,53 @@ static void test_rate_share(void **state)
 		assert_true(at - prev >= 100 * MS);
 		prev = at;
 	}
+	/* A lease that lapsed (no daemon renews it): nothing goes, until it is renewed. */
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 10, .window_ns = 1000 * MS,
+	                                .valid_ns = prev + 150 * MS});
+	reserve(a.hdr, prev + 200 * MS, &t);
+	assert_int_equal(release(a.hdr, &t, prev + 400 * MS), -1);
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 10, .window_ns = 1000 * MS});
+	prev = release(a.hdr, &t, prev + 1000 * MS);
+	assert_true(prev > 0);
 	/* A larger share, 50/s: 20 ms apart from the next one on. */
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 50, .window_ns = 1000 * MS});
 	reserve(a.hdr, prev + 100 * MS, &t);
 	prev = release(a.hdr, &t, prev + 1000 * MS);
 	assert_true(reserve(a.hdr, prev, &t) >= prev + 20 * MS && t.release_ns < prev + 21 * MS);
+	sl_shm_detach(&a);
+}
+
+/* A share that grows: callers held under the small one look again within
+ * SL_LEASE_RECHECK_NS, the queue keeps its length in requests at the new share,
+ * and they go at the new spacing, not at the slots the small share gave them.  A
+ * caller held on past its next look is counted (the daemon's sign of demand). */
+static void test_share_grows(void **state)
+{
+	struct sl_ticket t[4];
+	struct sl_shm a;
+	struct sl_state *st;
+	uint32_t misses;
+	int64_t retry, at;
+
+	(void)state;
+	load(&a, fleet_rate);
+	st = &sl_shm_section(a.hdr, 0)->state;
+	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 1, .window_ns = 1000 * MS});
+	assert_int_equal(reserve(a.hdr, NOW, &t[0]), NOW);
+	assert_int_equal(sl_admit_release(a.hdr, &t[0], NOW, 1, &retry), 0);
+	for (int i = 1; i < 4; i++) /* slots 1, 2, 3 s away: each looks again in 100 ms */
+		assert_int_equal(reserve(a.hdr, NOW, &t[i]), NOW + SL_LEASE_RECHECK_NS);
+	misses = st->lease.misses;
+	assert_int_equal(sl_admit_release(a.hdr, &t[1], NOW + SL_LEASE_RECHECK_NS, 1, &retry), 1);
+	assert_true(retry <= NOW + 2 * SL_LEASE_RECHECK_NS);
+	assert_true(st->lease.misses != misses);
+	/* 100/s from now on: three queued are 30 ms of the new share. */
+	grant_at(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 100, .window_ns = 1000 * MS},
+	         NOW + SL_LEASE_RECHECK_NS);
+	at = release(a.hdr, &t[1], NOW + 2 * SL_LEASE_RECHECK_NS);
+	assert_true(at > 0 && at <= NOW + SL_LEASE_RECHECK_NS + 40 * MS);
+	assert_true(release(a.hdr, &t[2], NOW + 2 * SL_LEASE_RECHECK_NS) > at);
+	assert_true(release(a.hdr, &t[3], NOW + 2 * SL_LEASE_RECHECK_NS) > 0);
 	sl_shm_detach(&a);
 }
 
@@ -149,7 +206,10 @@ static void test_places(void **state)
 	assert_int_equal(sl_conc_take(a.hdr, &m, 100, &taken, &full, &seen), 0);
 	assert_int_equal(sl_conc_take(a.hdr, &m, 100, &taken, &full, &seen), -EBUSY);
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_PLACES, .places = 100}); /* clamped to 6 */
-	assert_int_equal(sl_limit_places(&sl_shm_section(a.hdr, 0)->spec, &sl_shm_section(a.hdr, 0)->state), 6);
+	assert_int_equal(sl_limit_places(&sl_shm_section(a.hdr, 0)->spec, &sl_shm_section(a.hdr, 0)->state, NOW), 6);
+	/* A lease past its validity (its daemon died): no places. */
+	assert_int_equal(sl_limit_places(&sl_shm_section(a.hdr, 0)->spec, &sl_shm_section(a.hdr, 0)->state,
+	                                 INT64_MAX / 4), 0);
 	sl_shm_detach(&a);
 }
 
@@ -157,6 +217,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rate_share),
+		cmocka_unit_test(test_share_grows),
 		cmocka_unit_test(test_window_chunk),
 		cmocka_unit_test(test_places),
 	};
