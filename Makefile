@@ -34,13 +34,14 @@ SHIM_SAN_FLAGS = $(if $(SAN),-fsanitize=undefined -fno-sanitize-recover=undefine
 INIH_CFLAGS = $(shell pkg-config --cflags inih 2>/dev/null)
 INIH_LIBS = $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
 EV_LIBS = $(shell pkg-config --libs libev 2>/dev/null || echo -lev)
+HIREDIS_LIBS = $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
 CMOCKA_CFLAGS = $(shell pkg-config --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 # Core objects go into the shim too: position independent, hidden by default.
 BASE_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC -fvisibility=hidden \
 	-D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
-SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS)
+SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) -I$(BUILD)/gen
 
 # src/core: what the shim, the daemon and the CLI all use.  src/progs: what only the
 # two programs use (printing, logging sinks, the control client); the shim never
@@ -53,7 +54,7 @@ SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/admission.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
 	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
 	src/shim/exec.c src/shim/stream.c src/shim/recv.c src/shim/undecided.c src/shim/signals.c
-DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c
+DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c src/daemon/fleet.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c
 # Every tests/unit/test_MODULE.c is a unit test of src/core/MODULE.c, found here.
@@ -89,6 +90,15 @@ $(BUILD)/shim-asan-obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) $(SANITIZERS) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# The lease script, compiled into the daemon as a C string.
+$(BUILD)/gen/fleet_lua.h: src/daemon/fleet.lua
+	@mkdir -p $(dir $@)
+	@{ echo '/* Generated from src/daemon/fleet.lua: the script Redis runs for the leases. */'; \
+	  echo 'static const char sl_fleet_lua[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/daemon/fleet.o: $(BUILD)/gen/fleet_lua.h
+
 $(BUILD)/libsluicecore.a: $(CORE_OBJ)
 	$(AR) rcs $@ $^
 
@@ -117,10 +127,10 @@ $(BUILD)/libsluice-asan.so: $(SHIM_ASAN_OBJ) $(BUILD)/exports.map
 		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
 
 $(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
-	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EV_LIBS) $(INIH_LIBS)
+	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
 $(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
-	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(EV_LIBS) $(INIH_LIBS)
+	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | deps
 	@mkdir -p $(dir $@)

@@ -38,6 +38,7 @@ struct sl_daemon {
 	struct sl_ctl_client *clients; /* control connections being served (control.c) */
 	ev_timer heartbeat;
 	ev_signal sig_hup, sig_term, sig_int;
+	struct fleet *fleet; /* leases through Redis (fleet.c); NULL with no fleet section */
 };
 
 /* Load the config, create or re-attach the segment, bind the control socket, and

@@ -1,6 +1,7 @@
 #include "sluice/daemon.h"
 #include "sluice/conc.h"
 #include "control.h"
+#include "fleet.h"
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
@@ -154,6 +155,10 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	}
 	sl_shm_publish(d->shm.hdr);
 	beat(d);
+	if ((rc = sl_fleet_start(d)) < 0) {
+		sl_log_warnx("cannot share the fleet's limits: %s", strerror(-rc));
+		goto fail;
+	}
 	sl_log_info("%s segment %s, %u sections, %u patterns from %s (generation %llu)",
 	            reattached ? "re-attached" : "created", d->shm_name, d->cfg->nsections,
 	            d->cfg->npatterns, d->config_path, (unsigned long long)d->shm.hdr->generation);
@@ -236,9 +241,15 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 		sl_log_warnx("reload failed: %s", rc == -ENOMEM ? "out of memory" : "segment lock unavailable");
 		goto out;
 	}
-	sl_config_free(d->cfg);
-	free(d->cfg);
-	d->cfg = next;
+	{
+		struct sl_config *old = d->cfg;
+
+		d->cfg = next;
+		if ((rc = sl_fleet_reload(d, old)) < 0)
+			sl_log_warnx("reloaded, but the fleet's limits cannot be shared: %s", strerror(-rc));
+		sl_config_free(old);
+		free(old);
+	}
 	sl_log_set_level(next->global.log_level);
 	sl_log_info("reloaded %s: %u sections, %u patterns (generation %llu; the segment lock held "
 	            "%.1f ms)", d->config_path, next->nsections, next->npatterns,
@@ -255,6 +266,7 @@ void sl_daemon_stop(struct sl_daemon *d)
 	if (!d->cfg)
 		return;
 	ev_timer_stop(d->loop, &d->heartbeat);
+	sl_fleet_stop(d);
 	if (d->opts.handle_signals) {
 		ev_signal_stop(d->loop, &d->sig_hup);
 		ev_signal_stop(d->loop, &d->sig_term);

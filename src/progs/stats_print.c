@@ -132,6 +132,74 @@ static int view_key(struct sl_key *k, uint32_t slot, void *arg)
 	return 0;
 }
 
+/* A fleet state's lease as it stands: its share (per the section's window) or its
+ * chunk, its places, how many machines share it, how old it is. */
+struct lease_view {
+	double share;      /* rate: per the section's window; chunk: the count */
+	int64_t age_ms;    /* -1: no lease yet */
+	uint32_t places, machines;
+	int outage;
+};
+
+static struct lease_view lease_of(const struct sl_spec *s, const struct sl_state *st, int64_t now)
+{
+	const struct sl_lease *l = &st->lease;
+	struct lease_view v = {0, -1, l->places, l->machines, (l->flags & SL_LEASE_OUTAGE) != 0};
+
+	if (l->flags & SL_LEASE_RATE && l->window_ns > 0)
+		v.share = (double)l->amount * (double)s->window_ns / (double)l->window_ns;
+	else if (l->flags & SL_LEASE_CHUNK)
+		v.share = (double)l->amount;
+	if (l->flags)
+		v.age_ms = (sl_sane_ns(now) - sl_sane_ns(l->granted_ns)) / SL_NS_PER_MS;
+	return v;
+}
+
+static void render_lease(const struct sl_spec *s, const struct sl_state *st, int json, int64_t now,
+                         FILE *out)
+{
+	struct lease_view v = lease_of(s, st, now);
+
+	if (json) {
+		fprintf(out, ",\"scope\":\"fleet\",\"share\":%.3f,\"share_places\":%u,\"machines\":%u,"
+		        "\"lease_age_ms\":%lld,\"outage_share\":%s", v.share, v.places, v.machines,
+		        (long long)v.age_ms, v.outage ? "true" : "false");
+		return;
+	}
+	if (v.age_ms < 0) {
+		fprintf(out, "  fleet: no lease yet");
+		return;
+	}
+	fprintf(out, "  fleet: ");
+	if (s->amount)
+		fprintf(out, "%s %.2f of %llu", s->strategy >= SL_STRAT_FIXED_WINDOW ? "chunk" : "share", v.share,
+		        (unsigned long long)s->amount);
+	if (s->concurrency)
+		fprintf(out, "%splaces %u of %u", s->amount ? ", " : "", v.places, s->concurrency);
+	fprintf(out, ", %u machines, lease %lld ms old%s", v.machines, (long long)v.age_ms,
+	        v.outage ? " (outage share)" : "");
+}
+
+static void render_redis(const struct sl_shm_header *h, int json, int64_t now, FILE *out)
+{
+	static const char *const states[] = {"none", "connecting", "up", "down"};
+	const char *state = h->redis_state < 4 ? states[h->redis_state] : "?";
+	long long answer = h->redis_answer_ns ? (sl_sane_ns(now) - sl_sane_ns(h->redis_answer_ns)) / SL_NS_PER_MS : -1;
+	long long down = h->redis_down_ns ? (sl_sane_ns(now) - sl_sane_ns(h->redis_down_ns)) / SL_NS_PER_MS : 0;
+
+	if (json) {
+		fprintf(out, "\"redis\":{\"state\":\"%s\",\"last_answer_ms\":%lld,\"down_ms\":%lld,\"calls\":%llu,"
+		        "\"machines\":%u},", state, answer, down, (unsigned long long)h->redis_calls, h->redis_machines);
+		return;
+	}
+	if (h->redis_state == SL_REDIS_NONE)
+		return;
+	fprintf(out, "redis: %s, last answer %lld ms ago%s, %llu calls, %u machines\n", state, answer,
+	        h->redis_state == SL_REDIS_DOWN ? "" : "", (unsigned long long)h->redis_calls, h->redis_machines);
+	if (h->redis_state == SL_REDIS_DOWN)
+		fprintf(out, "redis: unreachable for %lld ms: shaping on the leases in hand\n", down);
+}
+
 static void render_keys(struct sl_shm_header *h, const struct key_view *v,
                         const struct sl_section *sec, int json, int64_t now, FILE *out)
 {
@@ -207,6 +275,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		        "\"lock_recoveries\":%llu,",
 		        dpid, alive ? "true" : "false", (long long)(age < 0 ? -1 : age / SL_NS_PER_MS),
 		        (unsigned long long)h->lock_recoveries);
+		render_redis(h, 1, now, out);
 		fprintf(out, "\"keys_used\":%u,\"max_keys\":%u,\"sections\":[", h->keys_used,
 		        sl_shm_nkeys(h));
 	} else {
@@ -216,6 +285,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		if (h->max_keys)
 			fprintf(out, "key table: %u of %u records in use\n", h->keys_used,
 			        sl_shm_nkeys(h));
+		render_redis(h, 0, now, out);
 		fprintf(out, "%-20s %-11s %-14s %-10s %7s %9s %9s %9s %9s %10s %10s %10s\n", "SECTION",
 		        "METER", "STRATEGY", "RATE", "QUEUED", "ADMITTED", "HELD", "REFUSED",
 		        "GAVE_UP", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
@@ -269,6 +339,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
 			        sec.spec.concurrency, (unsigned long long)open, (unsigned long long)st->undecided,
 			        (unsigned long long)st->repaired);
+			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
+				render_lease(&sec.spec, st, 1, now, out);
 			if (sec.spec.per)
 				render_keys(h, kv, &sec, 1, now, out);
 			fputc('}', out);
@@ -292,6 +364,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 				fprintf(out, "  %llu undecided (fallback applied)", (unsigned long long)st->undecided);
 			if (st->repaired)
 				fprintf(out, "  state reset %llu times (corrupt)", (unsigned long long)st->repaired);
+			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
+				render_lease(&sec.spec, st, 0, now, out);
 			fputc('\n', out);
 			if (sec.spec.per)
 				render_keys(h, kv, &sec, 0, now, out);
