@@ -15,6 +15,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/sluice-test.XXXXXX")
 SHM_NAME="/sluice-test-$$-$RANDOM"
 CTL="$T/ctl.sock"
 BG_PIDS=()
+EXTRA_SHMS=() # more segments a test made (several daemons): removed at exit
 
 cleanup() {
 	local p
@@ -24,6 +25,7 @@ cleanup() {
 	for p in "${BG_PIDS[@]}"; do kill -9 "$p"; done
 	wait
 	python3 "$HELPERS/segment.py" remove "$SHM_NAME"
+	for p in "${EXTRA_SHMS[@]}"; do python3 "$HELPERS/segment.py" remove "$p"; done
 	if [ -n "${KEEP:-}" ]; then
 		echo "kept $T"
 	else

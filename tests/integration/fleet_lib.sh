@@ -1,0 +1,90 @@
+# Helpers for the fleet tests (t_fleet_*.sh): a redis-server of the test's own on a
+# loopback port (no persistence, never the system's), and three daemons on this
+# machine standing for three machines, each with its own segment, control socket
+# and name in the fleet.  Machine N's clients send to 127.0.1.N, so the witness
+# (--key dst) tells the machines apart at the destination.
+. "$(dirname "$0")/lib.sh"
+
+command -v redis-server >/dev/null || fail "redis-server is missing (scripts/deps.sh installs it)"
+
+# free_port: a loopback port nothing listens on now.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_redis [PORT]: redis-server on 127.0.0.1:PORT (a free one when not given),
+# empty, saving nothing; sets REDIS_PORT and REDIS_PID.
+start_redis() {
+	REDIS_PORT=${1:-${REDIS_PORT:-$(free_port)}}
+	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+		--protected-mode no --logfile "$T/redis.log" --loglevel verbose &
+	REDIS_PID=$!
+	BG_PIDS+=($REDIS_PID)
+	for _ in $(seq 100); do
+		[ "$(redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ] && return 0
+		sleep 0.05
+	done
+	fail "redis-server did not start: $(tail -3 "$T/redis.log")"
+}
+
+kill_redis() {
+	kill -9 "$REDIS_PID" 2>/dev/null
+	wait "$REDIS_PID" 2>/dev/null
+}
+
+# fleet_config N FILE: machine N's config - [sluice] with its segment, socket and
+# the fleet's redis, then stdin's sections.
+fleet_config() {
+	EXTRA_SHMS+=("$SHM_NAME-$1")
+	{
+		printf '[sluice]\nshm_name = %s-%s\ncontrol_socket = %s/ctl-%s.sock\n' "$SHM_NAME" "$1" "$T" "$1"
+		printf 'redis = %s\nfleet = t%s\nmachine = m%s\nhosts = 3\nlog_level = debug\n\n' "${FLEET_REDIS:-127.0.0.1:$REDIS_PORT}" \
+			"$$" "$1"
+		cat
+	} >"$2"
+}
+
+# start_machine N [PREFIX...]: machine N's daemon on $T/m$N.ini (run under PREFIX,
+# e.g. faketime); sets M_PID_N.
+start_machine() {
+	local n=$1
+	shift
+	"$@" "$SLUICED" -f -c "$T/m$n.ini" 2>>"$T/sluiced-$n.log" &
+	eval "M_PID_$n=\$!"
+	BG_PIDS+=($!)
+	for _ in $(seq 100); do
+		if "$SLUICE" stat -c "$T/m$n.ini" >/dev/null 2>"$T/stat.err" && ! grep -q "no daemon answers" "$T/stat.err"; then
+			# Under a prefix that forks (faketime does), the daemon is its child:
+			# that is the process to kill, in the test and at cleanup.
+			local child
+			child=$(pgrep -P "$(eval echo "\$M_PID_$n")" -x sluiced | head -1)
+			if [ -n "$child" ]; then
+				eval "M_PID_$n=$child"
+				BG_PIDS+=("$child")
+			fi
+			return 0
+		fi
+		sleep 0.1
+	done
+	cat "$T/sluiced-$n.log"
+	fail "machine $n's sluiced did not start"
+}
+
+# offer N RATE SECONDS [START_AFTER]: machine N's clients offer RATE/s to the
+# server for SECONDS, in the background; their count goes to $T/offer-N.out.
+offer() {
+	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$1" timeout $(( ${3%.*} + ${4:-0} + 60 )) \
+		python3 "$HELPERS/offer.py" "127.0.1.$1" "$PORT" "$2" "$3" --procs 4 --start-after "${4:-0}" \
+		>"$T/offer-$1.out" 2>&1 &
+	BG_PIDS+=($!)
+	eval "O_PID_$1=\$!"
+}
+
+# machine_json N SECTION FIELD: a field of machine N's section in `sluice stat --json`.
+machine_json() {
+	"$SLUICE" stat -c "$T/m$1.ini" --json >"$T/s$1.json" && json_field "$T/s$1.json" "$2" "$3"
+}
+
+now_ns() {
+	date +%s%N
+}
