@@ -90,6 +90,7 @@ struct fleet {
 	int in_flight;
 	uint64_t call;         /* numbers each call, so a stale answer is known */
 	int64_t sent_ns;
+	int64_t connected_ns;  /* when the connection was asked for */
 	int ack_due;           /* a call is scheduled at once (woken, or to report) */
 	int woke, call_woke;   /* the next call, and the call in flight, are a wake's */
 	int starved;           /* a rate item got less than half its demand: call sooner */
@@ -107,6 +108,7 @@ struct fleet {
 	struct item *items;
 	size_t nitems;
 	int64_t logged_ns;     /* rate-limited warnings */
+	const char *logged_fmt;
 };
 
 static int64_t realtime_ms(void)
@@ -117,14 +119,16 @@ static int64_t realtime_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A warning at most once a second (a dead Redis must not fill the log). */
+/* A warning of each kind at most once a second (a dead or broken Redis must not
+ * fill the log); a new kind is logged at once. */
 static void warn(struct fleet *f, const char *fmt, const char *a, const char *b)
 {
 	int64_t now = sl_clock_mono_ns();
 
-	if (now - f->logged_ns < SL_NS_PER_S)
+	if (fmt == f->logged_fmt && now - f->logged_ns < SL_NS_PER_S)
 		return;
 	f->logged_ns = now;
+	f->logged_fmt = fmt;
 	sl_log_warnx(fmt, a, b);
 }
 
@@ -564,6 +568,25 @@ static int valid_ints(const redisReply *r, size_t want)
 }
 
 static void load_script(struct fleet *f);
+
+/* Whether the numbers could be fleet.lua's for the items asked about: a clock
+ * after 2020, no grant above its item's limit, a window's end after the clock.
+ * Clamping instead would hand a whole limit to whatever a broken or hostile
+ * server said; one such number and nothing of the answer is used. */
+static int plausible(const struct fleet *f, const redisReply *r)
+{
+	long long rnow = r->element[0]->integer;
+
+	if (rnow < 1577836800000LL) /* 2020-01-01, in ms */
+		return 0;
+	for (size_t j = 0; j < f->nitems; j++) {
+		redisReply **e = r->element + 2 + 4 * j;
+
+		if ((unsigned long long)e[0]->integer > f->items[j].limit || e[1]->integer > (long long)UINT32_MAX)
+			return 0;
+	}
+	return 1;
+}
 static void subscribe(struct fleet *f);
 
 static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
@@ -588,11 +611,19 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 			return;
 		}
 		warn(f, "redis %s: the lease call failed: %s", f->host, r->str ? r->str : "?");
+		drop(f, "the lease call failed");
 		return;
 	}
 	if (!valid_ints(r, 2 + 4 * f->nitems)) {
 		warn(f, "redis %s: an answer that is not the lease script's (%s): leases kept", f->host,
 		     r->type == REDIS_REPLY_ARRAY ? "wrong length or type" : "not an array");
+		drop(f, "a server that answers so is no lease server"); /* leases kept, as in an outage */
+		return;
+	}
+	if (!plausible(f, r)) {
+		warn(f, "redis %s: an answer out of the lease script's range (%s): leases kept", f->host,
+		     "a grant above its limit, or a clock before 2020");
+		drop(f, "a server that answers so is no lease server");
 		return;
 	}
 	rtt = now - f->sent_ns;
@@ -728,6 +759,8 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	f->ack_due = 0;
 	if (f->ready && f->in_flight && sl_clock_mono_ns() - f->sent_ns > f->timeout_ns) {
 		drop(f, "no answer in time");
+	} else if (f->ac && !f->ready && sl_clock_mono_ns() - f->connected_ns > f->timeout_ns) {
+		drop(f, "not ready in time (connect, authentication or script load)");
 	} else if (f->ready && !f->in_flight) {
 		subscribe(f); /* again, if it went */
 		f->call_woke = f->woke;
@@ -823,6 +856,7 @@ static void on_script(redisAsyncContext *ac, void *reply, void *priv)
 	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
 		warn(f, "redis %s: cannot load the lease script: %s", f->host,
 		     r->type == REDIS_REPLY_ERROR && r->str ? r->str : "unexpected answer");
+		drop(f, "the lease script would not load"); /* and try again, backing off */
 		return;
 	}
 	memcpy(f->sha, r->str, 40);
@@ -844,8 +878,10 @@ static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
 	redisReply *r = reply;
 
 	(void)priv;
-	if (f && r && r->type == REDIS_REPLY_ERROR)
+	if (f && r && r->type == REDIS_REPLY_ERROR) {
 		warn(f, "redis %s: authentication refused: %s", f->host, r->str ? r->str : "?");
+		drop(f, "authentication refused");
+	}
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
@@ -899,6 +935,7 @@ static void connect_now(struct fleet *f)
 	}
 	ac->data = f;
 	f->ac = ac;
+	f->connected_ns = sl_clock_mono_ns();
 	redisLibevAttach(f->d->loop, ac);
 	redisAsyncSetConnectCallback(ac, on_connect);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);

@@ -139,12 +139,14 @@ struct lease_view {
 	int64_t age_ms;    /* -1: no lease yet */
 	uint32_t places, machines;
 	int outage;
+	int lapsed;        /* past its validity: nothing goes on it (its daemon stopped) */
 };
 
 static struct lease_view lease_of(const struct sl_spec *s, const struct sl_state *st, int64_t now)
 {
 	const struct sl_lease *l = &st->lease;
-	struct lease_view v = {0, -1, l->places, l->machines, (l->flags & SL_LEASE_OUTAGE) != 0};
+	struct lease_view v = {0, -1, l->places, l->machines, (l->flags & SL_LEASE_OUTAGE) != 0,
+	                       l->flags && sl_sane_ns(now) >= sl_sane_ns(l->valid_ns)};
 
 	if (l->flags & SL_LEASE_RATE && l->window_ns > 0)
 		v.share = (double)l->amount * (double)s->window_ns / (double)l->window_ns;
@@ -162,8 +164,8 @@ static void render_lease(const struct sl_spec *s, const struct sl_state *st, int
 
 	if (json) {
 		fprintf(out, ",\"scope\":\"fleet\",\"share\":%.3f,\"share_places\":%u,\"machines\":%u,"
-		        "\"lease_age_ms\":%lld,\"outage_share\":%s", v.share, v.places, v.machines,
-		        (long long)v.age_ms, v.outage ? "true" : "false");
+		        "\"lease_age_ms\":%lld,\"outage_share\":%s,\"lease_lapsed\":%s", v.share, v.places, v.machines,
+		        (long long)v.age_ms, v.outage ? "true" : "false", v.lapsed ? "true" : "false");
 		return;
 	}
 	if (v.age_ms < 0) {
@@ -176,8 +178,8 @@ static void render_lease(const struct sl_spec *s, const struct sl_state *st, int
 		        (unsigned long long)s->amount);
 	if (s->concurrency)
 		fprintf(out, "%splaces %u of %u", s->amount ? ", " : "", v.places, s->concurrency);
-	fprintf(out, ", %u machines, lease %lld ms old%s", v.machines, (long long)v.age_ms,
-	        v.outage ? " (outage share)" : "");
+	fprintf(out, ", %u machines, lease %lld ms old%s%s", v.machines, (long long)v.age_ms,
+	        v.outage ? " (outage share)" : "", v.lapsed ? " (lapsed: no daemon renews it)" : "");
 }
 
 static void render_redis(const struct sl_shm_header *h, int json, int64_t now, FILE *out)
@@ -194,8 +196,11 @@ static void render_redis(const struct sl_shm_header *h, int json, int64_t now, F
 	}
 	if (h->redis_state == SL_REDIS_NONE)
 		return;
-	fprintf(out, "redis: %s, last answer %lld ms ago%s, %llu calls, %u machines\n", state, answer,
-	        h->redis_state == SL_REDIS_DOWN ? "" : "", (unsigned long long)h->redis_calls, h->redis_machines);
+	if (answer >= 0)
+		fprintf(out, "redis: %s, last answer %lld ms ago, %llu calls, %u machines\n", state, answer,
+		        (unsigned long long)h->redis_calls, h->redis_machines);
+	else
+		fprintf(out, "redis: %s, no answer yet\n", state);
 	if (h->redis_state == SL_REDIS_DOWN)
 		fprintf(out, "redis: unreachable for %lld ms: shaping on the leases in hand\n", down);
 }
