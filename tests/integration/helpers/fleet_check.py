@@ -5,6 +5,7 @@ FAMILY SRCPORT DST", each machine's clients sending to their own address), to wh
 the fleet promises.
 
   --from NS --to NS      only arrivals in [from, to) (CLOCK_REALTIME ns)
+  --exclude DST          not the arrivals at DST (another section's)
   --max-per-second N     never more than N in any span of one second (strict)
   --rate R --within PCT  all together came at R/s, within PCT percent (below or above)
   --share DST=R/PCT      that machine's arrivals came at R/s within PCT percent
@@ -40,6 +41,7 @@ def main():
     ap.add_argument("--within", type=float, default=2.0)
     ap.add_argument("--share", action="append", default=[])
     ap.add_argument("--at-least", type=int, default=1)
+    ap.add_argument("--exclude", action="append", default=[])
     ap.add_argument("--reached", action="append", default=[])
     ap.add_argument("--what", default="arrivals")
     a = ap.parse_args()
@@ -48,7 +50,7 @@ def main():
         print("FAIL: the witness missed %d packets of %s: no verdict" % (lost, a.file))
         return 1
     rows = [line.split() for line in open(a.file) if line.strip()]
-    rows = [r for r in rows if a.start <= int(r[0]) < a.end]
+    rows = [r for r in rows if a.start <= int(r[0]) < a.end and (len(r) < 4 or r[3] not in a.exclude)]
     times = sorted(int(r[0]) for r in rows)
     if len(times) < a.at_least:
         print("FAIL: %d %s, expected at least %d" % (len(times), a.what, a.at_least))

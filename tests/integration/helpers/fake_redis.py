@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""fake_redis.py PORT SECONDS: a server on 127.0.0.1:PORT that speaks Redis's
+protocol badly, for SECONDS.  Each connection gets the next of the ways below to
+be wrong, in turn; the lease script's load (SCRIPT LOAD) is answered as Redis
+would in the ways that need it, so the daemon's lease call meets the bad answer.
+Prints, at the end, how many connections came and which ways were served.
+"""
+import socket
+import sys
+import threading
+import time
+
+SHA = b"0123456789abcdef0123456789abcdef01234567"
+
+# Each: (name, answer to a command) - the answer is bytes, or None to close.
+def garbage(cmd):
+    return b"\x00\xff!#not redis at all\r\n"
+
+def ok_everything(cmd):
+    return b"+OK\r\n"
+
+def _lease(bad):
+    def answer(cmd):
+        if cmd and cmd[0].upper() == b"SCRIPT":
+            return b"$40\r\n" + SHA + b"\r\n"
+        if cmd and cmd[0].upper() == b"EVALSHA":
+            items = max(int(cmd[2]) - 1, 0) if len(cmd) > 2 and cmd[2].isdigit() else 0
+            return bad(2 + 4 * items)
+        return b"+OK\r\n"
+    return answer
+
+def ints(values):
+    return b"*%d\r\n" % len(values) + b"".join(b":%d\r\n" % v for v in values)
+
+WAYS = [
+    ("garbage bytes", garbage),
+    ("+OK to everything", ok_everything),
+    ("an array of the wrong length", _lease(lambda n: ints([1] * (n + 3)))),
+    ("negative numbers", _lease(lambda n: ints([-5] * n))),
+    ("a grant far above the limit", _lease(lambda n: ints([int(time.time() * 1000), 0] + [10 ** 15, 3, 0, 0] * ((n - 2) // 4)))),
+    ("a number past 64 bits", _lease(lambda n: b"*%d\r\n" % n + b":99999999999999999999999\r\n" * n)),
+    ("nesting 10,000 deep", _lease(lambda n: b"*1\r\n" * 10000)),
+    ("a string", _lease(lambda n: b"$5\r\nhello\r\n")),
+    ("an error", _lease(lambda n: b"-ERR the fake says no\r\n")),
+    ("a bulk string of 2 GB announced", _lease(lambda n: b"$2147483647\r\nabc")),
+    ("a clock from 1970", _lease(lambda n: ints([5, 0] + [1, 3, 0, 0] * ((n - 2) // 4)))),
+    ("silence", _lease(lambda n: None)),
+]
+
+
+def read_command(f):
+    """One command as a list of bytes (RESP array of bulk strings, or inline)."""
+    line = f.readline()
+    if not line:
+        return None
+    if not line.startswith(b"*"):
+        return line.split()
+    n = int(line[1:])
+    out = []
+    for _ in range(n):
+        size = int(f.readline()[1:])
+        out.append(f.read(size + 2)[:-2])
+    return out
+
+
+def serve(conn, way):
+    name, answer = way
+    f = conn.makefile("rb")
+    try:
+        while True:
+            cmd = read_command(f)
+            if cmd is None:
+                return
+            reply = answer(cmd)
+            if reply is None:
+                time.sleep(30)  # never answers; the client gives up
+                return
+            conn.sendall(reply)
+    except (OSError, ValueError):
+        pass
+    finally:
+        conn.close()
+
+
+def main():
+    port, seconds = int(sys.argv[1]), float(sys.argv[2])
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(16)
+    s.settimeout(0.2)
+    served, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            conn, _ = s.accept()
+        except socket.timeout:
+            continue
+        way = WAYS[len(served) % len(WAYS)]
+        served.append(way[0])
+        threading.Thread(target=serve, args=(conn, way), daemon=True).start()
+    print("%d connections: %s" % (len(served), "; ".join(sorted(set(served)))))
+
+
+if __name__ == "__main__":
+    main()
