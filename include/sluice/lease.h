@@ -22,20 +22,18 @@
 
 #define SL_LEASE_RETRY_NS (50 * 1000000LL)
 
-/* A caller held on a fleet rate looks again at least this often, whatever its
+/* A caller held on a fleet limit looks again at least this often, whatever its
  * slot: a share changes with every answer from Redis, and a slot reserved under a
- * small share must not keep a caller waiting after the share grew.  When it looks,
- * the release half (the share in force then) decides. */
+ * small share must not keep a caller waiting after the share grew (nor a chunk
+ * used up, after it was topped up).  When it looks, the release half decides. */
 #define SL_LEASE_RECHECK_NS (100 * 1000000LL)
 
 /* When a caller held until `release` is woken to look again (`now` is when it
- * was held): the slot itself, or sooner for a fleet rate.  (A fleet window's
- * caller waits for its chunk's end: the next chunk comes no sooner.) */
+ * was held): the slot itself, or sooner for a fleet limit (a window's chunk may be
+ * topped up before it ends). */
 static inline int64_t sl_limit_wake(const struct sl_spec *s, int64_t release, int64_t now)
 {
-	if (s->scope == SL_SCOPE_FLEET && s->strategy != SL_STRAT_FIXED_WINDOW &&
-	    s->strategy != SL_STRAT_SLIDING_WINDOW && s->strategy != SL_STRAT_SESSION_WINDOW &&
-	    release > now + SL_LEASE_RECHECK_NS)
+	if (s->scope == SL_SCOPE_FLEET && release > now + SL_LEASE_RECHECK_NS)
 		return now + SL_LEASE_RECHECK_NS;
 	return release;
 }

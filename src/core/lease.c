@@ -44,15 +44,17 @@ static int chunk_has(const struct sl_state *st, int64_t now, uint64_t used, uint
 	       cost <= l->amount - used;
 }
 
-/* When a fleet window state may next have room: when its chunk ends (the next
- * window's may come), or after a short wait for a lease. */
+/* When a fleet window state may next have room: a look again within
+ * SL_LEASE_RECHECK_NS while its chunk lasts (the daemon may top it up), or after
+ * a short wait for a lease.  Either way the caller is counted: the daemon's sign
+ * that this machine wants more of the window than it holds. */
 static int64_t chunk_next(struct sl_state *st, int64_t now)
 {
 	const struct sl_lease *l = &st->lease;
 
 	st->lease.misses++;
 	if ((l->flags & SL_LEASE_CHUNK) && l->until_ns > now)
-		return l->until_ns;
+		return SL_MIN(l->until_ns, now + SL_LEASE_RECHECK_NS);
 	return now + SL_LEASE_RETRY_NS;
 }
 

@@ -313,9 +313,16 @@ static void measure(struct fleet *f, struct item *it, const struct sl_section *s
 	}
 	/* A window: what it would send before the round after next, beyond what its
 	 * chunk has left; what went on an outage share is reported as held, for Redis
-	 * to count. */
-	want = flow * 2.0 * (double)f->refresh_ns + (double)queued + (waiting > 0 ? (double)(uint64_t)waiting + 1 : 0);
-	if (want > 0)
+	 * to count.  Callers held for want of chunk would send more than that shows:
+	 * half as much again, and at least an equal part of the window's pace (AMOUNT
+	 * spread over the window) - a fixed window's AMOUNT may go at any time in it,
+	 * but a chunk left unused is lost to the others until the window ends. */
+	want = flow * 2.0 * (double)f->refresh_ns + (double)queued;
+	if (waiting > 0)
+		want = SL_MAX(want * 1.5 + 1, (double)s->amount * 2.0 * (double)f->refresh_ns /
+		                              (double)SL_MAX(s->window_ns, (int64_t)1) /
+		                              SL_MAX(st->lease.machines, SL_MAX(f->d->cfg->global.hosts, 1u)));
+	else if (want > 0)
 		want += 1;
 	it->limit = s->amount;
 	{

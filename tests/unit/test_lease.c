@@ -174,8 +174,10 @@ static void test_window_chunk(void **state)
 		assert_int_equal(reserve(a.hdr, NOW + i, &t), NOW + i);
 		assert_int_equal(release(a.hdr, &t, NOW + i), NOW + i);
 	}
-	assert_int_equal(reserve(a.hdr, NOW + 10, &t), end); /* waits for the window's end */
-	assert_int_equal(release(a.hdr, &t, end + SL_LEASE_RETRY_NS), -1); /* and nothing then */
+	/* Used up: it looks again within SL_LEASE_RECHECK_NS, and goes nowhere until
+	 * the window's end, nor after it with no new chunk. */
+	assert_int_equal(reserve(a.hdr, NOW + 10, &t), NOW + 10 + SL_LEASE_RECHECK_NS);
+	assert_int_equal(release(a.hdr, &t, end + SL_LEASE_RETRY_NS), -1);
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = 5, .until_ns = end, .chunk = 7});
 	assert_int_equal(reserve(a.hdr, NOW + 20, &t), NOW + 20); /* topped up: 2 more */
 	assert_int_equal(release(a.hdr, &t, NOW + 20), NOW + 20);
