@@ -6,6 +6,7 @@ the fleet promises.
 
   --from NS --to NS      only arrivals in [from, to) (CLOCK_REALTIME ns)
   --exclude DST          not the arrivals at DST (another section's)
+  --only DST             only the arrivals at DST
   --max-per-second N     never more than N in any span of one second (strict)
   --rate R --within PCT  all together came at R/s, within PCT percent (below or above)
   --share DST=R/PCT      that machine's arrivals came at R/s within PCT percent
@@ -42,6 +43,7 @@ def main():
     ap.add_argument("--share", action="append", default=[])
     ap.add_argument("--at-least", type=int, default=1)
     ap.add_argument("--exclude", action="append", default=[])
+    ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--reached", action="append", default=[])
     ap.add_argument("--what", default="arrivals")
     a = ap.parse_args()
@@ -50,7 +52,8 @@ def main():
         print("FAIL: the witness missed %d packets of %s: no verdict" % (lost, a.file))
         return 1
     rows = [line.split() for line in open(a.file) if line.strip()]
-    rows = [r for r in rows if a.start <= int(r[0]) < a.end and (len(r) < 4 or r[3] not in a.exclude)]
+    rows = [r for r in rows if a.start <= int(r[0]) < a.end and (len(r) < 4 or r[3] not in a.exclude)
+            and (not a.only or (len(r) > 3 and r[3] in a.only))]
     times = sorted(int(r[0]) for r in rows)
     if len(times) < a.at_least:
         print("FAIL: %d %s, expected at least %d" % (len(times), a.what, a.at_least))
