@@ -2,12 +2,13 @@
  * sluice - run programs under the shim, check configs, show the queues.
  *
  *   sluice run [-c FILE] [-v] -- CMD [ARG...]
- *   sluice check [-c FILE] [--keys]
+ *   sluice check [-c FILE] [--keys] [--redis]
  *   sluice stat [-c FILE] [--shm NAME] [--json]
  *   sluice reload [-c FILE]
  *   sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]
  */
 #include "cli.h"
+#include "../daemon/fleet.h"
 #include "sluice/ctl.h"
 #include "sluice/log.h"
 
@@ -21,7 +22,8 @@ static int usage(FILE *out, int status)
 {
 	fprintf(out,
 	        "usage: sluice run [-c FILE] [-v] -- CMD [ARG...]   run CMD with its traffic shaped\n"
-	        "       sluice check [-c FILE] [--keys]            validate a config, print it compiled\n"
+	        "       sluice check [-c FILE] [--keys] [--redis]  validate a config, print it compiled;\n"
+	        "                                                  --redis: try the fleet's Redis\n"
 	        "       sluice stat [-c FILE] [--shm NAME] [--json] show every section's queue\n"
 	        "       sluice reload [-c FILE]                    make the daemon re-read its config\n"
 	        "       sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]\n"
@@ -58,15 +60,17 @@ struct sl_config *sl_cli_load(const char *path)
 
 int sl_cmd_check(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"keys", no_argument, NULL, 'k'}, {0}};
+	static const struct option longopts[] = {{"keys", no_argument, NULL, 'k'},
+	                                         {"redis", no_argument, NULL, 'r'}, {0}};
 	const char *path = NULL;
 	struct sl_config *cfg;
-	int opt;
+	int opt, redis = 0, rc = SL_EXIT_OK;
 
-	while ((opt = getopt_long(argc, argv, "c:k", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:kr", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
 		case 'k': sl_config_list_keys(stdout); return SL_EXIT_OK;
+		case 'r': redis = 1; break;
 		default: return usage(stderr, SL_EXIT_USAGE);
 		}
 	}
@@ -76,9 +80,12 @@ int sl_cmd_check(int argc, char **argv)
 	if (!cfg)
 		return SL_EXIT_USAGE;
 	sl_config_dump(cfg, stdout);
+	/* Tried after the config is known good: what the daemon would meet. */
+	if (redis && sl_fleet_probe(cfg, 3000, stdout) != 0)
+		rc = SL_EXIT_FAIL;
 	sl_config_free(cfg);
 	free(cfg);
-	return SL_EXIT_OK;
+	return rc;
 }
 
 int sl_cmd_reload(int argc, char **argv)

@@ -876,12 +876,15 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 	/* What spans [sluice] and the sections: a fleet's limit needs the fleet's Redis. */
 	for (unsigned i = 0; i < cfg->nsections; i++)
 		if (cfg->sections[i].spec.scope == SL_SCOPE_FLEET && !cfg->global.redis[0]) {
-			add_error(cfg, cfg->sections[i].line, "[%s] has scope = fleet, but [sluice] names no redis "
-			          "to share it through", cfg->sections[i].spec.name);
+			add_error(cfg, cfg->sections[i].line, "[%s] has scope = fleet, but [sluice] names no usable "
+			          "redis to share it through", cfg->sections[i].spec.name);
 			break;
 		}
 	if (cfg->global.refresh_ns < 10 * SL_NS_PER_MS || cfg->global.refresh_ns > 10 * SL_NS_PER_S)
 		add_error(cfg, 0, "refresh: want 10ms to 10s");
+	/* The daemon runs from /: a relative path would name another file there. */
+	if (cfg->global.redis_auth[0] && cfg->global.redis_auth[0] != '/')
+		add_error(cfg, 0, "redis_auth: want an absolute path, not '%s'", cfg->global.redis_auth);
 	sort_errors(cfg);
 	return cfg->nerrors ? -EINVAL : 0;
 }
