@@ -15,9 +15,16 @@
  * (sl_admit_match, through the match index) in a config of SECTIONS sections of ten
  * patterns each (names, suffixes, networks of three lengths, IPv6), for a
  * destination one section applies to by name and for one no section applies to.
+ *
+ * admit_bench fleet [ITERATIONS]: one process, the same admission in a section of
+ * this machine's (scope = machine) and in one shared by the fleet (scope = fleet,
+ * answering from a lease the bench writes as the daemon would), alternating over
+ * five rounds; prints both medians.  The hot path of a shared section is local:
+ * the two should cost the same.
  */
 #include "sluice/admit.h"
 #include "sluice/clock.h"
+#include "sluice/lease.h"
 #include "sluice/shm.h"
 
 #include <arpa/inet.h>
@@ -197,8 +204,68 @@ static int match(long sections, long iterations)
 	return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* ns per admission to `d`, `iterations` of them. */
+static double dest_pass(struct sl_shm_header *h, const struct sl_dest *d, long iterations)
+{
+	struct sl_match m;
+	struct sl_ticket t;
+	int32_t self = (int32_t)getpid();
+	int64_t start = sl_clock_mono_ns();
+
+	for (long i = 0; i < iterations; i++)
+		if (admit_now(h, d, &m, &t, self) < 0)
+			return -1;
+	return (double)(sl_clock_mono_ns() - start) / (double)iterations;
+}
+
+static int fleet(long iterations)
+{
+	static struct sl_config cfg;
+	struct sl_shm_dims dims;
+	struct sl_shm shm;
+	struct sl_dest local = {.family = AF_INET, .port = 443}, shared = {.family = AF_INET, .port = 443};
+	struct sl_grant g = {.flags = SL_LEASE_RATE, .amount = 1000000000, .window_ns = 1000000000,
+	                     .burst = 1000000000, .valid_ns = INT64_MAX / 4, .machines = 3};
+	double a[5], b[5];
+
+	inet_pton(AF_INET, "203.0.113.7", local.addr);
+	inet_pton(AF_INET, "198.51.100.7", shared.addr);
+	if (sl_config_load_string(&cfg, "bench.ini",
+	                          "[sluice]\nredis = 127.0.0.1:6379\n"
+	                          "[local]\nmatch = 203.0.113.0/24\nrate = 1000000000/s\nburst = 1000000000\n"
+	                          "[shared]\nmatch = 198.51.100.0/24\nrate = 1000000000/s\nburst = 1000000000\n"
+	                          "scope = fleet\n") != 0 ||
+	    (sl_config_dims(&cfg, &dims), 0) || sl_shm_create_anonymous_dims(&shm, &dims) != 0 ||
+	    sl_shm_apply_config(shm.hdr, &cfg, (int32_t)getpid()) != 0) {
+		fprintf(stderr, "admit_bench: set-up failed\n");
+		return 1;
+	}
+	sl_lease_write(&sl_shm_section(shm.hdr, 1)->state, &g, sl_clock_mono_ns());
+	for (int r = 0; r < 5; r++) {
+		a[r] = dest_pass(shm.hdr, &local, iterations);
+		b[r] = dest_pass(shm.hdr, &shared, iterations);
+		if (a[r] < 0 || b[r] < 0) {
+			fprintf(stderr, "admit_bench: admission failed\n");
+			return 1;
+		}
+	}
+	qsort(a, 5, sizeof(a[0]), cmp_double);
+	qsort(b, 5, sizeof(b[0]), cmp_double);
+	printf("%.0f %.0f\n", a[2], b[2]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "fleet") == 0)
+		return fleet(argc > 2 ? atol(argv[2]) : 1000000);
 	if (argc > 2 && strcmp(argv[1], "keyed") == 0)
 		return keyed(atol(argv[2]), argc > 3 ? atol(argv[3]) : 1000000);
 	if (argc > 2 && strcmp(argv[1], "match") == 0)

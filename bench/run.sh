@@ -25,7 +25,10 @@
 #  12. what one epoll_wait costs a process holding 10,000 connections with records
 #      (meter = requests), against none and against no shim;
 #  13. what finding the sections that apply costs at 10, 1,000 and 10,000 sections
-#      (the match index), for a destination one applies to and for one none does.
+#      (the match index), for a destination one applies to and for one none does;
+#  14. one rate across three daemons through Redis (bench/fleet.sh): lease calls
+#      per second per daemon at 100/s and 10,000/s, the aggregate rate's error, the
+#      time to rebalance after a demand step, admission cost shared against local.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -440,3 +443,8 @@ for n in 10 1000 10000; do
 	read -r hit miss pats < <("$B/bench/admit_bench" match "$n" 1000000)
 	printf '   %-34s %6s ns matched, %s ns unmatched (%s patterns)\n' "$n sections:" "$hit" "$miss" "$pats"
 done
+
+echo
+echo "14. one rate across three daemons sharing through Redis (scope = fleet)"
+command -v redis-server >/dev/null || { echo "bench: redis-server is missing (scripts/deps.sh installs it)" >&2; exit 1; }
+BUILD=${BUILD:-build} bash "$ROOT/bench/fleet.sh" | grep '^   '

@@ -3,7 +3,7 @@
 # machine standing for three machines, each with its own segment, control socket
 # and name in the fleet.  Machine N's clients send to 127.0.1.N, so the witness
 # (--key dst) tells the machines apart at the destination.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 command -v redis-server >/dev/null || fail "redis-server is missing (scripts/deps.sh installs it)"
 
