@@ -86,6 +86,7 @@ struct fleet {
 	int64_t refresh_ns, timeout_ns;
 	uint64_t ttl_ms;
 	ev_timer tick, retry;
+	ev_timer watch;        /* between rounds: callers newly held for want of share */
 	int64_t backoff_ns;
 	int in_flight;
 	uint64_t call;         /* numbers each call, so a stale answer is known */
@@ -93,9 +94,11 @@ struct fleet {
 	int64_t connected_ns;  /* when the connection was asked for */
 	int ack_due;           /* a call is scheduled at once (woken, or to report) */
 	int woke, call_woke;   /* the next call, and the call in flight, are a wake's */
+	int wake_later;        /* woken while a call was in flight: answer after it */
 	int starved;           /* a rate item got less than half its demand: call sooner */
-	int above;             /* some item holds more than an equal part: a machine
-	                        * short of room may be waiting for it */
+	int above;             /* some item holds more than an equal part would be with
+	                        * one more machine: a machine short of room (perhaps
+	                        * one just come) may be waiting for it */
 	double spare;          /* calls beyond one a period that may be made now (at most
 	                        * SPARE_MAX, one more each second): acks and early calls
 	                        * never take a daemon past a period's calls and one a second */
@@ -596,6 +599,19 @@ static int plausible(const struct fleet *f, const redisReply *r)
 }
 static void subscribe(struct fleet *f);
 
+/* Woken for a machine short of room: call now, from the spare calls, when we hold
+ * more than an equal part would be with one more machine - our next answer may
+ * give room back (and two spare calls are left, for the call that reports the
+ * smaller share). */
+static void answer_wake(struct fleet *f)
+{
+	if (f->above && f->ready && !f->in_flight && !f->ack_due && spare_now(f) >= 2 && take_spare(f)) {
+		f->ack_due = 1;
+		f->woke = 1;
+		schedule_tick(f, 0.);
+	}
+}
+
 static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct fleet *f = ac->data;
@@ -664,12 +680,12 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 			 * counts the larger until told, so a smaller change only waits). */
 			shrank |= grant + SL_MAX(it->limit / 100, (uint64_t)1) <= it->held;
 			f->starved |= grant * 2 < it->demand;
-			f->above |= grant * SL_MAX(machines, 1u) > it->limit;
+			f->above |= grant * (machines + 1ull) > it->limit;
 		} else if (it->kind == 'c') {
 			grant = SL_MIN(grant, it->limit);
 			g = (struct sl_grant){.flags = SL_LEASE_PLACES, .places = (uint32_t)grant};
 			shrank |= grant < it->held;
-			f->above |= grant * SL_MAX(machines, 1u) > it->limit;
+			f->above |= grant * (machines + 1ull) > it->limit;
 		} else {
 			int64_t end_ms = (int64_t)e[3]->integer;
 			/* The chunk ends, on this machine's clock, where Redis's window does -
@@ -694,11 +710,14 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 	if (shrank && f->call_woke && !f->ack_due && take_spare(f)) {
 		f->ack_due = 1;
 		schedule_tick(f, 0.);
+	} else if (f->wake_later) {
+		answer_wake(f);
 	} else if (f->starved && take_spare(f)) {
 		/* Short of what it asks: the others were woken (fleet.lua) and report
 		 * their smaller shares within milliseconds; ask again soon after. */
 		schedule_tick(f, jittered(f) / 5);
 	}
+	f->wake_later = 0;
 }
 
 static void send_round(struct fleet *f)
@@ -779,6 +798,40 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	schedule_tick(f, jittered(f));
 }
 
+/* Five times a period: callers held for want of share since the last round, on a
+ * rate item this machine holds less than nine tenths of an equal part of (a machine whose
+ * demand just stepped up, or just came): call now, from the spare calls, rather
+ * than at the period's end - the round asks, wakes the machines holding the
+ * room, and the early call that follows a short answer collects it.  Only the
+ * last round's items are looked at, without the lock: a hint, not a measure. */
+static void on_watch(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct fleet *f = w->data;
+	struct sl_shm_header *h = f->d->shm.hdr;
+
+	(void)loop;
+	(void)revents;
+	if (!f->ready || f->in_flight || f->ack_due)
+		return;
+	for (size_t j = 0; j < f->nitems; j++) {
+		const struct item *it = &f->items[j];
+		const struct sl_state *st;
+		const struct memo *m;
+
+		if (it->kind != 'r' || !(st = item_state(f, it)) || !(m = memo_find(f, it->key)))
+			continue;
+		if (__atomic_load_n(&st->lease.misses, __ATOMIC_RELAXED) == m->misses_seen ||
+		    st->lease.amount * SL_MAX(h->redis_machines, 1u) * 10 >= it->limit * 9)
+			continue;
+		if (take_spare(f)) {
+			sl_log_debug("fleet %s: callers held on a small share: calling now", it->key);
+			f->ack_due = 1;
+			schedule_tick(f, 0.);
+		}
+		return;
+	}
+}
+
 /* --- the wake channel: another machine is short of room we may be holding --- */
 
 static void on_wake(redisAsyncContext *ac, void *reply, void *priv)
@@ -797,11 +850,10 @@ static void on_wake(redisAsyncContext *ac, void *reply, void *priv)
 	 * next answer may give room back (and two spare calls are left, for the call
 	 * that reports the smaller share). */
 	sl_log_debug("fleet: %s is short of room%s", e[2]->str, f->above ? "" : " (none of it ours)");
-	if (f->above && f->ready && !f->in_flight && !f->ack_due && spare_now(f) >= 2 && take_spare(f)) {
-		f->ack_due = 1;
-		f->woke = 1;
-		schedule_tick(f, 0.);
-	}
+	if (f->in_flight || f->ack_due)
+		f->wake_later = 1; /* the answer on its way may already give room back */
+	else
+		answer_wake(f);
 }
 
 static void on_sub_connect(const redisAsyncContext *ac, int status)
@@ -1045,6 +1097,9 @@ int sl_fleet_start(struct sl_daemon *d)
 	f->tick.data = f;
 	ev_timer_init(&f->retry, on_retry, 0., 0.);
 	f->retry.data = f;
+	ev_timer_init(&f->watch, on_watch, 0., (double)f->refresh_ns / 5e9);
+	f->watch.data = f;
+	ev_timer_again(d->loop, &f->watch);
 	d->fleet = f;
 	d->shm.hdr->redis_state = SL_REDIS_CONNECTING;
 	connect_now(f);
@@ -1060,6 +1115,7 @@ void sl_fleet_stop(struct sl_daemon *d)
 		return;
 	ev_timer_stop(d->loop, &f->tick);
 	ev_timer_stop(d->loop, &f->retry);
+	ev_timer_stop(d->loop, &f->watch);
 	unsubscribe(f);
 	if (f->ac) {
 		f->ac->data = NULL;
