@@ -8,7 +8,7 @@
 #   make chaos      the chaos suite at full size (kill storms, restarts, reloads, scribbles),
 #                   then overloaded with 2,000 processes
 #   make cross      build for arm64 (Debian's cross compiler), unit tests under qemu-user
-#   make fuzz       libFuzzer on the config, pattern and first-write parsers (clang)
+#   make fuzz       libFuzzer on the config, pattern, first-write and response parsers (clang)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # The first three install missing Debian packages through scripts/deps.sh.
@@ -53,7 +53,8 @@ SHIM_CORE_SRC = $(CORE_SRC)
 SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/admission.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
 	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
-	src/shim/exec.c src/shim/stream.c src/shim/recv.c src/shim/undecided.c src/shim/signals.c
+	src/shim/exec.c src/shim/stream.c src/shim/recv.c src/shim/undecided.c src/shim/signals.c \
+	src/shim/answers.c
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c src/daemon/fleet.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c
@@ -183,17 +184,20 @@ chaos: all $(BENCH_BINS)
 FUZZ_SECONDS ?= 60
 FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
 fuzz: | deps
-	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-sniff
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-sniff $(BUILD)/fuzz/corpus-response
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/match.c \
 		src/core/util.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/core/http1.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_response tests/fuzz/fuzz_response.c src/core/response.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
+	cp tests/fuzz/corpus-response/* $(BUILD)/fuzz/corpus-response/
 	$(BUILD)/fuzz/fuzz_config -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus
 	$(BUILD)/fuzz/fuzz_sniff -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
 	$(BUILD)/fuzz/fuzz_http1 -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
+	$(BUILD)/fuzz/fuzz_response -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-response
 	@mkdir -p $(BUILD)/fuzz/corpus-segment
 	$(BUILD)/fuzz/fuzz_segment -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-segment
 
