@@ -170,6 +170,14 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uint32_t *out,
                          unsigned nout);
 
+/* A response on a connection to m's destination said `sig` (response.h): applied
+ * to every matched section that reads signals (in a keyed section, to the
+ * destination's key only), under the lock.  Returns SL_PAUSE_* bits (pause.h), or
+ * -ETIMEDOUT when the lock could not be had (the signal is dropped). */
+struct sl_signal;
+int sl_admit_signal(struct sl_shm_header *h, const struct sl_match *m, const struct sl_signal *sig,
+                    int64_t now, int32_t self);
+
 /* Charge every matched section in refusal mode (fallback = closed): counts refusals. */
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m);
 

@@ -30,6 +30,7 @@ enum sl_key_type {
 	SL_KT_ENDPOINT, /* HOST:PORT, [IPV6]:PORT or /unix/socket/path, or none */
 	SL_KT_NAME,     /* letters, digits, '-', '_', '.', fitting its field; auto: "" */
 	SL_KT_SCOPE,    /* choices: enum sl_scope */
+	SL_KT_SWITCH,   /* choices: off (0) | on (1) */
 };
 
 #define SL_KF_REQUIRED 1u /* a limit section without it is an error */

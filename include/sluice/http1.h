@@ -42,7 +42,9 @@ struct sl_http1 {
 	uint8_t pad[3];
 	uint64_t left;       /* body or chunk bytes still to come */
 	uint64_t length;     /* Content-Length seen in this message's headers */
-	uint64_t requests;   /* requests begun so far (for debug lines) */
+	uint64_t requests;   /* requests begun so far */
+	uint64_t heads;      /* bit (n mod 64): request n (0-based) is a HEAD, whose
+	                      * answer has no body (response.h asks) */
 	char line[SL_H1_LINE_KEEP];
 	const char *why;     /* LOST: what could not be followed (static string) */
 };

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 6           /* incompatible layout changes */
+#define SL_SHM_MAJOR 7           /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
@@ -123,7 +123,11 @@ struct sl_spec {
 	uint8_t scope;       /* enum sl_scope */
 	uint8_t pad0[4];
 	uint32_t pattern_first; /* index of its first pattern */
-	uint8_t reserved[20];
+	uint8_t signals;     /* 1: responses on its connections are read (pause.h) */
+	uint8_t adapt;       /* 1: 429s halve the rate, good answers climb back */
+	uint8_t pad1[2];
+	int64_t max_pause_ns; /* the longest pause a response may ask; <0: no clamp */
+	uint8_t reserved[8];
 };
 _Static_assert(offsetof(struct sl_spec, amount) == 88, "sl_spec is part of the shm ABI");
 _Static_assert(sizeof(struct sl_spec) == 152, "sl_spec is part of the shm ABI");
@@ -218,6 +222,27 @@ struct sl_state {
 		                      * whose daemon died stops using its share before the
 		                      * fleet gives it to the others */
 	} lease;
+	/* What the destination said (src/core/pause.c): written under the lock by the
+	 * shim that read the response, read by every admission under it. */
+	struct sl_pause {
+		int64_t until_ns;        /* CLOCK_MONOTONIC: nothing is released before it */
+		int64_t budget_until_ns; /* a budget (RateLimit r=R;t=T) lasts until then */
+		uint64_t budget_left;    /* ... and this many may still go in it */
+		int64_t pace_until_ns;   /* after a pause, releases go one a pace apart
+		                          * until then (no herd of every waiter at once) */
+		int64_t sched_ns;        /* pacing: the next reservation's earliest slot */
+		int64_t cursor_ns;       /* pacing: the next release's earliest instant */
+		uint64_t count;          /* pauses so far (count) */
+		int64_t set_ns;          /* when the last pause was set (CLOCK_MONOTONIC) */
+		uint16_t status;         /* the last pause's response status */
+		uint8_t kind;            /* its enum sl_signal_kind */
+		uint8_t streak;          /* bare 429s in a row: each doubles the back-off */
+		uint32_t adapt_ppm;      /* adapt: millionths of the rate in force (0: all) */
+		uint32_t adapt_peak_ppm; /* adapt: the share in force at the last 429 */
+		uint32_t adapt_floor_ppm; /* adapt: the share the last 429 cut it to */
+		int64_t adapt_cut_ns;    /* adapt: when it was last cut */
+		int64_t adapt_at_ns;     /* adapt: when it last climbed */
+	} pause;
 	uint8_t reserved[8];
 };
 

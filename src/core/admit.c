@@ -6,6 +6,7 @@
 #include "sluice/keys.h"
 #include "sluice/lease.h"
 #include "sluice/limiter.h"
+#include "sluice/pause.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
 #include "sluice/strategy.h"
@@ -365,6 +366,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 			count_key(sec, st, 1);
 			continue;
 		}
+		slot = sl_pause_slot(st, &sec->spec, slot, now, 0); /* the destination's word */
 		t->mask |= 1ULL << k;
 		t->sec[k].serial = m->serial[k];
 		fleet |= sl_limit_fleet(&sec->spec);
@@ -405,6 +407,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		if (!(st = ticket_state(h, t, k, sec, 1, now)))
 			continue;
 		sl_limit_charge(&sec->spec, st, release, cost_in(sec, t), wall_off(h), &t->sec[k].undo);
+		sl_pause_slot(st, &sec->spec, release, now, 1);
 		t->sec[k].seq = ++st->seq;
 		st->last_pid = self;
 		st->last_seq = t->sec[k].seq;
@@ -477,6 +480,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 			return -ETIMEDOUT;
 		sl_limit_repair(&sec->spec, st, now, wall_off(h));
 		later = SL_MAX(later, sl_limit_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)));
+		later = SL_MAX(later, sl_pause_release_at(st, &sec->spec, now));
 	}
 	if (later > now) {
 		t->held = 1;
@@ -495,6 +499,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 		if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, now)))
 			continue;
 		sl_limit_released(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
+		sl_pause_released(st, &sec->spec, now);
 	}
 	/* The released call itself, before anyone else may be released: the release
 	 * is then moved on to the moment it was made, not left at a check the caller
@@ -782,4 +787,39 @@ void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)
 		if (sec)
 			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
 	}
+}
+
+int sl_admit_signal(struct sl_shm_header *h, const struct sl_match *m, const struct sl_signal *sig,
+                    int64_t now, int32_t self)
+{
+	int done = 0;
+
+	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return -ETIMEDOUT; /* the signal is lost; admissions go on deciding as before */
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
+		struct sl_section *sec = live_section(h, i, m->serial[k]);
+		struct sl_keyref ref = {0, 0};
+		struct sl_state *st;
+		int did;
+
+		if (!sec || !sec->spec.signals || sec->spec.mode == SL_MODE_OBSERVE || !sl_limit_rated(&sec->spec))
+			continue;
+		/* A keyed section: the key of this connection's destination only. */
+		if (!(st = limit_state(h, i, sec, &m->src, &ref, 0, now)))
+			continue;
+		did = sl_pause_apply(st, &sec->spec, sig, now);
+		if ((did & SL_PAUSE_SET) && st != &sec->state) {
+			/* The section's own state counts its keys' pauses and shows the last. */
+			struct sl_pause *sp = &sec->state.pause;
+
+			sp->count++;
+			sp->set_ns = now;
+			sp->status = st->pause.status;
+			sp->kind = st->pause.kind;
+		}
+		done |= did;
+	}
+	sl_shm_unlock(h, self);
+	return done;
 }

@@ -38,6 +38,7 @@ static const char *const fallback_names[] = {"local", "open", "closed"};
 static const char *const level_names[] = {"error", "warning", "notice", "info", "debug"};
 static const char *const mode_names[] = {"enforce", "observe"};
 static const char *const scope_names[] = {"machine", "fleet"};
+static const char *const switch_names[] = {"off", "on"};
 
 const char *const *sl_key_choices(enum sl_key_type type, unsigned *n)
 {
@@ -49,6 +50,7 @@ const char *const *sl_key_choices(enum sl_key_type type, unsigned *n)
 	case SL_KT_STRATEGY: return CHOICES(strategy_names);
 	case SL_KT_MODE: return CHOICES(mode_names);
 	case SL_KT_SCOPE: return CHOICES(scope_names);
+	case SL_KT_SWITCH: return CHOICES(switch_names);
 	default: *n = 0; return NULL;
 	}
 #undef CHOICES
@@ -377,7 +379,8 @@ static int parse_value(struct sl_config *cfg, const struct sl_key_def *k, char *
 	case SL_KT_METER:
 	case SL_KT_STRATEGY:
 	case SL_KT_MODE:
-	case SL_KT_SCOPE: {
+	case SL_KT_SCOPE:
+	case SL_KT_SWITCH: {
 		int c = parse_choice(cfg, line, k, text);
 
 		if (c < 0)

@@ -105,6 +105,8 @@ static int end_request_line(struct sl_http1 *p, size_t kept)
 		return -1;
 	if (m == 7 && memcmp(p->line, "CONNECT", 7) == 0)
 		p->flags |= F_TUNNEL;
+	if (m == 4 && memcmp(p->line, "HEAD", 4) == 0)
+		p->heads |= 1ull << ((p->requests - 1) & 63);
 	p->flags &= F_TUNNEL;
 	p->length = 0;
 	p->state = SL_H1_HEADER;
@@ -228,6 +230,7 @@ size_t sl_http1_feed(struct sl_http1 *p, const void *buf, size_t len)
 			if (!is_method_char(b[0]) && b[0] != '\r' && b[0] != '\n')
 				return lose(p, "bytes after a message that do not start a request", len);
 			p->state = SL_H1_REQLINE;
+			p->heads &= ~(1ull << (p->requests & 63));
 			p->requests++;
 			p->line_len = 0;
 			break;

@@ -72,7 +72,8 @@ static void format_value(const struct sl_key_def *k, const void *base, char *buf
 	case SL_KT_METER:
 	case SL_KT_STRATEGY:
 	case SL_KT_MODE:
-	case SL_KT_SCOPE: {
+	case SL_KT_SCOPE:
+	case SL_KT_SWITCH: {
 		const char *const *names = sl_key_choices(k->type, &n);
 
 		snprintf(buf, size, "%s", v < n ? names[v] : "?");

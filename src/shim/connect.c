@@ -80,6 +80,12 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 	if ((t.nr || t.nb) && (rc == 0 || rc == -EINPROGRESS) &&
 	    sl_held_stream(fd, &d, &t.rm, &t.bm, 1) < 0)
 		sl_debug("connect on fd %d: no free hold record: its requests and bytes go unshaped", fd);
+	/* Sections that read the destination's answers: followed for its life. */
+	if ((rc == 0 || rc == -EINPROGRESS) && (t.n || t.nr || t.nb)) {
+		sl_match_union(&u, &u, &t.bm);
+		if (sl_held_follow(fd, &d, &u) < 0)
+			sl_debug("connect on fd %d: no free hold record: its answers are not read", fd);
+	}
 	return rc;
 }
 

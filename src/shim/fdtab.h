@@ -15,6 +15,7 @@
 
 #include "shim.h"
 #include "sluice/http1.h"
+#include "sluice/response.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -116,6 +117,11 @@ struct sl_record {
 	uint64_t credit;       /* bytes released and not yet written */
 	uint64_t piece_max;    /* the most bytes one release covers */
 	uint64_t pending;      /* bytes the reservation in hand covers */
+	/* signals (answers.c): the sections whose destinations' answers are read on
+	 * this connection, and the reader of its responses (h1 follows its requests,
+	 * for the HEADs whose answers carry no body) */
+	struct sl_match sig;   /* sig.mask 0: not read */
+	struct sl_response resp;
 };
 
 enum sl_stream_mode {
@@ -192,6 +198,7 @@ enum {
 	SL_TRACK_STREAM = 1, /* meter = requests */
 	SL_TRACK_BYTES = 2,  /* meter = bytes: a blocking write goes piece by piece, each
 	                      * released in turn, inside the one call */
+	SL_TRACK_SIGNALS = 8, /* its responses are read: the requests are followed */
 	SL_TRACK_MOVE = 4,   /* the write was held and released just now: once made, its
 	                      * release is moved on to that instant (sl_held_made) */
 };
@@ -203,7 +210,14 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n);
  * closer to it than an interval. */
 void sl_held_made(int fd);
 /* A read on fd returned data (turns: the next write starts a request). */
-void sl_held_read(int fd);
+/* A read on fd returned n > 0 bytes in iov (or the connection's end, n = 0). */
+void sl_held_read(int fd, const struct iovec *iov, int iovcnt, size_t n);
+/* A connection to d whose sections in m may read its answers: kept in a record
+ * for its life when some of them do (answers.c).  0, or -ENOSPC. */
+int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m);
+/* answers.c, under rec->lock: what was written (requests followed) and read. */
+void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
+void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 /* Give a connection its requests sections (meter = requests) and bytes sections
  * (meter = bytes): its record stays for its whole life.  first_admitted: its first
  * request already has its place (taken with the connect).  -ENOSPC when none could

@@ -389,7 +389,8 @@ static void settle_and_unlock(int fd, struct sl_record *rec)
 	struct sl_record *last;
 
 	sl_epoll_unmask(rec);
-	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask || rec->rm.mask || rec->bm.mask) {
+	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask || rec->rm.mask || rec->bm.mask ||
+	    rec->sig.mask) {
 		/* Stays: for the next datagram, the next request, or to give back its
 		 * concurrency places when the connection closes. */
 		rec->state = rec->kind == SL_KIND_CONNECTED_UDP ? SL_REC_FIRST : SL_REC_OPEN;
@@ -464,7 +465,8 @@ static void go_limits(struct sl_record *rec, const struct iovec *iov, int iovcnt
 	if (limit && rec->bm.mask)
 		*limit = SL_MIN(*limit, (size_t)SL_MIN(rec->credit, (uint64_t)SIZE_MAX));
 	if (track)
-		*track = (rec->rm.mask ? SL_TRACK_STREAM : 0) | (rec->bm.mask ? SL_TRACK_BYTES : 0);
+		*track = (rec->rm.mask ? SL_TRACK_STREAM : 0) | (rec->bm.mask ? SL_TRACK_BYTES : 0) |
+		         (rec->sig.mask ? SL_TRACK_SIGNALS : 0);
 }
 
 static size_t iov_bytes(const struct iovec *iov, int iovcnt)
@@ -552,7 +554,8 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 
 	/* A released connection that meters and holds nothing more (its deferred
 	 * connect made): its record goes. */
-	if (rec->kind == SL_KIND_CONNECTION && !rec->conc_mask && !rec->rm.mask && !rec->bm.mask) {
+	if (rec->kind == SL_KIND_CONNECTION && !rec->conc_mask && !rec->rm.mask && !rec->bm.mask &&
+	    !rec->sig.mask) {
 		settle_and_unlock(g->fd, rec);
 		return gate_done(g, 0);
 	}
@@ -905,19 +908,23 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
 		return;
 	pthread_mutex_lock(&rec->lock);
 	sl_stream_wrote(rec, iov, iovcnt, n);
+	if (rec->sig.mask)
+		sl_signals_wrote(rec, iov, iovcnt, n);
 	rec->credit -= SL_MIN(rec->credit, (uint64_t)n);
 	pthread_mutex_unlock(&rec->lock);
 }
 
-void sl_held_read(int fd)
+void sl_held_read(int fd, const struct iovec *iov, int iovcnt, size_t n)
 {
 	struct sl_record *rec = sl_record_of(fd);
 
 	if (!rec)
 		return;
 	pthread_mutex_lock(&rec->lock);
-	if (rec->rm.mask)
+	if (rec->rm.mask && n)
 		rec->read_since_write = 1;
+	if (rec->sig.mask)
+		sl_signals_read(rec, iov, iovcnt, n);
 	pthread_mutex_unlock(&rec->lock);
 }
 

@@ -143,5 +143,13 @@ int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwa
 		return sl_admission_wait(&d, &t.m, "first write", ECONNRESET);
 	if ((t.nr || t.nb) && sl_held_stream(fd, &d, &t.rm, &t.bm, 0) < 0)
 		sl_debug("first write on fd %d: no free hold record: its requests and bytes go unshaped", fd);
+	{
+		struct sl_match u;
+
+		sl_match_union(&u, &t.m, &t.rm);
+		sl_match_union(&u, &u, &t.bm);
+		if (sl_held_follow(fd, &d, &u) < 0)
+			sl_debug("first write on fd %d: no free hold record: its answers are not read", fd);
+	}
 	return sl_held_write_data(fd, dontwait, iov, iovcnt, limit, track);
 }

@@ -1,8 +1,10 @@
 /*
- * The read side, for meter = requests on protocols the shim cannot parse (TLS and
- * others): a request is a turn, and a turn starts with the first write after a
- * read that returned data.  So each read that returns data notes it on a tracked
- * socket.  On any other fd this is one table load after the real call.  A read of
+ * The read side.  For meter = requests on protocols the shim cannot parse (TLS and
+ * others), a request is a turn, and a turn starts with the first write after a
+ * read that returned data; and the answers of a destination whose section reads
+ * them are followed for its signals (answers.c).  So each read that returns data
+ * (or the end) on a tracked socket is noted with its bytes.  On any other fd this
+ * is one table load after the real call.  A read of
  * a deferred connect (not connected yet: ENOTCONN) says EAGAIN, as a read of a
  * connect under way does.
  */
@@ -14,12 +16,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-static inline ssize_t noted(int fd, ssize_t r)
+static inline ssize_t noted_iov(int fd, ssize_t r, const struct iovec *iov, int iovcnt)
 {
-	if (r > 0 && sl_unlikely(sl_fdtab_get(fd))) {
+	if (r >= 0 && sl_unlikely(sl_fdtab_get(fd))) {
 		int saved = errno;
 
-		sl_held_read(fd);
+		sl_held_read(fd, iov, iovcnt, (size_t)r);
 		errno = saved;
 	} else if (sl_unlikely(r < 0 && errno == ENOTCONN) && sl_fdtab_get(fd) && sl_held_is_deferred(fd)) {
 		errno = EAGAIN; /* a deferred connect reads as one still connecting */
@@ -27,18 +29,25 @@ static inline ssize_t noted(int fd, ssize_t r)
 	return r;
 }
 
+static inline ssize_t noted_buf(int fd, ssize_t r, void *buf)
+{
+	struct iovec one = {buf, r > 0 ? (size_t)r : 0};
+
+	return noted_iov(fd, r, &one, 1);
+}
+
 SL_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
 	ssize_t (*real)(int, void *, size_t) = SL_REAL(read, read);
 
-	return noted(fd, real ? real(fd, buf, len) : syscall(SYS_read, fd, buf, len));
+	return noted_buf(fd, real ? real(fd, buf, len) : syscall(SYS_read, fd, buf, len), buf);
 }
 
 SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
 	ssize_t (*real)(int, const struct iovec *, int) = SL_REAL(readv, readv);
 
-	return noted(fd, real ? real(fd, iov, n) : syscall(SYS_readv, fd, iov, n));
+	return noted_iov(fd, real ? real(fd, iov, n) : syscall(SYS_readv, fd, iov, n), iov, n);
 }
 
 SL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -48,8 +57,8 @@ SL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 	/* MSG_PEEK looks without taking: the reply is not read yet. */
 	if (flags & MSG_PEEK)
 		return real ? real(fd, buf, len, flags) : syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
-	return noted(fd, real ? real(fd, buf, len, flags)
-	                      : syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL));
+	return noted_buf(fd, real ? real(fd, buf, len, flags)
+	                          : syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL), buf);
 }
 
 SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
@@ -60,7 +69,7 @@ SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sock
 	ssize_t r = real ? real(fd, buf, len, flags, addr, alen)
 	                 : syscall(SYS_recvfrom, fd, buf, len, flags, addr, alen);
 
-	return flags & MSG_PEEK ? r : noted(fd, r);
+	return flags & MSG_PEEK ? r : noted_buf(fd, r, buf);
 }
 
 SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -68,5 +77,5 @@ SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	ssize_t (*real)(int, struct msghdr *, int) = SL_REAL(recvmsg, recvmsg);
 	ssize_t r = real ? real(fd, msg, flags) : syscall(SYS_recvmsg, fd, msg, flags);
 
-	return flags & MSG_PEEK ? r : noted(fd, r);
+	return flags & MSG_PEEK || !msg ? r : noted_iov(fd, r, msg->msg_iov, (int)msg->msg_iovlen);
 }

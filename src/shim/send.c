@@ -79,7 +79,7 @@ static ssize_t wrote(int fd, const struct gate *g, const struct iovec *iov, int 
 {
 	int saved = errno;
 
-	if (w > 0 && (g->track & (SL_TRACK_STREAM | SL_TRACK_BYTES)))
+	if (w > 0 && (g->track & (SL_TRACK_STREAM | SL_TRACK_BYTES | SL_TRACK_SIGNALS)))
 		sl_held_wrote(fd, iov, iovcnt, (size_t)w);
 	if (g->track & SL_TRACK_MOVE)
 		sl_held_made(fd);

@@ -1,0 +1,141 @@
+/*
+ * Signals from the destination (SPEC §9, README "Signals from the destination"):
+ * the HTTP/1.x responses on a connection to a section that reads them are
+ * followed through the read calls the shim already hooks (recv.c), and what they
+ * say - 429 with Retry-After, RateLimit, X-RateLimit - pauses or slows that
+ * section's queue (or key's) for every process on the machine, through the segment
+ * (core/pause.c).  Only the bytes are read, never changed.  Such a connection
+ * keeps its record until it closes; its writes are followed too (core/http1.c), so
+ * the answer to a HEAD is known to have no body.  A connection whose answers
+ * cannot be followed (TLS on the socket, another protocol, a 101) is left alone
+ * from then on, with a debug line.  Every function here runs under the record's
+ * lock.
+ */
+#include "fdtab.h"
+#include "sluice/admit.h"
+#include "sluice/clock.h"
+#include "sluice/pause.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <time.h>
+
+/* The sections of m that read answers: enforcing, with a rate, signals = on. */
+static uint64_t reading(const struct sl_match *m)
+{
+	uint64_t out = 0;
+
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits);
+		const struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[k]);
+
+		if (sec && sec->spec.signals && sec->spec.amount && sec->spec.mode == SL_MODE_ENFORCE)
+			out |= 1ull << k;
+	}
+	return out;
+}
+
+/* Whether any of them adapts its rate (good answers then count). */
+static int adapting(const struct sl_match *m)
+{
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		const struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec && sec->spec.adapt)
+			return 1;
+	}
+	return 0;
+}
+
+int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m)
+{
+	uint64_t bits = reading(m);
+	struct sl_record *rec;
+
+	if (!bits)
+		return 0;
+	if (!(rec = sl_record_of(fd)) && (sl_held_open(fd, d, m, 0) < 0 || !(rec = sl_record_of(fd))))
+		return -ENOSPC;
+	pthread_mutex_lock(&rec->lock);
+	rec->sig = *m;
+	rec->sig.mask = bits;
+	sl_resp_init(&rec->resp);
+	if (!rec->rm.mask)
+		sl_http1_init(&rec->h1);
+	pthread_mutex_unlock(&rec->lock);
+	return 0;
+}
+
+void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
+{
+	/* meter = requests follows them already (stream.c); else here. */
+	if (rec->rm.mask || rec->h1.state == SL_H1_LOST || rec->resp.state == SL_RESP_LOST)
+		return;
+	if (!iov) {
+		sl_http1_skip(&rec->h1, n);
+		return;
+	}
+	for (int i = 0; i < iovcnt && n > 0; i++) {
+		size_t take = SL_MIN(iov[i].iov_len, n), off = 0;
+
+		while (off < take && rec->h1.state != SL_H1_LOST)
+			off += sl_http1_feed(&rec->h1, (const char *)iov[i].iov_base + off, take - off);
+		n -= take;
+	}
+}
+
+/* Request n (0-based) was a HEAD, as far as the writes showed. */
+static int was_head(void *arg, uint64_t n)
+{
+	const struct sl_http1 *h1 = arg;
+
+	return h1->requests > n && h1->requests - n <= 64 && ((h1->heads >> (n & 63)) & 1);
+}
+
+/* A final response's headers ended: act on what they say. */
+static void answered(struct sl_record *rec, const struct sl_resp_fields *f)
+{
+	struct timespec wall;
+	struct sl_signal sig;
+	int64_t now;
+	int did;
+
+	clock_gettime(CLOCK_REALTIME, &wall);
+	sl_signal_decide(f, (int64_t)wall.tv_sec, &sig);
+	if (sig.kind == SL_SIGNAL_NONE && !(sig.good && adapting(&rec->sig)))
+		return; /* nothing to say: no lock taken */
+	now = sl_clock_mono_ns();
+	did = sl_admit_signal(sl_shim.shm.hdr, &rec->sig, &sig, now, sl_shim.pid);
+	if (sig.kind != SL_SIGNAL_NONE)
+		sl_debug("answer on fd %d: %u (%s): pause %" PRId64 "ms, budget %" PRId64 " in %" PRId64 "ms%s%s",
+		         rec->fd, sig.status, sl_signal_name(sig.kind), sig.pause_ms, sig.budget, sig.budget_ms,
+		         did > 0 && (did & SL_PAUSE_ADAPTED) ? ", rate halved" : "",
+		         did < 0 ? " - dropped: segment lock unavailable" : "");
+}
+
+void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
+{
+	if (rec->resp.state == SL_RESP_LOST)
+		return;
+	if (n == 0) {
+		sl_resp_eof(&rec->resp);
+		return;
+	}
+	for (int i = 0; i < iovcnt && n > 0; i++) {
+		size_t take = SL_MIN(iov[i].iov_len, n), off = 0;
+
+		while (off < take && rec->resp.state != SL_RESP_LOST) {
+			struct sl_resp_fields f;
+			int ready;
+
+			off += sl_resp_feed(&rec->resp, (const char *)iov[i].iov_base + off, take - off, was_head,
+			                    &rec->h1, &f, &ready);
+			if (ready)
+				answered(rec, &f);
+		}
+		n -= take;
+	}
+	if (rec->resp.state == SL_RESP_LOST)
+		sl_debug("answers on fd %d: cannot follow (%s): left alone", rec->fd,
+		         rec->resp.why ? rec->resp.why : "?");
+}
