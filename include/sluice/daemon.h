@@ -39,6 +39,8 @@ struct sl_daemon {
 	ev_timer heartbeat;
 	ev_signal sig_hup, sig_term, sig_int;
 	struct fleet *fleet; /* leases through Redis (fleet.c); NULL with no fleet section */
+	uint64_t *pauses_seen; /* per section slot: its pause count when last logged */
+	uint32_t npauses_seen;
 };
 
 /* Load the config, create or re-attach the segment, bind the control socket, and

@@ -5,7 +5,9 @@
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/limiter.h"
 #include "sluice/log.h"
+#include "sluice/pause.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,6 +18,42 @@
 
 
 #define HEARTBEAT_S 0.5 /* reclaim what dead processes held within a second */
+
+/* A line in the log for each pause the destination asked since the last beat
+ * (the shims write them into the segment; only the daemon has the log). */
+static void log_pauses(struct sl_daemon *d, int64_t now)
+{
+	struct sl_shm_header *h = d->shm.hdr;
+	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
+
+	if (used > d->npauses_seen) {
+		uint64_t *more = realloc(d->pauses_seen, (size_t)used * sizeof(*more));
+
+		if (!more)
+			return;
+		memset(more + d->npauses_seen, 0, (size_t)(used - d->npauses_seen) * sizeof(*more));
+		d->pauses_seen = more;
+		d->npauses_seen = used;
+	}
+	for (uint32_t i = 0; i < used; i++) {
+		const struct sl_section *sec = sl_shm_section(h, i);
+		const struct sl_pause *p = &sec->state.pause;
+		uint64_t n = p->count, was = d->pauses_seen[i];
+
+		d->pauses_seen[i] = n;
+		if (!sec->in_use || !sec->spec.signals || n <= was)
+			continue;
+		if (sec->spec.per != SL_PER_NONE)
+			sl_log_info("[%.*s]: the destination answered %u (%s): a key paused (%llu pauses so far)",
+			            SL_SECTION_NAME_MAX - 1, sec->spec.name, p->status, sl_signal_name(p->kind),
+			            (unsigned long long)n);
+		else
+			sl_log_info("[%.*s]: the destination answered %u (%s): paused until %.1f s from now "
+			            "(%llu pauses so far)", SL_SECTION_NAME_MAX - 1, sec->spec.name, p->status,
+			            sl_signal_name(p->kind),
+			            (double)SL_MAX(sl_sane_ns(p->until_ns) - now, (int64_t)0) / 1e9, (unsigned long long)n);
+	}
+}
 
 static void beat(struct sl_daemon *d)
 {
@@ -51,6 +89,7 @@ static void beat(struct sl_daemon *d)
 		sl_log_debug("returned the queue slot of a process that died waiting");
 	if (sl_conc_reap_dead(h, (int32_t)getpid(), sl_pid_is_dead))
 		sl_log_debug("gave back the concurrency places of a process that died");
+	log_pauses(d, h->heartbeat_ns);
 }
 
 /* Another daemon that is alive and beating owns the segment (two daemons with one
@@ -266,6 +305,9 @@ void sl_daemon_stop(struct sl_daemon *d)
 	if (!d->cfg)
 		return;
 	ev_timer_stop(d->loop, &d->heartbeat);
+	free(d->pauses_seen);
+	d->pauses_seen = NULL;
+	d->npauses_seen = 0;
 	sl_fleet_stop(d);
 	if (d->opts.handle_signals) {
 		ev_signal_stop(d->loop, &d->sig_hup);

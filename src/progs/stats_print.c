@@ -7,6 +7,7 @@
 #include "sluice/config.h"
 #include "sluice/keys.h"
 #include "sluice/lease.h"
+#include "sluice/pause.h"
 #include "sluice/limiter.h"
 #include "sluice/match.h"
 #include "sluice/shm.h"
@@ -205,6 +206,38 @@ static void render_redis(const struct sl_shm_header *h, int json, int64_t now, F
 		fprintf(out, "redis: unreachable for %lld ms: shaping on the leases in hand\n", down);
 }
 
+/* What the destination said (pause.h): a pause in force and why, a budget, the
+ * share adapt holds the rate to, and how many pauses so far. */
+static void render_pause(const struct sl_spec *s, const struct sl_state *st, int json, int64_t now, FILE *out)
+{
+	const struct sl_pause *p = &st->pause;
+	long long left = sl_sane_ns(p->until_ns) > now ? (sl_sane_ns(p->until_ns) - now) / SL_NS_PER_MS : 0;
+	long long budget_ms = sl_sane_ns(p->budget_until_ns) > now ? (sl_sane_ns(p->budget_until_ns) - now) / SL_NS_PER_MS : 0;
+	double share = (double)sl_pause_adapt_ppm(st) / 1e6;
+	const char *why = sl_signal_name(p->kind);
+
+	if (json) {
+		fprintf(out, ",\"pause\":{\"paused_ms\":%lld,\"status\":%u,\"why\":\"%s\",\"pauses\":%llu,"
+		        "\"budget_left\":%lld,\"budget_ms\":%lld,\"adapt_share\":%.3f}",
+		        left, p->status, p->count ? why : "", (unsigned long long)p->count,
+		        budget_ms ? (long long)p->budget_left : -1, budget_ms, s->adapt ? share : 1.0);
+		return;
+	}
+	if (!p->count && !budget_ms && !(s->adapt && share < 1.0))
+		return;
+	fprintf(out, "  answers:");
+	if (left)
+		fprintf(out, " paused %.1f s more (%u %s),", (double)left / 1e3, p->status, why);
+	else if (p->count)
+		fprintf(out, " last pause %.1f s ago (%u %s),", (double)(now - sl_sane_ns(p->set_ns)) / 1e9, p->status,
+		        why);
+	if (budget_ms)
+		fprintf(out, " %llu more allowed in %.1f s,", (unsigned long long)p->budget_left, (double)budget_ms / 1e3);
+	if (s->adapt && share < 1.0)
+		fprintf(out, " adapt at %.0f%% of the rate,", share * 100);
+	fprintf(out, " %llu pauses so far\n", (unsigned long long)p->count);
+}
+
 static void render_keys(struct sl_shm_header *h, const struct key_view *v,
                         const struct sl_section *sec, int json, int64_t now, FILE *out)
 {
@@ -236,17 +269,27 @@ static void render_keys(struct sl_shm_header *h, const struct key_view *v,
 		if (json) {
 			fprintf(out, "%s{\"key\":", j ? "," : "");
 			json_string(out, name);
-			fprintf(out, ",\"admitted\":%llu,\"queued\":%llu,\"open\":%u}",
+			fprintf(out, ",\"admitted\":%llu,\"queued\":%llu,\"open\":%u,\"pauses\":%llu,"
+			        "\"paused_ms\":%lld}",
 			        (unsigned long long)copy.state.admitted,
 			        (unsigned long long)sl_limit_queued(&sec->spec, &copy.state, now,
 			                                               sl_sane_ns(h->wall_off_ns)),
-			        copy.state.conc_open);
+			        copy.state.conc_open, (unsigned long long)copy.state.pause.count,
+			        sl_pause_active(&copy.state, now) && copy.state.pause.until_ns > now
+			        ? (long long)((copy.state.pause.until_ns - now) / SL_NS_PER_MS) : 0LL);
 		} else {
-			fprintf(out, "    %-40s admitted %llu, queued %llu, open %u\n", name,
+			fprintf(out, "    %-40s admitted %llu, queued %llu, open %u", name,
 			        (unsigned long long)copy.state.admitted,
 			        (unsigned long long)sl_limit_queued(&sec->spec, &copy.state, now,
 			                                               sl_sane_ns(h->wall_off_ns)),
 			        copy.state.conc_open);
+			if (sl_sane_ns(copy.state.pause.until_ns) > now)
+				fprintf(out, ", paused %.1f s more (%u %s)",
+				        (double)(sl_sane_ns(copy.state.pause.until_ns) - now) / 1e9, copy.state.pause.status,
+				        sl_signal_name(copy.state.pause.kind));
+			else if (copy.state.pause.count)
+				fprintf(out, ", %llu pauses", (unsigned long long)copy.state.pause.count);
+			fputc('\n', out);
 		}
 	}
 	if (json)
@@ -346,6 +389,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			        (unsigned long long)st->repaired);
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 1, now, out);
+			if (sec.spec.signals)
+				render_pause(&sec.spec, st, 1, now, out);
 			if (sec.spec.per)
 				render_keys(h, kv, &sec, 1, now, out);
 			fputc('}', out);
@@ -372,6 +417,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 0, now, out);
 			fputc('\n', out);
+			if (sec.spec.signals)
+				render_pause(&sec.spec, st, 0, now, out);
 			if (sec.spec.per)
 				render_keys(h, kv, &sec, 0, now, out);
 		}

@@ -15,7 +15,6 @@ import argparse
 import collections
 import http.server
 import os
-import socket
 import ssl
 import threading
 import time
@@ -87,22 +86,28 @@ def main():
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     ap.add_argument("--lifetime", type=float, default=120)
+    ap.add_argument("--also", action="append", default=[], metavar="ADDR",
+                    help="serve the same port on this loopback address too (one log, one count)")
     a = ap.parse_args()
-    srv = Server(("127.0.0.1", 0), Handler)
-    srv.log_path, srv.limit, srv.lock = a.log, a.limit, threading.Lock()
-    srv.recent = collections.deque()
-    if a.tls:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(a.tls[0], a.tls[1])
-        ctx.set_alpn_protocols(["http/1.1"])
-        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-    srv.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lock, recent = threading.Lock(), collections.deque()
+    servers = []
+    for addr in ["127.0.0.1"] + a.also:
+        srv = Server((addr, servers[0].server_address[1] if servers else 0), Handler)
+        srv.log_path, srv.limit, srv.lock, srv.recent = a.log, a.limit, lock, recent
+        if a.tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(a.tls[0], a.tls[1])
+            ctx.set_alpn_protocols(["http/1.1"])
+            srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+        servers.append(srv)
     tmp = a.port_file + ".tmp"
     with open(tmp, "w") as f:
-        f.write(str(srv.server_address[1]))
+        f.write(str(servers[0].server_address[1]))
     os.rename(tmp, a.port_file)
     threading.Timer(a.lifetime, lambda: os._exit(0)).start()
-    srv.serve_forever()
+    for srv in servers[1:]:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    servers[0].serve_forever()
 
 
 if __name__ == "__main__":

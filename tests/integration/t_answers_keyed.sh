@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Signals from the destination, with a daemon and a keyed section (per = address,
+# 50/s each): clients of two addresses share the machine's queues; the server
+# answers one request to 127.0.0.2 with 429 Retry-After: 2.  The kernel record
+# must show 127.0.0.2's key paused for 2 s and 127.0.0.3's going on; `sluice stat`
+# shows the key paused, why, and the count; the daemon logs the pause.
+. "$(dirname "$0")/lib.sh"
+
+pf="$T/port.answers"
+start_helper PORT "$pf" "answers server" python3 "$HELPERS/answers_server.py" --port-file "$pf" \
+	--log "$T/server.log" --lifetime 120 --also 127.0.0.2 --also 127.0.0.3
+write_config "$T/k.ini" <<EOF
+[hosts]
+match = 127.0.0.0/24:$PORT
+per = address
+rate = 50/s
+max_wait = 1m
+EOF
+start_daemon "$T/k.ini"
+WITNESS_KEY=dst start_witness request "$PORT" "$T/arrivals"
+export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
+client() { "$SLUICE" run -c "$T/k.ini" -- python3 "$HELPERS/answers_client.py" "$@" >>"$T/client.out" 2>&1; }
+
+client "http://127.0.0.2:$PORT" 5 --procs 2 --cue "1:/say/429?Retry-After=2" &
+c1=$!
+client "http://127.0.0.3:$PORT" 5 --procs 2 &
+c2=$!
+# Mid-pause, stat shows the key paused and why.
+for _ in $(seq 40); do
+	"$SLUICE" stat -c "$T/k.ini" >"$T/stat.txt" 2>&1
+	grep -q "paused" "$T/stat.txt" && break
+	sleep 0.1
+done
+wait $c1 || { cat "$T/client.out"; fail "the clients of 127.0.0.2 failed"; }
+wait $c2 || { cat "$T/client.out"; fail "the clients of 127.0.0.3 failed"; }
+sleep 0.3
+cat "$T/stat.txt"
+grep -E "127\.0\.0\.2 .*paused [0-9.]+ s more \(429 retry-after\)" "$T/stat.txt" >/dev/null ||
+	fail "stat did not show 127.0.0.2's key paused by the 429"
+grep -E "127\.0\.0\.3 .*paused" "$T/stat.txt" && fail "stat showed 127.0.0.3's key paused too"
+python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.2 --pause "/say/429=2" \
+	--spread 6 || fail "127.0.0.2's key was not paused for 2 s"
+python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.3 --goes-on "/say/429" ||
+	fail "127.0.0.3's key paused on another address's 429"
+"$SLUICE" stat --json -c "$T/k.ini" >"$T/stat.json" || fail "stat --json"
+python3 - "$T/stat.json" <<'PY' || fail "stat --json: the pause count"
+import json, sys
+s = [x for x in json.load(open(sys.argv[1]))["sections"] if x["name"] == "hosts"][0]
+print("pause:", s["pause"])
+assert s["pause"]["pauses"] == 1 and s["pause"]["status"] == 429 and s["pause"]["why"] == "retry-after", s["pause"]
+keys = {k["key"]: k for k in s["top"]}
+assert keys["127.0.0.2"]["pauses"] == 1 and keys["127.0.0.3"]["pauses"] == 0, keys
+PY
+sleep 0.6 # a heartbeat
+grep -q "\[hosts\]: the destination answered 429 (retry-after): a key paused (1 pauses so far)" "$T/sluiced.log" ||
+	{ cat "$T/sluiced.log"; fail "the daemon did not log the pause"; }
