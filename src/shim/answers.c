@@ -17,6 +17,7 @@
 #include "sluice/pause.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <time.h>
 
@@ -66,11 +67,9 @@ int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m)
 	return 0;
 }
 
-void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
+/* The requests written, for the HEADs among them. */
+static void follow_requests(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
-	/* meter = requests follows them already (stream.c); else here. */
-	if (rec->rm.mask || rec->h1.state == SL_H1_LOST || rec->resp.state == SL_RESP_LOST)
-		return;
 	if (!iov) {
 		sl_http1_skip(&rec->h1, n);
 		return;
@@ -82,6 +81,37 @@ void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt
 			off += sl_http1_feed(&rec->h1, (const char *)iov[i].iov_base + off, take - off);
 		n -= take;
 	}
+}
+
+/* The first byte of what went, if any. */
+static int first_byte(const struct iovec *iov, int iovcnt)
+{
+	for (int i = 0; iov && i < iovcnt; i++)
+		if (iov[i].iov_len && iov[i].iov_base)
+			return *(const unsigned char *)iov[i].iov_base;
+	return -1;
+}
+
+/* Said once: TLS on a followed connection, not through libssl's calls. */
+static void tls_unseen(const struct sl_record *rec)
+{
+	static _Atomic int said;
+
+	if (!atomic_exchange(&said, 1))
+		sl_debug("answers on fd %d: TLS not through libssl's SSL_read/SSL_write (TLS built into the "
+		         "program - Go, node's own OpenSSL - or GnuTLS): its answers are not read, and "
+		         "meter = requests counts turns", rec->fd);
+}
+
+void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
+{
+	/* A ClientHello, or a write inside libssl: TLS, followed in plaintext (tls.c). */
+	if (sl_tls_in_call(rec->fd) || (!rec->tls && rec->h1.requests == 0 && first_byte(iov, iovcnt) == 0x16))
+		rec->tls = 1;
+	/* meter = requests follows them already (stream.c); else here. */
+	if (rec->tls || rec->rm.mask || rec->h1.state == SL_H1_LOST || rec->resp.state == SL_RESP_LOST)
+		return;
+	follow_requests(rec, iov, iovcnt, n);
 }
 
 /* Request n (0-based) was a HEAD, as far as the writes showed. */
@@ -113,14 +143,9 @@ static void answered(struct sl_record *rec, const struct sl_resp_fields *f)
 		         did < 0 ? " - dropped: segment lock unavailable" : "");
 }
 
-void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
+/* The answers read, in plaintext. */
+static void follow_answers(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
-	if (rec->resp.state == SL_RESP_LOST)
-		return;
-	if (n == 0) {
-		sl_resp_eof(&rec->resp);
-		return;
-	}
 	for (int i = 0; i < iovcnt && n > 0; i++) {
 		size_t take = SL_MIN(iov[i].iov_len, n), off = 0;
 
@@ -138,4 +163,42 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 	if (rec->resp.state == SL_RESP_LOST)
 		sl_debug("answers on fd %d: cannot follow (%s): left alone", rec->fd,
 		         rec->resp.why ? rec->resp.why : "?");
+}
+
+void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
+{
+	if (sl_tls_in_call(rec->fd)) {
+		rec->tls = 1; /* ciphertext: libssl hands the plaintext over (tls.c) */
+		return;
+	}
+	if (rec->tls) {
+		if (n)
+			tls_unseen(rec);
+		return;
+	}
+	if (rec->resp.state == SL_RESP_LOST)
+		return;
+	if (n == 0) {
+		sl_resp_eof(&rec->resp);
+		return;
+	}
+	follow_answers(rec, iov, iovcnt, n);
+}
+
+void sl_signals_plain(int fd, const void *buf, size_t n, int reading)
+{
+	struct sl_record *rec = sl_record_of(fd);
+	struct iovec one = {(void *)(uintptr_t)buf, n};
+
+	if (!rec)
+		return;
+	pthread_mutex_lock(&rec->lock);
+	if (rec->sig.mask) {
+		rec->tls = 1;
+		if (reading && rec->resp.state != SL_RESP_LOST)
+			follow_answers(rec, &one, 1, n);
+		else if (!reading && !rec->rm.mask && rec->h1.state != SL_H1_LOST)
+			follow_requests(rec, &one, 1, n);
+	}
+	pthread_mutex_unlock(&rec->lock);
 }

@@ -122,6 +122,8 @@ struct sl_record {
 	 * for the HEADs whose answers carry no body) */
 	struct sl_match sig;   /* sig.mask 0: not read */
 	struct sl_response resp;
+	uint8_t tls;           /* TLS on the socket: answers are read through libssl
+	                        * (tls.c) or not at all */
 };
 
 enum sl_stream_mode {
@@ -218,6 +220,17 @@ int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m);
 /* answers.c, under rec->lock: what was written (requests followed) and read. */
 void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
+/* The plaintext of a TLS connection on fd, read (`reading`) or written through
+ * libssl (tls.c); takes the record's lock. */
+void sl_signals_plain(int fd, const void *buf, size_t n, int reading);
+
+/* tls.c: the SSL* whose call is under way on this thread (NULL: none).  The read
+ * and write hooks tell it which socket the call touched: sl_tls_in_call(fd) for a
+ * followed one (1: inside a call - its bytes are ciphertext), else
+ * sl_tls_untracked_io(). */
+extern __thread void *sl_tls_call;
+int sl_tls_in_call(int fd);
+void sl_tls_untracked_io(void);
 /* Give a connection its requests sections (meter = requests) and bytes sections
  * (meter = bytes): its record stays for its whole life.  first_admitted: its first
  * request already has its place (taken with the connect).  -ENOSPC when none could

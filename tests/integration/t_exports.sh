@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 
 # The names, read from the list itself (not from the generated map).
-expected=$(sed -n 's/^SL_HOOK([^,]*, *\([a-z0-9_]*\),.*/\1/p; s/^SL_EXPORT_ONLY(\([a-z0-9_]*\)).*/\1/p' \
+expected=$(sed -n 's/^SL_HOOK([^,]*, *\([A-Za-z0-9_]*\),.*/\1/p; s/^SL_EXPORT_ONLY(\([A-Za-z0-9_]*\)).*/\1/p' \
 	"$ROOT/src/shim/hooks.def" | sort | tr '\n' ' ' | sed 's/ $//')
 [ "$(echo "$expected" | wc -w)" -ge 40 ] || fail "could not read the hooks from hooks.def: $expected"
 got=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /^[TWDBV]$/ { print $3 }' | sort | tr '\n' ' ' | sed 's/ $//')

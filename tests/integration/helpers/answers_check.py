@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """answers_check.py WITNESS SERVER_LOG CHECK...: hold the destination's record
-(the kernel witness's request arrivals, REALTIME_NS first) to what an answer asked.
+(the kernel witness's arrivals - requests, or SYNs for HTTPS - REALTIME_NS first) to what an answer asked.
 The instant of an answer is when the server wrote it (SERVER_LOG "NS answered
 PATH", the latest such line): the shim cannot have read it earlier, so nothing it let go after that
-instant may arrive inside the pause - but a request already on its way may, for
-INFLIGHT_MS (10 ms: one release at 100/s).  Checks:
+instant may arrive inside the pause - but a request let go before the client read
+the answer may, for --inflight-ms (10 ms: one release at 100/s; more for a client
+slow to read its answer).  Checks:
   --pause PATH=S       no arrival in [answer + 10 ms, answer + S); prints how late
                        the first after it came, fails past --late (0.25 s); at most
                        --spread (12) arrivals in the first 100 ms after it
@@ -29,7 +30,10 @@ def main():
     ap.add_argument("--dst")
     ap.add_argument("--late", type=float, default=0.25)
     ap.add_argument("--spread", type=int, default=12)
+    ap.add_argument("--inflight-ms", type=float, default=10)
     a = ap.parse_args()
+    global INFLIGHT
+    INFLIGHT = int(a.inflight_ms * 1e6)
     if os.path.exists(a.witness + ".drops"):
         print("FAIL: the witness dropped packets: no verdict")
         return 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""answers_client.py BASE_URL SECONDS [--procs N] [--cue AT:PATH]... [--keep]
+"""answers_client.py BASE_URL SECONDS [--procs N] [--cue AT:PATH]... [--keep] [--cafile PEM]
 
 N processes (default 4) each send GETs to BASE_URL/n as fast as they are let go,
 a new connection each (--keep: one keep-alive connection each), for SECONDS; the
@@ -11,13 +11,14 @@ Every loop ends by its deadline.
 """
 import argparse
 import http.client
+import ssl
 import multiprocessing
 import sys
 import time
 import urllib.parse
 
 
-def worker(base, seconds, cues, keep, out):
+def worker(base, seconds, cues, keep, cafile, out):
     u = urllib.parse.urlsplit(base)
     end = time.monotonic() + seconds
     start = time.monotonic()
@@ -30,7 +31,10 @@ def worker(base, seconds, cues, keep, out):
             path = u.path + cues.pop(0)[1]
         n += 1
         try:
-            if conn is None:
+            if conn is None and u.scheme == "https":
+                ctx = ssl.create_default_context(cafile=cafile)
+                conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=60, context=ctx)
+            elif conn is None:
                 conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
             conn.request("GET", path, headers={} if keep else {"Connection": "close"})
             r = conn.getresponse()
@@ -54,10 +58,11 @@ def main():
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--cue", action="append", default=[])
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--cafile")
     a = ap.parse_args()
     cues = [(float(c.split(":", 1)[0]), c.split(":", 1)[1]) for c in a.cue]
     out = multiprocessing.Queue()
-    ps = [multiprocessing.Process(target=worker, args=(a.base, a.seconds, cues if i == 0 else [], a.keep, out))
+    ps = [multiprocessing.Process(target=worker, args=(a.base, a.seconds, cues if i == 0 else [], a.keep, a.cafile, out))
           for i in range(a.procs)]
     for p in ps:
         p.start()
