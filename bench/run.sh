@@ -448,3 +448,33 @@ echo
 echo "14. one rate across three daemons sharing through Redis (scope = fleet)"
 command -v redis-server >/dev/null || { echo "bench: redis-server is missing (scripts/deps.sh installs it)" >&2; exit 1; }
 BUILD=${BUILD:-build} bash "$ROOT/bench/fleet.sh" | grep '^   '
+
+echo
+echo "15. reading the destination's answers (signals = on) on a shaped connection"
+printf '[sluice]\nshm_name = /sluice-bench-answers-%s\ncontrol_socket = %s\n\n[local]\nmatch = 127.0.0.1\nrate = 1000000/s\n' \
+	"$$" "$T/answers.sock" >"$T/answers.ini"
+{ cat "$T/answers.ini"; echo "signals = off"; } >"$T/answers-off.ini"
+under() { SLUICE_LIB="$B/libsluice.so" "$B/sluice" run -c "$@"; }
+for _ in 1 2 3 4 5 6 7; do
+	"$B/bench/answer_loop" 100000 >>"$T/a.plain"
+	under "$T/answers-off.ini" -- "$B/bench/answer_loop" 100000 >>"$T/a.off"
+	under "$T/answers.ini" -- "$B/bench/answer_loop" 100000 >>"$T/a.on"
+done
+ap=$(median <"$T/a.plain") aoff=$(median <"$T/a.off") aon=$(median <"$T/a.on")
+printf '   %-34s %6s ns per 64-byte answer written and read\n' "no shim:" "$ap"
+printf '   %-34s %6s ns\n' "shaped, signals = off:" "$aoff"
+printf '   %-34s %6s ns   (+%s ns to read the answer)\n' "shaped, signals = on:" "$aon" $((aon - aoff))
+python3 "$ROOT/bench/big_server.py" "$T/big.port" 1024 &
+big=$!
+for _ in $(seq 50); do [ -s "$T/big.port" ] && break; sleep 0.1; done
+sed -e "s/^match = 127.0.0.1$/match = 127.0.0.1:$(cat "$T/big.port")/" "$T/answers.ini" >"$T/big.ini"
+url="http://127.0.0.1:$(cat "$T/big.port")/big"
+for _ in $(seq 11); do # alternated: the loopback's noise falls on both alike
+	curl -s -o /dev/null -w '%{time_total}\n' "$url" >>"$T/dl.plain"
+	under "$T/big.ini" -- curl -s -o /dev/null -w '%{time_total}\n' "$url" >>"$T/dl.on"
+done
+kill "$big" 2>/dev/null
+dp=$(median <"$T/dl.plain") don=$(median <"$T/dl.on")
+printf '   %-34s %6s s (median of 11)\n' "1 GiB with curl, no shim:" "$dp"
+printf '   %-34s %6s s   %s\n' "1 GiB, shaped, answers read:" "$don" \
+	"$(awk -v a="$don" -v b="$dp" 'BEGIN { printf "%+.1f%% time (target: under 2%% loss)", (a / b - 1) * 100 }')"
