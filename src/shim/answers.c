@@ -57,13 +57,13 @@ int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m)
 		return 0;
 	if (!(rec = sl_record_of(fd)) && (sl_held_open(fd, d, m, 0) < 0 || !(rec = sl_record_of(fd))))
 		return -ENOSPC;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	rec->sig = *m;
 	rec->sig.mask = bits;
 	sl_resp_init(&rec->resp);
 	if (!rec->rm.mask)
 		sl_http1_init(&rec->h1);
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return 0;
 }
 
@@ -192,7 +192,7 @@ void sl_signals_plain(int fd, const void *buf, size_t n, int reading)
 
 	if (!rec)
 		return;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	if (rec->sig.mask) {
 		rec->tls = 1;
 		if (reading && rec->resp.state != SL_RESP_LOST)
@@ -200,5 +200,5 @@ void sl_signals_plain(int fd, const void *buf, size_t n, int reading)
 		else if (!reading && !rec->rm.mask && rec->h1.state != SL_H1_LOST)
 			follow_requests(rec, &one, 1, n);
 	}
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 }

@@ -70,11 +70,11 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			/* The program's own registration in epfd replaced the one held.c
 			 * masked there. */
 			if (rec) {
-				pthread_mutex_lock(&rec->lock);
+				sl_shim_lock(&rec->lock);
 				for (unsigned i = 0; i < SL_EPREGS; i++)
 					if (rec->ep[i].epfd == epfd)
 						rec->ep_masked &= ~(1u << i);
-				pthread_mutex_unlock(&rec->lock);
+				sl_shim_unlock(&rec->lock);
 			}
 		}
 	}
@@ -309,7 +309,7 @@ int sl_epoll_virtual_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 
 	if (!rec)
 		return 0;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	if (rec->state == SL_REC_DEFERRED) {
 		unsigned slot = SL_EPREGS;
 
@@ -330,7 +330,7 @@ int sl_epoll_virtual_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 			handled = 1;
 		}
 	}
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return handled;
 }
 
@@ -348,10 +348,10 @@ int64_t sl_epoll_due(int epfd, int64_t now)
 
 			if (!rec)
 				continue;
-			pthread_mutex_lock(&rec->lock);
+			sl_shim_lock(&rec->lock);
 			if (!rec->refs || !(rec->ep_masked | rec->ep_withheld)) {
 				unmark_for_epoll(rec); /* nothing of it left to put back */
-				pthread_mutex_unlock(&rec->lock);
+				sl_shim_unlock(&rec->lock);
 				continue;
 			}
 			for (unsigned r = 0; r < SL_EPREGS; r++)
@@ -370,7 +370,7 @@ int64_t sl_epoll_due(int epfd, int64_t now)
 				else if (!earliest || rec->release_ns < earliest)
 					earliest = rec->release_ns;
 			}
-			pthread_mutex_unlock(&rec->lock);
+			sl_shim_unlock(&rec->lock);
 		}
 	}
 	return earliest;

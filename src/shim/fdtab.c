@@ -48,7 +48,7 @@ static void *chunk_of(_Atomic(void *) *table, int fd, size_t size, int create)
 		return NULL;
 	chunk = atomic_load_explicit(&table[c], memory_order_acquire);
 	if (!chunk && create) {
-		pthread_mutex_lock(&alloc_lock);
+		sl_shim_lock(&alloc_lock);
 		chunk = atomic_load_explicit(&table[c], memory_order_acquire);
 		if (!chunk) {
 			void *p = mmap(NULL, CHUNK_FDS * size, PROT_READ | PROT_WRITE,
@@ -57,7 +57,7 @@ static void *chunk_of(_Atomic(void *) *table, int fd, size_t size, int create)
 			if (p != MAP_FAILED)
 				atomic_store_explicit(&table[c], chunk = p, memory_order_release);
 		}
-		pthread_mutex_unlock(&alloc_lock);
+		sl_shim_unlock(&alloc_lock);
 	}
 	return chunk;
 }
@@ -138,12 +138,12 @@ struct sl_record *sl_record_new(int fd)
 
 	if (!e)
 		return NULL;
-	pthread_mutex_lock(&alloc_lock);
+	sl_shim_lock(&alloc_lock);
 	/* Another thread gave fd a record first: that one stands (the caller uses it
 	 * or waits in place).  A mark is simply replaced. */
 	cur = atomic_load(e);
 	if ((cur && cur != SL_FD_SNIFF) || !(rec = take_record())) {
-		pthread_mutex_unlock(&alloc_lock);
+		sl_shim_unlock(&alloc_lock);
 		return NULL;
 	}
 	index = rec->index;
@@ -155,7 +155,7 @@ struct sl_record *sl_record_new(int fd)
 	if (atomic_exchange(e, index) == SL_FD_SNIFF)
 		atomic_fetch_sub(&sl_sniff_marks, 1);
 	raise_fd_max(fd);
-	pthread_mutex_unlock(&alloc_lock);
+	sl_shim_unlock(&alloc_lock);
 	return rec;
 }
 
@@ -183,22 +183,22 @@ struct sl_record *sl_record_unlink(int fd)
 	}
 	if (!(rec = sl_record_at(idx)))
 		return NULL;
-	pthread_mutex_lock(&alloc_lock);
+	sl_shim_lock(&alloc_lock);
 	if (rec->refs == 1)
 		last = rec;
 	else
 		rec->refs--;
-	pthread_mutex_unlock(&alloc_lock);
+	sl_shim_unlock(&alloc_lock);
 	return last;
 }
 
 void sl_record_free(struct sl_record *rec)
 {
-	pthread_mutex_lock(&alloc_lock);
+	sl_shim_lock(&alloc_lock);
 	rec->refs = 0;
 	rec->next_free = free_head;
 	free_head = rec->index;
-	pthread_mutex_unlock(&alloc_lock);
+	sl_shim_unlock(&alloc_lock);
 	atomic_fetch_sub(&sl_records_active, 1);
 }
 
@@ -214,11 +214,11 @@ int sl_record_share(int oldfd, int newfd)
 	}
 	if (!(rec = sl_record_at(idx)) || !(e = entry(newfd, 1)))
 		return 0;
-	pthread_mutex_lock(&alloc_lock);
+	sl_shim_lock(&alloc_lock);
 	rec->refs++;
 	atomic_store(e, idx);
 	raise_fd_max(newfd);
-	pthread_mutex_unlock(&alloc_lock);
+	sl_shim_unlock(&alloc_lock);
 	return 1;
 }
 

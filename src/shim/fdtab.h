@@ -225,12 +225,12 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 void sl_signals_plain(int fd, const void *buf, size_t n, int reading);
 
 /* tls.c: the SSL* whose call is under way on this thread (NULL: none).  The read
- * and write hooks tell it which socket the call touched: sl_tls_in_call(fd) for a
- * followed one (1: inside a call - its bytes are ciphertext), else
- * sl_tls_untracked_io(). */
+ * hooks tell it which socket the call read (sl_tls_saw), the answer reader and
+ * request follower ask whether their bytes are ciphertext read or written inside
+ * a call (sl_tls_in_call: 1, and the socket is noted). */
 extern __thread void *sl_tls_call;
 int sl_tls_in_call(int fd);
-void sl_tls_untracked_io(void);
+void sl_tls_saw(int fd);
 /* Give a connection its requests sections (meter = requests) and bytes sections
  * (meter = bytes): its record stays for its whole life.  first_admitted: its first
  * request already has its place (taken with the connect).  -ENOSPC when none could

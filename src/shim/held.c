@@ -47,11 +47,11 @@ int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, i
 
 	if (!rec)
 		return -ENOSPC;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	rec->fd = fd;
 	rec->kind = kind;
 	set_target(rec, d, m);
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return 0;
 }
 
@@ -62,7 +62,7 @@ static struct sl_record *new_connection(int fd, const struct sl_dest *d, const s
 
 	if (!rec)
 		return NULL;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	rec->fd = fd;
 	rec->kind = SL_KIND_CONNECTION;
 	set_target(rec, d, m);
@@ -78,7 +78,7 @@ int sl_held_open(int fd, const struct sl_dest *d, const struct sl_match *m, uint
 	rec->state = SL_REC_OPEN;
 	rec->m.mask = 0; /* released: the connection itself holds nothing more */
 	rec->conc_mask = conc;
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return 0;
 }
 
@@ -106,7 +106,7 @@ int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m, uin
 		rec->release_ns = sl_clock_mono_ns() + SL_CONC_RECHECK_NS;
 	}
 	sl_epoll_withhold(rec);
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return 0;
 }
 
@@ -273,10 +273,10 @@ static struct sl_record *lock_record(int fd)
 
 		if (!rec)
 			return NULL;
-		pthread_mutex_lock(&rec->lock);
+		sl_shim_lock(&rec->lock);
 		if (sl_fdtab_get(fd) == rec->index)
 			return rec;
-		pthread_mutex_unlock(&rec->lock); /* freed and reused meanwhile */
+		sl_shim_unlock(&rec->lock); /* freed and reused meanwhile */
 	}
 	return NULL;
 }
@@ -301,7 +301,7 @@ int sl_held_reconnect(int fd, int *rc)
 		rec->so_error_read = 1;
 		answered = 1;
 	}
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return answered;
 }
 
@@ -322,7 +322,7 @@ int sl_held_so_error(int fd, int *err)
 		rec->so_error_read = 1;
 		answered = 1;
 	}
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return answered;
 }
 
@@ -336,7 +336,7 @@ int sl_held_is_deferred(int fd)
 	if (rec->state == SL_REC_DEFERRED)
 		sl_held_kick_locked(rec, fd, sl_clock_mono_ns());
 	deferred = rec->state == SL_REC_DEFERRED;
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return deferred;
 }
 
@@ -363,7 +363,7 @@ int sl_held_shutdown(int fd, int *rc)
 		sl_debug("deferred connect on fd %d: shut down before its release; its place is given back", fd);
 		*rc = 0;
 	}
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	if (deferred)
 		sl_held_close(fd);
 	return deferred;
@@ -394,10 +394,10 @@ static void settle_and_unlock(int fd, struct sl_record *rec)
 		/* Stays: for the next datagram, the next request, or to give back its
 		 * concurrency places when the connection closes. */
 		rec->state = rec->kind == SL_KIND_CONNECTED_UDP ? SL_REC_FIRST : SL_REC_OPEN;
-		pthread_mutex_unlock(&rec->lock);
+		sl_shim_unlock(&rec->lock);
 		return;
 	}
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	last = sl_record_unlink(fd);
 	if (last)
 		sl_record_free(last);
@@ -573,7 +573,7 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 		go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
 		if (moved_from)
 			move_when_made(g, moved_from, &rec->rm);
-		pthread_mutex_unlock(&rec->lock);
+		sl_shim_unlock(&rec->lock);
 		return gate_done(g, 0);
 	}
 	rec->state = SL_REC_FIRST;
@@ -589,7 +589,7 @@ static enum gate_step gate_deferred(struct sl_record *rec, struct gate *g)
 		return GATE_WAIT;
 	}
 	if (rec->state == SL_REC_OPEN) {
-		pthread_mutex_unlock(&rec->lock);
+		sl_shim_unlock(&rec->lock);
 		return GATE_AGAIN; /* made: written as a released connection */
 	}
 	return GATE_NEXT; /* refused, or waiting for its first write's place */
@@ -699,10 +699,10 @@ static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *
 
 	if (g->dontwait || sl_fd_nonblocking(g->fd)) {
 		sl_epoll_mask(rec);
-		pthread_mutex_unlock(&rec->lock);
+		sl_shim_unlock(&rec->lock);
 		return gate_done(g, -EAGAIN);
 	}
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	if (*timeout_at < 0)
 		*timeout_at = send_timeout_at(g->fd);
 	rc = sleep_like_send(g->at, *timeout_at);
@@ -712,12 +712,12 @@ static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *
 		/* A handler without SA_RESTART: fail as send would, and return the place
 		 * (if still the last handed out); the next write asks anew. */
 		if ((rec = sl_record_of(g->fd))) {
-			pthread_mutex_lock(&rec->lock);
+			sl_shim_lock(&rec->lock);
 			if (rec->state == SL_REC_WAITING) {
 				sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
 				rec->state = SL_REC_FIRST;
 			}
-			pthread_mutex_unlock(&rec->lock);
+			sl_shim_unlock(&rec->lock);
 		}
 		return gate_done(g, -EINTR);
 	}
@@ -739,16 +739,16 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 
 		if (!rec)
 			return 0;
-		pthread_mutex_lock(&rec->lock);
+		sl_shim_lock(&rec->lock);
 		if (sl_fdtab_get(fd) != rec->index) {
-			pthread_mutex_unlock(&rec->lock); /* freed and reused meanwhile */
+			sl_shim_unlock(&rec->lock); /* freed and reused meanwhile */
 			continue;
 		}
 		/* OPEN -> FIRST -> WAITING -> wait is the longest chain of steps. */
 		for (int n = 0; n < 8 && step == GATE_NEXT; n++)
 			step = gate_step(rec, &g);
 		if (step == GATE_NEXT) {
-			pthread_mutex_unlock(&rec->lock); /* no state settles: look again */
+			sl_shim_unlock(&rec->lock); /* no state settles: look again */
 			continue;
 		}
 		if (step == GATE_WAIT)
@@ -774,9 +774,9 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 				return sl_held_write(fd, dontwait);
 			continue;
 		}
-		pthread_mutex_lock(&rec->lock);
+		sl_shim_lock(&rec->lock);
 		if (rec->kind != SL_KIND_DATAGRAM) {
-			pthread_mutex_unlock(&rec->lock);
+			sl_shim_unlock(&rec->lock);
 			break;
 		}
 		if (!sl_match_same(&rec->m, m)) {
@@ -784,7 +784,7 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 				sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
 			set_target(rec, d, m);
 		}
-		pthread_mutex_unlock(&rec->lock);
+		sl_shim_unlock(&rec->lock);
 		return sl_held_write(fd, dontwait);
 	}
 	return sl_admission_wait(d, m, "datagram", ECONNREFUSED);
@@ -799,9 +799,9 @@ void sl_held_drop_failed(int fd)
 
 	if (!rec)
 		return;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	drop = rec->kind == SL_KIND_CONNECTION && rec->conc_mask;
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	if (drop)
 		sl_held_close(fd);
 }
@@ -814,9 +814,9 @@ void sl_held_drop_udp(int fd)
 
 	if (!rec)
 		return;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	udp = rec->kind != SL_KIND_CONNECTION;
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	if (udp)
 		sl_held_close(fd);
 }
@@ -830,12 +830,12 @@ int64_t sl_held_due(int fd, int *deferred)
 		*deferred = 0;
 	if (!rec)
 		return 0;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	if (deferred && rec->state == SL_REC_DEFERRED)
 		*deferred = !sl_held_kick_locked(rec, fd, sl_clock_mono_ns());
 	if (rec->state == SL_REC_WAITING || rec->state == SL_REC_DEFERRED)
 		at = rec->release_ns;
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return at;
 }
 
@@ -846,9 +846,9 @@ int sl_held_closing_keeps_place(int fd)
 
 	if (!rec)
 		return 0;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	keeps = rec->conc_mask != 0;
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return keeps;
 }
 
@@ -862,7 +862,7 @@ void sl_held_close(int fd)
 
 void sl_held_finish(struct sl_record *last)
 {
-	pthread_mutex_lock(&last->lock);
+	sl_shim_lock(&last->lock);
 	if ((last->state == SL_REC_WAITING ||
 	     (last->state == SL_REC_DEFERRED && last->defer_phase == SL_DEFER_RATE)) &&
 	    !last->inherited) {
@@ -876,7 +876,7 @@ void sl_held_finish(struct sl_record *last)
 	last->conc_mask = 0;
 	last->ep_withheld = 0;
 	last->ep_masked = 0; /* the kernel drops the registration with the socket */
-	pthread_mutex_unlock(&last->lock);
+	sl_shim_unlock(&last->lock);
 	sl_record_free(last);
 }
 
@@ -892,11 +892,11 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 
 		if (!rec->refs || !rec->conc_mask)
 			continue;
-		pthread_mutex_lock(&rec->lock);
+		sl_shim_lock(&rec->lock);
 		if (rec->conc_mask && !rec->inherited)
 			sl_wait_conc_put(sl_shim.shm.hdr, rec->conc_mask, &rec->m, sl_shim.pid);
 		rec->conc_mask = 0;
-		pthread_mutex_unlock(&rec->lock);
+		sl_shim_unlock(&rec->lock);
 	}
 }
 
@@ -906,12 +906,12 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
 
 	if (!rec)
 		return;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	sl_stream_wrote(rec, iov, iovcnt, n);
 	if (rec->sig.mask)
 		sl_signals_wrote(rec, iov, iovcnt, n);
 	rec->credit -= SL_MIN(rec->credit, (uint64_t)n);
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 }
 
 void sl_held_read(int fd, const struct iovec *iov, int iovcnt, size_t n)
@@ -920,12 +920,12 @@ void sl_held_read(int fd, const struct iovec *iov, int iovcnt, size_t n)
 
 	if (!rec)
 		return;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	if (rec->rm.mask && n)
 		rec->read_since_write = 1;
 	if (rec->sig.mask)
 		sl_signals_read(rec, iov, iovcnt, n);
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 }
 
 /* The most bytes one release covers: 20 ms at the tightest bytes section's rate
@@ -962,7 +962,7 @@ int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
 		if (!(rec = sl_record_of(fd)))
 			return -ENOSPC;
 	}
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	rec->admitted_next = first_admitted && rm->mask;
 	rec->first_released_ns = rec->admitted_next && rec->state == SL_REC_OPEN ? sl_clock_mono_ns() : 0;
 	rec->rm = *rm;
@@ -970,6 +970,6 @@ int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
 	rec->bm = *bm;
 	rec->credit = 0;
 	rec->piece_max = piece_for(bm);
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return 0;
 }

@@ -51,7 +51,7 @@ void sl_namemap_put(int family, const void *addr, const char *name)
 
 	if (len == 0 || len >= SL_HOST_MAX)
 		return;
-	pthread_mutex_lock(&write_lock);
+	sl_shim_lock(&write_lock);
 	for (unsigned w = 0; w < NAMEMAP_WAYS; w++) {
 		e = &table[b + w];
 		if (e->family == family && memcmp(e->addr, addr, addr_len(family)) == 0) {
@@ -71,7 +71,7 @@ void sl_namemap_put(int family, const void *addr, const char *name)
 	e->stamp = ++next_stamp;
 	atomic_thread_fence(memory_order_release);
 	atomic_fetch_add_explicit(&e->seq, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&write_lock);
+	sl_shim_unlock(&write_lock);
 }
 
 size_t sl_namemap_get(int family, const void *addr, char *out, size_t size)

@@ -18,6 +18,8 @@
 
 static inline ssize_t noted_iov(int fd, ssize_t r, const struct iovec *iov, int iovcnt)
 {
+	if (sl_unlikely(sl_tls_call != NULL))
+		sl_tls_saw(fd); /* inside libssl: the socket the SSL connection is (tls.c) */
 	if (r >= 0 && sl_unlikely(sl_fdtab_get(fd))) {
 		int saved = errno;
 
@@ -25,8 +27,6 @@ static inline ssize_t noted_iov(int fd, ssize_t r, const struct iovec *iov, int 
 		errno = saved;
 	} else if (sl_unlikely(r < 0 && errno == ENOTCONN) && sl_fdtab_get(fd) && sl_held_is_deferred(fd)) {
 		errno = EAGAIN; /* a deferred connect reads as one still connecting */
-	} else if (sl_unlikely(sl_tls_call != NULL)) {
-		sl_tls_untracked_io(); /* inside libssl, on a socket not followed (tls.c) */
 	}
 	return r;
 }

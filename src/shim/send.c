@@ -334,9 +334,9 @@ static int per_message(int fd, struct mmsghdr *vec, unsigned int n)
 				return 1;
 	if (!sl_fdtab_get(fd) || !(rec = sl_record_of(fd)))
 		return 0;
-	pthread_mutex_lock(&rec->lock);
+	sl_shim_lock(&rec->lock);
 	kind = rec->kind;
-	pthread_mutex_unlock(&rec->lock);
+	sl_shim_unlock(&rec->lock);
 	return kind == SL_KIND_CONNECTED_UDP;
 }
 

@@ -15,6 +15,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -62,6 +63,15 @@ void *sl_real_lookup(const char *name, void *hook);
 #define SL_REAL(fn, hook)                                                                  \
 	(sl_likely(sl_real.fn) ? sl_real.fn                                                    \
 	                       : (sl_real.fn = (__typeof__(sl_real.fn))sl_real_lookup(#fn, (void *)(hook))))
+
+/* The shim's own locks (a record's, the record pool's, the name map's): taken and
+ * let go inside a critical section (sluice/critical.h), so that no handler of the
+ * program that siglongjmps out can leave one held for good - a later call on the
+ * same record or pool would wait forever.  Let go in the reverse order of taking,
+ * per thread (at most SL_SHIM_LOCKS_MAX at once). */
+#define SL_SHIM_LOCKS_MAX 8
+void sl_shim_lock(pthread_mutex_t *m);
+void sl_shim_unlock(pthread_mutex_t *m);
 
 void sl_shim_init(void);
 

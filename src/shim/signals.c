@@ -310,3 +310,29 @@ SL_EXPORT int siginterrupt(int sig, int flag)
 		a.sa_flags |= SA_RESTART;
 	return sigaction(sig, &a, NULL);
 }
+
+/* --- the shim's own locks, inside critical sections (shim.h) --- */
+
+static __thread struct sl_critical lock_crit[SL_SHIM_LOCKS_MAX];
+static __thread unsigned lock_depth;
+
+void sl_shim_lock(pthread_mutex_t *m)
+{
+	unsigned d = lock_depth;
+
+	/* Deeper than the stack: the outer sections already keep handlers out. */
+	if (d < SL_SHIM_LOCKS_MAX)
+		sl_critical_enter(&lock_crit[d]);
+	lock_depth = d + 1;
+	pthread_mutex_lock(m);
+}
+
+void sl_shim_unlock(pthread_mutex_t *m)
+{
+	unsigned d;
+
+	pthread_mutex_unlock(m);
+	d = --lock_depth;
+	if (d < SL_SHIM_LOCKS_MAX)
+		sl_critical_leave(&lock_crit[d]);
+}

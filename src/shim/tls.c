@@ -125,10 +125,10 @@ static void memo_put(const SSL *ssl, int fd)
 {
 	size_t i = memo_slot(ssl);
 
-	pthread_mutex_lock(&memo.lock);
+	sl_shim_lock(&memo.lock);
 	memo.e[i].ssl = ssl;
 	memo.e[i].fd = fd;
-	pthread_mutex_unlock(&memo.lock);
+	sl_shim_unlock(&memo.lock);
 }
 
 static int memo_get(const SSL *ssl)
@@ -136,9 +136,9 @@ static int memo_get(const SSL *ssl)
 	size_t i = memo_slot(ssl);
 	int fd;
 
-	pthread_mutex_lock(&memo.lock);
+	sl_shim_lock(&memo.lock);
 	fd = memo.e[i].ssl == ssl ? memo.e[i].fd : -1;
-	pthread_mutex_unlock(&memo.lock);
+	sl_shim_unlock(&memo.lock);
 	return fd;
 }
 
@@ -150,10 +150,11 @@ int sl_tls_in_call(int fd)
 	return 1;
 }
 
-void sl_tls_untracked_io(void)
+void sl_tls_saw(int fd)
 {
-	if (tl_fd < 0)
-		tl_fd = -2; /* I/O on a socket the shim does not follow */
+	/* -2: a socket the shim does not follow (remembered as such, so the SSL*
+	 * is never taken for another connection's). */
+	tl_fd = sl_fdtab_get(fd) ? fd : -2;
 }
 
 /* Before a call: note it on this thread (calls do not nest, but a callback of
