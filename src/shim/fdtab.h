@@ -124,12 +124,21 @@ struct sl_record {
 	struct sl_response resp;
 	uint8_t tls;           /* TLS on the socket: answers are read through libssl
 	                        * (tls.c) or not at all */
+	uint8_t tls_start;     /* SL_STREAM_TLS_HTTP1: the SSL_write under way begins
+	                        * a request (its first socket write takes the place) */
+	uint8_t first_at_connect; /* meter = requests: the first request's place was
+	                           * taken with the connect */
 };
 
 enum sl_stream_mode {
 	SL_STREAM_UNDECIDED = 0, /* decided by the connection's first write */
 	SL_STREAM_HTTP1 = 1,     /* request messages, found by core/http1.c */
 	SL_STREAM_TURNS = 2,     /* TLS or other: each write after a read, and the first */
+	SL_STREAM_TLS_HTTP1 = 4, /* TLS made through libssl (tls.c): requests are found
+	                          * in the plaintext of SSL_write, which marks the socket
+	                          * write that begins one (tls_start); until the first
+	                          * plaintext shows HTTP/1 nothing is counted, then turns
+	                          * if it does not */
 	SL_STREAM_CONNECTION = 3, /* HTTP/2 (the plaintext preface, or TLS offering h2):
 	                           * multiplexed streams cannot be held by turns without
 	                           * answering EAGAIN where clients take it as fatal, so
@@ -223,6 +232,11 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 /* The plaintext of a TLS connection on fd, read (`reading`) or written through
  * libssl (tls.c); takes the record's lock. */
 void sl_signals_plain(int fd, const void *buf, size_t n, int reading);
+/* stream.c, meter = requests through libssl: an SSL_write of `n` plaintext bytes
+ * is about to be made on fd (whether it begins a request; h2: the server chose
+ * HTTP/2), and `n` went. */
+void sl_stream_tls_write(int fd, const void *buf, size_t n, int h2);
+void sl_stream_tls_wrote(int fd, const void *buf, size_t n);
 
 /* tls.c: the SSL* whose call is under way on this thread (NULL: none).  The read
  * hooks tell it which socket the call read (sl_tls_saw), the answer reader and

@@ -964,6 +964,7 @@ int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
 	}
 	sl_shim_lock(&rec->lock);
 	rec->admitted_next = first_admitted && rm->mask;
+	rec->first_at_connect = rec->admitted_next;
 	rec->first_released_ns = rec->admitted_next && rec->state == SL_REC_OPEN ? sl_clock_mono_ns() : 0;
 	rec->rm = *rm;
 	sl_http1_init(&rec->h1);

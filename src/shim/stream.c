@@ -39,7 +39,11 @@ static void decide(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 
 		if (!n || !p)
 			continue;
-		if (sl_sniff_h2_preface(p, n) || sl_sniff_tls_offers_h2(p, n)) {
+		if (sl_sniff_is_tls(p, n) && sl_tls_call && !sl_sniff_tls_offers_h2(p, n)) {
+			/* Through libssl: the plaintext will say where requests begin. */
+			rec->stream_mode = SL_STREAM_TLS_HTTP1;
+			why = "TLS through libssl: HTTP/1 requests found in SSL_write's plaintext";
+		} else if (sl_sniff_h2_preface(p, n) || sl_sniff_tls_offers_h2(p, n)) {
 			rec->stream_mode = SL_STREAM_CONNECTION;
 			why = sl_sniff_is_tls(p, n) ? "TLS offering HTTP/2: the connection counts as one request, "
 			                              "shaped at its connect; its writes are never held"
@@ -76,6 +80,8 @@ int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 		return rec->h1.state == SL_H1_IDLE;
 	case SL_STREAM_CONNECTION:
 		return !rec->wrote_any; /* named by this write: its one place */
+	case SL_STREAM_TLS_HTTP1:
+		return rec->tls_start; /* the handshake's writes take none */
 	default:
 		return !rec->wrote_any || rec->read_since_write;
 	}
@@ -112,6 +118,13 @@ void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 {
 	if (!rec->rm.mask || n == 0)
 		return;
+	if (rec->stream_mode == SL_STREAM_TLS_HTTP1) {
+		/* Ciphertext: only the write that began a request used its place. */
+		if (rec->tls_start)
+			rec->admitted_next = rec->tls_start = 0;
+		rec->wrote_any = 1;
+		return;
+	}
 	rec->wrote_any = 1;
 	rec->read_since_write = 0;
 	rec->admitted_next = 0;
@@ -135,4 +148,57 @@ void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 		         rec->fd, rec->h1.why ? rec->h1.why : "?");
 		rec->stream_mode = SL_STREAM_TURNS;
 	}
+}
+
+void sl_stream_tls_write(int fd, const void *buf, size_t n, int h2)
+{
+	struct sl_record *rec = sl_record_of(fd);
+
+	if (!rec)
+		return;
+	sl_shim_lock(&rec->lock);
+	if (rec->rm.mask && n && rec->stream_mode == SL_STREAM_CONNECTION && !h2 && rec->h1.requests == 0 &&
+	    rec->h1.state == SL_H1_IDLE && sl_http1_looks_like(buf, n)) {
+		/* h2 offered, HTTP/1.1 chosen: its requests can be held one by one, the
+		 * first on the place its connect took. */
+		rec->stream_mode = SL_STREAM_TLS_HTTP1;
+		rec->admitted_next = rec->first_at_connect;
+		sl_debug("requests on fd %d: the server chose HTTP/1 over TLS: requests found in SSL_write's "
+		         "plaintext", fd);
+	}
+	if (rec->rm.mask && n && rec->stream_mode == SL_STREAM_TLS_HTTP1) {
+		if (rec->h1.requests == 0 && rec->h1.state == SL_H1_IDLE && !sl_http1_looks_like(buf, n)) {
+			/* Not HTTP/1 in the plaintext: turns, from this write on. */
+			rec->stream_mode = SL_STREAM_TURNS;
+			rec->read_since_write = 1;
+			sl_debug("requests on fd %d: TLS, not HTTP/1 inside: counting turns", fd);
+		} else {
+			rec->tls_start = rec->h1.state == SL_H1_IDLE;
+		}
+	}
+	sl_shim_unlock(&rec->lock);
+}
+
+void sl_stream_tls_wrote(int fd, const void *buf, size_t n)
+{
+	struct sl_record *rec = sl_record_of(fd);
+	size_t off = 0;
+
+	if (!rec)
+		return;
+	sl_shim_lock(&rec->lock);
+	if (rec->rm.mask && rec->stream_mode == SL_STREAM_TLS_HTTP1) {
+		/* A write whose bytes went inside libssl's buffers, or a retry after
+		 * WANT_WRITE: its request has begun either way. */
+		rec->tls_start = 0;
+		rec->admitted_next = 0;
+		while (off < n && rec->h1.state != SL_H1_LOST)
+			off += sl_http1_feed(&rec->h1, (const char *)buf + off, n - off);
+		if (rec->h1.state == SL_H1_LOST) {
+			sl_debug("requests on fd %d: cannot follow HTTP/1 inside TLS (%s): counting turns from here",
+			         fd, rec->h1.why ? rec->h1.why : "?");
+			rec->stream_mode = SL_STREAM_TURNS;
+		}
+	}
+	sl_shim_unlock(&rec->lock);
 }

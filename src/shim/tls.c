@@ -39,6 +39,7 @@ struct ssl_fns {
 	int (*do_handshake)(SSL *);
 	int (*get_rfd)(const SSL *);
 	int (*get_wfd)(const SSL *);
+	void (*alpn_selected)(const SSL *, const unsigned char **, unsigned int *);
 };
 
 static struct ssl_fns fns;
@@ -93,6 +94,7 @@ static void resolve(void)
 	fns.do_handshake = lookup(lib, "SSL_do_handshake", (void *)SSL_do_handshake);
 	fns.get_rfd = lookup(lib, "SSL_get_rfd", NULL);
 	fns.get_wfd = lookup(lib, "SSL_get_wfd", NULL);
+	fns.alpn_selected = lookup(lib, "SSL_get0_alpn_selected", NULL);
 	sl_debug("libssl %s: %s", lib ? "loaded locally" : "in the global scope",
 	         fns.read && fns.write ? "its reads and writes are followed on shaped connections"
 	                               : "not all of SSL_read/SSL_write found: calls fail");
@@ -223,6 +225,45 @@ SL_EXPORT int SSL_read_ex(SSL *ssl, void *buf, size_t num, size_t *got)
 	return r;
 }
 
+/* The followed socket an SSL* is known to be before a call, or -1. */
+static int known_fd(SSL *ssl)
+{
+	int fd = real()->get_wfd ? real()->get_wfd(ssl) : -1;
+
+	if (fd < 0)
+		fd = memo_get(ssl);
+	return fd >= 0 && sl_fdtab_get(fd) ? fd : -1;
+}
+
+/* A write: whether it begins a request is told before it is made (meter =
+ * requests holds its first socket write, inside the call: stream.c), and what
+ * went is followed after. */
+static void before_write(SSL *ssl, const void *buf, size_t n)
+{
+	int fd = known_fd(ssl), h2 = 0;
+
+	if (fd < 0)
+		return;
+	/* The protocol the server chose: a ClientHello offering h2 made the
+	 * connection count as one request, which holds unless h2 was chosen. */
+	if (real()->alpn_selected) {
+		const unsigned char *p = NULL;
+		unsigned int len = 0;
+
+		real()->alpn_selected(ssl, &p, &len);
+		h2 = p && len == 2 && p[0] == 'h' && p[1] == '2';
+	}
+	sl_stream_tls_write(fd, buf, n, h2);
+}
+
+static void after_write(int fd, const void *buf, size_t n)
+{
+	if (fd < 0)
+		return;
+	sl_stream_tls_wrote(fd, buf, n);
+	sl_signals_plain(fd, buf, n, 0);
+}
+
 SL_EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
 {
 	const struct ssl_fns *f = real();
@@ -231,11 +272,13 @@ SL_EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
 
 	if (!f->write)
 		return -1;
+	if (num > 0 && buf)
+		before_write(ssl, buf, (size_t)num);
 	c = begin(ssl);
 	r = f->write(ssl, buf, num);
 	fd = end(ssl, c, 0);
-	if (r > 0 && fd >= 0)
-		sl_signals_plain(fd, buf, (size_t)r, 0);
+	if (r > 0)
+		after_write(fd, buf, (size_t)r);
 	return r;
 }
 
@@ -247,11 +290,13 @@ SL_EXPORT int SSL_write_ex(SSL *ssl, const void *buf, size_t num, size_t *put)
 
 	if (!f->write_ex)
 		return 0;
+	if (num > 0 && buf)
+		before_write(ssl, buf, num);
 	c = begin(ssl);
 	r = f->write_ex(ssl, buf, num, put);
 	fd = end(ssl, c, 0);
-	if (r == 1 && put && *put > 0 && fd >= 0)
-		sl_signals_plain(fd, buf, *put, 0);
+	if (r == 1 && put && *put > 0)
+		after_write(fd, buf, *put);
 	return r;
 }
 

@@ -5,7 +5,8 @@
 # the socket from SSL_get_fd - against a local TLS server that answers one request
 # 429 with Retry-After: 2.  A new connection per request (meter = connections): the
 # kernel's SYN record must show nothing for 2 s after the answer (but what was let
-# go before the client read it).
+# go before the client read it); and meter = requests over HTTPS keep-alive counts
+# real requests, found in the plaintext.
 . "$(dirname "$0")/lib.sh"
 
 openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1" -days 1 \
@@ -47,3 +48,45 @@ grep -q "libssl in the global scope" "$T/shim.log" || fail "curl's libssl was no
 check --pause "/say/429=2" --spread 7 --inflight-ms 60 || fail "curl over HTTPS: the 429 did not pause the queue"
 [ "$(grep -c "answer on fd .*429 (retry-after): pause 2000ms" "$T/shim.log")" -ge 2 ] ||
 	fail "the two 429s were not both read"
+
+# --- meter = requests over HTTPS keep-alive: real requests, found in the
+# plaintext, not turns.  python3 (6 on one connection) and curl (4 URLs on one
+# connection; it offers h2, the server chooses HTTP/1.1).  The server's arrival
+# stamps (TLS hides requests from the kernel witness) must be 100 ms apart, less
+# the server's own scheduling noise, and exactly one place taken per request. ---
+write_config "$T/req.ini" <<EOF
+[api]
+match = 127.0.0.1:$PORT
+meter = requests
+rate = 10/s
+max_wait = 1m
+EOF
+spacing() { # PREFIX COUNT: the server's arrivals of paths starting with PREFIX
+	python3 - "$T/server.log" "$1" "$2" <<'PY'
+import sys
+t = sorted(int(l.split()[0]) for l in open(sys.argv[1]) if l.split()[1].startswith(sys.argv[2]))
+gaps = [(b - a) / 1e6 for a, b in zip(t, t[1:])]
+print("%s: %d requests, gaps %s ms" % (sys.argv[2], len(t), " ".join("%.1f" % g for g in gaps)))
+sys.exit(0 if len(t) == int(sys.argv[3]) and min(gaps) >= 90 else 1)
+PY
+}
+: >"$T/shim.log"
+"$SLUICE" run -c "$T/req.ini" -- python3 - "$PORT" "$T/cert.pem" <<'PY' || fail "python3 keep-alive over HTTPS failed"
+import http.client, ssl, sys
+c = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[1]), context=ssl.create_default_context(cafile=sys.argv[2]))
+for i in range(6):
+    c.request("GET", "/keep-py/%d" % i)
+    r = c.getresponse()
+    assert r.status == 200 and r.read() == b"200 /keep-py/%d\n" % i
+PY
+spacing /keep-py 6 || fail "python3: requests over HTTPS not spaced as requests"
+grep -q "TLS through libssl: HTTP/1 requests found" "$T/shim.log" || fail "python3: not counted from the plaintext"
+[ "$(grep -c ' request .* go ' "$T/shim.log")" -eq 5 ] || fail "python3: not one place per request"
+: >"$T/shim.log"
+"$SLUICE" run -c "$T/req.ini" -- curl -sS --cacert "$T/cert.pem" -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
+	"https://127.0.0.1:$PORT/keep-curl/a" "https://127.0.0.1:$PORT/keep-curl/b" \
+	"https://127.0.0.1:$PORT/keep-curl/c" "https://127.0.0.1:$PORT/keep-curl/d" || fail "curl keep-alive over HTTPS failed"
+spacing /keep-curl 4 || fail "curl: requests over HTTPS not spaced as requests"
+grep -q "the server chose HTTP/1 over TLS" "$T/shim.log" || fail "curl: not counted from the plaintext"
+[ "$(grep -c ' request .* go ' "$T/shim.log")" -eq 3 ] || fail "curl: not one place per request"
+[ "$(grep -c ' connect .* go ' "$T/shim.log")" -eq 1 ] || fail "curl: not one connection"
