@@ -10,6 +10,8 @@
  *   - a budget: at most R more releases until an instant;
  *   - after a pause, releases resume one pace (WINDOW/AMOUNT) apart for as long
  *     as the pause lasted, so the waiters do not all go at the instant it ends;
+ *   - a pause another machine of the fleet was asked for (src/daemon/fleet.c),
+ *     from the next lease renewal on;
  *   - adapt = on: each 429 halves the share of the rate in force (once per pause
  *     time at most: the answers in flight all say the same), good answers bring it
  *     back - quickly to nine tenths of where the 429 came, then by a hundredth of
@@ -47,6 +49,12 @@ enum {
 /* Apply `sig` (read at `now`) to state st of a section with spec s.  Returns
  * SL_PAUSE_* bits. */
 int sl_pause_apply(struct sl_state *st, const struct sl_spec *s, const struct sl_signal *sig, int64_t now);
+
+/* Another machine of the fleet was asked to pause state st's item until `until`
+ * (CLOCK_MONOTONIC here): this one pauses as well, cut to max_pause, unless its own
+ * pause already ends within 50 ms of it (the clocks' conversions differ by
+ * milliseconds; a pause is counted once).  1 when set or made longer. */
+int sl_pause_fleet(struct sl_state *st, const struct sl_spec *s, int64_t until, int64_t now);
 
 /* The earliest a reservation asked at `now` whose limits give `slot` may be
  * released; with `charge`, the pacing cursor moves past it. */

@@ -96,6 +96,7 @@ enum sl_signal_kind {
 	SL_SIGNAL_RATELIMIT_07,  /* RateLimit remaining=0, reset=T, or RateLimit-Remaining */
 	SL_SIGNAL_X_RATELIMIT,   /* X-RateLimit-Remaining: 0 with X-RateLimit-Reset */
 	SL_SIGNAL_BARE_429,      /* a 429 that says nothing more: the default back-off */
+	SL_SIGNAL_FLEET,         /* not an answer here: another machine of the fleet's */
 	SL_SIGNAL_KINDS
 };
 

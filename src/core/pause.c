@@ -80,6 +80,22 @@ static void adapt_climb(struct sl_state *st, int64_t now)
 	p->adapt_at_ns = now;
 }
 
+/* A pause from now to `until`, asked for by `kind` with `status`. */
+static void set_pause(struct sl_state *st, int64_t until, int64_t now, unsigned kind, unsigned status)
+{
+	struct sl_pause *p = &st->pause;
+	int64_t len = until - now, pace = len > SL_PAUSE_PACE_MIN_NS ? len : SL_PAUSE_PACE_MIN_NS;
+
+	p->until_ns = until;
+	p->pace_until_ns = until + pace;
+	p->sched_ns = p->sched_ns > until ? p->sched_ns : until;
+	p->cursor_ns = p->cursor_ns > until ? p->cursor_ns : until;
+	p->count++;
+	p->set_ns = now;
+	p->status = (uint16_t)status;
+	p->kind = (uint8_t)kind;
+}
+
 int sl_pause_apply(struct sl_state *st, const struct sl_spec *s, const struct sl_signal *sig, int64_t now)
 {
 	struct sl_pause *p = &st->pause;
@@ -116,19 +132,21 @@ int sl_pause_apply(struct sl_state *st, const struct sl_spec *s, const struct sl
 	}
 	len = clamp(s, len);
 	if (len > 0 && now + len > sl_sane_ns(p->until_ns)) {
-		int64_t pace = len > SL_PAUSE_PACE_MIN_NS ? len : SL_PAUSE_PACE_MIN_NS;
-
-		p->until_ns = now + len;
-		p->pace_until_ns = p->until_ns + pace;
-		p->sched_ns = p->sched_ns > p->until_ns ? p->sched_ns : p->until_ns;
-		p->cursor_ns = p->cursor_ns > p->until_ns ? p->cursor_ns : p->until_ns;
-		p->count++;
-		p->set_ns = now;
-		p->status = sig->status;
-		p->kind = sig->kind;
+		set_pause(st, now + len, now, sig->kind, sig->status);
 		done |= SL_PAUSE_SET;
 	}
 	return done;
+}
+
+int sl_pause_fleet(struct sl_state *st, const struct sl_spec *s, int64_t until, int64_t now)
+{
+	if (!s->signals || until <= now)
+		return 0;
+	until = now + clamp(s, until - now);
+	if (until <= sl_sane_ns(st->pause.until_ns) + 50 * MS)
+		return 0;
+	set_pause(st, until, now, SL_SIGNAL_FLEET, 0);
+	return 1;
 }
 
 int64_t sl_pause_slot(struct sl_state *st, const struct sl_spec *s, int64_t slot, int64_t now, int charge)

@@ -511,7 +511,7 @@ void sl_resp_eof(struct sl_response *p)
 const char *sl_signal_name(unsigned kind)
 {
 	static const char *const names[SL_SIGNAL_KINDS] = {
-		"none", "retry-after", "ratelimit", "ratelimit-07", "x-ratelimit", "429",
+		"none", "retry-after", "ratelimit", "ratelimit-07", "x-ratelimit", "429", "fleet",
 	};
 
 	return kind < SL_SIGNAL_KINDS ? names[kind] : "?";

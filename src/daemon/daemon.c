@@ -43,7 +43,10 @@ static void log_pauses(struct sl_daemon *d, int64_t now)
 		d->pauses_seen[i] = n;
 		if (!sec->in_use || !sec->spec.signals || n <= was)
 			continue;
-		if (sec->spec.per != SL_PER_NONE)
+		if (p->kind == SL_SIGNAL_FLEET)
+			sl_log_info("[%.*s]: paused as another machine of the fleet was answered (%llu pauses so far)",
+			            SL_SECTION_NAME_MAX - 1, sec->spec.name, (unsigned long long)n);
+		else if (sec->spec.per != SL_PER_NONE)
 			sl_log_info("[%.*s]: the destination answered %u (%s): a key paused (%llu pauses so far)",
 			            SL_SECTION_NAME_MAX - 1, sec->spec.name, p->status, sl_signal_name(p->kind),
 			            (unsigned long long)n);

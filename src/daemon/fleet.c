@@ -23,6 +23,7 @@
 #include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/log.h"
+#include "sluice/pause.h"
 #include "sluice/shm.h"
 #include "sluice/strategy.h"
 #include "sluice/units.h"
@@ -57,8 +58,12 @@ struct item {
 	int64_t window_ns;
 	uint64_t burst;        /* the section's */
 	uint64_t demand, held; /* as reported */
+	int64_t pause_ms;      /* the end of its pause, on Redis's clock (0: none) */
 	struct memo *memo;
 };
+
+#define FIELDS_IN 5  /* per item in a call, after its key (fleet.lua) */
+#define FIELDS_OUT 5 /* per item in an answer */
 
 /* What one item's demand is measured from, carried across rounds. */
 struct memo {
@@ -251,6 +256,10 @@ static void measure(struct fleet *f, struct item *it, const struct sl_section *s
 	it->memo = m;
 	it->window_ns = s->window_ns;
 	it->burst = s->burst ? s->burst : 1;
+	/* A pause the destination asked of this machine, for the others to keep too
+	 * (on Redis's clock as last seen; with none seen yet, not told). */
+	it->pause_ms = it->kind != 'c' && f->have_off && s->signals && sl_sane_ns(st->pause.until_ns) > now
+	               ? realtime_ms() + f->off_ms + (sl_sane_ns(st->pause.until_ns) - now) / SL_NS_PER_MS : 0;
 	if (!m) {
 		it->demand = it->held = 0;
 		return;
@@ -440,6 +449,22 @@ static void write_grant(struct fleet *f, const struct item *it, const struct sl_
 		sl_conc_wake(st);
 }
 
+/* Another machine's answer from the destination paused item `it` until end_ms
+ * (Redis's clock; 0: none): this machine pauses too, from the same instant,
+ * early by the call's round trip rather than late; under the lock. */
+static void fleet_pause(struct fleet *f, const struct item *it, long long end_ms, long long rnow, int64_t now,
+                        int64_t rtt)
+{
+	struct sl_section *sec = sl_shm_section(f->d->shm.hdr, it->section);
+	struct sl_state *st;
+
+	if (end_ms <= rnow || !sec || !(st = item_state(f, it)))
+		return;
+	if (sl_pause_fleet(st, &sec->spec, now - rtt + (int64_t)(end_ms - rnow) * SL_NS_PER_MS, now))
+		sl_log_debug("fleet %s: paused %.1f s, as another machine was asked", it->key,
+		             (double)(end_ms - rnow) / 1e3);
+}
+
 /* The rate share `grant` (thousandths per window) as a lease. */
 static struct sl_grant rate_grant(const struct item *it, uint64_t grant, uint32_t flags)
 {
@@ -580,7 +605,7 @@ static int valid_ints(const redisReply *r, size_t want)
 static void load_script(struct fleet *f);
 
 /* Whether the numbers could be fleet.lua's for the items asked about: a clock
- * after 2020, no grant above its item's limit, a window's end after the clock.
+ * after 2020, no grant above its item's limit, no pause past 400 days.
  * Clamping instead would hand a whole limit to whatever a broken or hostile
  * server said; one such number and nothing of the answer is used. */
 static int plausible(const struct fleet *f, const redisReply *r)
@@ -590,9 +615,10 @@ static int plausible(const struct fleet *f, const redisReply *r)
 	if (rnow < 1577836800000LL) /* 2020-01-01, in ms */
 		return 0;
 	for (size_t j = 0; j < f->nitems; j++) {
-		redisReply **e = r->element + 2 + 4 * j;
+		redisReply **e = r->element + 2 + FIELDS_OUT * j;
 
-		if ((unsigned long long)e[0]->integer > f->items[j].limit || e[1]->integer > (long long)UINT32_MAX)
+		if ((unsigned long long)e[0]->integer > f->items[j].limit || e[1]->integer > (long long)UINT32_MAX ||
+		    e[4]->integer > rnow + 34560000000LL) /* a pause past 400 days */
 			return 0;
 	}
 	return 1;
@@ -637,7 +663,7 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 		drop(f, "the lease call failed");
 		return;
 	}
-	if (!valid_ints(r, 2 + 4 * f->nitems)) {
+	if (!valid_ints(r, 2 + FIELDS_OUT * f->nitems)) {
 		warn(f, "redis %s: an answer that is not the lease script's (%s): leases kept", f->host,
 		     r->type == REDIS_REPLY_ARRAY ? "wrong length or type" : "not an array");
 		drop(f, "a server that answers so is no lease server"); /* leases kept, as in an outage */
@@ -665,7 +691,7 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 	f->above = 0;
 	for (size_t j = 0; j < f->nitems; j++) {
 		const struct item *it = &f->items[j];
-		redisReply **e = r->element + 2 + 4 * j;
+		redisReply **e = r->element + 2 + FIELDS_OUT * j;
 		uint64_t grant = (uint64_t)e[0]->integer;
 		uint32_t machines = (uint32_t)SL_MIN((long long)e[1]->integer, (long long)UINT32_MAX);
 		struct sl_grant g;
@@ -692,8 +718,10 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 			 * early by the call's round trip rather than late. */
 			int64_t until = now - rtt + (end_ms - rnow) * SL_NS_PER_MS;
 
-			if (end_ms <= rnow || grant > it->limit)
+			if (end_ms <= rnow || grant > it->limit) {
+				fleet_pause(f, it, e[4]->integer, rnow, now, rtt);
 				continue;
+			}
 			g = (struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = grant, .until_ns = until,
 			                      .chunk = (uint64_t)e[2]->integer};
 		}
@@ -702,6 +730,7 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 		 * when the call came, which is later. */
 		g.valid_ns = f->sent_ns + (int64_t)f->ttl_ms * SL_NS_PER_MS;
 		write_grant(f, it, &g, now);
+		fleet_pause(f, it, e[4]->integer, rnow, now, rtt);
 	}
 	sl_shm_unlock(h, (int32_t)getpid());
 	/* Woken for a machine short of room, and a smaller share is in force now: say
@@ -723,10 +752,10 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 static void send_round(struct fleet *f)
 {
 	size_t n = collect(f, sl_clock_mono_ns());
-	size_t argc = 3 + 1 + n + 5 + 5 * n, a = 0;
+	size_t argc = 3 + 1 + n + 5 + (FIELDS_IN + 1) * n, a = 0;
 	const char **argv = calloc(argc, sizeof(*argv));
 	size_t *lens = calloc(argc, sizeof(*lens));
-	char (*num)[32] = calloc(4 + 5 * n, sizeof(*num));
+	char (*num)[32] = calloc(5 + FIELDS_IN * n, sizeof(*num)); /* the NUMs below */
 	char epoch[KEY_MAX];
 	size_t k = 0;
 
@@ -752,6 +781,7 @@ static void send_round(struct fleet *f)
 	NUM("%d", HEADROOM_PPM);
 	NUM("%zu", n);
 	for (size_t j = 0; j < n; j++) {
+		/* FIELDS_IN + 1 values each: kind and what follows */
 		const struct item *it = &f->items[j];
 		static const char *const kinds[] = {"r", "c", "f", "s", "l"};
 		const char *kind = it->kind == 'r' ? kinds[0] : it->kind == 'c' ? kinds[1]
@@ -762,6 +792,7 @@ static void send_round(struct fleet *f)
 		NUM("%" PRId64, (int64_t)SL_MAX(it->window_ns / SL_NS_PER_MS, (int64_t)1));
 		NUM("%" PRIu64, it->demand);
 		NUM("%" PRIu64, it->held);
+		NUM("%" PRId64, it->pause_ms);
 	}
 #undef ARG
 #undef NUM

@@ -10,22 +10,25 @@
 -- ARGV[3]      settling time after an empty start (ms)
 -- ARGV[4]      the part of a rate that may be granted, per million (headroom for the
 --              machines' own bursts)
--- ARGV[5]      how many items; then five fields each:
+-- ARGV[5]      how many items; then six fields each:
 --   kind     r rate | c places | f fixed window | s session window | l sliding window
 --   limit    r: the rate in thousandths per window; c: places; windows: AMOUNT
 --   window   the window (ms)
 --   demand   r: thousandths per window this machine would use; c: places it would
 --            hold; windows: how many it would send before its next call
 --   held     r, c: what it enforces now (thousandths per window, places)
+--   pause    when a pause the destination asked of this machine ends (Redis ms;
+--            0: none): kept for the item as the latest such end, for every machine
 --
 -- When a machine is granted less than its fair part because others still hold
 -- the rest, the script publishes its name on the fleet's wake channel (the epoch
 -- key's name with ':wake' for ':epoch'): the others call at once and learn their
 -- smaller shares, rather than at their next period.
 --
--- Returns {now_ms, settling, then four values per item}: the grant (r: thousandths
+-- Returns {now_ms, settling, then five values per item}: the grant (r: thousandths
 -- per window; c: places; windows: the machine's count in the chunk), the machines
--- live for the item, and for windows the window's number and its end (ms).
+-- live for the item, for windows the window's number and its end (ms), and the
+-- end of the item's pause (ms; 0: none) - each machine pauses until then too.
 
 local now
 do
@@ -34,7 +37,7 @@ do
 end
 local me, ttl, settle, ppm = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
-if not me or not ttl or not settle or not ppm or not n or n < 0 or #ARGV < 5 + 5 * n then
+if not me or not ttl or not settle or not ppm or not n or n < 0 or #ARGV < 5 + 6 * n then
 	return redis.error_reply('fleet: bad arguments')
 end
 
@@ -202,9 +205,24 @@ local function chunk(key, kind, amount, window, want)
 	return had + give, 0, id, stop
 end
 
+-- The latest end of a pause any machine reported for item `key` (0: none); a
+-- later one than kept is kept, until it ends.  At most 400 days ahead.
+local function paused(key, pause)
+	local pkey = key .. ':pause'
+	local kept = num(redis.call('GET', pkey))
+	if pause > now and pause > kept and pause - now <= 34560000000 then
+		redis.call('SET', pkey, pause, 'PX', pause - now)
+		kept = pause
+	end
+	if kept <= now then
+		return 0
+	end
+	return kept
+end
+
 local out = {now, settling}
 for i = 1, n do
-	local base = 5 + (i - 1) * 5
+	local base = 5 + (i - 1) * 6
 	local kind = ARGV[base + 1]
 	local limit, window = num(ARGV[base + 2]), num(ARGV[base + 3])
 	local demand, held = num(ARGV[base + 4]), num(ARGV[base + 5])
@@ -221,6 +239,11 @@ for i = 1, n do
 	out[#out + 1] = count
 	out[#out + 1] = id
 	out[#out + 1] = stop
+	if key == nil then
+		out[#out + 1] = 0
+	else
+		out[#out + 1] = paused(key, num(ARGV[base + 6]))
+	end
 end
 if short then
 	redis.call('PUBLISH', (string.gsub(KEYS[1], ':epoch$', ':wake')), me)

@@ -226,7 +226,9 @@ static void render_pause(const struct sl_spec *s, const struct sl_state *st, int
 	if (!p->count && !budget_ms && !(s->adapt && share < 1.0))
 		return;
 	fprintf(out, "  answers:");
-	if (left)
+	if (left && p->kind == SL_SIGNAL_FLEET)
+		fprintf(out, " paused %.1f s more (another machine of the fleet was answered),", (double)left / 1e3);
+	else if (left)
 		fprintf(out, " paused %.1f s more (%u %s),", (double)left / 1e3, p->status, why);
 	else if (p->count)
 		fprintf(out, " last pause %.1f s ago (%u %s),", (double)(now - sl_sane_ns(p->set_ns)) / 1e9, p->status,

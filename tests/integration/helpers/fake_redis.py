@@ -25,7 +25,7 @@ def _lease(bad):
             return b"$40\r\n" + SHA + b"\r\n"
         if cmd and cmd[0].upper() == b"EVALSHA":
             items = max(int(cmd[2]) - 1, 0) if len(cmd) > 2 and cmd[2].isdigit() else 0
-            return bad(2 + 4 * items)
+            return bad(2 + 5 * items)
         return b"+OK\r\n"
     return answer
 
@@ -37,13 +37,14 @@ WAYS = [
     ("+OK to everything", ok_everything),
     ("an array of the wrong length", _lease(lambda n: ints([1] * (n + 3)))),
     ("negative numbers", _lease(lambda n: ints([-5] * n))),
-    ("a grant far above the limit", _lease(lambda n: ints([int(time.time() * 1000), 0] + [10 ** 15, 3, 0, 0] * ((n - 2) // 4)))),
+    ("a grant far above the limit", _lease(lambda n: ints([int(time.time() * 1000), 0] + [10 ** 15, 3, 0, 0, 0] * ((n - 2) // 5)))),
     ("a number past 64 bits", _lease(lambda n: b"*%d\r\n" % n + b":99999999999999999999999\r\n" * n)),
     ("nesting 10,000 deep", _lease(lambda n: b"*1\r\n" * 10000)),
     ("a string", _lease(lambda n: b"$5\r\nhello\r\n")),
     ("an error", _lease(lambda n: b"-ERR the fake says no\r\n")),
     ("a bulk string of 2 GB announced", _lease(lambda n: b"$2147483647\r\nabc")),
-    ("a clock from 1970", _lease(lambda n: ints([5, 0] + [1, 3, 0, 0] * ((n - 2) // 4)))),
+    ("a pause a thousand years long", _lease(lambda n: ints([int(time.time() * 1000), 0] + [1, 3, 0, 0, int(time.time() * 1000) + 10 ** 13] * ((n - 2) // 5)))),
+    ("a clock from 1970", _lease(lambda n: ints([5, 0] + [1, 3, 0, 0, 0] * ((n - 2) // 5)))),
     ("silence", _lease(lambda n: None)),
 ]
 
