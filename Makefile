@@ -189,7 +189,7 @@ fuzz: | deps
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/match.c \
 		src/core/util.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/core/http1.c
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_response tests/fuzz/fuzz_response.c src/core/response.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_response tests/fuzz/fuzz_response.c src/core/response.c src/core/http1.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/

@@ -66,4 +66,9 @@ size_t sl_http1_feed(struct sl_http1 *p, const void *buf, size_t len);
  * body or chunk data, SL_H1_LOST anywhere else.  Returns bytes consumed, as feed. */
 size_t sl_http1_skip(struct sl_http1 *p, uint64_t len);
 
+/* A chunk-size line (hex digits, then extensions after ';' or spaces), shared
+ * with the response reader (response.h): 0 with *size set, -1 when it cannot be
+ * read, -2 when it is too large (more than 15 hex digits). */
+int sl_http1_chunk_size(const char *line, size_t kept, uint64_t *size);
+
 #endif

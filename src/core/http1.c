@@ -152,25 +152,35 @@ static int end_header_line(struct sl_http1 *p, size_t kept, size_t full)
 	return 0;
 }
 
-static int end_chunk_size(struct sl_http1 *p, size_t kept, size_t full)
+int sl_http1_chunk_size(const char *line, size_t kept, uint64_t *size)
 {
 	uint64_t v = 0;
 	size_t i = 0;
 
-	(void)full;
 	while (i < kept) {
-		char c = p->line[i];
+		char c = line[i];
 		int d = c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1;
 
 		if (d < 0)
 			break;
 		if (i >= 15)
-			return lose(p, "a chunk size too large", 0), -1;
+			return -2;
 		v = v * 16 + (uint64_t)d;
 		i++;
 	}
-	if (i == 0 || (i < kept && p->line[i] != ';' && p->line[i] != ' ' && p->line[i] != '\t'))
-		return lose(p, "a chunk size it cannot read", 0), -1;
+	if (i == 0 || (i < kept && line[i] != ';' && line[i] != ' ' && line[i] != '\t'))
+		return -1;
+	*size = v;
+	return 0;
+}
+
+static int end_chunk_size(struct sl_http1 *p, size_t kept)
+{
+	uint64_t v;
+	int rc = sl_http1_chunk_size(p->line, kept, &v);
+
+	if (rc < 0)
+		return lose(p, rc == -2 ? "a chunk size too large" : "a chunk size it cannot read", 0), -1;
 	if (v == 0) {
 		p->state = SL_H1_TRAILER;
 	} else {
@@ -203,7 +213,7 @@ static int end_line(struct sl_http1 *p)
 	case SL_H1_HEADER:
 		return end_header_line(p, kept, full) < 0 ? -1 : 0;
 	case SL_H1_CHUNK_SIZE:
-		return end_chunk_size(p, kept, full);
+		return end_chunk_size(p, kept);
 	case SL_H1_TRAILER:
 		if (full == 0)
 			p->state = SL_H1_IDLE;

@@ -1,6 +1,8 @@
 /* HTTP/1.x responses read for the destination's signals (response.h). */
 #include "sluice/response.h"
 
+#include "sluice/http1.h"
+
 #include <string.h>
 
 enum {
@@ -360,22 +362,11 @@ static int headers_end(struct sl_response *p, sl_resp_is_head is_head, void *arg
 
 static int chunk_size(struct sl_response *p, size_t kept)
 {
-	uint64_t v = 0;
-	size_t i = 0;
+	uint64_t v;
+	int rc = sl_http1_chunk_size(p->line, kept, &v);
 
-	while (i < kept) {
-		char c = p->line[i];
-		int d = c >= '0' && c <= '9' ? c - '0' : lower(c) >= 'a' && lower(c) <= 'f' ? lower(c) - 'a' + 10 : -1;
-
-		if (d < 0)
-			break;
-		if (i >= 15)
-			return lose(p, "a chunk size too large", 0), -1;
-		v = v * 16 + (uint64_t)d;
-		i++;
-	}
-	if (i == 0 || (i < kept && p->line[i] != ';' && !is_space(p->line[i])))
-		return lose(p, "a chunk size it cannot read", 0), -1;
+	if (rc < 0)
+		return lose(p, rc == -2 ? "a chunk size too large" : "a chunk size it cannot read", 0), -1;
 	if (v == 0) {
 		p->state = SL_RESP_TRAILER;
 	} else {
