@@ -8,8 +8,9 @@
  *   - a pause: nothing is released before `until` (the later of any pauses asked,
  *     each clamped to the section's max_pause);
  *   - a budget: at most R more releases until an instant;
- *   - after a pause, releases resume one pace (WINDOW/AMOUNT) apart for as long
- *     as the pause lasted, so the waiters do not all go at the instant it ends;
+ *   - after a pause, releases resume paced for as long as the pause lasted (at
+ *     least a second): at a quarter of the rate as it ends, climbing evenly to
+ *     the whole rate, so the waiters do not all go at the instant it ends;
  *   - a pause another machine of the fleet was asked for (src/daemon/fleet.c),
  *     from the next lease renewal on;
  *   - adapt = on: each 429 halves the share of the rate in force (once per pause

@@ -14,14 +14,25 @@ uint32_t sl_pause_adapt_ppm(const struct sl_state *st)
 	return p == 0 || p > FULL ? FULL : p;
 }
 
-/* One release's pace: WINDOW/AMOUNT at the share of the rate in force. */
-static int64_t pace_of(const struct sl_state *st, const struct sl_spec *s)
+/* One release's pace at `at`: WINDOW/AMOUNT at the share of the rate in force,
+ * and while resuming from a pause, slower: a quarter of the rate as the pause
+ * ends, climbing evenly to all of it when the resume ends - a destination that
+ * just asked for a pause gets a few requests first, not the whole rate at once. */
+static int64_t pace_of(const struct sl_state *st, const struct sl_spec *s, int64_t at)
 {
 	int64_t inc = s->amount && s->meter != SL_METER_BYTES ? sl_gcra_increment(s, 1)
 	            : s->amount ? 0 : SL_PAUSE_PACE_NORATE_NS;
+	int64_t until = sl_sane_ns(st->pause.until_ns), end = sl_sane_ns(st->pause.pace_until_ns);
 
 	if (s->adapt && inc)
 		inc = (int64_t)((__int128)inc * FULL / sl_pause_adapt_ppm(st));
+	if (inc && at < end && end > until) {
+		/* share of the rate, in thousandths: 250 at `until`, 1000 at `end` */
+		int64_t into = at > until ? at - until : 0;
+		int64_t share = 250 + (int64_t)((__int128)750 * into / (end - until));
+
+		inc = (int64_t)((__int128)inc * 1000 / (share > 0 ? share : 1));
+	}
 	return inc;
 }
 
@@ -160,9 +171,9 @@ int64_t sl_pause_slot(struct sl_state *st, const struct sl_spec *s, int64_t slot
 		slot = sl_sane_ns(p->budget_until_ns);
 	if (!pacing(st, s, now))
 		return slot;
-	pace = pace_of(st, s);
 	if (slot < sl_sane_ns(p->sched_ns))
 		slot = sl_sane_ns(p->sched_ns);
+	pace = pace_of(st, s, slot);
 	if (charge)
 		p->sched_ns = slot + pace;
 	return slot;
@@ -191,7 +202,7 @@ void sl_pause_released(struct sl_state *st, const struct sl_spec *s, int64_t now
 	if (pacing(st, s, now)) {
 		int64_t from = sl_sane_ns(p->cursor_ns) > now ? sl_sane_ns(p->cursor_ns) : now;
 
-		p->cursor_ns = from + pace_of(st, s);
+		p->cursor_ns = from + pace_of(st, s, from);
 	}
 }
 

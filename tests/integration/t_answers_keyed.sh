@@ -39,7 +39,7 @@ grep -E "127\.0\.0\.2 .*paused [0-9.]+ s more \(429 retry-after\)" "$T/stat.txt"
 	fail "stat did not show 127.0.0.2's key paused by the 429"
 grep -E "127\.0\.0\.3 .*paused" "$T/stat.txt" && fail "stat showed 127.0.0.3's key paused too"
 python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.2 --pause "/say/429=2" \
-	--spread 6 || fail "127.0.0.2's key was not paused for 2 s"
+	--spread 4 || fail "127.0.0.2's key was not paused for 2 s"
 python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.3 --goes-on "/say/429" ||
 	fail "127.0.0.3's key paused on another address's 429"
 "$SLUICE" stat --json -c "$T/k.ini" >"$T/stat.json" || fail "stat --json"

@@ -38,11 +38,11 @@ sleep 3.5
 "$SLUICE" stat -c "$T/m2.ini" >"$T/stat-2.txt" 2>&1
 wait $c1 $c2 $c3 || { cat "$T/client-"*.out; fail "the clients failed"; }
 sleep 0.3
-python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.1.1 --pause "/say/429=3" --spread 6 ||
+python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.1.1 --pause "/say/429=3" --spread 4 ||
 	fail "machine 1 was not paused by its own answer"
 for n in 2 3; do
 	python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst "127.0.1.$n" --pause "/say/429=3" \
-		--inflight-ms 600 --spread 6 || fail "machine $n was not paused by the fleet within 0.6 s"
+		--inflight-ms 600 --spread 4 || fail "machine $n was not paused by the fleet within 0.6 s"
 done
 cat "$T/stat-2.txt"
 grep -q "paused [0-9.]* s more (another machine of the fleet was answered)" "$T/stat-2.txt" ||

@@ -54,15 +54,19 @@ static void test_pause_and_resume(void **state)
 	g.pause_ms = 1000;
 	assert_int_equal(sl_pause_apply(&st, &s, &g, t), SL_PAUSE_NOTHING);
 	assert_int_equal(sl_pause_release_at(&st, &s, t + S), t + 2 * S);
-	/* a reservation made now waits for the end, and the next one a pace after */
+	/* a reservation made now waits for the end, and the next one a pace after:
+	 * at a quarter of the rate as the pause ends (40 ms for 100/s) */
 	at = sl_pause_slot(&st, &s, t, t, 1);
 	assert_int_equal(at, t + 2 * S);
-	assert_int_equal(sl_pause_slot(&st, &s, t, t, 1), t + 2 * S + 10 * MS);
-	/* releases: the first at the end, then one a pace apart, not all at once */
+	assert_int_equal(sl_pause_slot(&st, &s, t, t, 1), t + 2 * S + 40 * MS);
+	/* releases: the first at the end, then paced, not all at once */
 	assert_int_equal(sl_pause_release_at(&st, &s, t + 2 * S), t + 2 * S);
 	sl_pause_released(&st, &s, t + 2 * S);
-	assert_int_equal(sl_pause_release_at(&st, &s, t + 2 * S + MS), t + 2 * S + 10 * MS);
-	sl_pause_released(&st, &s, t + 2 * S + 10 * MS);
+	assert_int_equal(sl_pause_release_at(&st, &s, t + 2 * S + MS), t + 2 * S + 40 * MS);
+	sl_pause_released(&st, &s, t + 2 * S + 40 * MS);
+	/* halfway through the resume (2 s long), 62.5% of the rate: 16 ms */
+	sl_pause_released(&st, &s, t + 3 * S);
+	assert_int_equal(sl_pause_release_at(&st, &s, t + 3 * S), t + 3 * S + 16 * MS);
 	/* long after, pacing is over */
 	assert_int_equal(sl_pause_release_at(&st, &s, t + 60 * S), t + 60 * S);
 	assert_int_equal(sl_pause_slot(&st, &s, t + 60 * S, t + 60 * S, 1), t + 60 * S);
@@ -145,7 +149,7 @@ static void test_adapt(void **state)
 	assert_false(sl_pause_active(&st, t)); /* with adapt a bare 429 only cuts */
 	/* the answers in flight say the same: one cut per half second */
 	assert_int_equal(sl_pause_apply(&st, &s, &g, t + 100 * MS), SL_PAUSE_NOTHING);
-	/* the pace follows the share: 20 ms at half of 100/s */
+	/* the pace follows the share: 20 ms at half of 100/s (no pause to resume) */
 	assert_int_equal(sl_pause_slot(&st, &s, t, t, 1), t);
 	assert_int_equal(sl_pause_slot(&st, &s, t, t, 1), t + 20 * MS);
 	/* back to nine tenths of where it was within a second, then slowly */
