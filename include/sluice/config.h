@@ -29,6 +29,8 @@ struct sl_global {
 	char shm_name[SL_PATH_MAX];
 	char control_socket[108]; /* sizeof(sun_path) */
 	unsigned shm_mode;
+	char shm_group[SL_SECTION_NAME_MAX]; /* segment and control socket's group; ""
+	                                      * the daemon's own */
 	int fallback;  /* enum sl_fallback */
 	int log_level; /* enum sl_log_level */
 	uint32_t keys; /* records in the segment's key table (per = ...) */

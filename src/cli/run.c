@@ -16,11 +16,14 @@
 #include "sluice/shm.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,6 +132,43 @@ static int find_segment(const struct sl_config *cfg, const char *config)
 	return rc;
 }
 
+/* The machine's queues are there but this user may not use them (not in the
+ * config's shm_group, or a mode that keeps others out).  The shim itself stays
+ * quiet about it - it runs inside programs that do not expect its words - so it
+ * is said here, before the program starts, with how to fix it.  1 when said. */
+static int cannot_attach(const struct sl_config *cfg)
+{
+	const struct sl_global *g = &cfg->global;
+	struct sl_shm shm;
+	struct stat st;
+	struct passwd *pw = getpwuid(getuid());
+	struct group *gr;
+	char group[64] = "", user[64];
+	int rc = sl_shm_attach(&shm, g->shm_name, 0);
+
+	if (rc == 0) {
+		sl_shm_detach(&shm);
+		return 0;
+	}
+	if (rc != -EACCES && rc != -EPERM)
+		return 0; /* none there: this run hosts its own */
+	snprintf(user, sizeof(user), "%s", pw ? pw->pw_name : "this user");
+	if (stat(g->control_socket, &st) == 0 && (gr = getgrgid(st.st_gid)))
+		snprintf(group, sizeof(group), "%s", gr->gr_name);
+	else
+		snprintf(group, sizeof(group), "%s", g->shm_group[0] ? g->shm_group : "?");
+	fprintf(stderr,
+	        "sluice run: %s may not use this machine's queues: segment %s and control socket %s belong to "
+	        "group %s (mode %04o), and %s is not in it.\n"
+	        "  To share them: sudo usermod -aG %s %s, then log in again (or run under `newgrp %s`).\n"
+	        "  Until then: %s\n",
+	        user, g->shm_name, g->control_socket, group, g->shm_mode, user, group, user, group,
+	        g->fallback == SL_FALLBACK_CLOSED
+	        ? "fallback = closed - the program is not started."
+	        : "the program is shaped on its own, apart from the machine's other processes.");
+	return 1;
+}
+
 static void on_child(struct ev_loop *loop, ev_child *w, int revents)
 {
 	struct run *r = w->data;
@@ -225,6 +265,11 @@ int sl_cmd_run(int argc, char **argv)
 		snprintf(config, sizeof(config), "%s", path);
 	if ((rc = find_shim(lib, sizeof(lib))) < 0) {
 		fprintf(stderr, "sluice: cannot find libsluice.so (set SLUICE_LIB): %s\n", strerror(-rc));
+		sl_config_free(cfg);
+		free(cfg);
+		return SL_EXIT_FAIL;
+	}
+	if (cannot_attach(cfg) && cfg->global.fallback == SL_FALLBACK_CLOSED) {
 		sl_config_free(cfg);
 		free(cfg);
 		return SL_EXIT_FAIL;

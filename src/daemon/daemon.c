@@ -10,14 +10,47 @@
 #include "sluice/pause.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <unistd.h>
 
 
 #define HEARTBEAT_S 0.5 /* reclaim what dead processes held within a second */
+
+/* shm_group: the segment and the control socket belong to that group, so its
+ * members may attach and ask (README, "Running it on a machine").  Not for the
+ * private segment of `sluice run`'s own daemon. */
+static int apply_group(struct sl_daemon *d)
+{
+	const char *name = d->cfg->global.shm_group;
+	struct group *g;
+	struct shmid_ds ds;
+
+	if (!name[0] || d->opts.unlink_shm_on_exit)
+		return 0;
+	if (!(g = getgrnam(name))) {
+		sl_log_warnx("shm_group %s: no such group (groupadd %s)", name, name);
+		return -EINVAL;
+	}
+	if (shmctl(d->shm.id, IPC_STAT, &ds) != 0 ||
+	    (ds.shm_perm.gid = g->gr_gid, shmctl(d->shm.id, IPC_SET, &ds) != 0)) {
+		int e = errno;
+
+		sl_log_warn("segment %s: cannot give it group %s", d->shm_name, name);
+		return -e;
+	}
+	if (d->ctl_path[0] && chown(d->ctl_path, (uid_t)-1, g->gr_gid) != 0) {
+		int e = errno;
+
+		sl_log_warn("control socket %s: cannot give it group %s", d->ctl_path, name);
+		return -e;
+	}
+	return 0;
+}
 
 /* A line in the log for each pause the destination asked since the last beat
  * (the shims write them into the segment; only the daemon has the log). */
@@ -195,6 +228,8 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		sl_log_warnx("segment %s: %s", d->shm_name, rc == -ENOMEM ? "out of memory" : "lock unavailable");
 		goto fail;
 	}
+	if ((rc = apply_group(d)) < 0)
+		goto fail;
 	sl_shm_publish(d->shm.hdr);
 	beat(d);
 	if ((rc = sl_fleet_start(d)) < 0) {
