@@ -55,7 +55,7 @@ SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
 	src/shim/exec.c src/shim/stream.c src/shim/recv.c src/shim/undecided.c src/shim/signals.c \
 	src/shim/answers.c src/shim/tls.c
-DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c src/daemon/fleet.c
+DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c src/daemon/fleet.c src/daemon/metrics.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c
 # Every tests/unit/test_MODULE.c is a unit test of src/core/MODULE.c, found here.

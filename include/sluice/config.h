@@ -47,6 +47,7 @@ struct sl_global {
 	int64_t refresh_ns;           /* how often leases are renewed */
 	uint32_t hosts;               /* machines in the fleet: each's part while none
 	                               * has a lease */
+	char metrics[SL_PATH_MAX];    /* Prometheus endpoint "HOST:PORT"; "" off */
 	uint32_t pad0;
 };
 

@@ -39,6 +39,7 @@ struct sl_daemon {
 	ev_timer heartbeat;
 	ev_signal sig_hup, sig_term, sig_int;
 	struct fleet *fleet; /* leases through Redis (fleet.c); NULL with no fleet section */
+	struct sl_metrics *metrics; /* the Prometheus endpoint (metrics.c); NULL: off */
 	uint64_t *pauses_seen; /* per section slot: its pause count when last logged */
 	uint32_t npauses_seen;
 };

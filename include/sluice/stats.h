@@ -32,4 +32,10 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out);
 #define SL_STATS_TOP_MAX 100
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out);
 
+/* The same in Prometheus text exposition: counters and gauges per section, a
+ * histogram of waits, and the `top` busiest keys of keyed sections only (so the
+ * number of series stays bounded).  Reads the segment's counters, never its lock:
+ * scraping never touches the admission path. */
+void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t now, FILE *out);
+
 #endif

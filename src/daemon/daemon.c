@@ -2,6 +2,7 @@
 #include "sluice/conc.h"
 #include "control.h"
 #include "fleet.h"
+#include "metrics.h"
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
@@ -228,7 +229,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		sl_log_warnx("segment %s: %s", d->shm_name, rc == -ENOMEM ? "out of memory" : "lock unavailable");
 		goto fail;
 	}
-	if ((rc = apply_group(d)) < 0)
+	if ((rc = apply_group(d)) < 0 || (rc = sl_metrics_start(d)) < 0)
 		goto fail;
 	sl_shm_publish(d->shm.hdr);
 	beat(d);
@@ -346,6 +347,7 @@ void sl_daemon_stop(struct sl_daemon *d)
 	free(d->pauses_seen);
 	d->pauses_seen = NULL;
 	d->npauses_seen = 0;
+	sl_metrics_stop(d);
 	sl_fleet_stop(d);
 	if (d->opts.handle_signals) {
 		ev_signal_stop(d->loop, &d->sig_hup);

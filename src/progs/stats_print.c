@@ -303,11 +303,25 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out)
 	sl_stats_render_top(h, json, SL_STATS_TOP_DEFAULT, now, out);
 }
 
+/* Keyed sections' keys: one walk over the key table, gathered per section. */
+static void gather_views(struct sl_shm_header *h, struct view_arg *va)
+{
+	uint32_t nkeyed = 0;
+
+	va->nsections = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
+	if (va->nsections && (va->view_of = calloc(va->nsections, sizeof(*va->view_of)))) {
+		for (uint32_t i = 0; i < va->nsections; i++)
+			if (sl_shm_section(h, i)->in_use && sl_shm_section(h, i)->spec.per)
+				va->view_of[i] = ++nkeyed;
+		if (nkeyed && (va->views = calloc(nkeyed, sizeof(*va->views))))
+			sl_keys_each(h, view_key, va);
+	}
+}
+
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out)
 {
 	static struct sl_section sec; /* large: keep it off the stack */
 	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
-	uint32_t nkeyed = 0;
 	int32_t dpid = h->daemon_pid;
 	int alive = dpid > 0 && (kill(dpid, 0) == 0 || errno == EPERM);
 	int64_t age = h->heartbeat_ns ? sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) : -1; /* segment data: clamped */
@@ -340,15 +354,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		        "METER", "STRATEGY", "RATE", "QUEUED", "ADMITTED", "HELD", "REFUSED",
 		        "GAVE_UP", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
 	}
-	/* Keyed sections' keys: one walk over the key table, gathered per section. */
-	va.nsections = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
-	if (va.nsections && (va.view_of = calloc(va.nsections, sizeof(*va.view_of)))) {
-		for (uint32_t i = 0; i < va.nsections; i++)
-			if (sl_shm_section(h, i)->in_use && sl_shm_section(h, i)->spec.per)
-				va.view_of[i] = ++nkeyed;
-		if (nkeyed && (va.views = calloc(nkeyed, sizeof(*va.views))))
-			sl_keys_each(h, view_key, &va);
-	}
+	gather_views(h, &va);
 	for (unsigned i = 0; i < va.nsections; i++) {
 		char match[1024], rate[64], p50[32], p99[32], max[32];
 		const struct sl_state *st = &sec.state;
@@ -428,6 +434,180 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 	}
 	if (json)
 		fprintf(out, "]}\n");
+	free(va.view_of);
+	free(va.views);
+}
+
+/* --- Prometheus text exposition (version 0.0.4) --- */
+
+/* A label value: backslash, double quote and newline escaped. */
+static void prom_label(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fprintf(out, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", out);
+		else
+			fputc(*s, out);
+	}
+}
+
+static void prom_head(FILE *out, const char *name, const char *type, const char *help)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One sample per section: `pick` reads it from the section's copy. */
+struct prom_family {
+	const char *name, *type, *help;
+	double (*pick)(const struct sl_section *sec, const struct key_view *kv, int64_t now, int64_t wall);
+};
+
+static double p_admitted(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return (double)s->state.admitted;
+}
+
+static double p_held(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return (double)s->state.held;
+}
+
+static double p_refused(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return (double)s->state.refused;
+}
+
+static double p_given_up(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return (double)s->state.given_up;
+}
+
+static double p_queued(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	return s->spec.per ? (double)(k ? k->queued : 0) : (double)sl_limit_queued(&s->spec, &s->state, n, w);
+}
+
+static double p_open(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)n, (void)w;
+	return s->spec.per ? (double)(k ? k->open : 0) : (double)s->state.conc_open;
+}
+
+static double p_rate(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return s->spec.amount && s->spec.window_ns > 0 ? (double)s->spec.amount * 1e9 / (double)s->spec.window_ns : 0;
+}
+
+static double p_pauses(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return (double)s->state.pause.count;
+}
+
+static double p_paused(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	int64_t until = sl_sane_ns(s->state.pause.until_ns);
+
+	(void)k, (void)w;
+	return until > n ? (double)(until - n) / 1e9 : 0;
+}
+
+static const struct prom_family families[] = {
+	{"sluice_admitted_total", "counter", "Requests released (connections, requests, bytes or datagrams).",
+	 p_admitted},
+	{"sluice_held_total", "counter", "Released requests that sluice made wait.", p_held},
+	{"sluice_refused_total", "counter", "Requests refused: max_wait exceeded, no key room, fallback closed.",
+	 p_refused},
+	{"sluice_given_up_total", "counter", "Reservations returned by callers that gave up.", p_given_up},
+	{"sluice_queued", "gauge", "Requests waiting for their slot now.", p_queued},
+	{"sluice_open", "gauge", "Connections holding a concurrency place now.", p_open},
+	{"sluice_rate_per_second", "gauge", "The configured rate, per second (0: concurrency only).", p_rate},
+	{"sluice_pauses_total", "counter", "Pauses the destination asked for (429, Retry-After, RateLimit).",
+	 p_pauses},
+	{"sluice_paused_seconds", "gauge", "How long the section's pause still lasts (0: not paused).", p_paused},
+};
+
+void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t now, FILE *out)
+{
+	static struct sl_section copy; /* large: off the stack */
+	struct sl_section *sec = &copy;
+	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
+	int64_t wall = sl_sane_ns(h->wall_off_ns);
+	char match[8];
+
+	gather_views(h, &va);
+	for (size_t f = 0; f < SL_ARRAY_LEN(families); f++) {
+		prom_head(out, families[f].name, families[f].type, families[f].help);
+		for (unsigned i = 0; i < va.nsections; i++) {
+			const struct key_view *kv = va.views && va.view_of[i] ? &va.views[va.view_of[i] - 1] : NULL;
+
+			if (!snapshot(h, i, sec, match, sizeof(match)))
+				continue;
+			fprintf(out, "%s{section=\"", families[f].name);
+			prom_label(out, sec->spec.name);
+			fprintf(out, "\"} %.17g\n", families[f].pick(sec, kv, now, wall));
+		}
+	}
+	/* Waits, as a histogram in seconds: the segment's buckets, cumulated. */
+	prom_head(out, "sluice_wait_seconds", "histogram", "How long released requests waited.");
+	for (unsigned i = 0; i < va.nsections; i++) {
+		uint64_t cum = 0;
+
+		if (!snapshot(h, i, sec, match, sizeof(match)))
+			continue;
+		for (unsigned b = 0; b < SL_WAIT_BUCKETS; b++) {
+			cum += sec->state.wait_hist[b];
+			if (b + 1 < SL_WAIT_BUCKETS && b % 2 == 1) { /* one bound per power of two: enough */
+				fprintf(out, "sluice_wait_seconds_bucket{section=\"");
+				prom_label(out, sec->spec.name);
+				fprintf(out, "\",le=\"%.9g\"} %llu\n", (double)sl_stats_bucket_upper_ns(b) / 1e9,
+				        (unsigned long long)cum);
+			}
+		}
+		fprintf(out, "sluice_wait_seconds_bucket{section=\"");
+		prom_label(out, sec->spec.name);
+		fprintf(out, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+		fprintf(out, "sluice_wait_seconds_sum{section=\"");
+		prom_label(out, sec->spec.name);
+		fprintf(out, "\"} %.9g\n", (double)sec->state.wait_sum_ns / 1e9);
+		fprintf(out, "sluice_wait_seconds_count{section=\"");
+		prom_label(out, sec->spec.name);
+		fprintf(out, "\"} %llu\n", (unsigned long long)cum);
+	}
+	/* The busiest keys of keyed sections only: cardinality stays bounded. */
+	prom_head(out, "sluice_key_admitted_total", "counter",
+	          "Requests released, for each of the busiest keys of a keyed section.");
+	for (unsigned i = 0; i < va.nsections; i++) {
+		const struct key_view *kv = va.views && va.view_of[i] ? &va.views[va.view_of[i] - 1] : NULL;
+
+		if (!kv || !snapshot(h, i, sec, match, sizeof(match)))
+			continue;
+		for (unsigned j = 0; j < kv->ntop; j++) {
+			static struct sl_key key;
+			struct sl_key *k = sl_shm_key_at(h, kv->top[j].slot);
+			char name[SL_HOST_MAX + 64];
+
+			if (!k)
+				continue;
+			memcpy(&key, k, sizeof(key));
+			sl_keyid_format(&key.id, name, sizeof(name));
+			fprintf(out, "sluice_key_admitted_total{section=\"");
+			prom_label(out, sec->spec.name);
+			fprintf(out, "\",key=\"");
+			prom_label(out, name);
+			fprintf(out, "\"} %llu\n", (unsigned long long)key.state.admitted);
+		}
+	}
+	prom_head(out, "sluice_daemon_up", "gauge", "1 when a sluiced beats for this segment.");
+	fprintf(out, "sluice_daemon_up %d\n",
+	        h->heartbeat_ns && sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) < 3 * SL_NS_PER_S);
 	free(va.view_of);
 	free(va.views);
 }
