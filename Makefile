@@ -15,6 +15,10 @@
 
 PREFIX ?= /usr/local
 DESTDIR ?=
+SYSCONFDIR ?= /etc
+SYSTEMDDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 BUILD ?= build
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -208,6 +212,17 @@ install: all
 	install -m 0644 $(BUILD)/libsluice.so $(DESTDIR)$(PREFIX)/lib/sluice/
 	install -m 0644 man/sluice.1 man/sluiced.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 conf/sluice.ini README.md $(DESTDIR)$(PREFIX)/share/doc/sluice/
+	install -d $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/sluice
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' dist/sluiced.service.in >$(DESTDIR)$(SYSTEMDDIR)/sluiced.service
+	install -m 0644 dist/sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/sluice.conf
+	install -m 0644 dist/tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/sluice.conf
+	@# The machine's config: the commented sample, set for the service (its socket
+	@# in the unit's runtime directory, its queues for the group sluice); an
+	@# existing one is kept.
+	test -e $(DESTDIR)$(SYSCONFDIR)/sluice/sluice.ini || \
+	  sed -e 's|^control_socket = /run/sluice.sock   |control_socket = /run/sluice/sluice.sock|' \
+	      -e 's|^;shm_group     = sluice |shm_group      = sluice |' \
+	      conf/sluice.ini >$(DESTDIR)$(SYSCONFDIR)/sluice/sluice.ini
 
 clean:
 	rm -rf build build-asan

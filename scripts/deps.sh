@@ -39,6 +39,8 @@ python3-requests:/usr/lib/python3/dist-packages/requests
 python3-aiohttp:/usr/lib/python3/dist-packages/aiohttp
 python3-httpx:/usr/lib/python3/dist-packages/httpx
 python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
+systemd:/usr/bin/systemd-analyze
+passwd:/usr/sbin/useradd
 "
 
 CROSS_PACKAGES="

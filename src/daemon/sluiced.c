@@ -5,16 +5,44 @@
  *     -c FILE  configuration (default /etc/sluice/sluice.ini)
  *     -f       stay in the foreground and log to stderr
  *     -n       check the configuration and exit (0 good, 2 bad)
+ *
+ * Under systemd (Type=notify), READY=1 goes to $NOTIFY_SOCKET once the segment and
+ * the control socket are up, and STOPPING=1 as it stops.
  */
 #include "sluice/daemon.h"
 #include "sluice/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+/* systemd's readiness protocol, without libsystemd: one datagram to the socket
+ * named in NOTIFY_SOCKET (a path, or '@' for the abstract namespace). */
+static void notify(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	size_t n;
+	int fd;
+
+	if (!path || (path[0] != '/' && path[0] != '@') || (n = strlen(path)) >= sizeof(sun.sun_path))
+		return;
+	memcpy(sun.sun_path, path, n);
+	if (sun.sun_path[0] == '@')
+		sun.sun_path[0] = '\0';
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sun,
+	       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
+	close(fd);
+}
 
 static void usage(void)
 {
@@ -101,7 +129,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sl_log_set_level(d.cfg->global.log_level);
+	notify("READY=1");
 	ev_run(loop, 0);
+	notify("STOPPING=1");
 	sl_daemon_stop(&d);
 	return 0;
 }

@@ -14,3 +14,54 @@ done
 printf '[x]\nmatch = 192.0.2.1\nrate = 1/s\n' >"$T/x.ini"
 out=$(env -u SLUICE_LIB "$P/bin/sluice" run -c "$T/x.ini" -- sh -c 'echo "$LD_PRELOAD"') || fail "installed sluice run"
 [ "$out" = "$P/lib/sluice/libsluice.so" ] || fail "LD_PRELOAD=$out"
+
+# --- as a service: the unit, sysusers and tmpfiles entries, the machine's config ---
+for f in lib/systemd/system/sluiced.service lib/sysusers.d/sluice.conf lib/tmpfiles.d/sluice.conf; do
+	[ -e "$P/$f" ] || fail "missing $f"
+done
+E="$T/root/etc/sluice/sluice.ini"
+[ -e "$E" ] || fail "missing /etc/sluice/sluice.ini"
+"$P/bin/sluice" check -c "$E" >/dev/null || fail "the installed /etc/sluice/sluice.ini does not check"
+grep -q '^control_socket = /run/sluice/sluice.sock' "$E" || fail "the machine's config keeps its socket elsewhere"
+grep -q '^shm_group      = sluice' "$E" || fail "the machine's config does not name the group sluice"
+grep -q "ExecStart=/opt/sluice/bin/sluiced -f -c /etc/sluice/sluice.ini" "$P/lib/systemd/system/sluiced.service" ||
+	fail "the unit does not start the installed sluiced"
+# systemd reads the unit without complaint (its commands swapped for /bin/true:
+# the install is not under /).
+sed -e 's|^\(Exec[A-Za-z]*=\)[^ ]*|\1/bin/true|' -e '/^Documentation=/d' "$P/lib/systemd/system/sluiced.service" \
+	>"$T/check.service"
+out=$(systemd-analyze verify "$T/check.service" 2>&1) || fail "systemd-analyze verify: $out"
+[ -z "$out" ] || fail "systemd-analyze verify: $out"
+
+# --- readiness: READY=1 on NOTIFY_SOCKET once the control socket answers ---
+write_config "$T/n.ini" <<EOF
+[x]
+match = 192.0.2.1
+rate = 1/s
+EOF
+python3 - "$T/notify.sock" "$T/notified" <<'PY' &
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(20)
+with open(sys.argv[2], "a") as f:
+    for _ in range(2):
+        msg = s.recv(4096).decode()
+        f.write(msg + "\n")
+        f.flush()
+PY
+BG_PIDS+=($!)
+for _ in $(seq 50); do [ -S "$T/notify.sock" ] && break; sleep 0.1; done
+NOTIFY_SOCKET="$T/notify.sock" "$P/bin/sluiced" -f -c "$T/n.ini" 2>"$T/n.log" &
+npid=$!
+BG_PIDS+=($npid)
+for _ in $(seq 100); do grep -q READY=1 "$T/notified" 2>/dev/null && break; sleep 0.05; done
+grep -q READY=1 "$T/notified" || fail "sluiced did not say READY=1"
+"$P/bin/sluice" stat -c "$T/n.ini" >/dev/null 2>"$T/n.err" && ! grep -q "no daemon answers" "$T/n.err" ||
+	fail "READY=1 came before the control socket answered"
+kill "$npid"
+wait "$npid"
+for _ in $(seq 50); do grep -q STOPPING=1 "$T/notified" && break; sleep 0.1; done
+grep -q STOPPING=1 "$T/notified" || fail "sluiced did not say STOPPING=1"
+note "installed: bin, lib, man, unit (verified), sysusers, tmpfiles, /etc/sluice/sluice.ini; READY=1 and STOPPING=1 said"
+echo "ok"
