@@ -40,8 +40,13 @@ struct sl_daemon {
 	ev_signal sig_hup, sig_term, sig_int;
 	struct fleet *fleet; /* leases through Redis (fleet.c); NULL with no fleet section */
 	struct sl_metrics *metrics; /* the Prometheus endpoint (metrics.c); NULL: off */
-	uint64_t *pauses_seen; /* per section slot: its pause count when last logged */
-	uint32_t npauses_seen;
+	/* What the log has said, per section slot (log_news in daemon.c): */
+	struct sl_section_seen {
+		uint64_t pauses;    /* its pause count when last logged */
+		uint64_t refused;   /* its refusals at the start of the current 10 s */
+	} *seen;
+	uint32_t nseen;
+	int64_t refused_since; /* CLOCK_MONOTONIC: the current 10 s began */
 };
 
 /* Load the config, create or re-attach the segment, bind the control socket, and

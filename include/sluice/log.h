@@ -15,6 +15,7 @@ void sl_log_set_level(int level);
 
 void sl_log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sl_log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void sl_log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sl_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sl_log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sl_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));

@@ -53,28 +53,45 @@ static int apply_group(struct sl_daemon *d)
 	return 0;
 }
 
-/* A line in the log for each pause the destination asked since the last beat
- * (the shims write them into the segment; only the daemon has the log). */
-static void log_pauses(struct sl_daemon *d, int64_t now)
+#define REFUSALS_EVERY_NS (10 * SL_NS_PER_S)
+
+/* What the shims did that an operator should read, from the segment's counters
+ * (only the daemon has the log): a line for each pause the destination asked,
+ * and every 10 s, per section, how many calls were refused - one line however
+ * many, so a refusing section cannot fill the log. */
+static void log_news(struct sl_daemon *d, int64_t now)
 {
 	struct sl_shm_header *h = d->shm.hdr;
 	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
+	int tally = now - d->refused_since >= REFUSALS_EVERY_NS;
 
-	if (used > d->npauses_seen) {
-		uint64_t *more = realloc(d->pauses_seen, (size_t)used * sizeof(*more));
+	if (used > d->nseen) {
+		struct sl_section_seen *more = realloc(d->seen, (size_t)used * sizeof(*more));
 
 		if (!more)
 			return;
-		memset(more + d->npauses_seen, 0, (size_t)(used - d->npauses_seen) * sizeof(*more));
-		d->pauses_seen = more;
-		d->npauses_seen = used;
+		for (uint32_t i = d->nseen; i < used; i++) { /* counted from now on */
+			more[i].pauses = sl_shm_section(h, i)->state.pause.count;
+			more[i].refused = sl_shm_section(h, i)->state.refused;
+		}
+		d->seen = more;
+		d->nseen = used;
 	}
+	if (!d->refused_since || tally)
+		d->refused_since = now;
 	for (uint32_t i = 0; i < used; i++) {
 		const struct sl_section *sec = sl_shm_section(h, i);
 		const struct sl_pause *p = &sec->state.pause;
-		uint64_t n = p->count, was = d->pauses_seen[i];
+		uint64_t n = p->count, was = d->seen[i].pauses, refused = sec->state.refused;
 
-		d->pauses_seen[i] = n;
+		if (tally) {
+			if (sec->in_use && refused > d->seen[i].refused)
+				sl_log_notice("[%.*s]: %llu refused in the last 10 s (max_wait, a full key table, or "
+				              "fallback = closed)", SL_SECTION_NAME_MAX - 1, sec->spec.name,
+				              (unsigned long long)(refused - d->seen[i].refused));
+			d->seen[i].refused = refused;
+		}
+		d->seen[i].pauses = n;
 		if (!sec->in_use || !sec->spec.signals || n <= was)
 			continue;
 		if (p->kind == SL_SIGNAL_FLEET)
@@ -122,11 +139,17 @@ static void beat(struct sl_daemon *d)
 		sl_log_warnx("segment %s was removed (ipcrm?): programs attached before keep sharing it, "
 		             "new ones apply their fallback until sluiced is restarted", d->shm_name);
 	}
-	if (sl_admit_reap_dead(h, h->heartbeat_ns, (int32_t)getpid(), sl_pid_is_dead))
-		sl_log_debug("returned the queue slot of a process that died waiting");
-	if (sl_conc_reap_dead(h, (int32_t)getpid(), sl_pid_is_dead))
-		sl_log_debug("gave back the concurrency places of a process that died");
-	log_pauses(d, h->heartbeat_ns);
+	{
+		int slots = sl_admit_reap_dead(h, h->heartbeat_ns, (int32_t)getpid(), sl_pid_is_dead);
+		int places = sl_conc_reap_dead(h, (int32_t)getpid(), sl_pid_is_dead);
+
+		if (slots > 0)
+			sl_log_info("returned %d queue slot%s of processes that died waiting", slots, slots > 1 ? "s" : "");
+		if (places > 0)
+			sl_log_info("reclaimed %d concurrency place%s held by processes that died", places,
+			            places > 1 ? "s" : "");
+	}
+	log_news(d, h->heartbeat_ns);
 }
 
 /* Another daemon that is alive and beating owns the segment (two daemons with one
@@ -344,9 +367,9 @@ void sl_daemon_stop(struct sl_daemon *d)
 	if (!d->cfg)
 		return;
 	ev_timer_stop(d->loop, &d->heartbeat);
-	free(d->pauses_seen);
-	d->pauses_seen = NULL;
-	d->npauses_seen = 0;
+	free(d->seen);
+	d->seen = NULL;
+	d->nseen = 0;
 	sl_metrics_stop(d);
 	sl_fleet_stop(d);
 	if (d->opts.handle_signals) {

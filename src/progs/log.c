@@ -57,6 +57,7 @@ static void vlog(int level, int with_errno, const char *fmt, va_list ap)
 
 DEFINE_LOG(sl_log_warn, SL_LOG_WARNING, 1)
 DEFINE_LOG(sl_log_warnx, SL_LOG_WARNING, 0)
+DEFINE_LOG(sl_log_notice, SL_LOG_NOTICE, 0)
 DEFINE_LOG(sl_log_info, SL_LOG_INFO, 0)
 DEFINE_LOG(sl_log_debug, SL_LOG_DEBUG, 0)
 

@@ -4,6 +4,7 @@
 # the format (helpers/prom_check.py: names, types, labels, histograms); the
 # counters move with traffic; a keyed section with 12 keys shows at most 10 key
 # series (the busiest); `sluice stat --prometheus` prints the same format from the segment.
+# And the daemon's log: refusals in one line per section every 10 s, with a count.
 . "$(dirname "$0")/lib.sh"
 
 start_server $(for i in $(seq 12); do printf -- '--also 127.0.1.%d ' "$i"; done)
@@ -15,6 +16,11 @@ metrics = 127.0.0.1:$mport
 match = 127.0.0.1:$PORT
 rate = 20/s
 max_wait = 1m
+
+[strict]
+match = 127.0.0.5:$PORT
+rate = 1/m
+max_wait = 0
 
 [per-host]
 match = 127.0.1.0/24:$PORT
@@ -38,6 +44,11 @@ import socket, sys
 port = int(sys.argv[1])
 for i in range(8):
     socket.create_connection(("127.0.0.1", port), timeout=30).close()
+for i in range(8):
+    try:  # [strict] lets the first go (nothing listens there) and refuses 7
+        socket.create_connection(("127.0.0.5", port), timeout=30).close()
+    except ConnectionRefusedError:
+        pass
 for i in range(30):
     socket.create_connection(("127.0.1.%d" % (1 + i % 12), port), timeout=30).close()
 PY
@@ -47,5 +58,11 @@ check "$T/after.txt" --expect 'sluice_admitted_total{section="api"}=8' --expect 
 	--expect 'sluice_key_admitted_total{section="per-host",key="127.0.1.1"}=3' \
 	--max-series sluice_key_admitted_total=10
 "$SLUICE" stat --prometheus -c "$T/m.ini" >"$T/stat.txt" || fail "stat --prometheus"
-check "$T/stat.txt" --expect 'sluice_admitted_total{section="api"}=8'
+check "$T/stat.txt" --expect 'sluice_admitted_total{section="api"}=8' --expect 'sluice_refused_total{section="strict"}=7'
+for _ in $(seq 60); do # the refusals' line comes within 10 s of them
+	grep -q "\[strict\]: 7 refused in the last 10 s" "$T/sluiced.log" && break
+	sleep 0.25
+done
+grep -q "\[strict\]: 7 refused in the last 10 s" "$T/sluiced.log" || { cat "$T/sluiced.log"; fail "no refusal count logged"; }
+[ "$(grep -c "refused in the last" "$T/sluiced.log")" -eq 1 ] || fail "refusals logged more than once"
 echo "ok"
