@@ -61,7 +61,7 @@ SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/answers.c src/shim/tls.c
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c src/daemon/fleet.c src/daemon/metrics.c
 SLUICED_SRC = src/daemon/sluiced.c
-CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/acquire.c
+CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/top.c src/cli/acquire.c
 # Every tests/unit/test_MODULE.c is a unit test of src/core/MODULE.c, found here.
 UNIT_TESTS = $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c bench/hold_open.c \

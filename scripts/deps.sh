@@ -40,6 +40,7 @@ python3-aiohttp:/usr/lib/python3/dist-packages/aiohttp
 python3-httpx:/usr/lib/python3/dist-packages/httpx
 python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
 systemd:/usr/bin/systemd-analyze
+tmux:/usr/bin/tmux
 passwd:/usr/sbin/useradd
 "
 

@@ -11,6 +11,7 @@ enum { SL_EXIT_OK = 0, SL_EXIT_FAIL = 1, SL_EXIT_USAGE = 2 };
 int sl_cmd_run(int argc, char **argv);
 int sl_cmd_check(int argc, char **argv);
 int sl_cmd_stat(int argc, char **argv);
+int sl_cmd_top(int argc, char **argv);
 int sl_cmd_reload(int argc, char **argv);
 int sl_cmd_acquire(int argc, char **argv);
 

@@ -4,6 +4,7 @@
  *   sluice run [-c FILE] [-v] -- CMD [ARG...]
  *   sluice check [-c FILE] [--keys] [--redis]
  *   sluice stat [-c FILE] [--shm NAME] [--json]
+ *   sluice top [-c FILE] [--shm NAME] [--interval S] [--count N]
  *   sluice reload [-c FILE]
  *   sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]
  */
@@ -24,7 +25,9 @@ static int usage(FILE *out, int status)
 	        "usage: sluice run [-c FILE] [-v] -- CMD [ARG...]   run CMD with its traffic shaped\n"
 	        "       sluice check [-c FILE] [--keys] [--redis]  validate a config, print it compiled;\n"
 	        "                                                  --redis: try the fleet's Redis\n"
-	        "       sluice stat [-c FILE] [--shm NAME] [--json] show every section's queue\n"
+	        "       sluice stat [-c FILE] [--shm NAME] [--json | --prometheus]\n"
+	        "                                                  show every section's queue\n"
+	        "       sluice top [-c FILE] [--shm NAME]          a live view of every queue\n"
 	        "       sluice reload [-c FILE]                    make the daemon re-read its config\n"
 	        "       sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]\n"
 	        "                                                  wait for a place in the queue\n"
@@ -135,6 +138,8 @@ int main(int argc, char **argv)
 		return sl_cmd_check(argc, argv);
 	if (strcmp(cmd, "stat") == 0)
 		return sl_cmd_stat(argc, argv);
+	if (strcmp(cmd, "top") == 0)
+		return sl_cmd_top(argc, argv);
 	if (strcmp(cmd, "reload") == 0)
 		return sl_cmd_reload(argc, argv);
 	if (strcmp(cmd, "acquire") == 0)

@@ -1,0 +1,297 @@
+/*
+ * `sluice top`: every section (and the busiest keys of keyed sections), refreshed
+ * about once a second, read straight from the segment's counters (no lock, no
+ * daemon needed).  On a terminal: a full-screen table, sorted by a key
+ * (n name, a achieved rate, b backlog - queued, r refused, w wait p99), quit
+ * with q.
+ * Elsewhere (a pipe, a file): the same table printed each interval, until
+ * --count tables or a signal.
+ */
+#include "cli.h"
+#include "sluice/clock.h"
+#include "sluice/keys.h"
+#include "sluice/lease.h"
+#include "sluice/limiter.h"
+#include "sluice/pause.h"
+#include "sluice/shm.h"
+#include "sluice/stats.h"
+#include "sluice/units.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#define TOP_KEYS 3 /* per keyed section */
+
+struct row {
+	char name[SL_SECTION_NAME_MAX];
+	char rate[32];
+	double achieved;       /* per second since the last refresh */
+	uint64_t queued, admitted, held, refused, open, limit;
+	int64_t p50_ns, p99_ns, paused_ns;
+	unsigned idx;
+	int keyed;
+	struct { char name[80]; uint64_t admitted; } keys[TOP_KEYS];
+	unsigned nkeys;
+};
+
+static volatile sig_atomic_t stop;
+static struct termios saved;
+static int raw_mode;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static void restore_terminal(void)
+{
+	if (raw_mode) {
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+		fputs("\033[?25h\033[?1049l", stdout); /* cursor back, main screen */
+		fflush(stdout);
+		raw_mode = 0;
+	}
+}
+
+struct key_pick {
+	struct row *rows;
+	unsigned n;
+};
+
+/* The busiest keys of each keyed section, by admissions. */
+static int pick_key(struct sl_key *k, uint32_t slot, void *arg)
+{
+	static struct sl_key copy;
+	struct key_pick *p = arg;
+
+	(void)slot;
+	memcpy(&copy, k, sizeof(copy));
+	for (unsigned i = 0; i < p->n; i++) {
+		struct row *r = &p->rows[i];
+		unsigned at;
+
+		if (!r->keyed || r->idx != copy.section)
+			continue;
+		at = r->nkeys;
+		while (at > 0 && r->keys[at - 1].admitted < copy.state.admitted)
+			at--;
+		if (at >= TOP_KEYS)
+			return 0;
+		if (r->nkeys < TOP_KEYS)
+			r->nkeys++;
+		memmove(&r->keys[at + 1], &r->keys[at], (r->nkeys - 1 - at) * sizeof(r->keys[0]));
+		sl_keyid_format(&copy.id, r->keys[at].name, sizeof(r->keys[at].name));
+		r->keys[at].admitted = copy.state.admitted;
+		return 0;
+	}
+	return 0;
+}
+
+/* The segment's sections now; `last` (the previous refresh's admissions by index,
+ * grown as needed) gives the achieved rate over `dt` seconds. */
+static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **last, unsigned *nlast, double dt,
+                       int64_t now)
+{
+	static struct sl_section sec;
+	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
+	struct key_pick kp;
+	unsigned n = 0;
+	struct row *r = realloc(*rows, (size_t)(used ? used : 1) * sizeof(*r));
+
+	if (!r)
+		return 0;
+	*rows = r;
+	if (used > *nlast) {
+		uint64_t *more = realloc(*last, (size_t)used * sizeof(*more));
+
+		if (!more)
+			return 0;
+		memset(more + *nlast, 0, (size_t)(used - *nlast) * sizeof(*more));
+		*last = more;
+		*nlast = used;
+	}
+	for (uint32_t i = 0; i < used; i++) {
+		struct row *w = &r[n];
+
+		memcpy(&sec, sl_shm_section(h, i), sizeof(sec));
+		if (!sec.in_use)
+			continue;
+		memset(w, 0, sizeof(*w));
+		snprintf(w->name, sizeof(w->name), "%.*s", SL_SECTION_NAME_MAX - 1, sec.spec.name);
+		if (sec.spec.amount)
+			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, w->rate,
+			               sizeof(w->rate));
+		else
+			snprintf(w->rate, sizeof(w->rate), "-");
+		w->admitted = sec.state.admitted;
+		w->achieved = dt > 0 && (*last)[i] && w->admitted >= (*last)[i] ? (double)(w->admitted - (*last)[i]) / dt : 0;
+		(*last)[i] = w->admitted;
+		w->held = sec.state.held;
+		w->refused = sec.state.refused;
+		w->queued = sec.spec.per ? 0 : sl_limit_queued(&sec.spec, &sec.state, now, sl_sane_ns(h->wall_off_ns));
+		w->open = sec.state.conc_open;
+		w->limit = sec.spec.concurrency;
+		w->p50_ns = sl_stats_wait_quantile(&sec.state, 0.5);
+		w->p99_ns = sl_stats_wait_quantile(&sec.state, 0.99);
+		w->paused_ns = sl_sane_ns(sec.state.pause.until_ns) > now ? sl_sane_ns(sec.state.pause.until_ns) - now : 0;
+		w->idx = i;
+		w->keyed = sec.spec.per != SL_PER_NONE;
+		n++;
+	}
+	kp.rows = r;
+	kp.n = n;
+	sl_keys_each(h, pick_key, &kp);
+	return n;
+}
+
+static char sort_by = 'n';
+
+static int compare(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+
+	switch (sort_by) {
+	case 'a': return x->achieved < y->achieved ? 1 : x->achieved > y->achieved ? -1 : 0;
+	case 'b': return x->queued < y->queued ? 1 : x->queued > y->queued ? -1 : 0;
+	case 'r': return x->refused < y->refused ? 1 : x->refused > y->refused ? -1 : 0;
+	case 'w': return x->p99_ns < y->p99_ns ? 1 : x->p99_ns > y->p99_ns ? -1 : 0;
+	default: return strcmp(x->name, y->name);
+	}
+}
+
+static void print_table(const char *shm, const struct row *r, unsigned n)
+{
+	static const char *const names[] = {"n", "name", "a", "achieved", "b", "queued", "r", "refused",
+	                                    "w", "wait p99"};
+	const char *by = "name";
+
+	for (unsigned i = 0; i < SL_ARRAY_LEN(names); i += 2)
+		if (names[i][0] == sort_by)
+			by = names[i + 1];
+	printf("sluice top - segment %s, %u sections, sorted by %s (keys n a b r w sort, q quits)\n\n", shm, n, by);
+	printf("%-20s %10s %9s %7s %9s %8s %8s %9s %9s %9s %s\n", "SECTION", "RATE", "ACHIEVED", "QUEUED", "ADMITTED",
+	       "HELD", "REFUSED", "WAIT_P50", "WAIT_P99", "OPEN", "PAUSED");
+	for (unsigned i = 0; i < n; i++) {
+		char open[24] = "-", paused[24] = "-";
+
+		if (r[i].limit)
+			snprintf(open, sizeof(open), "%llu/%llu", (unsigned long long)r[i].open,
+			         (unsigned long long)r[i].limit);
+		if (r[i].paused_ns)
+			snprintf(paused, sizeof(paused), "%.1fs", (double)r[i].paused_ns / 1e9);
+		printf("%-20s %10s %8.1f/s %7llu %9llu %8llu %8llu %7.1fms %7.1fms %9s %s\n", r[i].name, r[i].rate,
+		       r[i].achieved, (unsigned long long)r[i].queued, (unsigned long long)r[i].admitted,
+		       (unsigned long long)r[i].held, (unsigned long long)r[i].refused, (double)r[i].p50_ns / 1e6,
+		       (double)r[i].p99_ns / 1e6, open, paused);
+		for (unsigned k = 0; k < r[i].nkeys; k++)
+			printf("  key %-34s %9llu admitted\n", r[i].keys[k].name, (unsigned long long)r[i].keys[k].admitted);
+	}
+}
+
+int sl_cmd_top(int argc, char **argv)
+{
+	static const struct option longopts[] = {{"shm", required_argument, NULL, 's'},
+	                                         {"count", required_argument, NULL, 'n'},
+	                                         {"interval", required_argument, NULL, 'i'}, {0}};
+	const char *path = NULL, *shm_name = NULL;
+	char shm_buf[SL_PATH_MAX];
+	struct row *rows = NULL;
+	uint64_t *last = NULL;
+	unsigned nlast = 0;
+	long count = -1;
+	double interval = 1.0;
+	int opt, tty = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
+	struct sl_shm shm;
+	int64_t prev = 0;
+	int rc;
+
+	while ((opt = getopt_long(argc, argv, "c:s:n:i:", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': path = optarg; break;
+		case 's': shm_name = optarg; break;
+		case 'n': count = atol(optarg); break;
+		case 'i': interval = atof(optarg); break;
+		default:
+			fprintf(stderr, "usage: sluice top [-c FILE] [--shm NAME] [--interval S] [--count N]\n");
+			return SL_EXIT_USAGE;
+		}
+	}
+	if (interval < 0.1 || interval > 3600)
+		interval = 1.0;
+	if (!shm_name) {
+		struct sl_config *cfg = sl_cli_load(sl_cli_config_path(path));
+
+		if (!cfg)
+			return SL_EXIT_USAGE;
+		snprintf(shm_buf, sizeof(shm_buf), "%s", cfg->global.shm_name);
+		sl_config_free(cfg);
+		free(cfg);
+		shm_name = shm_buf;
+	}
+	if ((rc = sl_shm_attach(&shm, shm_name, 0)) < 0) {
+		fprintf(stderr, "sluice: cannot read segment %s: %s\n", shm_name,
+		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+		return SL_EXIT_FAIL;
+	}
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	if (tty && tcgetattr(STDIN_FILENO, &saved) == 0) {
+		struct termios t = saved;
+
+		t.c_lflag &= ~(ICANON | ECHO);
+		t.c_cc[VMIN] = 0;
+		t.c_cc[VTIME] = 0;
+		if (tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0) {
+			raw_mode = 1;
+			fputs("\033[?1049h\033[?25l", stdout); /* alternate screen, no cursor */
+		}
+	}
+	for (long shown = 0; !stop && (count < 0 || shown < count); shown++) {
+		int64_t now = sl_clock_mono_ns();
+		unsigned n = gather(shm.hdr, &rows, &last, &nlast, prev ? (double)(now - prev) / 1e9 : 0, now);
+		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+		int64_t until = now + (int64_t)(interval * 1e9);
+
+		prev = now;
+		qsort(rows, n, sizeof(*rows), compare);
+		if (raw_mode)
+			fputs("\033[H\033[2J", stdout);
+		else if (shown)
+			putchar('\n');
+		print_table(shm_name, rows, n);
+		fflush(stdout);
+		if (count >= 0 && shown + 1 >= count)
+			break;
+		/* Wait out the interval; on a terminal, a key redraws at once. */
+		while (!stop && sl_clock_mono_ns() < until) {
+			int left = (int)((until - sl_clock_mono_ns()) / SL_NS_PER_MS) + 1;
+			char c;
+
+			if (!raw_mode) {
+				poll(NULL, 0, left);
+				continue;
+			}
+			if (poll(&pfd, 1, left) > 0 && read(STDIN_FILENO, &c, 1) == 1) {
+				if (c == 'q') {
+					stop = 1;
+				} else if (c && strchr("nabrw", c)) {
+					sort_by = c;
+					break; /* redraw now */
+				}
+			}
+		}
+	}
+	restore_terminal();
+	sl_shm_detach(&shm);
+	free(rows);
+	free(last);
+	return SL_EXIT_OK;
+}
