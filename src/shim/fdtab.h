@@ -242,7 +242,7 @@ void sl_stream_tls_wrote(int fd, const void *buf, size_t n);
  * hooks tell it which socket the call read (sl_tls_saw), the answer reader and
  * request follower ask whether their bytes are ciphertext read or written inside
  * a call (sl_tls_in_call: 1, and the socket is noted). */
-extern __thread void *sl_tls_call;
+extern __thread __attribute__((tls_model("initial-exec"))) void *sl_tls_call;
 int sl_tls_in_call(int fd);
 void sl_tls_saw(int fd);
 /* Give a connection its requests sections (meter = requests) and bytes sections

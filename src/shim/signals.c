@@ -313,8 +313,8 @@ SL_EXPORT int siginterrupt(int sig, int flag)
 
 /* --- the shim's own locks, inside critical sections (shim.h) --- */
 
-static __thread struct sl_critical lock_crit[SL_SHIM_LOCKS_MAX];
-static __thread unsigned lock_depth;
+static SL_TLS struct sl_critical lock_crit[SL_SHIM_LOCKS_MAX];
+static SL_TLS unsigned lock_depth;
 
 void sl_shim_lock(pthread_mutex_t *m)
 {

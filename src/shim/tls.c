@@ -47,8 +47,10 @@ static pthread_once_t fns_once = PTHREAD_ONCE_INIT;
 
 /* The call under way on this thread, and the socket it touched (-1: none yet;
  * -2: an fd the shim does not follow). */
-__thread void *sl_tls_call;
-static __thread int tl_fd = -1;
+/* initial-exec: the shim is preloaded, and every read of every program looks at
+ * sl_tls_call - one thread-pointer load, not a call to __tls_get_addr. */
+__thread __attribute__((tls_model("initial-exec"))) void *sl_tls_call;
+static __thread __attribute__((tls_model("initial-exec"))) int tl_fd = -1;
 #define tl_ssl sl_tls_call
 
 SL_EXPORT int SSL_read(SSL *, void *, int);
