@@ -15,6 +15,7 @@
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/pause.h"
+#include "sluice/sniff.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -83,13 +84,13 @@ static void follow_requests(struct sl_record *rec, const struct iovec *iov, int 
 	}
 }
 
-/* The first byte of what went, if any. */
-static int first_byte(const struct iovec *iov, int iovcnt)
+/* Whether what went starts a TLS record (its first non-empty piece says). */
+static int starts_tls(const struct iovec *iov, int iovcnt)
 {
 	for (int i = 0; iov && i < iovcnt; i++)
 		if (iov[i].iov_len && iov[i].iov_base)
-			return *(const unsigned char *)iov[i].iov_base;
-	return -1;
+			return sl_sniff_is_tls(iov[i].iov_base, iov[i].iov_len);
+	return 0;
 }
 
 /* Said once: TLS on a followed connection, not through libssl's calls. */
@@ -106,12 +107,18 @@ static void tls_unseen(const struct sl_record *rec)
 void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
 	/* A ClientHello, or a write inside libssl: TLS, followed in plaintext (tls.c). */
-	if (sl_tls_in_call(rec->fd) || (!rec->tls && rec->h1.requests == 0 && first_byte(iov, iovcnt) == 0x16))
+	if (sl_tls_in_call(rec->fd) || (!rec->tls && rec->h1.requests == 0 && starts_tls(iov, iovcnt)))
 		rec->tls = 1;
-	/* meter = requests follows them already (stream.c); else here. */
-	if (rec->tls || rec->rm.mask || rec->h1.state == SL_H1_LOST || rec->resp.state == SL_RESP_LOST)
-		return;
-	follow_requests(rec, iov, iovcnt, n);
+	if (sl_signals_follows_writes(rec))
+		follow_requests(rec, iov, iovcnt, n);
+}
+
+int sl_signals_follows_writes(const struct sl_record *rec)
+{
+	/* TLS: the plaintext comes through tls.c; meter = requests follows them
+	 * already (stream.c); a reader that gave up has no more use for them. */
+	return rec->sig.mask && !rec->tls && !rec->rm.mask && rec->h1.state != SL_H1_LOST &&
+	       rec->resp.state != SL_RESP_LOST;
 }
 
 /* Request n (0-based) was a HEAD, as far as the writes showed. */

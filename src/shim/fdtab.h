@@ -228,6 +228,9 @@ void sl_held_read(int fd, const struct iovec *iov, int iovcnt, size_t n);
 int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m);
 /* answers.c, under rec->lock: what was written (requests followed) and read. */
 void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
+/* Whether rec's writes are still of use to its answers' reader: when not, the
+ * send path need not report them (no lock taken after the write). */
+int sl_signals_follows_writes(const struct sl_record *rec);
 void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 /* The plaintext of a TLS connection on fd, read (`reading`) or written through
  * libssl (tls.c); takes the record's lock. */

@@ -466,7 +466,7 @@ static void go_limits(struct sl_record *rec, const struct iovec *iov, int iovcnt
 		*limit = SL_MIN(*limit, (size_t)SL_MIN(rec->credit, (uint64_t)SIZE_MAX));
 	if (track)
 		*track = (rec->rm.mask ? SL_TRACK_STREAM : 0) | (rec->bm.mask ? SL_TRACK_BYTES : 0) |
-		         (rec->sig.mask ? SL_TRACK_SIGNALS : 0);
+		         (sl_signals_follows_writes(rec) ? SL_TRACK_SIGNALS : 0);
 }
 
 static size_t iov_bytes(const struct iovec *iov, int iovcnt)
