@@ -51,4 +51,9 @@ static inline uint64_t sl_pow2_at_least(uint64_t n)
  * (and writes nothing) when it does not fit. */
 int sl_strlcpy(char *dst, const char *src, size_t size);
 
+/* The absolute, resolved form of path into a buffer of size bytes (which may be
+ * shorter than PATH_MAX, as realpath's own buffer may not); -errno when it cannot
+ * be resolved, -ENAMETOOLONG (nothing written) when it does not fit. */
+int sl_realpath(const char *path, char *out, size_t size);
+
 #endif

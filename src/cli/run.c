@@ -62,7 +62,7 @@ static int find_shim(char *out, size_t size)
 		char cand[PATH_MAX + 64];
 
 		snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
-		if (access(cand, R_OK) == 0 && realpath(cand, out))
+		if (access(cand, R_OK) == 0 && sl_realpath(cand, out, size) == 0)
 			return 0;
 	}
 	return -ENOENT;
@@ -261,7 +261,7 @@ int sl_cmd_run(int argc, char **argv)
 	cfg = sl_cli_load(path);
 	if (!cfg)
 		return SL_EXIT_USAGE;
-	if (!realpath(path, config))
+	if (sl_realpath(path, config, sizeof(config)) != 0)
 		snprintf(config, sizeof(config), "%s", path);
 	if ((rc = find_shim(lib, sizeof(lib))) < 0) {
 		fprintf(stderr, "sluice: cannot find libsluice.so (set SLUICE_LIB): %s\n", strerror(-rc));

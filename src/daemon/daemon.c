@@ -210,7 +210,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	d->loop = loop;
 	d->opts = *o;
 	d->ctl_fd = -1;
-	if (!realpath(o->config_path, d->config_path))
+	if (sl_realpath(o->config_path, d->config_path, sizeof(d->config_path)) != 0)
 		snprintf(d->config_path, sizeof(d->config_path), "%s", o->config_path);
 	d->cfg = calloc(1, sizeof(*d->cfg));
 	if (!d->cfg)
