@@ -123,10 +123,14 @@ WITNESS_KEY=host start_witness first "$PORT" "$T/evict"
 # queue and is used only once every 200 ms, while many keys a second come and go
 # - the least recently used record often enough, but busy.  Evicted then, its
 # next request would go at once, on the heels of its last.
-out=$("$SLUICE" run -c "$T/evict.ini" -- node "$JS" "$PORT" 1000 1 16 r.back.test 900 8 5 3) ||
-	fail "node, eviction: $out"
-[ "${out% *}" = "done 3040 0" ] || fail "eviction: not every request completed: $out"
+out=$("$SLUICE" run -c "$T/evict.ini" -- node "$JS" "$PORT" 1000 1 16 r.back.test 900 8 5 3 2>"$T/evict.err") ||
+	fail "node, eviction: $out $(cat "$T/evict.err")"
 "$SLUICE" stat -c "$T/evict.ini" --json >"$T/evict.json" || fail "stat --json"
+# A failed request says which and why (node's error code), and the table's
+# refusals for want of room are counted: both go in the message.
+[ "${out% *}" = "done 3040 0" ] || fail "eviction: not every request completed: $out $(cat "$T/evict.err");" \
+	"key_full: $(json_field "$T/evict.json" evicting key_full) $(json_field "$T/evict.json" returning key_full);" \
+	"the server: $(cat "$SERVER_LOG.errors" 2>/dev/null)"
 evictions=$(json_field "$T/evict.json" evicting key_evictions)
 keys=$(($(json_field "$T/evict.json" evicting keys) + $(json_field "$T/evict.json" returning keys)))
 [ "$(json_field "$T/evict.json" returning key_evictions)" -eq 0 ] ||
@@ -157,7 +161,7 @@ refuse = ECONNRESET
 EOF
 start_daemon "$T/full.ini"
 out=$(SLUICE_DEBUG=1 SLUICE_LOG="$T/full.log" "$SLUICE" run -c "$T/full.ini" -- \
-	node "$JS" "$PORT" 100 1 1) || fail "node, full table: $out"
+	node "$JS" "$PORT" 100 1 1 2>"$T/full.err") || fail "node, full table: $out $(cat "$T/full.err")"
 ok=$(echo "$out" | cut -d' ' -f2)
 refused=$(echo "$out" | cut -d' ' -f3)
 "$SLUICE" stat -c "$T/full.ini" --json >"$T/full.json" || fail "stat --json"

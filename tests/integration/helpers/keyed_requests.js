@@ -28,7 +28,11 @@ function get(host, path) {
 					resolve();
 				});
 			});
-		req.on("error", () => { failed++; resolve(); });
+		req.on("error", e => {
+			console.error("failed " + host + path + ": " + (e.code || e.message));
+			failed++;
+			resolve();
+		});
 		req.end();
 	});
 }

@@ -12,6 +12,7 @@ import argparse
 import http.server
 import os
 import socket
+import sys
 import threading
 import time
 
@@ -59,7 +60,14 @@ class Server(http.server.ThreadingHTTPServer):
     request_queue_size = 256
 
     def handle_error(self, request, client_address):
-        pass  # clients that reset (connect loops) are not errors here
+        # Clients that reset (connect loops) are not errors here; anything else
+        # that closed a connection unanswered goes to LOG.errors, for a test
+        # that sees a request fail to tell whose the failure was.
+        err = sys.exc_info()[1]
+        if isinstance(err, (ConnectionError, TimeoutError)) or not self.log_path:
+            return
+        with self.log_lock, open(self.log_path + ".errors", "a") as f:
+            f.write("%d %s: %r\n" % (time.monotonic_ns(), client_address, err))
 
 
 class Server6(Server):
