@@ -2,6 +2,7 @@
 #
 #   make            build build/libsluice.so, build/sluiced, build/sluice
 #   make run        the demo: several processes' connections released at a fixed rate
+#                   (PLOT=FILE.png: also a picture of the arrivals against the schedule)
 #   make test       unit and integration tests (what .ci/run runs)
 #   make bench      figures: admission cost, shim overhead, release error
 #   make asan       everything built with AddressSanitizer + UBSan, then the tests
@@ -10,6 +11,7 @@
 #   make cross      build for arm64 (Debian's cross compiler), unit tests under qemu-user
 #   make fuzz       libFuzzer on the config, pattern, first-write and response parsers (clang)
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make deb        a Debian package, build/sluice_VERSION_ARCH.deb (lintian-checked)
 #
 # The first three install missing Debian packages through scripts/deps.sh.
 
@@ -20,6 +22,8 @@ SYSTEMDDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 BUILD ?= build
+# One version for the programs and the package: VERSION at the top of the tree.
+VERSION := $(shell cat VERSION)
 CC ?= cc
 CFLAGS ?= -O2 -g
 LDFLAGS ?=
@@ -78,7 +82,14 @@ SHIM_OBJ = $(call shim_obj,$(SHIM_SRC) $(SHIM_CORE_SRC))
 SHIM_ASAN_OBJ = $(patsubst src/%.c,$(BUILD)/shim-asan-obj/%.o,$(SHIM_SRC) $(SHIM_CORE_SRC))
 DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
 
-all: $(BUILD)/libsluice.so $(BUILD)/sluiced $(BUILD)/sluice $(if $(SAN),$(BUILD)/libsluice-asan.so)
+all: $(BUILD)/libsluice.so $(BUILD)/sluiced $(BUILD)/sluice $(BUILD)/man/sluice.ini.5 \
+	$(if $(SAN),$(BUILD)/libsluice-asan.so)
+
+# sluice.ini(5) is docs/config.md, so the page and the reference never differ.
+$(BUILD)/man/sluice.ini.5: docs/config.md scripts/md2man.py | deps
+	@mkdir -p $(dir $@)
+	python3 scripts/md2man.py docs/config.md sluice.ini 5 "the configuration of sluice and sluiced" \
+		"sluice(1)" "sluiced(1)" >$@.tmp && mv $@.tmp $@
 
 deps:
 	@scripts/deps.sh
@@ -131,6 +142,10 @@ $(BUILD)/libsluice-asan.so: $(SHIM_ASAN_OBJ) $(BUILD)/exports.map
 	$(CC) $(SANITIZERS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_ASAN_OBJ) \
 		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
 
+# Only the two mains say the version: they alone are rebuilt when it changes.
+$(BUILD)/obj/cli/sluice.o $(BUILD)/obj/daemon/sluiced.o: VERSION
+$(BUILD)/obj/cli/sluice.o $(BUILD)/obj/daemon/sluiced.o: SL_CFLAGS += -DSL_VERSION='"$(VERSION)"'
+
 $(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
 	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
@@ -150,7 +165,7 @@ UNIT_BINS = $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
 BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 run: all
-	@examples/demo.sh $(BUILD)
+	@PLOT=$(PLOT) examples/demo.sh $(BUILD)
 
 test: all $(UNIT_BINS) $(BENCH_BINS)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
@@ -207,10 +222,12 @@ fuzz: | deps
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sluice \
-		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/doc/sluice
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
+		$(DESTDIR)$(PREFIX)/share/doc/sluice
 	install -m 0755 $(BUILD)/sluice $(BUILD)/sluiced $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(BUILD)/libsluice.so $(DESTDIR)$(PREFIX)/lib/sluice/
 	install -m 0644 man/sluice.1 man/sluiced.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(BUILD)/man/sluice.ini.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 conf/sluice.ini README.md $(DESTDIR)$(PREFIX)/share/doc/sluice/
 	install -d $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/sluice
 	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' dist/sluiced.service.in >$(DESTDIR)$(SYSTEMDDIR)/sluiced.service
@@ -224,9 +241,16 @@ install: all
 	      -e 's|^;shm_group     = sluice |shm_group      = sluice |' \
 	      conf/sluice.ini >$(DESTDIR)$(SYSCONFDIR)/sluice/sluice.ini
 
+# The Debian package, in $(BUILD)/: its own hardened build under $(BUILD)/deb,
+# then lintian (errors fail; its findings are printed).
+deb: | deps
+	@deb=$$(scripts/mkdeb.sh $(BUILD)/deb $(BUILD)) && \
+	  lintian --fail-on error $$deb && \
+	  echo "built $$deb"
+
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps run test bench asan chaos cross fuzz install clean
+.PHONY: all deps run test bench asan chaos cross fuzz install deb clean
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -9,7 +9,8 @@ set -eu
 
 # Package, and the file or command that shows it is present.  Past the build and
 # the core tests: the real clients and servers of the transparency matrix
-# (tests/integration/t_matrix.sh) and the programs that once broke (t_programs.sh).
+# (tests/integration/t_matrix.sh) and the programs that once broke (t_programs.sh);
+# the packaging and picture tools (`make deb`, lintian; gnuplot for the plots).
 PACKAGES="
 gcc:/usr/bin/gcc
 make:/usr/bin/make
@@ -42,6 +43,9 @@ python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
 systemd:/usr/bin/systemd-analyze
 tmux:/usr/bin/tmux
 passwd:/usr/sbin/useradd
+lintian:/usr/bin/lintian
+gnuplot-nox:/usr/bin/gnuplot
+fakeroot:/usr/bin/fakeroot
 "
 
 CROSS_PACKAGES="

@@ -31,6 +31,7 @@ static int usage(FILE *out, int status)
 	        "       sluice reload [-c FILE]                    make the daemon re-read its config\n"
 	        "       sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]\n"
 	        "                                                  wait for a place in the queue\n"
+	        "       sluice --version\n"
 	        "FILE defaults to $SLUICE_CONFIG, then " SL_DEFAULT_CONFIG ".\n");
 	return status;
 }
@@ -144,6 +145,10 @@ int main(int argc, char **argv)
 		return sl_cmd_reload(argc, argv);
 	if (strcmp(cmd, "acquire") == 0)
 		return sl_cmd_acquire(argc, argv);
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("sluice %s\n", SL_VERSION);
+		return SL_EXIT_OK;
+	}
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0)
 		return usage(stdout, SL_EXIT_OK);
 	fprintf(stderr, "sluice: unknown command '%s'\n", cmd);

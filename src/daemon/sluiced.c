@@ -46,7 +46,7 @@ static void notify(const char *state)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: sluiced [-c FILE] [-f] [-n]\n");
+	fprintf(stderr, "usage: sluiced [-c FILE] [-f] [-n] | --version\n");
 	exit(2);
 }
 
@@ -83,6 +83,10 @@ int main(int argc, char **argv)
 	static struct sl_daemon d;
 	struct ev_loop *loop;
 
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("sluiced %s\n", SL_VERSION);
+		return 0;
+	}
 	while ((opt = getopt(argc, argv, "c:fnh")) != -1) {
 		switch (opt) {
 		case 'c': config = optarg; break;

@@ -7,8 +7,17 @@ make -s -C "$ROOT" BUILD="${BUILD:-build}" SAN="${SAN:-}" install PREFIX=/opt/sl
 	>"$T/install.log" 2>&1 || fail "make install: $(tail -5 "$T/install.log")"
 P="$T/root/opt/sluice"
 for f in bin/sluice bin/sluiced lib/sluice/libsluice.so share/man/man1/sluice.1 \
-	share/man/man1/sluiced.1 share/doc/sluice/sluice.ini share/doc/sluice/README.md; do
+	share/man/man1/sluiced.1 share/man/man5/sluice.ini.5 share/doc/sluice/sluice.ini share/doc/sluice/README.md; do
 	[ -e "$P/$f" ] || fail "missing $f"
+done
+# The man pages are sound roff, and sluice.ini(5) describes every key there is.
+for m in man1/sluice.1 man1/sluiced.1 man5/sluice.ini.5; do
+	out=$(groff -man -ww -z "$P/share/man/$m" 2>&1) || fail "groff $m: $out"
+	[ -z "$out" ] || fail "groff warns about $m: $out"
+done
+MANPAGE_TEXT=$(MANWIDTH=200 man -l "$P/share/man/man5/sluice.ini.5" 2>/dev/null) || fail "man sluice.ini.5"
+for key in $("$P/bin/sluice" check --keys | awk '{print $2}'); do
+	grep -q "^ *$key (default" <<<"$MANPAGE_TEXT" || fail "sluice.ini(5) does not describe $key"
 done
 "$P/bin/sluice" check -c "$P/share/doc/sluice/sluice.ini" >/dev/null || fail "installed sample does not check"
 printf '[x]\nmatch = 192.0.2.1\nrate = 1/s\n' >"$T/x.ini"

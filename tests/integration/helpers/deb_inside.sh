@@ -1,0 +1,69 @@
+#!/bin/bash
+# t_deb's part inside the throwaway root (an overlay of this machine, in its own
+# mount and IPC namespaces): install, use, upgrade under load, remove and purge
+# the package as an operator would.  deb_inside.sh DIR PORT: DIR holds the two
+# packages (sluice.deb, sluice-next.deb) and receives what the test checks.
+set -u
+dir=$1
+port=$2
+fail() {
+	echo "FAIL: $*"
+	exit 1
+}
+log=/var/log/fake-systemctl.log
+
+# --- install: user and group, runtime directory, enabled and started ---
+dpkg -i "$dir/sluice.deb" >"$dir/dpkg-install.log" 2>&1 || fail "dpkg -i: $(cat "$dir/dpkg-install.log")"
+getent passwd sluice >/dev/null || fail "install made no user sluice"
+getent group sluice >/dev/null || fail "install made no group sluice"
+[ -L /etc/systemd/system/multi-user.target.wants/sluiced.service ] || fail "install did not enable sluiced"
+grep -qx "start sluiced.service" "$log" || fail "install did not start sluiced: $(cat "$log")"
+pid1=$(cat /run/fake-sluiced.pid)
+[ "$(stat -c %U /proc/"$pid1")" = sluice ] || fail "sluiced does not run as user sluice"
+[ "$(stat -c %G /run/sluice/sluice.sock)" = sluice ] || fail "control socket not in group sluice"
+[ -f /usr/share/man/man5/sluice.ini.5.gz ] || fail "no sluice.ini(5)"
+sluice --version >"$dir/version" || fail "sluice --version"
+
+# An operator's section, and a user of the group who is shaped by it.
+cat >>/etc/sluice/sluice.ini <<EOF
+
+[local-api]
+match = 127.0.0.1:$port
+rate = 4/s
+max_wait = 1m
+EOF
+sluice reload >"$dir/reload" 2>&1 || fail "sluice reload: $(cat "$dir/reload")"
+useradd -M -G sluice sluicetester || fail "useradd"
+# The user's program: 40 connections at 4/s (10 s), across the upgrade below.
+runuser -u sluicetester -- sluice run -- python3 "$dir/fetch.py" "http://127.0.0.1:$port/deb" 40 \
+	>"$dir/client.out" 2>&1 &
+client=$!
+sleep 1
+
+# --- upgrade while the program waits: the daemon restarts on the new binary,
+# adopts the segment, and the queue's spacing holds ---
+segment=$(ipcs -m | awk '$3 == "sluice" {print $2}')
+[ -n "$segment" ] || fail "no segment owned by sluice: $(ipcs -m)"
+dpkg -i "$dir/sluice-next.deb" >"$dir/dpkg-upgrade.log" 2>&1 || fail "upgrade: $(cat "$dir/dpkg-upgrade.log")"
+grep -qx "try-restart sluiced.service" "$log" || fail "upgrade did not restart sluiced: $(cat "$log")"
+grep -qx "stop sluiced.service" "$log" && fail "upgrade stopped sluiced outright"
+pid2=$(cat /run/fake-sluiced.pid)
+[ "$pid2" != "$pid1" ] && kill -0 "$pid2" || fail "no new sluiced after the upgrade"
+[ "$(ipcs -m | awk '$3 == "sluice" {print $2}')" = "$segment" ] || fail "the upgrade made a new segment"
+grep -q "^\[local-api\]" /etc/sluice/sluice.ini || fail "the upgrade lost the operator's config"
+kill -0 "$client" 2>/dev/null || fail "the program was done before the upgrade restarted sluiced: nothing was tested"
+wait "$client" || fail "the shaped program failed: $(cat "$dir/client.out")"
+sluice stat --json >"$dir/stat.json" || fail "sluice stat after the upgrade"
+
+# --- remove: stopped, files gone, config kept; purge: config and enablement gone ---
+dpkg -r sluice >"$dir/dpkg-remove.log" 2>&1 || fail "dpkg -r: $(cat "$dir/dpkg-remove.log")"
+grep -qx "stop sluiced.service" "$log" || fail "removal did not stop sluiced"
+kill -0 "$pid2" 2>/dev/null && fail "sluiced still runs after removal"
+[ -e /usr/bin/sluice ] || [ -e /usr/lib/sluice/libsluice.so ] && fail "removal left the programs"
+[ -f /etc/sluice/sluice.ini ] || fail "removal took the config (only purge may)"
+dpkg -P sluice >"$dir/dpkg-purge.log" 2>&1 || fail "dpkg -P: $(cat "$dir/dpkg-purge.log")"
+[ -e /etc/sluice/sluice.ini ] && fail "purge left the config"
+[ -e /etc/systemd/system/multi-user.target.wants/sluiced.service ] && fail "purge left the unit enabled"
+dpkg -s sluice >/dev/null 2>&1 && fail "dpkg still knows sluice after purge"
+cp "$log" "$dir/systemctl.log"
+echo "inside: ok"
