@@ -28,7 +28,11 @@
 #      (the match index), for a destination one applies to and for one none does;
 #  14. one rate across three daemons through Redis (bench/fleet.sh): lease calls
 #      per second per daemon at 100/s and 10,000/s, the aggregate rate's error, the
-#      time to rebalance after a demand step, admission cost shared against local.
+#      time to rebalance after a demand step, admission cost shared against local;
+#  15. reading the destination's answers (signals = on): cost per answer and per
+#      body read, and a 1 GiB download's wall time;
+#  16. pictures: arrivals against the schedule for the demo and for four programs
+#      sharing one queue (bench/pictures.sh, gnuplot), written to build/bench/.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -506,3 +510,7 @@ dp=$(median <"$T/dl.plain") don=$(median <"$T/dl.on")
 printf '   %-34s %6s s (median of 11)\n' "1 GiB with curl, no shim:" "$dp"
 printf '   %-34s %6s s   %s\n' "1 GiB, shaped, answers read:" "$don" \
 	"$(awk -v a="$don" -v b="$dp" 'BEGIN { printf "%+.1f%% time (target: under 2%% loss)", (a / b - 1) * 100 }')"
+
+echo
+echo "16. pictures of arrivals against the schedule (kernel SYN timestamps), in $B/bench/"
+"$ROOT/bench/pictures.sh" "$B/bench" | sed 's/^/   /'

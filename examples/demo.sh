@@ -2,7 +2,9 @@
 # The demo of `make run`: a local HTTP receiver, then 4 processes sending 10
 # requests each with curl under `sluice run` at 5/s (conf/demo.ini).  Prints every
 # request's arrival at the receiver, so the fixed-rate release is visible, then a
-# summary and the queue's statistics.  Takes about 8 seconds.
+# summary and the queue's statistics.  Takes about 8 seconds.  With PLOT=FILE.png
+# (make run PLOT=...), also draws the arrivals against the schedule there
+# (scripts/plot_releases.py, gnuplot).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$ROOT/${1:-build}" && pwd)
@@ -73,3 +75,8 @@ PY
 fi
 echo
 cat "$T/stat"
+if [ -n "${PLOT:-}" ]; then
+	echo
+	python3 "$ROOT/scripts/plot_releases.py" --arrivals "$T/arrivals" --syns "$T/syns" --interval-ms 200 \
+		--title "make run: 4 curl processes, one queue at 5/s" --out "$PLOT"
+fi
