@@ -32,6 +32,24 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out);
 #define SL_STATS_TOP_MAX 100
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out);
 
+/* One walk over the key table, read without the lock: per keyed section, its
+ * `top` busiest keys by admissions (at most SL_STATS_TOP_MAX).  For `sluice top`,
+ * which shows them as `sluice stat` does.  NULL when out of memory. */
+struct sl_key_top {
+	uint32_t slot; /* in the key table */
+	uint64_t admitted;
+};
+struct sl_key_views;
+struct sl_key_views *sl_stats_key_views(struct sl_shm_header *h, unsigned top, int64_t now);
+/* Section `section`'s busiest keys, busiest first, in *top; how many. */
+unsigned sl_stats_busiest_keys(const struct sl_key_views *kv, uint32_t section, const struct sl_key_top **top);
+void sl_stats_key_views_free(struct sl_key_views *kv);
+
+/* A fleet section's (or key's) lease as text: "share 24.80 of 100, 4 machines,
+ * lease 120 ms old", or "no lease yet".  Always terminated, cut to size. */
+void sl_stats_format_lease(const struct sl_spec *s, const struct sl_state *st, int64_t now, char *buf,
+                           size_t size);
+
 /* The same in Prometheus text exposition: counters and gauges per section, a
  * histogram of waits, and the `top` busiest keys of keyed sections only (so the
  * number of series stays bounded).  Reads the segment's counters, never its lock:

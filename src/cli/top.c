@@ -1,7 +1,7 @@
 /*
- * `sluice top`: every section (and the busiest keys of keyed sections), refreshed
- * about once a second, read straight from the segment's counters (no lock, no
- * daemon needed).  On a terminal: a full-screen table, sorted by a key
+ * `sluice top`: every section (and the busiest keys of keyed sections, each with
+ * its pause and fleet share; a fleet section's lease), refreshed about once a
+ * second, read straight from the segment's counters (no lock, no daemon needed).  On a terminal: a full-screen table, sorted by a key
  * (n name, a achieved rate, b backlog - queued, r refused, w wait p99), quit
  * with q.
  * Elsewhere (a pipe, a file): the same table printed each interval, until
@@ -36,8 +36,13 @@ struct row {
 	uint64_t queued, admitted, held, refused, open, limit;
 	int64_t p50_ns, p99_ns, paused_ns;
 	unsigned idx;
-	int keyed;
-	struct { char name[80]; uint64_t admitted; } keys[TOP_KEYS];
+	char fleet[200];       /* a fleet section's lease, as `sluice stat` says it; "" if local */
+	struct {
+		char name[80];
+		uint64_t admitted;
+		int64_t paused_ns; /* the key's own pause, time left */
+		char share[24];    /* a fleet key's share; "" if local */
+	} keys[TOP_KEYS];
 	unsigned nkeys;
 };
 
@@ -61,38 +66,35 @@ static void restore_terminal(void)
 	}
 }
 
-struct key_pick {
-	struct row *rows;
-	unsigned n;
-};
-
-/* The busiest keys of each keyed section, by admissions. */
-static int pick_key(struct sl_key *k, uint32_t slot, void *arg)
+/* A keyed section's busiest keys (sl_stats_key_views: the walk `sluice stat` makes),
+ * each with its pause and, in a fleet section, its share. */
+static void keys_of(struct sl_shm_header *h, const struct sl_key_views *kv, const struct sl_section *sec,
+                    struct row *r, int64_t now)
 {
-	static struct sl_key copy;
-	struct key_pick *p = arg;
+	static struct sl_key copy; /* large: off the stack */
+	const struct sl_key_top *top;
+	unsigned n = sl_stats_busiest_keys(kv, r->idx, &top);
 
-	(void)slot;
-	memcpy(&copy, k, sizeof(copy));
-	for (unsigned i = 0; i < p->n; i++) {
-		struct row *r = &p->rows[i];
-		unsigned at;
+	for (unsigned j = 0; j < n && r->nkeys < TOP_KEYS; j++) {
+		struct sl_key *k = sl_shm_key_at(h, top[j].slot);
+		typeof(r->keys[0]) *w = &r->keys[r->nkeys];
 
-		if (!r->keyed || r->idx != copy.section)
+		if (!k)
 			continue;
-		at = r->nkeys;
-		while (at > 0 && r->keys[at - 1].admitted < copy.state.admitted)
-			at--;
-		if (at >= TOP_KEYS)
-			return 0;
-		if (r->nkeys < TOP_KEYS)
-			r->nkeys++;
-		memmove(&r->keys[at + 1], &r->keys[at], (r->nkeys - 1 - at) * sizeof(r->keys[0]));
-		sl_keyid_format(&copy.id, r->keys[at].name, sizeof(r->keys[at].name));
-		r->keys[at].admitted = copy.state.admitted;
-		return 0;
+		memcpy(&copy, k, sizeof(copy));
+		if (copy.section != r->idx)
+			continue; /* reused since the walk */
+		sl_keyid_format(&copy.id, w->name, sizeof(w->name));
+		w->admitted = copy.state.admitted;
+		w->paused_ns = sl_sane_ns(copy.state.pause.until_ns) > now ? sl_sane_ns(copy.state.pause.until_ns) - now : 0;
+		w->share[0] = '\0';
+		if (sl_limit_fleet(&sec->spec) && copy.state.lease.flags & SL_LEASE_RATE &&
+		    copy.state.lease.window_ns > 0)
+			snprintf(w->share, sizeof(w->share), "share %.2f",
+			         (double)copy.state.lease.amount * (double)sec->spec.window_ns /
+			         (double)copy.state.lease.window_ns);
+		r->nkeys++;
 	}
-	return 0;
 }
 
 /* The segment's sections now; `last` (the previous refresh's admissions by index,
@@ -102,18 +104,22 @@ static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **la
 {
 	static struct sl_section sec;
 	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
-	struct key_pick kp;
+	struct sl_key_views *kv = sl_stats_key_views(h, TOP_KEYS, now);
 	unsigned n = 0;
 	struct row *r = realloc(*rows, (size_t)(used ? used : 1) * sizeof(*r));
 
-	if (!r)
+	if (!r) {
+		sl_stats_key_views_free(kv);
 		return 0;
+	}
 	*rows = r;
 	if (used > *nlast) {
 		uint64_t *more = realloc(*last, (size_t)used * sizeof(*more));
 
-		if (!more)
+		if (!more) {
+			sl_stats_key_views_free(kv);
 			return 0;
+		}
 		memset(more + *nlast, 0, (size_t)(used - *nlast) * sizeof(*more));
 		*last = more;
 		*nlast = used;
@@ -143,12 +149,13 @@ static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **la
 		w->p99_ns = sl_stats_wait_quantile(&sec.state, 0.99);
 		w->paused_ns = sl_sane_ns(sec.state.pause.until_ns) > now ? sl_sane_ns(sec.state.pause.until_ns) - now : 0;
 		w->idx = i;
-		w->keyed = sec.spec.per != SL_PER_NONE;
+		if (sl_limit_fleet(&sec.spec) && sec.spec.per == SL_PER_NONE) /* keyed: each key its lease */
+			sl_stats_format_lease(&sec.spec, &sec.state, now, w->fleet, sizeof(w->fleet));
+		if (sec.spec.per != SL_PER_NONE)
+			keys_of(h, kv, &sec, w, now);
 		n++;
 	}
-	kp.rows = r;
-	kp.n = n;
-	sl_keys_each(h, pick_key, &kp);
+	sl_stats_key_views_free(kv);
 	return n;
 }
 
@@ -191,8 +198,16 @@ static void print_table(const char *shm, const struct row *r, unsigned n)
 		       r[i].achieved, (unsigned long long)r[i].queued, (unsigned long long)r[i].admitted,
 		       (unsigned long long)r[i].held, (unsigned long long)r[i].refused, (double)r[i].p50_ns / 1e6,
 		       (double)r[i].p99_ns / 1e6, open, paused);
-		for (unsigned k = 0; k < r[i].nkeys; k++)
-			printf("  key %-34s %9llu admitted\n", r[i].keys[k].name, (unsigned long long)r[i].keys[k].admitted);
+		if (r[i].fleet[0])
+			printf("  fleet: %s\n", r[i].fleet);
+		for (unsigned k = 0; k < r[i].nkeys; k++) {
+			printf("  key %-34s %9llu admitted", r[i].keys[k].name, (unsigned long long)r[i].keys[k].admitted);
+			if (r[i].keys[k].share[0])
+				printf(", %s", r[i].keys[k].share);
+			if (r[i].keys[k].paused_ns)
+				printf(", paused %.1fs", (double)r[i].keys[k].paused_ns / 1e9);
+			putchar('\n');
+		}
 	}
 }
 

@@ -83,15 +83,10 @@ static void json_string(FILE *out, const char *s)
 
 /* --- keyed sections: their keys, read without the lock (a reader's view) --- */
 
-struct top_entry {
-	uint32_t slot;
-	uint64_t admitted;
-};
-
 struct key_view {
 	uint64_t queued, open, seen;
 	unsigned ntop;
-	struct top_entry top[SL_STATS_TOP_MAX];
+	struct sl_key_top top[SL_STATS_TOP_MAX];
 };
 
 /* What the walk over the key table gathers, per keyed section. */
@@ -129,7 +124,7 @@ static int view_key(struct sl_key *k, uint32_t slot, void *arg)
 	if (v->ntop < va->top)
 		v->ntop++;
 	memmove(&v->top[at + 1], &v->top[at], (v->ntop - 1 - at) * sizeof(v->top[0]));
-	v->top[at] = (struct top_entry){slot, copy.state.admitted};
+	v->top[at] = (struct sl_key_top){slot, copy.state.admitted};
 	return 0;
 }
 
@@ -169,18 +164,32 @@ static void render_lease(const struct sl_spec *s, const struct sl_state *st, int
 		        (long long)v.age_ms, v.outage ? "true" : "false", v.lapsed ? "true" : "false");
 		return;
 	}
+	char line[200];
+
+	sl_stats_format_lease(s, st, now, line, sizeof(line));
+	fprintf(out, "  fleet: %s", line);
+}
+
+void sl_stats_format_lease(const struct sl_spec *s, const struct sl_state *st, int64_t now, char *buf,
+                           size_t size)
+{
+	struct lease_view v = lease_of(s, st, now);
+	size_t n = 0;
+
+#define ADD(...) (n += (size_t)snprintf(buf + SL_MIN(n, size - 1), size - SL_MIN(n, size - 1), __VA_ARGS__))
+	buf[0] = '\0';
 	if (v.age_ms < 0) {
-		fprintf(out, "  fleet: no lease yet");
+		ADD("no lease yet");
 		return;
 	}
-	fprintf(out, "  fleet: ");
 	if (s->amount)
-		fprintf(out, "%s %.2f of %llu", s->strategy >= SL_STRAT_FIXED_WINDOW ? "chunk" : "share", v.share,
-		        (unsigned long long)s->amount);
+		ADD("%s %.2f of %llu", s->strategy >= SL_STRAT_FIXED_WINDOW ? "chunk" : "share", v.share,
+		    (unsigned long long)s->amount);
 	if (s->concurrency)
-		fprintf(out, "%splaces %u of %u", s->amount ? ", " : "", v.places, s->concurrency);
-	fprintf(out, ", %u machines, lease %lld ms old%s%s", v.machines, (long long)v.age_ms,
-	        v.outage ? " (outage share)" : "", v.lapsed ? " (lapsed: no daemon renews it)" : "");
+		ADD("%splaces %u of %u", s->amount ? ", " : "", v.places, s->concurrency);
+	ADD(", %u machines, lease %lld ms old%s%s", v.machines, (long long)v.age_ms,
+	    v.outage ? " (outage share)" : "", v.lapsed ? " (lapsed: no daemon renews it)" : "");
+#undef ADD
 }
 
 static void render_redis(const struct sl_shm_header *h, int json, int64_t now, FILE *out)
@@ -316,6 +325,41 @@ static void gather_views(struct sl_shm_header *h, struct view_arg *va)
 		if (nkeyed && (va->views = calloc(nkeyed, sizeof(*va->views))))
 			sl_keys_each(h, view_key, va);
 	}
+}
+
+struct sl_key_views {
+	struct view_arg va;
+};
+
+struct sl_key_views *sl_stats_key_views(struct sl_shm_header *h, unsigned top, int64_t now)
+{
+	struct sl_key_views *kv = calloc(1, sizeof(*kv));
+
+	if (!kv)
+		return NULL;
+	kv->va = (struct view_arg){h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
+	gather_views(h, &kv->va);
+	return kv;
+}
+
+unsigned sl_stats_busiest_keys(const struct sl_key_views *kv, uint32_t section, const struct sl_key_top **top)
+{
+	const struct key_view *v;
+
+	if (!kv || !kv->va.views || section >= kv->va.nsections || !kv->va.view_of[section])
+		return 0;
+	v = &kv->va.views[kv->va.view_of[section] - 1];
+	*top = v->top;
+	return v->ntop;
+}
+
+void sl_stats_key_views_free(struct sl_key_views *kv)
+{
+	if (!kv)
+		return;
+	free(kv->va.view_of);
+	free(kv->va.views);
+	free(kv);
 }
 
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out)

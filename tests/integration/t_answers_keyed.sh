@@ -3,7 +3,8 @@
 # 50/s each): clients of two addresses share the machine's queues; the server
 # answers one request to 127.0.0.2 with 429 Retry-After: 2.  The kernel record
 # must show 127.0.0.2's key paused for 2 s and 127.0.0.3's going on; `sluice stat`
-# shows the key paused, why, and the count; the daemon logs the pause.
+# shows the key paused, why, and the count, `sluice top` the key paused; the daemon
+# logs the pause.
 . "$(dirname "$0")/lib.sh"
 
 pf="$T/port.answers"
@@ -31,6 +32,7 @@ for _ in $(seq 40); do
 	grep -q "paused" "$T/stat.txt" && break
 	sleep 0.1
 done
+"$SLUICE" top -c "$T/k.ini" --count 1 >"$T/top.txt" 2>&1
 wait $c1 || { cat "$T/client.out"; fail "the clients of 127.0.0.2 failed"; }
 wait $c2 || { cat "$T/client.out"; fail "the clients of 127.0.0.3 failed"; }
 sleep 0.3
@@ -38,6 +40,10 @@ cat "$T/stat.txt"
 grep -E "127\.0\.0\.2 .*paused [0-9.]+ s more \(429 retry-after\)" "$T/stat.txt" >/dev/null ||
 	fail "stat did not show 127.0.0.2's key paused by the 429"
 grep -E "127\.0\.0\.3 .*paused" "$T/stat.txt" && fail "stat showed 127.0.0.3's key paused too"
+# So does `sluice top`, on the key's own line.
+grep -Eq "^  key 127\.0\.0\.2 .*admitted, paused [0-9.]+s$" "$T/top.txt" ||
+	fail "top did not show 127.0.0.2's key paused: $(cat "$T/top.txt")"
+grep -E "^  key 127\.0\.0\.3 .*paused" "$T/top.txt" && fail "top showed 127.0.0.3's key paused too"
 python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.2 --pause "/say/429=2" \
 	--spread 4 || fail "127.0.0.2's key was not paused for 2 s"
 python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.3 --goes-on "/say/429" ||

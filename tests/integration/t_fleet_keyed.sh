@@ -3,7 +3,7 @@
 # daemons.  Machines 1 and 2 send to two endpoints, machine 3 to the first only.
 # At the destination each endpoint gets its own 20/s (not 20/s per machine: about
 # 19.9 over the fleet), and Redis holds leases only for the keys in use - none for
-# an endpoint nobody sends to.
+# an endpoint nobody sends to.  `sluice top` shows each key's share.
 . "$(dirname "$0")/fleet_lib.sh"
 
 start_server --also 127.0.2.1 --also 127.0.2.2 --also 127.0.2.3
@@ -37,6 +37,12 @@ keyed_offer 2 127.0.2.1 30
 keyed_offer 2 127.0.2.2 30
 keyed_offer 3 127.0.2.1 30
 sleep 6
+# `sluice top` on machine 1 shows each key's share of its own 20/s.
+"$SLUICE" top --shm "$SHM_NAME-1" --count 1 >"$T/top.txt" || fail "sluice top"
+for dst in 127.0.2.1 127.0.2.2; do
+	grep -Eq "^  key $dst +[0-9]+ admitted, share [0-9.]+$" "$T/top.txt" ||
+		fail "sluice top does not show $dst's share: $(cat "$T/top.txt")"
+done
 keys=$(redis-cli -p "$REDIS_PORT" --scan --pattern "sluice:{t$$}:i:hooks/*" | sort | tr '\n' ' ')
 note "leased keys: $keys"
 [ "$keys" = "sluice:{t$$}:i:hooks/127.0.2.1:r sluice:{t$$}:i:hooks/127.0.2.2:r " ] ||

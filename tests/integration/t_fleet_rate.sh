@@ -10,7 +10,8 @@
 #     second goes above 102 meanwhile;
 #   - a daemon killed -9 while its clients go on: their share lapses (the lease is
 #     not renewed) and goes to the others, never both;
-#   - a daemon whose wall clock is 30 s ahead (faketime): shares as before.
+#   - a daemon whose wall clock is 30 s ahead (faketime): shares as before;
+#   - `sluice top` shows a machine's share.
 . "$(dirname "$0")/fleet_lib.sh"
 
 start_server --also 127.0.1.1 --also 127.0.1.2 --also 127.0.1.3
@@ -32,6 +33,11 @@ check() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" "$@"; }
 # --- equal demand, 30 s ---
 t0=$(now_ns)
 for n in 1 2 3; do offer $n 80 30; done
+# Meanwhile `sluice top` shows machine 1's share of the fleet's rate.
+sleep 5
+"$SLUICE" top --shm "$SHM_NAME-1" --count 1 >"$T/top.txt" || fail "sluice top"
+grep -Eq "^  fleet: share [0-9.]+ of 100, 3 machines, lease [0-9]+ ms old$" "$T/top.txt" ||
+	fail "sluice top does not show the fleet share: $(cat "$T/top.txt")"
 wait "$O_PID_1" "$O_PID_2" "$O_PID_3"
 t1=$(now_ns)
 sleep 0.3
