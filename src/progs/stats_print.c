@@ -506,6 +506,7 @@ static void prom_head(FILE *out, const char *name, const char *type, const char 
 struct prom_family {
 	const char *name, *type, *help;
 	double (*pick)(const struct sl_section *sec, const struct key_view *kv, int64_t now, int64_t wall);
+	int fleet; /* only for fleet sections without keys (a keyed one's keys hold the leases) */
 };
 
 static double p_admitted(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
@@ -563,20 +564,86 @@ static double p_paused(const struct sl_section *s, const struct key_view *k, int
 	return until > n ? (double)(until - n) / 1e9 : 0;
 }
 
+static double p_share(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	const struct sl_lease *l = &s->state.lease;
+
+	(void)k, (void)n, (void)w;
+	return l->flags & SL_LEASE_RATE && l->window_ns > 0 ? (double)l->amount * 1e9 / (double)l->window_ns : 0;
+}
+
+static double p_chunk(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return s->state.lease.flags & SL_LEASE_CHUNK ? (double)s->state.lease.amount : 0;
+}
+
+static double p_machines(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return s->state.lease.flags ? s->state.lease.machines : 0;
+}
+
+static double p_lease_age(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)w;
+	return s->state.lease.flags ? (double)(sl_sane_ns(n) - sl_sane_ns(s->state.lease.granted_ns)) / 1e9 : -1;
+}
+
 static const struct prom_family families[] = {
 	{"sluice_admitted_total", "counter", "Requests released (connections, requests, bytes or datagrams).",
-	 p_admitted},
-	{"sluice_held_total", "counter", "Released requests that sluice made wait.", p_held},
+	 p_admitted, 0},
+	{"sluice_held_total", "counter", "Released requests that sluice made wait.", p_held, 0},
 	{"sluice_refused_total", "counter", "Requests refused: max_wait exceeded, no key room, fallback closed.",
-	 p_refused},
-	{"sluice_given_up_total", "counter", "Reservations returned by callers that gave up.", p_given_up},
-	{"sluice_queued", "gauge", "Requests waiting for their slot now.", p_queued},
-	{"sluice_open", "gauge", "Connections holding a concurrency place now.", p_open},
-	{"sluice_rate_per_second", "gauge", "The configured rate, per second (0: concurrency only).", p_rate},
+	 p_refused, 0},
+	{"sluice_given_up_total", "counter", "Reservations returned by callers that gave up.", p_given_up, 0},
+	{"sluice_queued", "gauge", "Requests waiting for their slot now.", p_queued, 0},
+	{"sluice_open", "gauge", "Connections holding a concurrency place now.", p_open, 0},
+	{"sluice_rate_per_second", "gauge", "The configured rate, per second (0: concurrency only).", p_rate, 0},
 	{"sluice_pauses_total", "counter", "Pauses the destination asked for (429, Retry-After, RateLimit).",
-	 p_pauses},
-	{"sluice_paused_seconds", "gauge", "How long the section's pause still lasts (0: not paused).", p_paused},
+	 p_pauses, 0},
+	{"sluice_paused_seconds", "gauge", "How long the section's pause still lasts (0: not paused).", p_paused, 0},
+	{"sluice_fleet_share_per_second", "gauge", "This machine's lease on a fleet rate, per second (0: none).",
+	 p_share, 1},
+	{"sluice_fleet_chunk", "gauge", "This machine's chunk of a fleet window's AMOUNT (0: none).", p_chunk, 1},
+	{"sluice_fleet_machines", "gauge", "Machines sharing the fleet section, as its last lease said.", p_machines,
+	 1},
+	{"sluice_fleet_lease_age_seconds", "gauge", "Age of this machine's lease (-1: no lease yet).", p_lease_age,
+	 1},
 };
+
+/* The busiest keys' pauses: a destination that asked one key to wait. */
+static void key_paused(struct sl_shm_header *h, const struct view_arg *va, int64_t now, FILE *out)
+{
+	static struct sl_section sec;
+	char match[8];
+
+	prom_head(out, "sluice_key_paused_seconds", "gauge",
+	          "How long a busiest key's pause still lasts (0: not paused).");
+	for (unsigned i = 0; i < va->nsections; i++) {
+		const struct key_view *kv = va->views && va->view_of[i] ? &va->views[va->view_of[i] - 1] : NULL;
+
+		if (!kv || !snapshot(h, i, &sec, match, sizeof(match)))
+			continue;
+		for (unsigned j = 0; j < kv->ntop; j++) {
+			static struct sl_key key;
+			struct sl_key *k = sl_shm_key_at(h, kv->top[j].slot);
+			char name[SL_HOST_MAX + 64];
+			int64_t until;
+
+			if (!k)
+				continue;
+			memcpy(&key, k, sizeof(key));
+			until = sl_sane_ns(key.state.pause.until_ns);
+			sl_keyid_format(&key.id, name, sizeof(name));
+			fprintf(out, "sluice_key_paused_seconds{section=\"");
+			prom_label(out, sec.spec.name);
+			fprintf(out, "\",key=\"");
+			prom_label(out, name);
+			fprintf(out, "\"} %.3f\n", until > now ? (double)(until - now) / 1e9 : 0.0);
+		}
+	}
+}
 
 void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t now, FILE *out)
 {
@@ -593,6 +660,8 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 			const struct key_view *kv = va.views && va.view_of[i] ? &va.views[va.view_of[i] - 1] : NULL;
 
 			if (!snapshot(h, i, sec, match, sizeof(match)))
+				continue;
+			if (families[f].fleet && (!sl_limit_fleet(&sec->spec) || sec->spec.per != SL_PER_NONE))
 				continue;
 			fprintf(out, "%s{section=\"", families[f].name);
 			prom_label(out, sec->spec.name);
@@ -649,6 +718,7 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 			fprintf(out, "\"} %llu\n", (unsigned long long)key.state.admitted);
 		}
 	}
+	key_paused(h, &va, now, out);
 	prom_head(out, "sluice_daemon_up", "gauge", "1 when a sluiced beats for this segment.");
 	fprintf(out, "sluice_daemon_up %d\n",
 	        h->heartbeat_ns && sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) < 3 * SL_NS_PER_S);

@@ -33,6 +33,7 @@ for _ in $(seq 40); do
 	sleep 0.1
 done
 "$SLUICE" top -c "$T/k.ini" --count 1 >"$T/top.txt" 2>&1
+"$SLUICE" stat -c "$T/k.ini" --prometheus >"$T/metrics.txt" 2>&1
 wait $c1 || { cat "$T/client.out"; fail "the clients of 127.0.0.2 failed"; }
 wait $c2 || { cat "$T/client.out"; fail "the clients of 127.0.0.3 failed"; }
 sleep 0.3
@@ -44,6 +45,11 @@ grep -E "127\.0\.0\.3 .*paused" "$T/stat.txt" && fail "stat showed 127.0.0.3's k
 grep -Eq "^  key 127\.0\.0\.2 .*admitted, paused [0-9.]+s$" "$T/top.txt" ||
 	fail "top did not show 127.0.0.2's key paused: $(cat "$T/top.txt")"
 grep -E "^  key 127\.0\.0\.3 .*paused" "$T/top.txt" && fail "top showed 127.0.0.3's key paused too"
+# And the metrics, for the key alone.
+python3 "$HELPERS/prom_check.py" "$T/metrics.txt" >/dev/null || fail "metrics: $(cat "$T/metrics.txt")"
+awk -F'[ }]' '/^sluice_key_paused_seconds\{/ && /127\.0\.0\.2/ { p2 = $NF } /^sluice_key_paused_seconds\{/ && /127\.0\.0\.3/ { p3 = $NF }
+	END { exit !(p2 > 0 && p3 == 0) }' "$T/metrics.txt" ||
+	fail "metrics did not show 127.0.0.2's key alone paused: $(grep key_paused "$T/metrics.txt")"
 python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.2 --pause "/say/429=2" \
 	--spread 4 || fail "127.0.0.2's key was not paused for 2 s"
 python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.3 --goes-on "/say/429" ||

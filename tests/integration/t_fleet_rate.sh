@@ -11,7 +11,7 @@
 #   - a daemon killed -9 while its clients go on: their share lapses (the lease is
 #     not renewed) and goes to the others, never both;
 #   - a daemon whose wall clock is 30 s ahead (faketime): shares as before;
-#   - `sluice top` shows a machine's share.
+#   - `sluice top` and the metrics show a machine's share.
 . "$(dirname "$0")/fleet_lib.sh"
 
 start_server --also 127.0.1.1 --also 127.0.1.2 --also 127.0.1.3
@@ -38,6 +38,13 @@ sleep 5
 "$SLUICE" top --shm "$SHM_NAME-1" --count 1 >"$T/top.txt" || fail "sluice top"
 grep -Eq "^  fleet: share [0-9.]+ of 100, 3 machines, lease [0-9]+ ms old$" "$T/top.txt" ||
 	fail "sluice top does not show the fleet share: $(cat "$T/top.txt")"
+# ... and its metrics: a share of the 100/s under what the fleet has, three machines.
+"$SLUICE" stat --shm "$SHM_NAME-1" --prometheus >"$T/metrics.txt" || fail "stat --prometheus"
+python3 "$HELPERS/prom_check.py" "$T/metrics.txt" --expect 'sluice_fleet_share_per_second{section="api"}>10' \
+	--expect 'sluice_fleet_machines{section="api"}=3' >/dev/null ||
+	fail "the fleet's metrics: $(grep fleet "$T/metrics.txt")"
+awk '$1 == "sluice_fleet_share_per_second{section=\"api\"}" { exit !($2 < 100) }' "$T/metrics.txt" ||
+	fail "machine 1's share is not under the fleet's rate: $(grep fleet_share "$T/metrics.txt")"
 wait "$O_PID_1" "$O_PID_2" "$O_PID_3"
 t1=$(now_ns)
 sleep 0.3
