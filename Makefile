@@ -65,7 +65,8 @@ SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/answers.c src/shim/tls.c
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c src/daemon/fleet.c src/daemon/metrics.c
 SLUICED_SRC = src/daemon/sluiced.c
-CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/top.c src/cli/acquire.c
+CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/top.c src/cli/acquire.c \
+	src/cli/supervise.c src/cli/progkind.c
 # Every tests/unit/test_MODULE.c is a unit test of src/core/MODULE.c, found here.
 UNIT_TESTS = $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c bench/hold_open.c \
@@ -164,13 +165,24 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libsluicecore.a | deps
 UNIT_BINS = $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
 BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
+# The programs no preload reaches, for `sluice run --seccomp`'s tests and bench: a
+# static C client (threads, forks, datagrams) and a Go one built with CGO_ENABLED=0.
+STATIC_BINS = $(BUILD)/tests/static_client $(BUILD)/tests/goclient
+$(BUILD)/tests/static_client: tests/integration/helpers/static_client.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -static -pthread -o $@ $<
+$(BUILD)/tests/goclient: tests/integration/helpers/goclient/main.go | deps
+	@mkdir -p $(dir $@)
+	cd $(dir $<) && CGO_ENABLED=0 GO111MODULE=off GOCACHE=$(abspath $(BUILD))/go-cache \
+		GOPATH=$(abspath $(BUILD))/gopath go build -o $(abspath $@) main.go
+
 run: all
 	@PLOT=$(PLOT) examples/demo.sh $(BUILD)
 
-test: all $(UNIT_BINS) $(BENCH_BINS)
+test: all $(UNIT_BINS) $(BENCH_BINS) $(STATIC_BINS)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
 
-bench: all $(BENCH_BINS)
+bench: all $(BENCH_BINS) $(STATIC_BINS)
 	@BUILD=$(BUILD) bench/run.sh
 
 asan:

@@ -10,7 +10,9 @@ set -eu
 # Package, and the file or command that shows it is present.  Past the build and
 # the core tests: the real clients and servers of the transparency matrix
 # (tests/integration/t_matrix.sh) and the programs that once broke (t_programs.sh);
-# the packaging and picture tools (`make deb`, lintian; gnuplot for the plots).
+# the packaging and picture tools (`make deb`, lintian; gnuplot for the plots); the
+# static programs `sluice run --seccomp` is tested with (busybox-static and a Go
+# compiler; static C needs only gcc's libc6-dev).
 PACKAGES="
 gcc:/usr/bin/gcc
 make:/usr/bin/make
@@ -46,6 +48,8 @@ passwd:/usr/sbin/useradd
 lintian:/usr/bin/lintian
 gnuplot-nox:/usr/bin/gnuplot
 fakeroot:/usr/bin/fakeroot
+busybox-static:/bin/busybox
+golang-go:/usr/bin/go
 "
 
 CROSS_PACKAGES="

@@ -7,15 +7,23 @@
  * an embedded daemon on a private segment for as long as the command runs; every
  * process the command starts inherits the environment and so shares that segment.
  * sluice then exits with the command's status (128+N when a signal N killed it).
+ *
+ * With --seccomp - or by itself for a statically linked or Go program, which no
+ * preload reaches - the command also runs under a seccomp filter whose trapped
+ * connects this process answers (supervise.c); sluice then stays as its parent
+ * whether or not it hosts the daemon.
  */
 #include "cli.h"
+#include "supervise.h"
 #include "sluice/common.h"
+#include "sluice/seccomp.h"
 #include "sluice/ctl.h"
 #include "sluice/daemon.h"
 #include "sluice/log.h"
 #include "sluice/shm.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
@@ -23,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -188,41 +198,99 @@ static void on_forward(struct ev_loop *loop, ev_signal *w, int revents)
 	kill(r->child, w->signum);
 }
 
-static int run_embedded(const char *config, const char *lib, char **cmd)
+/* How a command is run: its config and the segment it joins (NULL: an embedded
+ * daemon's, made here), and whether under the seccomp supervisor. */
+struct how {
+	const char *config, *lib, *shm;
+	const struct sl_config *cfg;
+	int seccomp, verbose;
+};
+
+/* Whether some section meters datagrams: then sendto and sendmsg are trapped too. */
+static int meters_datagrams(const struct sl_config *cfg)
+{
+	for (unsigned i = 0; i < cfg->nsections; i++)
+		if (cfg->sections[i].spec.meter == SL_METER_DATAGRAMS)
+			return 1;
+	return 0;
+}
+
+/* The child, under the supervisor: the filter first, its listener to the parent,
+ * then the command.  A parent that dies takes it down (SIGTERM): left alone, its
+ * every connect would fail (the kernel answers ENOSYS once no one listens). */
+static void exec_supervised(int sock, pid_t parent, int datagrams, char **cmd)
+{
+	int fd = sl_supervise_install(datagrams);
+
+	if (fd < 0) {
+		fprintf(stderr, "sluice run: cannot hold %s through seccomp: %s (Linux 5.5 or later is needed); "
+		        "not started\n", cmd[0], strerror(-fd));
+		_exit(126);
+	}
+	if (sl_supervise_send_fd(sock, fd) < 0)
+		_exit(126);
+	close(fd);
+	close(sock);
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+		_exit(126); /* the parent is already gone: nobody would answer */
+	exec_command(cmd);
+}
+
+static int run_child(const struct how *how, char **cmd)
 {
 	static const int forwarded[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-	struct sl_daemon_opts o = {.config_path = config, .unlink_shm_on_exit = 1};
+	struct sl_daemon_opts o = {.config_path = how->config, .unlink_shm_on_exit = 1};
 	static struct sl_daemon d;
+	struct sl_supervisor *sup = NULL;
 	struct run r = {0};
 	struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
-	char shm_name[64];
+	char shm_name[SL_PATH_MAX];
+	const char *config = how->config;
+	int embedded = !how->shm, sv[2] = {-1, -1}, listener;
 	sigset_t none;
 
 	if (!loop) {
 		fprintf(stderr, "sluice: cannot start the event loop\n");
 		return SL_EXIT_FAIL;
 	}
-	snprintf(shm_name, sizeof(shm_name), "/sluice-run-%d", (int)getpid());
-	o.shm_name = shm_name;
-	switch (sl_daemon_start(&d, loop, &o)) {
-	case 0: break;
-	case -EINVAL: return SL_EXIT_USAGE;
-	default: return SL_EXIT_FAIL;
+	if (embedded) {
+		snprintf(shm_name, sizeof(shm_name), "/sluice-run-%d", (int)getpid());
+		o.shm_name = shm_name;
+		switch (sl_daemon_start(&d, loop, &o)) {
+		case 0: break;
+		case -EINVAL: return SL_EXIT_USAGE;
+		default: return SL_EXIT_FAIL;
+		}
+		config = d.config_path;
+	} else {
+		snprintf(shm_name, sizeof(shm_name), "%s", how->shm);
 	}
-	if (set_env(lib, d.config_path, shm_name) < 0) {
-		sl_daemon_stop(&d);
-		return SL_EXIT_FAIL;
-	}
+	if (set_env(how->lib, config, shm_name) < 0 || (how->seccomp && setenv(SL_SECCOMP_ENV, "1", 1) != 0) ||
+	    (how->seccomp && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0))
+		goto fail;
 	r.child = fork();
 	if (r.child < 0) {
 		perror("sluice: fork");
-		sl_daemon_stop(&d);
-		return SL_EXIT_FAIL;
+		goto fail;
 	}
 	if (r.child == 0) {
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (how->seccomp) {
+			close(sv[0]);
+			exec_supervised(sv[1], getppid(), meters_datagrams(how->cfg), cmd);
+		}
 		exec_command(cmd);
+	}
+	if (how->seccomp) {
+		close(sv[1]);
+		listener = sl_supervise_recv_fd(sv[0]);
+		close(sv[0]);
+		/* No listener: the child said why and exits without running the command. */
+		if (listener >= 0 && !(sup = sl_supervise_start(loop, listener, shm_name, how->cfg, how->verbose))) {
+			close(listener);
+			kill(r.child, SIGKILL); /* nobody would answer its connects */
+		}
 	}
 	ev_child_init(&r.child_watcher, on_child, r.child, 0);
 	r.child_watcher.data = &r;
@@ -235,23 +303,34 @@ static int run_embedded(const char *config, const char *lib, char **cmd)
 	ev_run(loop, 0);
 	for (int i = 0; i < 4; i++)
 		ev_signal_stop(loop, &r.forward[i]);
-	sl_daemon_stop(&d);
+	sl_supervise_stop(sup);
+	if (embedded)
+		sl_daemon_stop(&d);
 	if (WIFEXITED(r.status))
 		return WEXITSTATUS(r.status);
 	return WIFSIGNALED(r.status) ? 128 + WTERMSIG(r.status) : SL_EXIT_FAIL;
+fail:
+	if (embedded)
+		sl_daemon_stop(&d);
+	return SL_EXIT_FAIL;
 }
 
 int sl_cmd_run(int argc, char **argv)
 {
+	static const struct option longopts[] = {{"seccomp", no_argument, NULL, 'S'},
+	                                         {"no-seccomp", no_argument, NULL, 'N'}, {0}};
 	const char *path = NULL;
-	char config[PATH_MAX], lib[PATH_MAX], shm[SL_PATH_MAX];
+	char config[PATH_MAX], lib[PATH_MAX], shm[SL_PATH_MAX], prog[PATH_MAX];
+	struct how how = {0};
 	struct sl_config *cfg;
-	int opt, rc;
+	int opt, rc, seccomp = -1; /* -1: as the program needs */
 
-	while ((opt = getopt(argc, argv, "+c:v")) != -1) {
+	while ((opt = getopt_long(argc, argv, "+c:v", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
-		case 'v': setenv("SLUICE_DEBUG", "1", 1); break;
+		case 'v': setenv("SLUICE_DEBUG", "1", 1); how.verbose = 1; break;
+		case 'S': seccomp = 1; break;
+		case 'N': seccomp = 0; break;
 		default: goto usage;
 		}
 	}
@@ -265,28 +344,41 @@ int sl_cmd_run(int argc, char **argv)
 		snprintf(config, sizeof(config), "%s", path);
 	if ((rc = find_shim(lib, sizeof(lib))) < 0) {
 		fprintf(stderr, "sluice: cannot find libsluice.so (set SLUICE_LIB): %s\n", strerror(-rc));
-		sl_config_free(cfg);
-		free(cfg);
-		return SL_EXIT_FAIL;
+		goto fail;
 	}
-	if (cannot_attach(cfg) && cfg->global.fallback == SL_FALLBACK_CLOSED) {
-		sl_config_free(cfg);
-		free(cfg);
-		return SL_EXIT_FAIL;
+	if (cannot_attach(cfg) && cfg->global.fallback == SL_FALLBACK_CLOSED)
+		goto fail;
+	if (seccomp < 0) {
+		/* What no preload reaches is held through seccomp, said once. */
+		int kind = sl_prog_kind(argv[optind], prog, sizeof(prog));
+
+		seccomp = kind == SL_PROG_STATIC || kind == SL_PROG_GO;
+		if (seccomp)
+			fprintf(stderr, "sluice run: %s is %s: its connects are held through seccomp (--seccomp; "
+			        "--no-seccomp: not at all)\n", argv[optind],
+			        kind == SL_PROG_GO ? "a Go program" : "statically linked");
 	}
+	how = (struct how){.config = config, .lib = lib, .cfg = cfg, .seccomp = seccomp, .verbose = how.verbose};
 	if (find_daemon(cfg, config, shm, sizeof(shm)) == 0 ||
-	    (find_segment(cfg, config) == 0 &&
-	     sl_strlcpy(shm, cfg->global.shm_name, sizeof(shm)) == 0)) {
-		sl_config_free(cfg);
-		free(cfg);
-		if (set_env(lib, config, shm) < 0)
-			return SL_EXIT_FAIL;
-		exec_command(argv + optind);
+	    (find_segment(cfg, config) == 0 && sl_strlcpy(shm, cfg->global.shm_name, sizeof(shm)) == 0)) {
+		if (!seccomp) {
+			sl_config_free(cfg);
+			free(cfg);
+			if (set_env(lib, config, shm) < 0)
+				return SL_EXIT_FAIL;
+			exec_command(argv + optind);
+		}
+		how.shm = shm;
 	}
+	rc = run_child(&how, argv + optind);
 	sl_config_free(cfg);
 	free(cfg);
-	return run_embedded(config, lib, argv + optind);
+	return rc;
+fail:
+	sl_config_free(cfg);
+	free(cfg);
+	return SL_EXIT_FAIL;
 usage:
-	fprintf(stderr, "usage: sluice run [-c FILE] [-v] -- CMD [ARG...]\n");
+	fprintf(stderr, "usage: sluice run [-c FILE] [-v] [--seccomp | --no-seccomp] -- CMD [ARG...]\n");
 	return SL_EXIT_USAGE;
 }

@@ -120,6 +120,7 @@ static void init_once_body(void)
 	int fallback = SL_FALLBACK_LOCAL, rc = -ENOENT, tried = 0;
 
 	sl_real_resolve();
+	sl_real_seccomp_pass();
 	sl_exec_capture();
 	sl_shim.pid = (int32_t)getpid();
 	sl_shim.debug = dbg && *dbg && strcmp(dbg, "0") != 0;

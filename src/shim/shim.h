@@ -58,6 +58,9 @@ struct sl_real {
 extern struct sl_real sl_real;
 
 void sl_real_resolve(void);
+/* Under the seccomp supervisor (SLUICE_SECCOMP=1): the real connect, sendto and
+ * sendmsg become marked system calls the filter lets by (sluice/seccomp.h). */
+void sl_real_seccomp_pass(void);
 void *sl_real_lookup(const char *name, void *hook);
 
 #define SL_REAL(fn, hook)                                                                  \

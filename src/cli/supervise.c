@@ -1,0 +1,694 @@
+/*
+ * The seccomp supervisor of `sluice run --seccomp` (docs/design.md, "Seccomp").
+ *
+ * The child installs a filter whose trapped calls - connect(), and sendto()/
+ * sendmsg() with a destination when some section meters datagrams - stop in the
+ * kernel until this process answers their notification.  For each one it reads
+ * the destination out of the caller's memory, matches it against the segment's
+ * sections exactly as the shim does, and reserves a slot in the same queues every
+ * shimmed process uses.  Then it answers "continue" (the kernel makes the call
+ * unchanged) inside the release, as the shim makes its real call inside the
+ * release - or answers the section's refusal errno.  Nothing here blocks: each
+ * held call waits on a timer of the event loop, so any number of the program's
+ * threads may wait at once while their other calls run.
+ *
+ * Invariants:
+ *   - a call is answered once: "continue" only by the release (or when no
+ *     enforcing section applies, or the fallback is open), an errno only by a
+ *     refusal; a call whose notification went stale (its thread was killed) is
+ *     never answered and its reservation is given back;
+ *   - an address that cannot be read whole passes through untouched: the kernel
+ *     then reads it and fails the call as it would have (EFAULT, EINVAL);
+ *   - undecided (the segment lock unavailable) is never "go" under fallback =
+ *     local: the call is retried until its max_wait, then refused.
+ */
+#include "supervise.h"
+#include "sluice/clock.h"
+#include "sluice/common.h"
+#include "sluice/match.h"
+#include "sluice/seccomp.h"
+#include "sluice/wait.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#define SL_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SL_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "sluice run --seccomp knows the system call ABI of x86_64 and aarch64 only"
+#endif
+
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
+#endif
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+#define UNDECIDED_RETRY_NS (10 * SL_NS_PER_MS) /* the segment lock unavailable: ask again */
+#define NAMES_REFRESH_S 60.0                   /* the config's names resolved again */
+#define NAMES_MAX 1024
+
+/* --- the filter --- */
+
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + (i) * sizeof(uint64_t))
+#define ARG_HI(i) (ARG_LO(i) + sizeof(uint32_t))
+#define STMT(code, k) ((struct sock_filter)BPF_STMT((code), (k)))
+#define JUMP(code, k, jt, jf) ((struct sock_filter)BPF_JUMP((code), (k), (jt), (jf)))
+
+int sl_supervise_install(int datagrams)
+{
+	/* Positions, and jumps as distances to them (a jump goes to pc + 1 + k). */
+	enum { CHECK_PASS = 6, SENDTO = 10, ALLOW = 14, NOTIFY = 15, LEN = 16 };
+#define TO(from, to) ((unsigned char)((to) - (from) - 1))
+	const uint32_t never = UINT32_MAX; /* no system call has this number */
+	struct sock_filter f[LEN] = {
+		/* 0 */ STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		/* 1 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SL_AUDIT_ARCH, 0, TO(1, ALLOW)),
+		/* 2 */ STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		/* 3 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_connect, TO(3, CHECK_PASS), 0),
+		/* 4 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, datagrams ? SYS_sendmsg : never, TO(4, CHECK_PASS), 0),
+		/* 5 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, datagrams ? SYS_sendto : never, TO(5, SENDTO), TO(5, ALLOW)),
+		/* 6: args[3] == SL_SECCOMP_PASS: the shim decided it already */
+		/* 6 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3)),
+		/* 7 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SL_SECCOMP_PASS_LO, 0, TO(7, NOTIFY)),
+		/* 8 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_HI(3)),
+		/* 9 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SL_SECCOMP_PASS_HI, TO(9, ALLOW), TO(9, NOTIFY)),
+		/* 10: sendto with no destination (a connected socket's) is not seen */
+		/* 10 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(4)),
+		/* 11 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, TO(11, NOTIFY)),
+		/* 12 */ STMT(BPF_LD | BPF_W | BPF_ABS, ARG_HI(4)),
+		/* 13 */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, TO(13, ALLOW), TO(13, NOTIFY)),
+		/* 14 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		/* 15 */ STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+	};
+#undef TO
+	struct sock_fprog prog = {.len = LEN, .filter = f};
+	int fd;
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -errno;
+	/* WAIT_KILLABLE_RECV (5.19): once a call is being held, only a fatal signal
+	 * interrupts it - a program's other signals (Go preempts with SIGURG) wait for
+	 * its answer rather than restart the call at the back of the queue. */
+	fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+	                  SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &prog);
+	if (fd < 0 && errno == EINVAL)
+		fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	return fd < 0 ? -errno : fd;
+}
+
+int sl_supervise_send_fd(int sock, int fd)
+{
+	char byte = 'f', ctl[CMSG_SPACE(sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	/* Sent from under the filter just installed, which may trap sendmsg: marked,
+	 * or it would wait for an answer from the very process it is sending to. */
+	return syscall(SYS_sendmsg, sock, &msg, MSG_NOSIGNAL, SL_SECCOMP_PASS) == 1 ? 0 : -errno;
+}
+
+int sl_supervise_recv_fd(int sock)
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c;
+	int fd;
+
+	if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+		return -EPROTO;
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -EPROTO;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/* --- the supervisor --- */
+
+/* A name of the config's, resolved here: a static program's own lookups are not
+ * seen, so its connects to these addresses are matched as if it had named them. */
+struct resolved {
+	int family;
+	uint8_t addr[16];
+	char name[SL_HOST_MAX];
+};
+
+/* One trapped call being held. */
+struct call {
+	struct call *prev, *next;
+	struct sl_supervisor *s;
+	uint64_t id;
+	int pid, nr;
+	int answered;
+	int default_errno;
+	int64_t asked_ns, give_up_ns; /* give_up: undecided until then is refused */
+	int64_t due_ns;               /* when its timer is for */
+	struct sl_dest d;
+	char name[SL_HOST_MAX];
+	struct sl_match m;
+	struct sl_ticket t;
+	ev_timer timer;
+};
+
+struct sl_supervisor {
+	struct ev_loop *loop;
+	int fd;
+	struct sl_shm shm;
+	int32_t self;
+	int verbose, fallback;
+	ev_io io;
+	ev_timer names_timer;
+	struct call *calls; /* held now */
+	struct seccomp_notif *req;
+	struct seccomp_notif_resp *resp;
+	struct seccomp_notif_sizes sizes;
+	const struct sl_config *cfg;
+	struct resolved *names;
+	unsigned nnames;
+	uint64_t trapped, held, refused, passed;
+};
+
+static void say(const struct sl_supervisor *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void say(const struct sl_supervisor *s, const char *fmt, ...)
+{
+	char line[600];
+	va_list ap;
+	int n;
+
+	if (!s->verbose)
+		return;
+	n = snprintf(line, sizeof(line), "sluice[%d]: seccomp ", (int)s->self);
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	strcat(line, "\n");
+	(void)!write(STDERR_FILENO, line, strlen(line));
+}
+
+static void dest_format(const struct sl_dest *d, char *buf, size_t size)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	inet_ntop(d->family, d->addr, a, sizeof(a));
+	snprintf(buf, size, d->family == AF_INET6 ? "[%s]:%u%s%.*s%s" : "%s:%u%s%.*s%s", a, d->port,
+	         d->name ? " (" : "", d->name ? (int)d->name_len : 0, d->name ? d->name : "", d->name ? ")" : "");
+}
+
+/* The notification is still the one received: the thread is still in the call. */
+static int still_valid(const struct sl_supervisor *s, uint64_t id)
+{
+	return ioctl(s->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/* Answer: continue (err 0) or fail the call with err.  0, or -errno (ENOENT: the
+ * call is gone - its thread was killed - and nothing was made). */
+static int answer(struct sl_supervisor *s, uint64_t id, int err)
+{
+	memset(s->resp, 0, s->sizes.seccomp_notif_resp);
+	s->resp->id = id;
+	if (err) {
+		s->resp->error = -err;
+	} else {
+		s->resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+	}
+	return ioctl(s->fd, SECCOMP_IOCTL_NOTIF_SEND, s->resp) == 0 ? 0 : -errno;
+}
+
+/* The release's act: the call goes now, inside the release (sluice/admit.h). */
+static void act_continue(void *arg)
+{
+	struct call *c = arg;
+
+	c->answered = 1;
+	if (answer(c->s, c->id, 0) == 0)
+		c->s->passed++;
+	/* else its thread was killed meanwhile: its slot stays spent, never early */
+}
+
+static void call_free(struct call *c)
+{
+	struct sl_supervisor *s = c->s;
+
+	ev_timer_stop(s->loop, &c->timer);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->calls = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c);
+}
+
+static void refuse(struct call *c, const char *why)
+{
+	char dest[SL_HOST_MAX + 80];
+	int err = c->t.refuse_errno ? c->t.refuse_errno : c->default_errno;
+
+	dest_format(&c->d, dest, sizeof(dest));
+	c->answered = 1;
+	c->s->refused++;
+	answer(c->s, c->id, err);
+	say(c->s, "%s %s: refused (%s): %s", c->nr == SYS_connect ? "connect" : "datagram", dest, why,
+	    strerror(err));
+}
+
+/* The tightest max_wait of the matched sections (-1: forever). */
+static int64_t max_wait_of(struct sl_shm_header *h, const struct sl_match *m)
+{
+	int64_t w = -1;
+
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec && sec->spec.max_wait_ns >= 0 && (w < 0 || sec->spec.max_wait_ns < w))
+			w = sec->spec.max_wait_ns;
+	}
+	return w;
+}
+
+/* Wake for call c at `at` (CLOCK_MONOTONIC).  The loop's own wake-ups come to the
+ * millisecond (epoll's timeout), late by up to one: so the timer is set that much
+ * early and on_timer sleeps out the rest to the nanosecond, as the shim's waiters
+ * do - the loop stands still for under SETTLE_NS, never longer. */
+#define SETTLE_NS (2 * SL_NS_PER_MS)
+/* Whether some matched section limits concurrency. */
+static int places_wanted(struct sl_shm_header *h, const struct sl_match *m)
+{
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec && sec->spec.concurrency && sec->spec.mode != SL_MODE_OBSERVE)
+			return 1;
+	}
+	return 0;
+}
+
+static void arm(struct call *c, int64_t at)
+{
+	int64_t left;
+
+	c->due_ns = at;
+	at -= SETTLE_NS;
+	/* libev counts a timer from its loop's time, which is as old as the last
+	 * wake-up: bring it to now, or the timer fires early by that much. */
+	ev_now_update(c->s->loop);
+	left = at - sl_clock_mono_ns();
+
+	ev_timer_set(&c->timer, left > 0 ? (double)left / 1e9 : 0.0, 0.0);
+	ev_timer_start(c->s->loop, &c->timer);
+}
+
+/* The segment could not decide (its lock unavailable): as the shim does - open
+ * lets it go, closed refuses, local asks again until max_wait, then refuses. */
+static void undecided(struct call *c, const char *why)
+{
+	struct sl_supervisor *s = c->s;
+
+	if (s->fallback == SL_FALLBACK_OPEN) {
+		say(s, "undecided (%s); fallback = open: goes unshaped", why);
+		c->answered = 1;
+		answer(s, c->id, 0);
+		s->passed++;
+		call_free(c);
+		return;
+	}
+	if (s->fallback == SL_FALLBACK_CLOSED || (c->give_up_ns >= 0 && sl_clock_mono_ns() >= c->give_up_ns)) {
+		refuse(c, why);
+		call_free(c);
+		return;
+	}
+	c->t.mask = 0; /* nothing reserved: the next round reserves afresh */
+	arm(c, sl_clock_mono_ns() + UNDECIDED_RETRY_NS);
+}
+
+static void try_reserve(struct call *c);
+
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct call *c = w->data;
+	struct sl_supervisor *s = c->s;
+	int64_t retry;
+	int rc;
+
+	(void)loop;
+	(void)revents;
+	if (c->due_ns - sl_clock_mono_ns() > 0) {
+		struct timespec due = {.tv_sec = c->due_ns / SL_NS_PER_S, .tv_nsec = c->due_ns % SL_NS_PER_S};
+
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
+			;
+	}
+	if (!still_valid(s, c->id)) {
+		/* Its thread was killed while it waited: the slot goes back. */
+		if (c->t.mask)
+			sl_wait_refund(s->shm.hdr, &c->t, s->self);
+		call_free(c);
+		return;
+	}
+	if (!c->t.mask) { /* undecided before: reserve again */
+		try_reserve(c);
+		return;
+	}
+	rc = sl_wait_try_release_act(s->shm.hdr, &c->t, s->self, &retry, act_continue, c);
+	if (rc == 1) {
+		arm(c, retry);
+		return;
+	}
+	if (rc < 0) {
+		sl_wait_refund(s->shm.hdr, &c->t, s->self);
+		undecided(c, "release check unavailable");
+		return;
+	}
+	if (!c->answered) /* released with nothing to make: cannot be, but never leave it hanging */
+		act_continue(c);
+	if (s->verbose) {
+		char dest[SL_HOST_MAX + 80];
+
+		dest_format(&c->d, dest, sizeof(dest));
+		say(s, "%s %s: go waited=%.3fms slot=%lld released=%lld", c->nr == SYS_connect ? "connect" : "datagram",
+		    dest, (double)(c->t.released_ns - c->t.arrival_ns) / 1e6, (long long)c->t.release_ns,
+		    (long long)c->t.released_ns);
+	}
+	call_free(c);
+}
+
+static void try_reserve(struct call *c)
+{
+	struct sl_supervisor *s = c->s;
+	int64_t retry = 0, now = sl_clock_mono_ns();
+	int went = 0, rc;
+
+	rc = sl_wait_reserve_go_act(s->shm.hdr, &c->m, now, s->self, &c->t, &went, &retry, act_continue, c);
+	if (rc == -ECONNREFUSED) {
+		refuse(c, c->t.key_full ? "no room in the key table" : "wait would exceed max_wait");
+		call_free(c);
+		return;
+	}
+	if (rc < 0) {
+		c->t.mask = 0;
+		undecided(c, rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
+		return;
+	}
+	if (c->t.mask == 0 || went == 0) {
+		/* Nothing to wait for, or released with the reservation (act ran). */
+		if (!c->answered) {
+			c->answered = 1;
+			answer(s, c->id, 0);
+			s->passed++;
+		}
+		call_free(c);
+		return;
+	}
+	if (went < 0) { /* the release check could not be made yet: try again shortly */
+		arm(c, now + UNDECIDED_RETRY_NS);
+		return;
+	}
+	s->held++;
+	arm(c, retry);
+}
+
+/* Read n bytes at addr in process pid; 0 when all were read. */
+static int peek(int pid, uint64_t addr, void *buf, size_t n)
+{
+	struct iovec local = {.iov_base = buf, .iov_len = n};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = n};
+
+	return addr && process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+/* The type of socket `fd` of thread `tid` (SOCK_STREAM, SOCK_DGRAM), or -1 when it
+ * cannot be told (pidfd_getfd needs Linux 5.6). */
+static int socket_type(int tid, int fd)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD), dup, type = -1;
+	socklen_t len = sizeof(type);
+
+	if (pidfd < 0)
+		pidfd = (int)syscall(SYS_pidfd_open, tid, 0); /* before 6.9: the thread group's leader */
+	if (pidfd < 0)
+		return -1;
+	dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	close(pidfd);
+	if (dup < 0)
+		return -1;
+	if (getsockopt(dup, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
+		type = -1;
+	close(dup);
+	return type;
+}
+
+static void name_of(const struct sl_supervisor *s, struct sl_dest *d, char *buf, size_t size)
+{
+	for (unsigned i = 0; i < s->nnames; i++)
+		if (s->names[i].family == d->family &&
+		    memcmp(s->names[i].addr, d->addr, d->family == AF_INET ? 4 : 16) == 0) {
+			snprintf(buf, size, "%s", s->names[i].name);
+			d->name = buf;
+			d->name_len = strlen(buf);
+			return;
+		}
+}
+
+static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
+{
+	struct sockaddr_storage sa;
+	uint64_t addr, alen;
+	uint32_t meter = SL_METER_CONNECTIONS;
+	struct call *c;
+	int nr = req->data.nr;
+
+	s->trapped++;
+	if (req->data.arch != SL_AUDIT_ARCH)
+		goto pass;
+	if (nr == SYS_connect) {
+		addr = req->data.args[1];
+		alen = (uint32_t)req->data.args[2];
+	} else if (nr == SYS_sendto) {
+		addr = req->data.args[4];
+		alen = (uint32_t)req->data.args[5];
+		meter = SL_METER_DATAGRAMS;
+	} else if (nr == SYS_sendmsg) {
+		struct msghdr mh;
+
+		if (peek(req->pid, req->data.args[1], &mh, sizeof(mh)) < 0)
+			goto pass;
+		addr = (uintptr_t)mh.msg_name;
+		alen = mh.msg_namelen;
+		meter = SL_METER_DATAGRAMS;
+	} else {
+		goto pass;
+	}
+	if (!addr || alen < sizeof(sa_family_t))
+		goto pass; /* no destination here: the kernel says what it says */
+	alen = SL_MIN(alen, (uint64_t)sizeof(sa));
+	memset(&sa, 0, sizeof(sa));
+	if (peek(req->pid, addr, &sa, alen) < 0)
+		goto pass; /* unreadable: the kernel reads it, and fails it, itself */
+	/* The memory read was the caller's as of its call: make sure it still is (the
+	 * thread could have died and its id been reused) before acting on it. */
+	if (!still_valid(s, req->id))
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto pass_undecided;
+	c->s = s;
+	c->id = req->id;
+	c->pid = (int)req->pid;
+	c->nr = nr;
+	c->default_errno = ECONNREFUSED;
+	c->asked_ns = sl_clock_mono_ns();
+	if (sl_dest_from_sockaddr(&c->d, (struct sockaddr *)&sa, (socklen_t)alen) < 0) {
+		free(c);
+		goto pass; /* AF_UNIX and the like: not ours */
+	}
+	c->d.meter = meter;
+	if (s->shm.hdr->has_names)
+		name_of(s, &c->d, c->name, sizeof(c->name));
+	if (!(s->shm.hdr->meters & (1u << (meter & 31))) || sl_admit_match(s->shm.hdr, &c->d, &c->m, s->self) <= 0) {
+		free(c);
+		goto pass;
+	}
+	/* A connection is a TCP connect's: a datagram socket's connect is passed (its
+	 * datagrams are what a datagram section holds). */
+	if (meter == SL_METER_CONNECTIONS) {
+		int type = socket_type(c->pid, (int)req->data.args[0]);
+
+		if (type != -1 && type != SOCK_STREAM) {
+			free(c);
+			goto pass;
+		}
+	}
+	if (places_wanted(s->shm.hdr, &c->m)) {
+		/* A place is given back at close(), which the filter does not see: rather
+		 * than let connections go uncounted, they are refused (README, "What
+		 * reaches what"). */
+		refuse(c, "a concurrency limit: closes are not seen under seccomp");
+		free(c);
+		return;
+	}
+	{
+		int64_t w = max_wait_of(s->shm.hdr, &c->m);
+
+		c->give_up_ns = w < 0 ? -1 : c->asked_ns + w;
+	}
+	c->next = s->calls;
+	if (s->calls)
+		s->calls->prev = c;
+	s->calls = c;
+	ev_timer_init(&c->timer, on_timer, 0., 0.);
+	c->timer.data = c;
+	try_reserve(c);
+	return;
+pass_undecided:
+	if (s->fallback != SL_FALLBACK_OPEN) {
+		answer(s, req->id, ECONNREFUSED);
+		s->refused++;
+		return;
+	}
+pass:
+	answer(s, req->id, 0);
+	s->passed++;
+}
+
+static void on_notify(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct sl_supervisor *s = w->data;
+
+	(void)loop;
+	(void)revents;
+	/* One per wake-up: the loop comes back at once while more are queued, and the
+	 * timers of held calls get their turn between them. */
+	memset(s->req, 0, s->sizes.seccomp_notif);
+	if (ioctl(s->fd, SECCOMP_IOCTL_NOTIF_RECV, s->req) != 0)
+		return; /* ENOENT: its thread died before it was read; EINTR */
+	handle(s, s->req);
+}
+
+/* The config's exact names, resolved here (README, "What reaches what"). */
+static void resolve_names(struct sl_supervisor *s)
+{
+	struct resolved *out = calloc(NAMES_MAX, sizeof(*out));
+	unsigned n = 0;
+
+	if (!out)
+		return;
+	for (unsigned i = 0; i < s->cfg->npatterns && n < NAMES_MAX; i++) {
+		const struct sl_pattern *p = &s->cfg->patterns[i];
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL, *r;
+
+		if (p->kind != SL_PAT_NAME || getaddrinfo(p->name, NULL, &hints, &res) != 0)
+			continue;
+		for (r = res; r && n < NAMES_MAX; r = r->ai_next) {
+			struct sl_dest d;
+
+			if (sl_dest_from_sockaddr(&d, r->ai_addr, r->ai_addrlen) < 0)
+				continue;
+			out[n].family = d.family;
+			memcpy(out[n].addr, d.addr, sizeof(d.addr));
+			snprintf(out[n].name, sizeof(out[n].name), "%s", p->name);
+			n++;
+		}
+		freeaddrinfo(res);
+	}
+	free(s->names);
+	s->names = out;
+	s->nnames = n;
+}
+
+static void on_names(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	resolve_names(w->data);
+}
+
+struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *shm_name,
+                                         const struct sl_config *cfg, int verbose)
+{
+	struct sl_supervisor *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return NULL;
+	s->loop = loop;
+	s->fd = listener;
+	s->self = (int32_t)getpid();
+	s->verbose = verbose;
+	s->cfg = cfg;
+	s->fallback = (int)cfg->global.fallback;
+	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &s->sizes) != 0 ||
+	    !(s->req = calloc(1, SL_MAX(s->sizes.seccomp_notif, (uint16_t)sizeof(*s->req)))) ||
+	    !(s->resp = calloc(1, SL_MAX(s->sizes.seccomp_notif_resp, (uint16_t)sizeof(*s->resp))))) {
+		fprintf(stderr, "sluice run: seccomp: cannot size its notifications: %s\n", strerror(errno));
+		goto fail;
+	}
+	s->sizes.seccomp_notif = SL_MAX(s->sizes.seccomp_notif, (uint16_t)sizeof(*s->req));
+	s->sizes.seccomp_notif_resp = SL_MAX(s->sizes.seccomp_notif_resp, (uint16_t)sizeof(*s->resp));
+	if ((rc = sl_shm_attach(&s->shm, shm_name, 1)) < 0) {
+		fprintf(stderr, "sluice run: seccomp: cannot attach segment %s: %s\n", shm_name,
+		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+		goto fail;
+	}
+	resolve_names(s);
+	ev_timer_init(&s->names_timer, on_names, NAMES_REFRESH_S, NAMES_REFRESH_S);
+	s->names_timer.data = s;
+	ev_timer_start(loop, &s->names_timer);
+	ev_io_init(&s->io, on_notify, listener, EV_READ);
+	s->io.data = s;
+	ev_io_start(loop, &s->io);
+	return s;
+fail:
+	free(s->req);
+	free(s->resp);
+	free(s);
+	return NULL;
+}
+
+void sl_supervise_stop(struct sl_supervisor *s)
+{
+	if (!s)
+		return;
+	ev_io_stop(s->loop, &s->io);
+	ev_timer_stop(s->loop, &s->names_timer);
+	while (s->calls) {
+		if (s->calls->t.mask)
+			sl_wait_refund(s->shm.hdr, &s->calls->t, s->self);
+		call_free(s->calls);
+	}
+	say(s, "%llu calls trapped: %llu went, %llu of them held, %llu refused", (unsigned long long)s->trapped,
+	    (unsigned long long)s->passed, (unsigned long long)s->held, (unsigned long long)s->refused);
+	close(s->fd);
+	sl_shm_detach(&s->shm);
+	free(s->names);
+	free(s->req);
+	free(s->resp);
+	free(s);
+}

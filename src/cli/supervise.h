@@ -1,0 +1,46 @@
+/*
+ * supervise.h - `sluice run --seccomp`: programs the preload shim cannot reach
+ * (static, Go) held at connect() by a seccomp user-notification filter, whose
+ * notifications `sluice run` answers against the same shared segment the shim
+ * uses (README, "What reaches what"; docs/design.md, "Seccomp").
+ */
+#ifndef SLUICE_SUPERVISE_H
+#define SLUICE_SUPERVISE_H
+
+#include "sluice/config.h"
+#include "sluice/shm.h"
+
+#include <ev.h>
+#include <stddef.h>
+
+enum { SL_PROG_UNKNOWN, SL_PROG_DYNAMIC, SL_PROG_STATIC, SL_PROG_GO };
+
+/* What `cmd` is, as execvp would find it (its path into `what`): SL_PROG_STATIC
+ * (no program interpreter), SL_PROG_GO (a Go program, linked either way),
+ * SL_PROG_DYNAMIC, or SL_PROG_UNKNOWN (not found, not a 64-bit ELF, a script). */
+int sl_prog_kind(const char *cmd, char *what, size_t size);
+
+/* In the child, before exec: no new privileges, then the filter (trapping connect,
+ * and sendto/sendmsg with a destination when `datagrams`).  Returns the listener
+ * fd (close-on-exec), or -errno (the kernel has no user notification: before
+ * Linux 5.5, or seccomp off). */
+int sl_supervise_install(int datagrams);
+
+/* Send and receive the listener fd over a Unix socket (SCM_RIGHTS). */
+int sl_supervise_send_fd(int sock, int fd);
+int sl_supervise_recv_fd(int sock);
+
+struct sl_supervisor;
+
+/* Start answering the listener's notifications on `loop`, against segment
+ * `shm_name` (attached here); cfg gives the fallback and the names to resolve.
+ * `verbose`: one line per held or refused call on stderr.  NULL on failure (said
+ * on stderr). */
+struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *shm_name,
+                                         const struct sl_config *cfg, int verbose);
+/* Stop, answering nothing more (the kernel then fails pending and later trapped
+ * calls with ENOSYS), give back what is held, and free.  Prints a summary when
+ * verbose. */
+void sl_supervise_stop(struct sl_supervisor *s);
+
+#endif
