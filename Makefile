@@ -167,7 +167,10 @@ BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # The programs no preload reaches, for `sluice run --seccomp`'s tests and bench: a
 # static C client (threads, forks, datagrams) and a Go one built with CGO_ENABLED=0.
-STATIC_BINS = $(BUILD)/tests/static_client $(BUILD)/tests/goclient
+STATIC_BINS = $(BUILD)/tests/static_client $(BUILD)/tests/goclient $(BUILD)/bench/connect_loop_static
+$(BUILD)/bench/connect_loop_static: bench/connect_loop.c src/core/clock.c | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -static -o $@ bench/connect_loop.c src/core/clock.c
 $(BUILD)/tests/static_client: tests/integration/helpers/static_client.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -static -pthread -o $@ $<
