@@ -32,7 +32,10 @@
 #  15. reading the destination's answers (signals = on): cost per answer and per
 #      body read, and a 1 GiB download's wall time;
 #  16. pictures: arrivals against the schedule for the demo and for four programs
-#      sharing one queue (bench/pictures.sh, gnuplot), written to build/bench/.
+#      sharing one queue (bench/pictures.sh, gnuplot), written to build/bench/;
+#  17. a static program under `sluice run --seccomp`: what one trapped connect
+#      costs (unmatched: let go; matched, unlimited: reserved and made by the
+#      supervisor) against the same connect untrapped.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -514,3 +517,25 @@ printf '   %-34s %6s s   %s\n' "1 GiB, shaped, answers read:" "$don" \
 echo
 echo "16. pictures of arrivals against the schedule (kernel SYN timestamps), in $B/bench/"
 "$ROOT/bench/pictures.sh" "$B/bench" | sed 's/^/   /'
+
+echo
+echo "17. a static program's connect under sluice run --seccomp (connect+close to a closed port)"
+[ -x "$B/bench/connect_loop_static" ] || { echo "bench: $B/bench/connect_loop_static is missing" >&2; exit 1; }
+closed17=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+config sc-unmatched >"$T/sc-unmatched.ini" <<EOF
+[elsewhere]
+match = 127.0.0.1:1
+rate = 1/s
+EOF
+config sc-matched >"$T/sc-matched.ini" <<EOF
+[matched]
+match = 127.0.0.1:$closed17
+rate = 1000000/s
+EOF
+sc_loop() { "$@" "$B/bench/connect_loop_static" 127.0.0.1 "$closed17" 20000 refused 2>/dev/null; }
+splain=$(repeat 5 sc_loop env)
+sunm=$(repeat 5 sc_loop "$B/sluice" run --seccomp -c "$T/sc-unmatched.ini" --)
+smat=$(repeat 5 sc_loop "$B/sluice" run --seccomp -c "$T/sc-matched.ini" --)
+printf '   %-34s %6s ns\n' "untrapped (no filter):" "$splain"
+printf '   %-34s %6s ns   (+%s ns a trapped connect)\n' "trapped, unmatched (let go):" "$sunm" $((sunm - splain))
+printf '   %-34s %6s ns   (+%s ns)\n' "trapped, matched, unlimited:" "$smat" $((smat - splain))
