@@ -24,6 +24,7 @@
  */
 #include "supervise.h"
 #include "sluice/clock.h"
+#include "sluice/conc.h"
 #include "sluice/common.h"
 #include "sluice/match.h"
 #include "sluice/seccomp.h"
@@ -34,7 +35,12 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,6 +50,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -73,6 +80,8 @@
 #define UNDECIDED_RETRY_NS (10 * SL_NS_PER_MS) /* the segment lock unavailable: ask again */
 #define NAMES_REFRESH_S 60.0                   /* the config's names resolved again */
 #define NAMES_MAX 1024
+#define PLACE_RETRY_NS (5 * SL_NS_PER_MS)     /* a concurrency limit full: look again */
+#define TRACK_S 0.02                           /* places' connections looked at */
 
 /* --- the filter --- */
 
@@ -193,6 +202,22 @@ struct call {
 	int made, made_err, blocking; /* made: the call was made here; its errno */
 	ssize_t made_val;
 	ev_io wio;                    /* a blocking connect, until it completes */
+	/* Concurrency: the places it must hold (positions in m), those taken, the
+	 * errno to refuse with once its max_wait is out. */
+	uint64_t conc, taken;
+	int conc_refuse;
+	int64_t conc_deadline;        /* -1: forever */
+};
+
+/* A connection holding concurrency places: given back when sock_diag no longer
+ * shows it open in the program - every fd of it closed (inode 0), closed, or
+ * gone - as the shim gives them back at its close(). */
+struct place {
+	struct place *next;
+	uint64_t taken;
+	struct sl_match m;
+	struct sockaddr_storage local, peer;
+	ino_t ino;
 };
 
 struct sl_supervisor {
@@ -210,6 +235,9 @@ struct sl_supervisor {
 	const struct sl_config *cfg;
 	struct resolved *names;
 	unsigned nnames;
+	struct place *places;  /* connections holding places */
+	ev_timer track_timer;
+	int diag;              /* NETLINK_SOCK_DIAG, or -1 */
 	uint64_t trapped, held, refused, passed;
 };
 
@@ -314,6 +342,8 @@ static void call_free(struct call *c)
 
 	ev_timer_stop(s->loop, &c->timer);
 	ev_io_stop(s->loop, &c->wio);
+	if (c->taken) /* places for a call that did not go, or whose connect failed */
+		sl_wait_conc_put(s->shm.hdr, c->taken, &c->m, s->self);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->payload);
@@ -358,18 +388,6 @@ static int64_t max_wait_of(struct sl_shm_header *h, const struct sl_match *m)
  * early and on_timer sleeps out the rest to the nanosecond, as the shim's waiters
  * do - the loop stands still for under SETTLE_NS, never longer. */
 #define SETTLE_NS (2 * SL_NS_PER_MS)
-/* Whether some matched section limits concurrency. */
-static int places_wanted(struct sl_shm_header *h, const struct sl_match *m)
-{
-	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
-		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
-
-		if (sec && sec->spec.concurrency && sec->spec.mode != SL_MODE_OBSERVE)
-			return 1;
-	}
-	return 0;
-}
-
 static void arm(struct call *c, int64_t at)
 {
 	int64_t left;
@@ -406,6 +424,115 @@ static void undecided(struct call *c, const char *why)
 	}
 	c->t.mask = 0; /* nothing reserved: the next round reserves afresh */
 	arm(c, sl_clock_mono_ns() + UNDECIDED_RETRY_NS);
+}
+
+/* Whether the connection p holds places for is still open in the program: 1 yes,
+ * 0 no (its every fd closed - an orphan shows inode 0 -, closed, or unknown to the
+ * kernel), -1 cannot tell now (asked again next round). */
+static int place_open(struct sl_supervisor *s, const struct place *p)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req = {0};
+	union {
+		struct nlmsghdr nlh;
+		char buf[8192];
+	} resp;
+	struct nlmsghdr *h = &resp.nlh;
+	ssize_t n;
+
+	req.nlh.nlmsg_len = sizeof(req);
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST;
+	req.r.sdiag_family = (uint8_t)p->local.ss_family;
+	req.r.sdiag_protocol = IPPROTO_TCP;
+	req.r.idiag_states = ~0u;
+	req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	if (p->local.ss_family == AF_INET) {
+		const struct sockaddr_in *l = (const void *)&p->local, *r = (const void *)&p->peer;
+
+		req.r.id.idiag_sport = l->sin_port;
+		req.r.id.idiag_dport = r->sin_port;
+		memcpy(req.r.id.idiag_src, &l->sin_addr, 4);
+		memcpy(req.r.id.idiag_dst, &r->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *l = (const void *)&p->local, *r = (const void *)&p->peer;
+
+		req.r.id.idiag_sport = l->sin6_port;
+		req.r.id.idiag_dport = r->sin6_port;
+		memcpy(req.r.id.idiag_src, &l->sin6_addr, 16);
+		memcpy(req.r.id.idiag_dst, &r->sin6_addr, 16);
+	}
+	if (send(s->diag, &req, sizeof(req), 0) != (ssize_t)sizeof(req) ||
+	    (n = recv(s->diag, &resp, sizeof(resp), 0)) < (ssize_t)sizeof(struct nlmsghdr) || !NLMSG_OK(h, (size_t)n))
+		return -1;
+	if (h->nlmsg_type == NLMSG_ERROR) {
+		const struct nlmsgerr *e = NLMSG_DATA(h);
+
+		return e->error == -ENOENT ? 0 : -1;
+	}
+	if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+		const struct inet_diag_msg *m = NLMSG_DATA(h);
+
+		return m->idiag_inode != 0 && m->idiag_inode == p->ino && m->idiag_state != TCP_CLOSE;
+	}
+	return -1;
+}
+
+/* Each round: give back the places of connections the program has closed. */
+static void on_track(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sl_supervisor *s = w->data;
+
+	(void)revents;
+	for (struct place **pp = &s->places; *pp;) {
+		struct place *p = *pp;
+
+		if (place_open(s, p) == 0) {
+			sl_wait_conc_put(s->shm.hdr, p->taken, &p->m, s->self);
+			*pp = p->next;
+			free(p);
+		} else {
+			pp = &p->next;
+		}
+	}
+	if (!s->places)
+		ev_timer_stop(loop, w);
+}
+
+/* A connect made with places taken: its places now follow its connection. */
+static void track(struct call *c)
+{
+	struct sl_supervisor *s = c->s;
+	struct place *p = calloc(1, sizeof(*p));
+	socklen_t len = sizeof(p->local);
+	struct stat st;
+
+	if (!p || s->diag < 0 || getsockname(c->sock, (struct sockaddr *)&p->local, &len) != 0 ||
+	    fstat(c->sock, &st) != 0) {
+		/* Cannot follow it: the places stay held until this run ends - never
+		 * given back early. */
+		if (p) {
+			p->taken = c->taken;
+			p->m = c->m;
+			p->ino = 0;
+			p->local.ss_family = AF_UNSPEC;
+			p->next = s->places;
+			s->places = p;
+			c->taken = 0;
+		}
+		return;
+	}
+	p->ino = st.st_ino;
+	memcpy(&p->peer, &c->sa, sizeof(p->peer));
+	p->taken = c->taken;
+	p->m = c->m;
+	p->next = s->places;
+	s->places = p;
+	c->taken = 0;
+	if (!ev_is_active(&s->track_timer))
+		ev_timer_again(s->loop, &s->track_timer);
 }
 
 /* A blocking connect made here has completed: the caller's answer is its result. */
@@ -447,6 +574,8 @@ static void released(struct call *c)
 		    dest, (double)(c->t.released_ns - c->t.arrival_ns) / 1e6, (long long)c->t.release_ns,
 		    (long long)c->t.released_ns, c->made ? "" : " (made by the caller)");
 	}
+	if (!c->made && !c->answered && c->sock >= 0 && c->conc)
+		make_call(c); /* no rate to keep: made here only so its places can follow it */
 	if (!c->made) {
 		if (!c->answered) {
 			c->answered = 1;
@@ -458,6 +587,8 @@ static void released(struct call *c)
 	}
 	c->answered = 1;
 	s->passed++;
+	if (c->taken && (c->made_err == 0 || c->made_err == EINPROGRESS || c->made_err == EALREADY))
+		track(c); /* else its connect failed: call_free gives the places back */
 	if (c->nr == SYS_connect && c->blocking && (c->made_err == EINPROGRESS || c->made_err == EALREADY)) {
 		/* The caller waits inside connect(), as it would in the kernel's: until
 		 * the handshake ends, or its SO_SNDTIMEO. */
@@ -487,6 +618,34 @@ static void released(struct call *c)
 
 static void try_reserve(struct call *c);
 
+/* Concurrency first, as the shim does: a place in every section that limits it,
+ * then the rate.  Full: looked at again every PLACE_RETRY_NS until max_wait. */
+static void try_places(struct call *c)
+{
+	struct sl_supervisor *s = c->s;
+	int64_t now = sl_clock_mono_ns();
+	int full = 0, rc;
+
+	rc = sl_wait_conc(s->shm.hdr, &c->m, s->self,
+	                  c->conc_deadline >= 0 && now >= c->conc_deadline ? c->conc_deadline : -2, &c->taken, &full);
+	if (rc == 0) {
+		try_reserve(c);
+		return;
+	}
+	if (rc == -EBUSY) {
+		arm(c, now + PLACE_RETRY_NS);
+		return;
+	}
+	if (!c->conc_refuse) {
+		int e = sl_section_refuse(s->shm.hdr, full);
+
+		c->conc_refuse = e ? e : ECONNREFUSED;
+	}
+	c->t.refuse_errno = c->conc_refuse;
+	refuse(c, "no concurrency place within max_wait, or no room for its key");
+	call_free(c);
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct call *c = w->data;
@@ -507,6 +666,10 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 		if (c->t.mask)
 			sl_wait_refund(s->shm.hdr, &c->t, s->self);
 		call_free(c);
+		return;
+	}
+	if (c->conc && !c->taken) { /* waiting for a place */
+		try_places(c);
 		return;
 	}
 	if (!c->t.mask) { /* undecided before: reserve again */
@@ -705,11 +868,10 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 		free(c->payload);
 		c->payload = NULL;
 	}
-	if (places_wanted(s->shm.hdr, &c->m)) {
-		/* A place is given back at close(), which the filter does not see: rather
-		 * than let connections go uncounted, they are refused (README, "What
-		 * reaches what"). */
-		refuse(c, "a concurrency limit: closes are not seen under seccomp");
+	if ((c->conc = sl_conc_sections(s->shm.hdr, &c->m)) && (c->sock < 0 || s->diag < 0)) {
+		/* Its places are given back when its connection closes, which is seen
+		 * only through its socket: without one, it could never be given back. */
+		refuse(c, "a concurrency limit, and its socket cannot be followed here");
 		if (c->sock >= 0)
 			close(c->sock);
 		free(c->payload);
@@ -721,13 +883,21 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 
 		c->give_up_ns = w < 0 ? -1 : c->asked_ns + w;
 	}
+	if (c->conc) {
+		int64_t w = sl_conc_max_wait(s->shm.hdr, &c->m, c->conc, &c->conc_refuse);
+
+		c->conc_deadline = w < 0 ? -1 : c->asked_ns + w;
+	}
 	c->next = s->calls;
 	if (s->calls)
 		s->calls->prev = c;
 	s->calls = c;
 	ev_timer_init(&c->timer, on_timer, 0., 0.);
 	c->timer.data = c;
-	try_reserve(c);
+	if (c->conc)
+		try_places(c);
+	else
+		try_reserve(c);
 	return;
 pass_undecided:
 	if (s->fallback != SL_FALLBACK_OPEN) {
@@ -802,6 +972,7 @@ struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, con
 		return NULL;
 	s->loop = loop;
 	s->fd = listener;
+	s->diag = -1;
 	s->self = (int32_t)getpid();
 	s->verbose = verbose;
 	s->cfg = cfg;
@@ -820,6 +991,10 @@ struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, con
 		goto fail;
 	}
 	resolve_names(s);
+	s->diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	ev_init(&s->track_timer, on_track);
+	s->track_timer.repeat = TRACK_S;
+	s->track_timer.data = s;
 	ev_timer_init(&s->names_timer, on_names, NAMES_REFRESH_S, NAMES_REFRESH_S);
 	s->names_timer.data = s;
 	ev_timer_start(loop, &s->names_timer);
@@ -844,6 +1019,16 @@ void sl_supervise_stop(struct sl_supervisor *s)
 		return;
 	ev_io_stop(s->loop, &s->io);
 	ev_timer_stop(s->loop, &s->names_timer);
+	ev_timer_stop(s->loop, &s->track_timer);
+	while (s->places) {
+		struct place *p = s->places;
+
+		sl_wait_conc_put(s->shm.hdr, p->taken, &p->m, s->self);
+		s->places = p->next;
+		free(p);
+	}
+	if (s->diag >= 0)
+		close(s->diag);
 	while (s->calls) {
 		if (s->calls->t.mask)
 			sl_wait_refund(s->shm.hdr, &s->calls->t, s->self);

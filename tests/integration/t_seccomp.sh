@@ -10,9 +10,10 @@
 #     decided calls and the filter lets them by);
 #   - datagrams by sendto and sendmsg when a section meters them;
 #   - a name in the config matches a static program's connects to its addresses;
+#   - concurrency = 2 shared by a static client and a shimmed python3: never more
+#     than 2 open at once (places follow the connection through sock_diag);
 #   - a refused connect fails with the section's errno, a held one to a closed
-#     port with the kernel's ECONNREFUSED; a concurrency section
-#     refuses (closes are not seen); unmatched destinations and addresses the
+#     port with the kernel's ECONNREFUSED; unmatched destinations and addresses the
 #     supervisor cannot read pass untouched; --no-seccomp holds nothing;
 #   - the exit status passes through; the supervisor killed -9 mid-run takes the
 #     program down within a bound rather than leave it hanging.
@@ -123,14 +124,45 @@ refuse = EHOSTUNREACH
 EOF
 out=$("$SLUICE" run -c "$T/r.ini" -- "$SC" http "$PORT" 3 1 2>/dev/null)
 [ "$out" = "done 1 2 EHOSTUNREACH" ] || fail "refused connects: $out (want 1 through, 2 EHOSTUNREACH)"
-write_config "$T/c.ini" <<EOF
-[places]
-match = 127.0.0.1:$PORT
-concurrency = 2
-EOF
-out=$("$SLUICE" run -c "$T/c.ini" -- "$SC" http "$PORT" 2 1 2>/dev/null)
-[ "$out" = "done 0 2 ECONNREFUSED" ] || fail "a concurrency section under seccomp: $out (want refused)"
 : >"$T/syn"
+
+# --- concurrency: places taken before the connect, given back when the program
+# has closed it (sock_diag), shared with a shimmed python3 ---
+start_helper hport "$T/hold.port" "hold server" python3 "$HELPERS/sink.py" "$T/hold.port" 240 hold
+write_config "$T/c.ini" <<EOF
+[two]
+match = 127.0.0.1:$hport
+concurrency = 2
+max_wait = 1m
+EOF
+start_daemon "$T/c.ini"
+"$SLUICE" run -c "$T/c.ini" -- "$SC" hold "$hport" 6 3 300 >"$T/static.iv" 2>/dev/null &
+sc=$!
+"$SLUICE" run -c "$T/c.ini" -- python3 -c '
+import socket, sys, threading, time
+def one():
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=60)
+    a = time.monotonic_ns()
+    time.sleep(0.3)
+    b = time.monotonic_ns()
+    s.close()
+    print(a, b, flush=True)
+ts = [threading.Thread(target=one) for _ in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()' "$hport" >"$T/python.iv" || fail "python3 beside the static client"
+wait $sc || fail "the static client holding places: $(cat "$T/static.iv")"
+grep -q "^done 6 0$" "$T/static.iv" || fail "the static client's connections: $(tail -1 "$T/static.iv")"
+grep -h '^[0-9]' "$T/static.iv" "$T/python.iv" | python3 -c '
+import sys
+iv = [tuple(map(int, l.split())) for l in sys.stdin]
+ev = sorted([(a, 1) for a, b in iv] + [(b, -1) for a, b in iv], key=lambda e: (e[0], e[1]))
+cur = peak = 0
+for t, d in ev:
+    cur += d
+    peak = max(peak, cur)
+print("  %d connections (static and shimmed), at most %d open at once (limit 2)" % (len(iv), peak))
+sys.exit(0 if peak <= 2 and len(iv) == 10 else 1)' || fail "concurrency under seccomp: more than 2 open at once"
+stop_daemon
 
 # --- a held connect made by the supervisor fails as the kernel fails it ---
 write_config "$T/closed.ini" <<EOF

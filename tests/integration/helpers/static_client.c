@@ -8,6 +8,9 @@
  *   static_client fork PORT N CHILDREN  the same from CHILDREN forked processes
  *   static_client udp PORT N            N datagrams to 127.0.0.1:PORT by sendto(),
  *                                       then N by sendmsg()
+ *   static_client hold PORT N THREADS MS  N connections from THREADS threads, each
+ *                                       kept open MS ms; prints each one's
+ *                                       "CONNECTED CLOSING" (CLOCK_MONOTONIC ns)
  *   static_client odd PORT              connect()s the supervisor must pass
  *                                       through untouched: an unreadable address,
  *                                       a short one, AF_UNIX
@@ -27,9 +30,10 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-static int port, total, workers;
+static int port, total, workers, hold_ms;
 static int next_request, ok, failed, first_errno;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -110,20 +114,62 @@ static void *worker(void *arg)
 	}
 }
 
+static long long mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* hold: connect, keep it open hold_ms, close; the interval it was open. */
+static void *holder(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+		struct timespec nap = {.tv_sec = hold_ms / 1000, .tv_nsec = (hold_ms % 1000) * 1000000L};
+		long long opened, closing;
+		int i, fd, err = 0;
+
+		pthread_mutex_lock(&lock);
+		i = next_request < total ? next_request++ : -1;
+		pthread_mutex_unlock(&lock);
+		if (i < 0)
+			return NULL;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+			err = errno;
+			close(fd);
+			count(0, err);
+			continue;
+		}
+		opened = mono_ns();
+		nanosleep(&nap, NULL);
+		closing = mono_ns();
+		close(fd);
+		pthread_mutex_lock(&lock);
+		printf("%lld %lld\n", opened, closing);
+		pthread_mutex_unlock(&lock);
+		count(1, 0);
+	}
+}
+
 static int report(void)
 {
 	printf("done %d %d%s%s\n", ok, failed, failed ? " " : "", failed ? errno_name(first_errno) : "");
 	return failed ? 1 : 0;
 }
 
-static int run_threads(void)
+static int run_threads(void *(*fn)(void *))
 {
 	pthread_t t[256];
 
 	if (workers < 1 || workers > 256)
 		return 2;
 	for (int w = 0; w < workers; w++)
-		pthread_create(&t[w], NULL, worker, (void *)(intptr_t)w);
+		pthread_create(&t[w], NULL, fn, (void *)(intptr_t)w);
 	for (int w = 0; w < workers; w++)
 		pthread_join(t[w], NULL);
 	return report();
@@ -221,8 +267,11 @@ int main(int argc, char **argv)
 	port = atoi(argv[2]);
 	total = argc > 3 ? atoi(argv[3]) : 0;
 	workers = argc > 4 ? atoi(argv[4]) : 1;
+	hold_ms = argc > 5 ? atoi(argv[5]) : 0;
 	if (strcmp(argv[1], "http") == 0)
-		return run_threads();
+		return run_threads(worker);
+	if (strcmp(argv[1], "hold") == 0)
+		return run_threads(holder);
 	if (strcmp(argv[1], "fork") == 0)
 		return workers > 0 ? run_forks() : 2;
 	if (strcmp(argv[1], "udp") == 0)
