@@ -40,6 +40,9 @@
 struct run {
 	pid_t child;
 	int status;
+	int exited;     /* the command has exited */
+	int supervised; /* under seccomp, and processes remain under the filter */
+	struct ev_loop *loop;
 	ev_child child_watcher;
 	ev_signal forward[4];
 };
@@ -185,17 +188,35 @@ static void on_child(struct ev_loop *loop, ev_child *w, int revents)
 
 	(void)revents;
 	r->status = w->rstatus;
+	r->exited = 1;
 	ev_child_stop(loop, w);
-	ev_break(loop, EVBREAK_ALL);
+	/* Under seccomp, children the command left behind are still held through
+	 * this process: it stays until the last of them is gone (on_filter_gone). */
+	if (!r->supervised)
+		ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_filter_gone(void *arg)
+{
+	struct run *r = arg;
+
+	r->supervised = 0;
+	if (r->exited)
+		ev_break(r->loop, EVBREAK_ALL);
 }
 
 static void on_forward(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct run *r = w->data;
 
-	(void)loop;
 	(void)revents;
-	kill(r->child, w->signum);
+	if (!r->exited) {
+		kill(r->child, w->signum);
+		return;
+	}
+	/* The command is gone, its children remain under the filter: a signal to
+	 * sluice run ends its watch (their trapped calls then fail with ENOSYS). */
+	ev_break(loop, EVBREAK_ALL);
 }
 
 /* How a command is run: its config and the segment it joins (NULL: an embedded
@@ -287,10 +308,13 @@ static int run_child(const struct how *how, char **cmd)
 		listener = sl_supervise_recv_fd(sv[0]);
 		close(sv[0]);
 		/* No listener: the child said why and exits without running the command. */
-		if (listener >= 0 && !(sup = sl_supervise_start(loop, listener, shm_name, how->cfg, how->verbose))) {
+		r.loop = loop;
+		if (listener >= 0 &&
+		    !(sup = sl_supervise_start(loop, listener, shm_name, how->cfg, how->verbose, on_filter_gone, &r))) {
 			close(listener);
 			kill(r.child, SIGKILL); /* nobody would answer its connects */
 		}
+		r.supervised = sup != NULL;
 	}
 	ev_child_init(&r.child_watcher, on_child, r.child, 0);
 	r.child_watcher.data = &r;

@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -238,6 +239,8 @@ struct sl_supervisor {
 	struct place *places;  /* connections holding places */
 	ev_timer track_timer;
 	int diag;              /* NETLINK_SOCK_DIAG, or -1 */
+	void (*on_gone)(void *);
+	void *gone_arg;
 	uint64_t trapped, held, refused, passed;
 };
 
@@ -721,12 +724,22 @@ static void try_reserve(struct call *c)
 }
 
 /* Read n bytes at addr in process pid; 0 when all were read. */
+/* Read n bytes at addr in process pid: 0 when all were read, -EFAULT when the
+ * address is not the caller's to read (short, unmapped: the kernel will fail the
+ * call itself), or -EPERM when the process may not be read at all (it made itself
+ * non-dumpable, and this process lacks CAP_SYS_PTRACE). */
 static int peek(int pid, uint64_t addr, void *buf, size_t n)
 {
 	struct iovec local = {.iov_base = buf, .iov_len = n};
 	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = n};
+	ssize_t got;
 
-	return addr && process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+	if (!addr)
+		return -EFAULT;
+	got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	if (got == (ssize_t)n)
+		return 0;
+	return got < 0 && (errno == EPERM || errno == EACCES) ? -EPERM : -EFAULT;
 }
 
 /* A duplicate of thread tid's fd (pidfd_getfd, Linux 5.6), or -1. */
@@ -796,7 +809,7 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 	uint64_t addr, alen;
 	uint32_t meter = SL_METER_CONNECTIONS;
 	struct call *c;
-	int nr = req->data.nr;
+	int nr = req->data.nr, rc;
 
 	s->trapped++;
 	if (req->data.arch != SL_AUDIT_ARCH)
@@ -809,7 +822,9 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 		alen = (uint32_t)req->data.args[5];
 		meter = SL_METER_DATAGRAMS;
 	} else if (nr == SYS_sendmsg) {
-		if (peek(req->pid, req->data.args[1], &mh, sizeof(mh)) < 0)
+		if ((rc = peek(req->pid, req->data.args[1], &mh, sizeof(mh))) == -EPERM)
+			goto unreadable;
+		if (rc < 0)
 			goto pass;
 		addr = (uintptr_t)mh.msg_name;
 		alen = mh.msg_namelen;
@@ -821,8 +836,10 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 		goto pass; /* no destination here: the kernel says what it says */
 	alen = SL_MIN(alen, (uint64_t)sizeof(sa));
 	memset(&sa, 0, sizeof(sa));
-	if (peek(req->pid, addr, &sa, alen) < 0)
-		goto pass; /* unreadable: the kernel reads it, and fails it, itself */
+	if ((rc = peek(req->pid, addr, &sa, alen)) == -EPERM)
+		goto unreadable;
+	if (rc < 0)
+		goto pass; /* not the caller's to read: the kernel reads it, and fails it, itself */
 	/* The memory read was the caller's as of its call: make sure it still is (the
 	 * thread could have died and its id been reused) before acting on it. */
 	if (!still_valid(s, req->id))
@@ -899,6 +916,9 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 	else
 		try_reserve(c);
 	return;
+unreadable:
+	/* Its destination cannot be known: not a "go" unless the fallback says so. */
+	say(s, "pid %d may not be read (non-dumpable): its call is undecided", (int)req->pid);
 pass_undecided:
 	if (s->fallback != SL_FALLBACK_OPEN) {
 		answer(s, req->id, ECONNREFUSED);
@@ -916,6 +936,20 @@ static void on_notify(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
+	struct pollfd p = {.fd = s->fd, .events = POLLIN};
+
+	/* RECV would block with nothing queued - as when every process under the
+	 * filter is gone, which the listener says with POLLHUP (Linux 5.8). */
+	if (poll(&p, 1, 0) != 1)
+		return;
+	if (!(p.revents & POLLIN)) {
+		if (p.revents & (POLLHUP | POLLERR)) {
+			ev_io_stop(s->loop, &s->io);
+			if (s->on_gone)
+				s->on_gone(s->gone_arg);
+		}
+		return;
+	}
 	/* One per wake-up: the loop comes back at once while more are queued, and the
 	 * timers of held calls get their turn between them. */
 	memset(s->req, 0, s->sizes.seccomp_notif);
@@ -963,7 +997,8 @@ static void on_names(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *shm_name,
-                                         const struct sl_config *cfg, int verbose)
+                                         const struct sl_config *cfg, int verbose, void (*on_gone)(void *),
+                                         void *arg)
 {
 	struct sl_supervisor *s = calloc(1, sizeof(*s));
 	int rc;
@@ -976,6 +1011,8 @@ struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, con
 	s->self = (int32_t)getpid();
 	s->verbose = verbose;
 	s->cfg = cfg;
+	s->on_gone = on_gone;
+	s->gone_arg = arg;
 	s->fallback = (int)cfg->global.fallback;
 	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &s->sizes) != 0 ||
 	    !(s->req = calloc(1, SL_MAX(s->sizes.seccomp_notif, (uint16_t)sizeof(*s->req)))) ||

@@ -15,6 +15,7 @@
 #   - a refused connect fails with the section's errno, a held one to a closed
 #     port with the kernel's ECONNREFUSED; unmatched destinations and addresses the
 #     supervisor cannot read pass untouched; --no-seccomp holds nothing;
+#   - a child the command leaves behind stays held, and sluice run waits for it;
 #   - the exit status passes through; the supervisor killed -9 mid-run takes the
 #     program down within a bound rather than leave it hanging.
 . "$(dirname "$0")/lib.sh"
@@ -188,6 +189,18 @@ start=$(now_ms)
 out=$("$SLUICE" run --no-seccomp -c "$T/s.ini" -- "$SC" http "$PORT" 6 1 2>/dev/null) || fail "--no-seccomp: $out"
 [ $(($(now_ms) - start)) -lt 800 ] || fail "--no-seccomp held a static program"
 : >"$T/syn"
+
+# --- a child left behind (a program that daemonizes): still held, and sluice run
+# waits for it, then exits with the command's status ---
+start=$(now_ms)
+"$SLUICE" run -c "$T/s.ini" -- "$BUSYBOX" sh -c \
+	"(sleep 0.5; for i in 1 2 3; do $BUSYBOX wget -q -O /dev/null http://127.0.0.1:$PORT/left\$i || echo FAILED; done) & exit 5" \
+	>"$T/left.out" 2>/dev/null
+rc=$?
+[ $rc -eq 5 ] || fail "with a child left behind, sluice run exited $rc, not the command's 5"
+[ $(($(now_ms) - start)) -ge 800 ] || fail "sluice run did not wait for the child left behind"
+grep -q FAILED "$T/left.out" && fail "the child left behind could not connect"
+spaced "a child left behind" 3
 
 # --- the exit status; the supervisor killed -9 ---
 "$SLUICE" run -c "$T/s.ini" -- "$BUSYBOX" sh -c 'exit 7' 2>/dev/null
