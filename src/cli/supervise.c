@@ -6,21 +6,25 @@
  * kernel until this process answers their notification.  For each one it reads
  * the destination out of the caller's memory, matches it against the segment's
  * sections exactly as the shim does, and reserves a slot in the same queues every
- * shimmed process uses.  Then it answers "continue" (the kernel makes the call
- * unchanged) inside the release, as the shim makes its real call inside the
- * release - or answers the section's refusal errno.  Nothing here blocks: each
- * held call waits on a timer of the event loop, so any number of the program's
- * threads may wait at once while their other calls run.
+ * shimmed process uses (concurrency places first).  At the release it makes the
+ * call itself on a duplicate of the caller's socket, inside the release as the
+ * shim makes its real call, and answers with the result - or answers "continue"
+ * (the caller makes it) where the socket cannot be had, or the section's refusal
+ * errno.  Nothing here blocks: each held call waits on a timer of the event loop,
+ * so any number of the program's threads may wait at once.
  *
  * Invariants:
- *   - a call is answered once: "continue" only by the release (or when no
- *     enforcing section applies, or the fallback is open), an errno only by a
- *     refusal; a call whose notification went stale (its thread was killed) is
- *     never answered and its reservation is given back;
- *   - an address that cannot be read whole passes through untouched: the kernel
- *     then reads it and fails the call as it would have (EFAULT, EINVAL);
+ *   - a call is answered once: with its result or "continue" only after its
+ *     release (or when no enforcing section applies, or the fallback is open), an
+ *     errno only by a refusal; a call whose notification went stale (its thread
+ *     was killed) is never answered and an unreleased reservation is given back;
+ *     a released one is spent (t.mask cleared), never refunded;
+ *   - an address that is not the caller's to read passes through untouched: the
+ *     kernel then reads it and fails the call as it would have (EFAULT, EINVAL);
+ *     a process that may not be read at all is undecided;
  *   - undecided (the segment lock unavailable) is never "go" under fallback =
- *     local: the call is retried until its max_wait, then refused.
+ *     local: the call is retried until its max_wait, then refused;
+ *   - concurrency places are given back only once the connection is seen closed.
  */
 #include "supervise.h"
 #include "sluice/clock.h"
@@ -577,6 +581,7 @@ static void released(struct call *c)
 		    dest, (double)(c->t.released_ns - c->t.arrival_ns) / 1e6, (long long)c->t.release_ns,
 		    (long long)c->t.released_ns, c->made ? "" : " (made by the caller)");
 	}
+	c->t.mask = 0; /* released: its slot is spent, never to be refunded */
 	if (!c->made && !c->answered && c->sock >= 0 && c->conc)
 		make_call(c); /* no rate to keep: made here only so its places can follow it */
 	if (!c->made) {
