@@ -1,7 +1,8 @@
 /*
  * `sluice acquire SECTION|HOST[:PORT]`: take one place in the same queue the shim
- * uses, wait for its release, exit 0; exit 1 when refused.  For what no preload shim
- * reaches: static and Go binaries, setuid programs, io_uring, shell loops.
+ * uses, wait for its release, exit 0; exit 1 when refused.  For what neither the
+ * preload shim nor seccomp (supervise.c) reaches: setuid programs, io_uring, shell
+ * loops.
  *
  * The segment is, in order: --shm NAME; $SLUICE_SHM (inside `sluice run`); the one
  * a daemon serving the config names; the config's shm_name.  SIGINT, SIGTERM and
