@@ -23,10 +23,12 @@ deb=$out/sluice_${version}_$arch.deb
 flags=$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get CFLAGS)
 cppflags=$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get CPPFLAGS)
 ldflags=$(DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get LDFLAGS)
-make -C "$top" -s BUILD="$build/obj" CFLAGS="$flags $cppflags" LDFLAGS="$ldflags" VERSION="$version" all
+# A make above this one (make asan, say) passes its settings down through
+# MAKEFLAGS: the package is built with none of them (no sanitizers).
+pkgmake() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$top" -s BUILD="$build/obj" SAN= VERSION="$version" "$@"; }
+pkgmake CFLAGS="$flags $cppflags" LDFLAGS="$ldflags" all
 rm -rf "$stage"
-make -C "$top" -s BUILD="$build/obj" VERSION="$version" DESTDIR="$stage" PREFIX=/usr \
-	SYSTEMDDIR=/lib/systemd/system install
+pkgmake DESTDIR="$stage" PREFIX=/usr SYSTEMDDIR=/lib/systemd/system install
 
 # Stripped: the package carries no debugging symbols (the build tree keeps them).
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
