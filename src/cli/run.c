@@ -268,6 +268,7 @@ static int run_child(const struct how *how, char **cmd)
 	char shm_name[SL_PATH_MAX];
 	const char *config = how->config;
 	int embedded = !how->shm, sv[2] = {-1, -1}, listener;
+	pid_t parent;
 	sigset_t none;
 
 	if (!loop) {
@@ -289,6 +290,7 @@ static int run_child(const struct how *how, char **cmd)
 	if (set_env(how->lib, config, shm_name) < 0 || (how->seccomp && setenv(SL_SECCOMP_ENV, "1", 1) != 0) ||
 	    (how->seccomp && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0))
 		goto fail;
+	parent = getpid(); /* the child checks it still has this parent once it may die with it */
 	r.child = fork();
 	if (r.child < 0) {
 		perror("sluice: fork");
@@ -299,7 +301,7 @@ static int run_child(const struct how *how, char **cmd)
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (how->seccomp) {
 			close(sv[0]);
-			exec_supervised(sv[1], getppid(), meters_datagrams(how->cfg), cmd);
+			exec_supervised(sv[1], parent, meters_datagrams(how->cfg), cmd);
 		}
 		exec_command(cmd);
 	}
