@@ -12,6 +12,12 @@ export HELPERS="$ROOT/tests/integration/helpers"
 export SLUICE_LIB="$SHIM"
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/sluice-test.XXXXXX")
+# Every file a test writes goes under $T: with it empty they would land in / (as
+# stray m1.ini and offer-*.out files once did).
+if [ -z "$T" ] || [ ! -d "$T" ]; then
+	echo "FAIL: no temporary directory (mktemp: ${TMPDIR:-/tmp})"
+	exit 1
+fi
 SHM_NAME="/sluice-test-$$-$RANDOM"
 CTL="$T/ctl.sock"
 BG_PIDS=()
