@@ -70,7 +70,7 @@ CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/top.c src/cli/ac
 # Every tests/unit/test_MODULE.c is a unit test of src/core/MODULE.c, found here.
 UNIT_TESTS = $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c bench/hold_open.c \
-	bench/epoll_cost.c \
+	bench/epoll_cost.c bench/answer_loop.c \
 	bench/upload.c
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))

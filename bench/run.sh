@@ -42,7 +42,7 @@ B=$(cd "$ROOT/${BUILD:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 # Every program the figures come from, or no figures: a missing one printed blanks.
-for p in admit_bench connect_loop write_loop sendto_loop hold_open epoll_cost upload; do
+for p in admit_bench connect_loop write_loop sendto_loop hold_open epoll_cost upload answer_loop; do
 	[ -x "$B/bench/$p" ] || { echo "bench: $B/bench/$p is missing (make bench builds it)" >&2; exit 1; }
 done
 
