@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -233,6 +234,8 @@ struct sl_supervisor {
 	int verbose, fallback;
 	ev_io io;
 	ev_timer names_timer;
+	ev_async names_ready;
+	struct names_job *job; /* a refresh of the names under way, or NULL */
 	struct call *calls; /* held now */
 	struct seccomp_notif *req;
 	struct seccomp_notif_resp *resp;
@@ -963,42 +966,143 @@ static void on_notify(struct ev_loop *loop, ev_io *w, int revents)
 	handle(s, s->req);
 }
 
-/* The config's exact names, resolved here (README, "What reaches what"). */
-static void resolve_names(struct sl_supervisor *s)
+/* The config's exact names, resolved here (README, "What reaches what"): names[]
+ * (n of them, SL_HOST_MAX each) into a new table; *count its length. */
+static struct resolved *resolve(const char (*names)[SL_HOST_MAX], unsigned n, unsigned *count)
 {
 	struct resolved *out = calloc(NAMES_MAX, sizeof(*out));
-	unsigned n = 0;
+	unsigned k = 0;
 
 	if (!out)
-		return;
-	for (unsigned i = 0; i < s->cfg->npatterns && n < NAMES_MAX; i++) {
-		const struct sl_pattern *p = &s->cfg->patterns[i];
+		return NULL;
+	for (unsigned i = 0; i < n && k < NAMES_MAX; i++) {
 		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL, *r;
 
-		if (p->kind != SL_PAT_NAME || getaddrinfo(p->name, NULL, &hints, &res) != 0)
+		if (getaddrinfo(names[i], NULL, &hints, &res) != 0)
 			continue;
-		for (r = res; r && n < NAMES_MAX; r = r->ai_next) {
+		for (r = res; r && k < NAMES_MAX; r = r->ai_next) {
 			struct sl_dest d;
 
 			if (sl_dest_from_sockaddr(&d, r->ai_addr, r->ai_addrlen) < 0)
 				continue;
-			out[n].family = d.family;
-			memcpy(out[n].addr, d.addr, sizeof(d.addr));
-			snprintf(out[n].name, sizeof(out[n].name), "%s", p->name);
-			n++;
+			out[k].family = d.family;
+			memcpy(out[k].addr, d.addr, sizeof(d.addr));
+			snprintf(out[k].name, sizeof(out[k].name), "%s", names[i]);
+			k++;
 		}
 		freeaddrinfo(res);
 	}
-	free(s->names);
-	s->names = out;
-	s->nnames = n;
+	*count = k;
+	return out;
+}
+
+/* A refresh of the names, resolved on a thread of its own: a slow resolver must
+ * not hold up the loop, where every trapped call of the program waits.  The job
+ * is shared by the thread and the supervisor; whichever lets go of it last frees
+ * it (the supervisor may stop first: orphaned). */
+struct names_job {
+	pthread_mutex_t lock;
+	int refs, orphaned;
+	struct ev_loop *loop;
+	ev_async *ready;
+	char (*names)[SL_HOST_MAX];
+	unsigned nnames;
+	struct resolved *out;
+	unsigned nout;
+};
+
+static void job_put(struct names_job *j)
+{
+	int last;
+
+	pthread_mutex_lock(&j->lock);
+	last = --j->refs == 0;
+	pthread_mutex_unlock(&j->lock);
+	if (last) {
+		free(j->names);
+		free(j->out);
+		free(j);
+	}
+}
+
+static void *resolver(void *arg)
+{
+	struct names_job *j = arg;
+	unsigned n = 0;
+	struct resolved *out = resolve((const char (*)[SL_HOST_MAX])j->names, j->nnames, &n);
+
+	pthread_mutex_lock(&j->lock);
+	j->out = out;
+	j->nout = n;
+	if (!j->orphaned)
+		ev_async_send(j->loop, j->ready);
+	pthread_mutex_unlock(&j->lock);
+	job_put(j);
+	return NULL;
+}
+
+/* The config's exact names, as resolve() wants them; how many. */
+static char (*config_names(const struct sl_config *cfg, unsigned *n))[SL_HOST_MAX]
+{
+	char (*names)[SL_HOST_MAX] = calloc(cfg->npatterns ? cfg->npatterns : 1, SL_HOST_MAX);
+
+	*n = 0;
+	for (unsigned i = 0; names && i < cfg->npatterns; i++)
+		if (cfg->patterns[i].kind == SL_PAT_NAME)
+			snprintf(names[(*n)++], SL_HOST_MAX, "%s", cfg->patterns[i].name);
+	return names;
 }
 
 static void on_names(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct sl_supervisor *s = w->data;
+	struct names_job *j;
+	pthread_attr_t attr;
+	pthread_t t;
+
 	(void)loop;
 	(void)revents;
-	resolve_names(w->data);
+	if (s->job || !(j = calloc(1, sizeof(*j))))
+		return; /* the last refresh is still under way */
+	pthread_mutex_init(&j->lock, NULL);
+	j->refs = 2;
+	j->loop = s->loop;
+	j->ready = &s->names_ready;
+	if (!(j->names = config_names(s->cfg, &j->nnames))) {
+		free(j);
+		return;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, resolver, j) != 0) {
+		free(j->names);
+		free(j);
+	} else {
+		s->job = j;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* The refresh is done: its table replaces the old one. */
+static void on_names_ready(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct sl_supervisor *s = w->data;
+	struct names_job *j = s->job;
+
+	(void)loop;
+	(void)revents;
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->lock);
+	if (j->out) {
+		free(s->names);
+		s->names = j->out;
+		s->nnames = j->nout;
+		j->out = NULL;
+	}
+	pthread_mutex_unlock(&j->lock);
+	s->job = NULL;
+	job_put(j);
 }
 
 struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *shm_name,
@@ -1032,12 +1136,32 @@ struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, con
 		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
 		goto fail;
 	}
-	resolve_names(s);
+	{
+		unsigned n = 0;
+		char (*names)[SL_HOST_MAX] = config_names(cfg, &n);
+
+		/* The first time here, before any answer: a connect the program makes at
+		 * once to a name of the config's must match as that name. */
+		if (names)
+			s->names = resolve((const char (*)[SL_HOST_MAX])names, n, &s->nnames);
+		free(names);
+	}
+	ev_async_init(&s->names_ready, on_names_ready);
+	s->names_ready.data = s;
+	ev_async_start(loop, &s->names_ready);
 	s->diag = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	ev_init(&s->track_timer, on_track);
 	s->track_timer.repeat = TRACK_S;
 	s->track_timer.data = s;
-	ev_timer_init(&s->names_timer, on_names, NAMES_REFRESH_S, NAMES_REFRESH_S);
+	{
+		/* SLUICE_NAMES_REFRESH_S: another period, for the tests (0.1 s to an hour). */
+		const char *env = getenv("SLUICE_NAMES_REFRESH_S");
+		double every = env ? atof(env) : NAMES_REFRESH_S;
+
+		if (!(every >= 0.1 && every <= 3600))
+			every = NAMES_REFRESH_S;
+		ev_timer_init(&s->names_timer, on_names, every, every);
+	}
 	s->names_timer.data = s;
 	ev_timer_start(loop, &s->names_timer);
 	/* Linux 6.6: the caller and this process hand over on one CPU, as a pipe's two
@@ -1061,6 +1185,13 @@ void sl_supervise_stop(struct sl_supervisor *s)
 		return;
 	ev_io_stop(s->loop, &s->io);
 	ev_timer_stop(s->loop, &s->names_timer);
+	ev_async_stop(s->loop, &s->names_ready);
+	if (s->job) { /* a refresh still under way: its thread frees the job */
+		pthread_mutex_lock(&s->job->lock);
+		s->job->orphaned = 1;
+		pthread_mutex_unlock(&s->job->lock);
+		job_put(s->job);
+	}
 	ev_timer_stop(s->loop, &s->track_timer);
 	while (s->places) {
 		struct place *p = s->places;

@@ -110,10 +110,12 @@ match = localhost:$PORT
 rate = 5/s
 max_wait = 1m
 EOF
-out=$("$SLUICE" run -v -c "$T/n.ini" -- "$SC" http "$PORT" 4 2 2>"$T/name.err") || fail "by name: $out"
-grep -q "seccomp connect 127.0.0.1:$PORT (localhost): go" "$T/name.err" ||
-	fail "the config's name did not match: $(cat "$T/name.err")"
-spaced "static C to a name of the config" 4
+# (the names resolved again every 0.2 s meanwhile, on their own thread)
+out=$(SLUICE_NAMES_REFRESH_S=0.2 "$SLUICE" run -v -c "$T/n.ini" -- "$SC" http "$PORT" 8 2 2>"$T/name.err") ||
+	fail "by name: $out"
+[ "$(grep -c "seccomp connect 127.0.0.1:$PORT (localhost): go" "$T/name.err")" -eq 8 ] ||
+	fail "the config's name did not match every connect: $(cat "$T/name.err")"
+spaced "static C to a name of the config" 8
 
 # --- refusals: max_wait = 0 with its errno; a concurrency section ---
 write_config "$T/r.ini" <<EOF
