@@ -750,13 +750,30 @@ static int peek(int pid, uint64_t addr, void *buf, size_t n)
 	return got < 0 && (errno == EPERM || errno == EACCES) ? -EPERM : -EFAULT;
 }
 
+/* The thread group (process) thread tid belongs to, from /proc; or tid. */
+static int tgid_of(int tid)
+{
+	char path[64], line[128];
+	FILE *f;
+	int tgid = tid;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	if (!(f = fopen(path, "re")))
+		return tid;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
 /* A duplicate of thread tid's fd (pidfd_getfd, Linux 5.6), or -1. */
 static int take_socket(int tid, int fd)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD), dup;
 
-	if (pidfd < 0)
-		pidfd = (int)syscall(SYS_pidfd_open, tid, 0); /* before 6.9: the thread group's leader */
+	if (pidfd < 0) /* before 6.9 a pidfd is a process's: its thread group leader's */
+		pidfd = (int)syscall(SYS_pidfd_open, tgid_of(tid), 0);
 	if (pidfd < 0)
 		return -1;
 	dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);

@@ -16,11 +16,15 @@ EOF
 
 start=$(now_ms)
 "$SLUICE" run -c "$T/c.ini" -- bash -c '
+	# Their pids, kept as they start: `jobs -p` leaves out a job bash has already
+	# reaped, and under load the one that went could finish before the last start.
+	pids=()
 	for i in $(seq 12); do
 		curl -sS --max-time 20 -o /dev/null "http://127.0.0.1:$1/r$i" 2>>"$2/curl.err" &
+		pids+=($!)
 	done
 	ok=0 refused=0
-	for j in $(jobs -p); do
+	for j in "${pids[@]}"; do
 		wait $j; rc=$?
 		case $rc in 0) ok=$((ok + 1)) ;; 7 | 55) refused=$((refused + 1)) ;; *) echo "curl exit $rc" ;; esac
 	done
