@@ -62,7 +62,7 @@ SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
 	src/shim/admission.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
 	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
 	src/shim/exec.c src/shim/stream.c src/shim/recv.c src/shim/undecided.c src/shim/signals.c \
-	src/shim/answers.c src/shim/tls.c
+	src/shim/answers.c src/shim/tls.c src/shim/kicker.c
 DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c src/daemon/fleet.c src/daemon/metrics.c
 SLUICED_SRC = src/daemon/sluiced.c
 CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/top.c src/cli/acquire.c \

@@ -73,7 +73,8 @@ struct sl_ticket {
 	uint64_t mask;        /* enforcing sections charged: positions of the match it
 	                       * was reserved for, sec[k] each */
 	int64_t arrival_ns;   /* when the request asked */
-	int64_t release_ns;   /* the slot it was given */
+	int64_t release_ns;   /* when to look: its slot, or sooner for a fleet limit */
+	int64_t slot_ns;      /* the slot it was given */
 	int64_t released_ns;  /* when the release check let it go (sl_admit_release) */
 	int refuse_errno;     /* on refusal: the refusing section's errno (0 = default) */
 	int refusing_section; /* on refusal: its section index (-1: none) */
@@ -127,6 +128,16 @@ int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t no
  * that much early at the destination. */
 #define SL_ADMIT_NOW INT64_MIN
 
+/* When the release check would next let t go, read without the lock (docs/design.md,
+ * "The queue"): a waiter whose gate has not opened sleeps on instead of taking the
+ * lock to be told so - in a queue running late every waiter's slot has come, and
+ * each taking the lock at every gate delayed the one whose turn it was.  Only a
+ * hint, never a release: at most SL_PEEK_MAX_NS ahead (a scribbled state costs a
+ * look that soon, then the locked check repairs it), and `now` whenever the
+ * locked check must look (a fleet share, a key to find again). */
+#define SL_PEEK_MAX_NS (100 * 1000000LL)
+int64_t sl_admit_peek(struct sl_shm_header *h, const struct sl_ticket *t, int64_t now);
+
 /* At or after t->release_ns: returns 0 when the request may go now (and counts it),
  * 1 with *retry_ns set when an earlier late waker means it must sleep longer, or
  * -ETIMEDOUT when the lock could not be had (nothing is decided: the caller's
@@ -134,12 +145,17 @@ int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
                      int64_t *retry_ns);
 
-/* The same, and when the request may go, act(arg) runs before the lock is let go
- * - the call being released, made so that no other release can come between
- * this one and it - and the release is counted from the clock after it.  act must
- * not block: a non-blocking connect, say. */
+/* The call a release makes inside itself: act(arg) makes it without blocking (a
+ * non-blocking connect, a datagram sent with MSG_DONTWAIT) and returns 1, or
+ * returns 0 when it sent nothing (the caller makes the call itself, later). */
+typedef int (*sl_act_fn)(void *arg);
+
+/* The same, and when the request may go, act(arg) makes the call before the lock
+ * is let go - so no other release can come between this one and its packet - and
+ * each section counts the release from the instant sl_limit_counted_from() gives
+ * for the call's check and end (docs/design.md, "Where the bound is kept"). */
 int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
-                         int64_t *retry_ns, void (*act)(void *), void *arg);
+                         int64_t *retry_ns, sl_act_fn act, void *arg);
 
 /* sl_admit_reserve() and, when the slot it gives is already due, the release
  * (sl_admit_release_act) in the same hold of the lock: what a call that does not
@@ -148,12 +164,17 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
  * release check could not be made: nothing was released). */
 int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                             int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
-                            void (*act)(void *), void *arg);
+                            sl_act_fn act, void *arg);
 
 /* A request of the sections in m released at `from` went only at `to`
  * (sl_strategy_moved for each). */
 void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,
                     int32_t self);
+
+/* A request of the sections in m released (checked) at `checked` was made by a
+ * call that ended at `end`: each section counts it from sl_limit_counted_from(). */
+void sl_admit_made(struct sl_shm_header *h, const struct sl_match *m, int64_t checked, int64_t end,
+                   int32_t self);
 
 /* Give the reservation back (signal, timeout, death of the waiter). */
 void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);

@@ -46,6 +46,7 @@ int sl_clock_sleep_until(int64_t deadline_ns);
  * up release after release.  Costs at most SL_CLOCK_SPIN_NS of CPU per wait.
  * 0, or -EINTR when a signal ended the sleep part. */
 #define SL_CLOCK_SPIN_NS (200 * 1000)
+#define SL_CLOCK_BUSY_NS (50 * 1000)
 int sl_clock_sleep_until_precise(int64_t deadline_ns);
 
 #endif

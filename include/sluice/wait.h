@@ -23,7 +23,7 @@ int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t n
  * (the release check could not be made: try again, as sl_wait_release_act does). */
 int sl_wait_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                            int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
-                           void (*act)(void *), void *arg);
+                           sl_act_fn act, void *arg);
 int sl_wait_reserve_bytes(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                           int32_t self, struct sl_ticket *t, uint64_t bytes);
 int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
@@ -31,6 +31,8 @@ int sl_wait_check(struct sl_shm_header *h, const struct sl_match *m, int64_t now
 void sl_wait_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t self);
 void sl_wait_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,
                    int32_t self);
+void sl_wait_made(struct sl_shm_header *h, const struct sl_match *m, int64_t checked, int64_t end,
+                  int32_t self);
 
 /* Sleep to the ticket's slot on an absolute CLOCK_MONOTONIC deadline, then until the
  * release check agrees, and count the release.  A signal handler interrupts the
@@ -48,9 +50,9 @@ int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 
 /* Both, with the released call made inside the release (sl_admit_release_act). */
 int sl_wait_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
-                        volatile sig_atomic_t *stop, void (*act)(void *), void *arg);
+                        volatile sig_atomic_t *stop, sl_act_fn act, void *arg);
 int sl_wait_try_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
-                            int64_t *retry_ns, void (*act)(void *), void *arg);
+                            int64_t *retry_ns, sl_act_fn act, void *arg);
 
 /* Take a concurrency place in every section of m that limits concurrency, waiting
  * (futex, woken when a place is given back) until `deadline` (-1: none; -2: do not

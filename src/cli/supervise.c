@@ -332,18 +332,19 @@ static void make_call(struct call *c)
 /* The release's act: the call goes now, inside the release (sluice/admit.h) -
  * made here when the caller's socket could be had, so its SYN or datagram leaves
  * before the lock is let go; else the caller is let go to make it. */
-static void act_continue(void *arg)
+static int act_continue(void *arg)
 {
 	struct call *c = arg;
 
 	if (c->sock >= 0) {
 		make_call(c);
-		return;
+		return 1;
 	}
 	c->answered = 1;
 	if (answer(c->s, c->id, 0) == 0)
 		c->s->passed++;
 	/* else its thread was killed meanwhile: its slot stays spent, never early */
+	return 0; /* the caller's thread makes it when it next runs */
 }
 
 static void call_free(struct call *c)

@@ -22,6 +22,7 @@
 #define MATCH_TRIES 64
 #define SL_ACT_GUARD_NS (250 * SL_NS_PER_MS) /* see sl_admit_release_act */
 
+
 int sl_match_find(const struct sl_match *m, uint32_t i)
 {
 	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
@@ -416,6 +417,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 	}
 	/* Charged at its slot; a caller on a fleet share looks again sooner (lease.h). */
 	t->release_ns = fleet ? sl_limit_wake(&sl_shm_section(h, (unsigned)limiting)->spec, release, now) : release;
+	t->slot_ns = release;
 	t->held = release > now;
 out:
 	return rc;
@@ -457,9 +459,37 @@ int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, 
 	return sl_admit_release_act(h, t, now, self, retry_ns, NULL, NULL);
 }
 
+int64_t sl_admit_peek(struct sl_shm_header *h, const struct sl_ticket *t, int64_t now)
+{
+	int64_t at = now;
+
+	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits);
+		const struct sl_section *sec = ticket_section(h, t, k);
+		const struct sl_state *st = sec ? &sec->state : NULL;
+		const struct sl_key *key;
+
+		if (!sec)
+			continue;
+		/* A fleet share and a key not where the ticket left it: the locked
+		 * check looks (it may count a miss, or make the key). */
+		if (sl_limit_fleet(&sec->spec))
+			return now;
+		if (sec->spec.per != SL_PER_NONE) {
+			if (!t->sec[k].key.serial ||
+			    !(key = sl_keys_ref(h, t->sec[k].idx, t->sec[k].key.slot, t->sec[k].key.serial)))
+				return now;
+			st = &key->state;
+		}
+		at = SL_MAX(at, sl_strategy_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)));
+		at = SL_MAX(at, sl_pause_release_at(st, &sec->spec, now));
+	}
+	return SL_MIN(at, now + SL_PEEK_MAX_NS);
+}
+
 /* Under the lock: sl_admit_release_act's work. */
 static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t now,
-                          int64_t *retry_ns, void (*act)(void *), void *arg)
+                          int64_t *retry_ns, sl_act_fn act, void *arg)
 {
 	int64_t wait, later;
 
@@ -505,7 +535,8 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 	 * is then moved on to the moment it was made, not left at a check the caller
 	 * could be preempted after (docs/design.md, "Where the bound is kept"). */
 	if (act) {
-		int64_t made, checked[SL_MATCH_MAX];
+		int64_t end, checked[SL_MATCH_MAX];
+		int sent;
 
 		/* Until the call is made, a GCRA counts it as made SL_ACT_GUARD_NS from
 		 * now: a caller killed -9 inside it - after its SYN, before the clock
@@ -525,20 +556,23 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 			checked[k] = st->rel_tat_ns;
 			sl_limit_moved(&sec->spec, st, now, now + SL_ACT_GUARD_NS, cost_in(sec, t), wall_off(h));
 		}
-		act(arg);
-		made = sl_clock_mono_ns();
+		sent = act(arg);
+		end = sl_clock_mono_ns();
 		for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
 			unsigned k = (unsigned)__builtin_ctzll(bits);
 			struct sl_section *sec;
 			struct sl_state *st;
+			int64_t from;
 
-			if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, made)))
+			if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, end)))
 				continue;
 			if (sl_limit_is_gcra(&sec->spec))
 				st->rel_tat_ns = checked[k]; /* the guard's work is done */
-			sl_limit_moved(&sec->spec, st, now, made, cost_in(sec, t), wall_off(h));
+			/* Sent here: counted as the rule says; left to the caller: from
+			 * after it at least. */
+			from = sent ? sl_limit_counted_from(&sec->spec, st, cost_in(sec, t), now, end) : end;
+			sl_limit_moved(&sec->spec, st, now, from, cost_in(sec, t), wall_off(h));
 		}
-		now = made;
 	}
 	wait = now - t->arrival_ns;
 	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
@@ -557,7 +591,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 }
 
 int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
-                         int64_t *retry_ns, void (*act)(void *), void *arg)
+                         int64_t *retry_ns, sl_act_fn act, void *arg)
 {
 	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
 
@@ -570,7 +604,7 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 
 int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                             int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
-                            void (*act)(void *), void *arg)
+                            sl_act_fn act, void *arg)
 {
 	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
 
@@ -605,6 +639,26 @@ void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t f
 		    sec->spec.mode == SL_MODE_OBSERVE || !(st = limit_state(h, i, sec, &m->src, &ref, 1, to)))
 			continue;
 		sl_limit_moved(&sec->spec, st, from, to, 1, wall_off(h));
+	}
+	sl_shm_unlock(h, self);
+}
+
+void sl_admit_made(struct sl_shm_header *h, const struct sl_match *m, int64_t checked, int64_t end,
+                   int32_t self)
+{
+	if (end <= checked || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return;
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
+		struct sl_section *sec;
+		struct sl_state *st;
+		struct sl_keyref ref = {0, 0};
+
+		if (!(sec = live_section(h, i, m->serial[k])) ||
+		    sec->spec.mode == SL_MODE_OBSERVE || !(st = limit_state(h, i, sec, &m->src, &ref, 1, end)))
+			continue;
+		sl_limit_moved(&sec->spec, st, checked, sl_limit_counted_from(&sec->spec, st, 1, checked, end), 1,
+		               wall_off(h));
 	}
 	sl_shm_unlock(h, self);
 }

@@ -47,8 +47,12 @@ int sl_clock_sleep_until_precise(int64_t deadline_ns)
 		rc = sl_clock_sleep_until(deadline_ns - SL_CLOCK_SPIN_NS);
 	if (rc != 0)
 		return rc;
-	while (sl_clock_mono_ns() < deadline_ns)
-		sched_yield();
+	for (int64_t now; (now = sl_clock_mono_ns()) < deadline_ns;) {
+		if (deadline_ns - now > SL_CLOCK_BUSY_NS)
+			sched_yield();
+		else
+			sl_cpu_relax();
+	}
 	return 0;
 }
 

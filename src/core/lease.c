@@ -233,6 +233,21 @@ uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int
 	return 0;
 }
 
+int64_t sl_limit_counted_from(const struct sl_spec *s, const struct sl_state *st, uint64_t cost,
+                              int64_t checked, int64_t end)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r = s;
+
+	if (end <= checked)
+		return checked;
+	if (sl_limit_fleet(s) && !is_window(s) && !(r = rate_spec(s, st, &tmp, end)))
+		return end;
+	if (!sl_strategy_is_gcra(r) || sl_gcra_increment(r, cost) >= SL_STRICT_INTERVAL_NS)
+		return end;
+	return SL_MAX(checked, end - SL_CALL_SPREAD_NS);
+}
+
 uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st, int64_t now)
 {
 	if (!sl_limit_fleet(s))

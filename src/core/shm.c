@@ -618,42 +618,62 @@ static int holder_gone(uint64_t cur, int32_t self)
 	return sl_proc_check(pid, (uint32_t)(cur >> 32)) == SL_PROC_GONE;
 }
 
+/* How long a waiter waits before it asks whether the holder still lives, and
+ * how often it asks again: a live holder keeps the lock for microseconds, while
+ * asking reads /proc (three system calls), which every waiter of a busy lock
+ * would otherwise do at each turn. */
+#define LOCK_SUSPECT_NS SL_NS_PER_MS
+/* How long a waiter spins before it sleeps on the futex.  A holder keeps the lock
+ * for a few microseconds; a thread that takes it again and again (an event loop
+ * opening 600 connections) lets it go for tens of microseconds between, and a
+ * waiter asleep on the futex is woken too late to catch one of those gaps - the
+ * shim's own release thread waited 17 ms that way.  Spinning this long catches
+ * the next gap. */
+#define LOCK_SPIN_NS (20 * SL_NS_PER_US)
+
 int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 {
 	_Atomic uint64_t *word = A(&h->lock);
 	uint64_t mine = lock_value(self, sl_proc_self_stamp(self));
-	int64_t deadline = 0;
+	int64_t first = 0, asked = 0;
 	int saved = errno;
 
 	for (unsigned spin = 0;; spin++) {
 		uint64_t cur = 0;
+		int64_t now;
 
 		if (atomic_compare_exchange_weak_explicit(word, &cur, mine, memory_order_acquire,
 		                                          memory_order_relaxed))
 			return 0;
-		if (spin < 64) {
+		if (spin % 64 != 63) {
 			sl_cpu_relax();
 			continue;
 		}
-		if (holder_gone(cur, self)) {
-			if (atomic_compare_exchange_strong_explicit(word, &cur, mine, memory_order_acquire,
-			                                            memory_order_relaxed)) {
-				atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
-				errno = saved;
-				return 1;
-			}
+		now = sl_clock_mono_ns();
+		if (!first)
+			first = now;
+		if (now - first < LOCK_SPIN_NS && cur != 0)
 			continue;
+		if (now - first >= LOCK_SUSPECT_NS && now - asked >= LOCK_SUSPECT_NS) {
+			asked = now;
+			if (holder_gone(cur, self)) {
+				if (atomic_compare_exchange_strong_explicit(word, &cur, mine, memory_order_acquire,
+				                                            memory_order_relaxed)) {
+					atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
+					errno = saved;
+					return 1;
+				}
+				continue;
+			}
 		}
-		if (deadline == 0)
-			deadline = sl_clock_mono_ns() + timeout_ns;
-		else if (sl_clock_mono_ns() > deadline) {
+		if (now - first > timeout_ns) {
 			errno = saved;
 			return -ETIMEDOUT;
 		}
 		if (cur == 0)
 			continue;
 		atomic_fetch_add_explicit(A(&h->lock_waiters), 1, memory_order_relaxed);
-		futex_wait(lock_futex(h), (uint32_t)(cur & 0xffffffffu), 2 * SL_NS_PER_MS);
+		futex_wait(lock_futex(h), (uint32_t)(cur & 0xffffffffu), LOCK_SUSPECT_NS);
 		atomic_fetch_sub_explicit(A(&h->lock_waiters), 1, memory_order_relaxed);
 	}
 }

@@ -25,7 +25,7 @@ int sl_wait_reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t n
 
 int sl_wait_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
                            int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
-                           void (*act)(void *), void *arg)
+                           sl_act_fn act, void *arg)
 {
 	struct sl_critical c;
 	int rc;
@@ -79,6 +79,16 @@ void sl_wait_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t fr
 	sl_critical_leave(&c);
 }
 
+void sl_wait_made(struct sl_shm_header *h, const struct sl_match *m, int64_t checked, int64_t end,
+                  int32_t self)
+{
+	struct sl_critical c;
+
+	sl_critical_enter(&c);
+	sl_admit_made(h, m, checked, end, self);
+	sl_critical_leave(&c);
+}
+
 int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
                     volatile sig_atomic_t *stop)
 {
@@ -86,15 +96,20 @@ int sl_wait_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
 }
 
 int sl_wait_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
-                        volatile sig_atomic_t *stop, void (*act)(void *), void *arg)
+                        volatile sig_atomic_t *stop, sl_act_fn act, void *arg)
 {
 	int64_t at = t->release_ns, retry;
 	int slack = -1, rc = 0;
 
-	for (int rounds = 0; rounds < 1000; rounds++) {
+	for (int rounds = 0; rounds < 1000;) {
 		struct sl_critical c;
+		int64_t now = sl_clock_mono_ns(), gate;
 
-		if (at > sl_clock_mono_ns()) {
+		/* A gate not open yet is slept for without the lock (sl_admit_peek); one
+		 * as far as the peek's bound is the locked check's to look at. */
+		if (at <= now && (gate = sl_admit_peek(h, t, now)) > now && gate < now + SL_PEEK_MAX_NS)
+			at = gate;
+		if (at > now) {
 			/* The default 50us timer slack would make every release late by that
 			 * much: sleep precisely, and put the thread's own setting back after. */
 			if (slack < 0 && (slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) > 1)
@@ -106,7 +121,9 @@ int sl_wait_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 					goto out;
 				}
 			}
+			continue; /* look again: the gate may have moved on meanwhile */
 		}
+		rounds++;
 		sl_critical_enter(&c);
 		rc = sl_admit_release_act(h, t, SL_ADMIT_NOW, self, &retry, act, arg);
 		sl_critical_leave(&c);
@@ -128,7 +145,7 @@ int sl_wait_try_release(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 }
 
 int sl_wait_try_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t self,
-                            int64_t *retry_ns, void (*act)(void *), void *arg)
+                            int64_t *retry_ns, sl_act_fn act, void *arg)
 {
 	struct sl_critical c;
 	int rc;

@@ -87,7 +87,7 @@ int sl_admission_wait(const struct sl_dest *d, const struct sl_match *m, const c
 }
 
 int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
-                     int default_refuse, void (*act)(void *), void *arg)
+                     int default_refuse, sl_act_fn act, void *arg)
 {
 	struct sl_shm_header *h = sl_shim.shm.hdr;
 	struct sl_ticket t;

@@ -237,7 +237,7 @@ int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const 
 	return sl_admission_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made);
 }
 
-void sl_connect_act(void *arg)
+int sl_connect_act(void *arg)
 {
 	struct sl_made_connect *mk = arg;
 	int fl = sl_real.fcntl ? sl_real.fcntl(mk->fd, F_GETFL) : -1;
@@ -251,6 +251,7 @@ void sl_connect_act(void *arg)
 	if (mk->blocking)
 		sl_real.fcntl(mk->fd, F_SETFL, fl);
 	mk->done = 1;
+	return 1;
 }
 
 /* A blocking connect whose SYN went inside its release: wait for the connection as

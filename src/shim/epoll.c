@@ -8,6 +8,7 @@
  * earliest release.  All of that masking lives here.
  */
 #include "fdtab.h"
+#include "kicker.h"
 #include "sluice/clock.h"
 
 #include <errno.h>
@@ -244,6 +245,8 @@ void sl_epoll_mask(struct sl_record *rec)
 			mark_for_epoll(rec);
 		}
 	}
+	if (rec->ep_masked)
+		sl_kicker_due(rec); /* put back at its slot, whatever the program is doing */
 }
 
 /* Put registrations back (those in `which`): the kernel re-evaluates them, so an
@@ -347,6 +350,11 @@ int64_t sl_epoll_due(int epfd, int64_t now)
 			unsigned mine = 0;
 
 			if (!rec)
+				continue;
+			/* The kicker acts on it at its instant (kicker.c): nothing for this
+			 * wait to do or to wake for.  Read without the lock: a record the
+			 * kicker has just let go of is looked at by the next wait. */
+			if (__atomic_load_n(&rec->kick_at, __ATOMIC_RELAXED) && sl_kicker_running())
 				continue;
 			sl_shim_lock(&rec->lock);
 			if (!rec->refs || !(rec->ep_masked | rec->ep_withheld)) {

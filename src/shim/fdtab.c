@@ -147,9 +147,12 @@ struct sl_record *sl_record_new(int fd)
 		return NULL;
 	}
 	index = rec->index;
+	/* Under its own lock too: the kicker (kicker.c) may be looking at what this
+	 * record was a moment ago.  The lock itself stays as it was made. */
+	sl_shim_lock(&rec->lock);
 	memset((char *)rec + sizeof(rec->lock), 0, sizeof(*rec) - sizeof(rec->lock));
-	pthread_mutex_init(&rec->lock, NULL);
 	rec->index = index;
+	sl_shim_unlock(&rec->lock);
 	rec->refs = 1;
 	atomic_fetch_add(&sl_records_active, 1);
 	if (atomic_exchange(e, index) == SL_FD_SNIFF)

@@ -84,6 +84,9 @@ struct sl_record {
 	int kind;             /* enum sl_record_kind */
 	int fd;               /* the fd that connected, for epoll re-arming */
 	int64_t release_ns;   /* WAITING: when the next release check may pass */
+	int64_t kick_at;      /* the instant of its entry in the kicker's heap (0: none) */
+	uint64_t sock_ino;    /* DEFERRED: the socket's inode and device, so the kicker */
+	uint64_t sock_dev;    /* acts on this socket only (kicker.c) */
 	unsigned ep_masked;   /* bit i: EPOLLOUT taken out of registration ep[i] */
 	int inherited;        /* copied into a fork child: the parent owns the place, so
 	                       * the child closing its fd must not give it back */
@@ -301,7 +304,7 @@ struct sl_made_connect {
 	int rc, err;  /* its result and errno */
 	int blocking; /* the socket is blocking */
 };
-void sl_connect_act(void *arg);
+int sl_connect_act(void *arg);
 
 /* connect.c: a new TCP connection to sections m, by connect() or
  * sendto(MSG_FASTOPEN) to addr (dontwait: MSG_DONTWAIT, as a non-blocking socket):

@@ -12,6 +12,7 @@
  * before its release gives its place back.
  */
 #include "fdtab.h"
+#include "kicker.h"
 #include "sluice/clock.h"
 #include "sluice/wait.h"
 
@@ -96,11 +97,13 @@ int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m, uin
 	rec->conc_refuse = conc_refuse;
 	rec->peer_len = (socklen_t)SL_MIN((size_t)alen, sizeof(rec->peer));
 	memcpy(&rec->peer, addr, rec->peer_len);
+	sl_kicker_note_socket(rec);
 	if (t) {
 		rec->defer_phase = SL_DEFER_RATE;
 		rec->t = *t;
 		rec->want = *m;
 		rec->release_ns = t->release_ns;
+		sl_kicker_due(rec); /* made at its slot, whatever the program is doing */
 	} else {
 		rec->defer_phase = SL_DEFER_CONC;
 		rec->release_ns = sl_clock_mono_ns() + SL_CONC_RECHECK_NS;
@@ -176,14 +179,23 @@ static void connect_now(struct sl_record *rec, struct sl_made_connect *mk)
  * yet (release_ns moved on), -1: refused (state set). */
 static int take_slot(struct sl_record *rec, int64_t now, struct sl_made_connect *mk)
 {
-	int64_t retry;
+	int64_t retry, gate;
 	int rc;
 
-	if (now < rec->release_ns)
+	if (now < rec->release_ns) {
+		sl_kicker_due(rec);
 		return 0;
+	}
+	/* A gate not open yet is waited for without the lock (sl_admit_peek). */
+	if ((gate = sl_admit_peek(sl_shim.shm.hdr, &rec->t, now)) > now && gate < now + SL_PEEK_MAX_NS) {
+		rec->release_ns = gate;
+		sl_kicker_due(rec);
+		return 0;
+	}
 	rc = sl_wait_try_release_act(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry, sl_connect_act, mk);
 	if (rc > 0) {
 		rec->release_ns = retry;
+		sl_kicker_due(rec);
 		return 0;
 	}
 	if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
@@ -542,8 +554,8 @@ void sl_held_made(int fd)
 	if (!made_pending.set || made_pending.fd != fd)
 		return;
 	made_pending.set = 0;
-	sl_wait_moved(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(),
-	              sl_shim.pid);
+	/* Counted as a connect made inside its release is (sl_limit_counted_from). */
+	sl_wait_made(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(), sl_shim.pid);
 }
 
 /* Released: a write goes unless it begins a request without a place (meter =
@@ -653,10 +665,13 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 /* A place reserved: the write goes once the release check agrees. */
 static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 {
-	int64_t retry;
+	int64_t retry, gate, now = sl_clock_mono_ns();
 	int rc;
 
-	if (sl_clock_mono_ns() >= rec->release_ns) {
+	if (now >= rec->release_ns && (gate = sl_admit_peek(sl_shim.shm.hdr, &rec->t, now)) > now &&
+	    gate < now + SL_PEEK_MAX_NS)
+		rec->release_ns = gate; /* a gate not open yet: waited for without the lock */
+	if (now >= rec->release_ns) {
 		rc = sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry);
 		if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
 			settle_and_unlock(g->fd, rec);

@@ -16,6 +16,7 @@
 #include "shim.h"
 #include "sluice/config_keys.h"
 #include "fdtab.h"
+#include "kicker.h"
 #include "sluice/config.h"
 
 #include <errno.h>
@@ -71,6 +72,7 @@ static void at_fork_child(void)
 	sl_shim.pid = (int32_t)getpid();
 	sl_namemap_after_fork();
 	sl_fdtab_after_fork();
+	sl_kicker_after_fork();
 	/* A private segment's lock may have been held by a thread that does not exist in
 	 * the child; no other process can hold it. */
 	if (sl_shim.shm.hdr && sl_shim.shm.anonymous)

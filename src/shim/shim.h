@@ -124,7 +124,7 @@ int sl_admission_wait(const struct sl_dest *d, const struct sl_match *m, const c
                  int default_refuse);
 /* The same, act(arg) made inside the release (sl_wait_release_act). */
 int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
-                     int default_refuse, void (*act)(void *), void *arg);
+                     int default_refuse, sl_act_fn act, void *arg);
 
 /* undecided.c: the segment could not decide for a matched call (its lock was not
  * had within its bound, its release check never agreed, every section changed

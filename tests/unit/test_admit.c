@@ -410,7 +410,7 @@ static void test_reload_keeps_state(void **state)
 			assert_int_equal(++n, 1);
 }
 
-static void die_in_the_call(void *arg)
+static int die_in_the_call(void *arg)
 {
 	(void)arg;
 	_exit(0); /* as a kill -9 right after the SYN, before the call is recorded as made */

@@ -1,0 +1,325 @@
+/*
+ * The kicker: one thread of the shim's own, started with the first socket a
+ * non-blocking program has to wait for, that acts on each held socket at its
+ * release instant whatever the program's own loop is doing (docs/design.md,
+ * "Deferred connects on time").
+ *
+ *  - a deferred connect (DEFERRED) is made at its slot, inside its release, as a
+ *    program thread's hook would make it - but on time: an event loop busy with
+ *    other sockets (node answering 600 responses) reached its next epoll_wait up
+ *    to milliseconds after the slot, and every release of a backlog inherits the
+ *    lateness of the one before it (the release check allows no catch-up);
+ *  - a held write's masked registrations (WAITING, EPOLLOUT taken out) are put
+ *    back at its slot, so the program's epoll_wait wakes then to make the write.
+ *
+ * Records due at some instant sit in a binary min-heap of (instant, record index),
+ * one entry per record at a time (sl_record.kick_at names the instant of its live
+ * entry; an entry whose instant differs is stale and dropped when it comes up).
+ * The thread sleeps on a futex with the heap's earliest instant as its absolute
+ * deadline, less KICK_SPIN_NS, and spins the rest.  Every signal is blocked on it, so the
+ * program's handlers never run there.  The program's own hooks go on kicking and
+ * unmasking as before: whoever comes first under the record's lock does it.
+ *
+ * The program owns the descriptor and may close it at any moment from another
+ * thread; so right before the connect, under the record's lock, the thread checks
+ * that the descriptor is still the socket it was when the connect was deferred
+ * (its device and inode, noted then).  It keeps no descriptor of its own.  A fork child starts with
+ * no kicker and an empty heap: the records it inherits are its parent's.
+ */
+#include "fdtab.h"
+#include "kicker.h"
+#include "sluice/clock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* How early the thread wakes before an instant, to spin the rest.  A timer wakes
+ * a sleeping thread 20-200 us late on these machines; spinning longer than this,
+ * though, got the thread preempted inside its spin under load (its short slice,
+ * below, is used up), and whole milliseconds late: 60 us delivered the most at
+ * 1,000/s from node beside an nginx on two cores (make bench). */
+#define KICK_SPIN_NS (60 * SL_NS_PER_US)
+
+/* The thread's own slice under EEVDF (Linux 6.12 and later; refused before, and
+ * the default kept): a thread asking for a short slice is let preempt the one
+ * running when it wakes, instead of waiting out a 3 ms slice of the program's
+ * busy threads (node's own workers delayed it 2.8 ms that way). */
+#define KICK_SLICE_NS (100 * SL_NS_PER_US)
+
+struct entry {
+	int64_t at;
+	int64_t slot;   /* ties go in slot order: the head of a queue looks first */
+	unsigned index; /* record index+1 */
+	unsigned pad;
+};
+
+static int before(const struct entry *a, const struct entry *b)
+{
+	return a->at < b->at || (a->at == b->at && a->slot < b->slot);
+}
+
+/* The heap, mmap'd at first use (virtual room for one entry per possible record;
+ * only what is used is ever touched).  Guarded by heap_lock. */
+static struct entry *heap;
+static unsigned heap_len;
+static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Bumped, and woken, when an entry earlier than the thread's deadline arrives. */
+static _Atomic uint32_t wake_word;
+/* 0: no thread; 1: starting or running; -1: could not be started (the hooks alone
+ * kick, as before). */
+static _Atomic int state;
+
+static void sift_up(unsigned i)
+{
+	while (i > 0) {
+		unsigned p = (i - 1) / 2;
+		struct entry e;
+
+		if (!before(&heap[i], &heap[p]))
+			break;
+		e = heap[p];
+		heap[p] = heap[i];
+		heap[i] = e;
+		i = p;
+	}
+}
+
+static void sift_down(unsigned i)
+{
+	for (;;) {
+		unsigned l = 2 * i + 1, r = l + 1, m = i;
+		struct entry e;
+
+		if (l < heap_len && before(&heap[l], &heap[m]))
+			m = l;
+		if (r < heap_len && before(&heap[r], &heap[m]))
+			m = r;
+		if (m == i)
+			return;
+		e = heap[m];
+		heap[m] = heap[i];
+		heap[i] = e;
+		i = m;
+	}
+}
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
+/* Sleep on wake_word (last seen `seen`) until `until` (CLOCK_MONOTONIC, 0: none). */
+static void futex_sleep_until(_Atomic uint32_t *w, uint32_t seen, int64_t until)
+{
+	struct timespec ts = {.tv_sec = until / SL_NS_PER_S, .tv_nsec = until % SL_NS_PER_S};
+
+	syscall(SYS_futex, w, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, until ? &ts : NULL, NULL,
+	        FUTEX_BITSET_MATCH_ANY);
+}
+
+/* The earliest entry's instant, or 0. */
+static int64_t earliest(void)
+{
+	int64_t at;
+
+	sl_shim_lock(&heap_lock);
+	at = heap_len ? heap[0].at : 0;
+	sl_shim_unlock(&heap_lock);
+	return at;
+}
+
+/* Pop the earliest entry when due at `now`.  1 when *e was filled. */
+static int pop_due(int64_t now, struct entry *e)
+{
+	int got = 0;
+
+	sl_shim_lock(&heap_lock);
+	if (heap_len && heap[0].at <= now) {
+		*e = heap[0];
+		heap[0] = heap[--heap_len];
+		sift_down(0);
+		got = 1;
+	}
+	sl_shim_unlock(&heap_lock);
+	return got;
+}
+
+/* Whether rec->fd is still the socket rec was deferred for: its table entry names
+ * rec, and the descriptor's inode is the one noted then.  Asked under rec->lock,
+ * right before the connect; a descriptor closed and its number taken by another
+ * socket between the two would need the program to close it from another thread
+ * inside that microsecond (a duplicate made to connect through instead cost a
+ * grace period of the kernel's fd table, 15 ms, whenever it grew it). */
+static int still_its_socket(struct sl_record *rec)
+{
+	struct stat st;
+
+	return sl_fdtab_get(rec->fd) == rec->index && fstat(rec->fd, &st) == 0 &&
+	       st.st_ino == rec->sock_ino && st.st_dev == rec->sock_dev;
+}
+
+/* Under rec->lock: do what is due for it at `now`. */
+static void act_on(struct sl_record *rec, int64_t now)
+{
+	int saved = errno;
+
+	if (!rec->refs)
+		return;
+	if (rec->state == SL_REC_DEFERRED) {
+		if (rec->release_ns > now) {
+			sl_kicker_due(rec);
+			return;
+		}
+		if (!still_its_socket(rec))
+			return; /* closed, or another socket now: its own hooks decide */
+		sl_held_kick_locked(rec, rec->fd, now);
+		if (rec->state == SL_REC_DEFERRED)
+			sl_kicker_due(rec); /* not yet: a later retry, or a place still awaited */
+	} else if (rec->ep_masked) {
+		if (rec->release_ns > now)
+			sl_kicker_due(rec);
+		else if (sl_fdtab_get(rec->fd) == rec->index)
+			sl_epoll_unmask(rec); /* the write's release check decides */
+	}
+	errno = saved;
+}
+
+/* struct sched_attr of sched_setattr(2), which glibc 2.36 does not declare. */
+struct kick_sched_attr {
+	uint32_t size, policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t priority;
+	uint64_t runtime, deadline, period;
+};
+
+static void *run(void *arg)
+{
+	struct kick_sched_attr sa = {.size = sizeof(sa), .policy = SCHED_OTHER, .runtime = KICK_SLICE_NS};
+
+	(void)arg;
+	prctl(PR_SET_NAME, "sluice-kicker", 0, 0, 0);
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	syscall(SYS_sched_setattr, 0, &sa, 0); /* before Linux 6.12: refused, no matter */
+	for (;;) {
+		uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
+		int64_t at = earliest(), now = sl_clock_mono_ns();
+		struct entry e;
+
+		if (!at || at - KICK_SPIN_NS > now) {
+			futex_sleep_until(&wake_word, seen, at ? at - KICK_SPIN_NS : 0);
+			continue;
+		}
+		while (sl_clock_mono_ns() < at)
+			sl_cpu_relax();
+		while (pop_due(now = sl_clock_mono_ns(), &e)) {
+			struct sl_record *rec = sl_record_at(e.index);
+
+			if (!rec)
+				continue;
+			sl_shim_lock(&rec->lock);
+			if (rec->kick_at == e.at) {
+				rec->kick_at = 0;
+				act_on(rec, now);
+			}
+			sl_shim_unlock(&rec->lock);
+		}
+	}
+	return NULL;
+}
+
+static void start(void)
+{
+	int expected = 0;
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t tid;
+	int rc;
+
+	if (!atomic_compare_exchange_strong(&state, &expected, 1))
+		return;
+	if (!heap) {
+		void *p = mmap(NULL, (size_t)SL_RECORDS * sizeof(struct entry), PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		if (p == MAP_FAILED) {
+			atomic_store(&state, -1);
+			sl_debug("no kicker (no memory for its heap): held sockets go when the program looks");
+			return;
+		}
+		heap = p;
+	}
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread starts with every signal blocked */
+	rc = pthread_create(&tid, &attr, run, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		atomic_store(&state, -1);
+		sl_debug("no kicker (pthread_create: %s): held sockets go when the program looks", strerror(rc));
+		return;
+	}
+}
+
+void sl_kicker_due(struct sl_record *rec)
+{
+	int64_t at = rec->release_ns;
+	int wake = 0;
+
+	if (at <= 0 || rec->kick_at == at || rec->inherited)
+		return;
+	if (atomic_load_explicit(&state, memory_order_acquire) == 0)
+		start();
+	if (atomic_load_explicit(&state, memory_order_acquire) != 1)
+		return;
+	sl_shim_lock(&heap_lock);
+	if (heap_len < SL_RECORDS) {
+		heap[heap_len] = (struct entry){.at = at, .slot = rec->t.slot_ns, .index = rec->index};
+		sift_up(heap_len++);
+		rec->kick_at = at;
+		wake = heap[0].at == at;
+	}
+	sl_shim_unlock(&heap_lock);
+	if (wake) {
+		atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
+		futex_wake(&wake_word);
+	}
+}
+
+int sl_kicker_running(void)
+{
+	return atomic_load_explicit(&state, memory_order_relaxed) == 1;
+}
+
+void sl_kicker_note_socket(struct sl_record *rec)
+{
+	struct stat st;
+
+	if (fstat(rec->fd, &st) == 0) {
+		rec->sock_ino = st.st_ino;
+		rec->sock_dev = st.st_dev;
+	}
+}
+
+void sl_kicker_after_fork(void)
+{
+	/* The child has no kicker thread, and the entries are the parent's records'. */
+	pthread_mutex_init(&heap_lock, NULL);
+	heap_len = 0;
+	atomic_store(&state, 0);
+}

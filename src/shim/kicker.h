@@ -1,0 +1,26 @@
+/*
+ * kicker.h - the shim's one thread of its own, which acts on held sockets at
+ * their release instants (kicker.c): deferred connects made, held writes'
+ * registrations put back.
+ */
+#ifndef SLUICE_SHIM_KICKER_H
+#define SLUICE_SHIM_KICKER_H
+
+struct sl_record;
+
+/* Under rec->lock: rec is to be looked at when rec->release_ns comes (a deferred
+ * connect's slot, or a held write's).  Starts the thread on first use; a thread
+ * that cannot be started leaves it to the program's own hooks, as before. */
+void sl_kicker_due(struct sl_record *rec);
+
+/* Under rec->lock, as its connect is deferred: note which socket rec->fd is, so
+ * the thread never acts on another that took the descriptor's number. */
+void sl_kicker_note_socket(struct sl_record *rec);
+
+/* Whether the thread runs (in this process): records with an entry are its. */
+int sl_kicker_running(void);
+
+/* In a fork child: no thread, nothing queued (the records are the parent's). */
+void sl_kicker_after_fork(void);
+
+#endif
