@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 7           /* incompatible layout changes */
+#define SL_SHM_MAJOR 8           /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
@@ -254,12 +254,37 @@ struct sl_state {
                               * fleet's limit over `hosts` when there was none */
 _Static_assert(sizeof(struct sl_state) % 8 == 0, "sl_state keeps 8-byte alignment");
 
+/* How a section delivers (src/core/delivery.c): each release's lateness after
+ * its slot, counted by whoever releases it, and the daemon's figures over its last
+ * measured window.  Counts wrap; only their differences are read. */
+#define SL_LATE_BUCKETS 24 /* 0: under 1 us; b: [2^(b-1), 2^b) us; the last: above */
+struct sl_delivery {
+	uint32_t late[SL_LATE_BUCKETS];  /* releases by lateness (count) */
+	/* the daemon's: two snapshots half of SL_DELIVERY_WINDOW_NS apart, the
+	 * figures are measured from the older one */
+	struct sl_delivery_snap {
+		int64_t at_ns;                  /* CLOCK_MONOTONIC; 0: not taken */
+		uint64_t admitted;              /* the section's admitted then (count) */
+		uint64_t queued;                /* callers waiting for their slot then (count) */
+		uint32_t late[SL_LATE_BUCKETS];
+	} snap[2];
+	int64_t window_ns;     /* the window the figures cover (0: none yet) */
+	uint64_t per_s_milli;  /* units delivered per second over it, x1000 */
+	int64_t late_p50_ns;   /* lateness over it */
+	int64_t late_p99_ns;
+	uint64_t releases;     /* releases in it (count) */
+	uint32_t backlog;      /* 1: callers waited at both ends of it, so the rate
+	                        * delivered is what the section can give */
+	uint32_t pad;
+};
+
 struct sl_section {
 	uint32_t in_use;  /* 1 when the slot holds a configured section */
 	uint32_t serial;  /* bumped whenever the slot's state is reset or reassigned; a
 	                   * shim that matched under one serial charges only that one */
 	struct sl_spec spec;
 	struct sl_state state;
+	struct sl_delivery delivery;
 };
 _Static_assert(offsetof(struct sl_section, spec) == 8, "sl_section ABI");
 _Static_assert(sizeof(struct sl_section) % 8 == 0, "sl_section keeps 8-byte alignment");

@@ -9,6 +9,7 @@
  */
 #include "cli.h"
 #include "sluice/clock.h"
+#include "sluice/delivery.h"
 #include "sluice/keys.h"
 #include "sluice/lease.h"
 #include "sluice/limiter.h"
@@ -35,6 +36,7 @@ struct row {
 	double achieved;       /* per second since the last refresh */
 	uint64_t queued, admitted, held, refused, open, limit;
 	int64_t p50_ns, p99_ns, paused_ns;
+	int64_t late50_ns, late99_ns; /* releases after their slots, the daemon's window; -1: none */
 	unsigned idx;
 	char fleet[200];       /* a fleet section's lease, as `sluice stat` says it; "" if local */
 	struct {
@@ -147,6 +149,13 @@ static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **la
 		w->limit = sec.spec.concurrency;
 		w->p50_ns = sl_stats_wait_quantile(&sec.state, 0.5);
 		w->p99_ns = sl_stats_wait_quantile(&sec.state, 0.99);
+		{
+			struct sl_delivery_view dv;
+			int have = sl_delivery_view(&sec, &dv) && dv.releases;
+
+			w->late50_ns = have ? dv.late_p50_ns : -1;
+			w->late99_ns = have ? dv.late_p99_ns : -1;
+		}
 		w->paused_ns = sl_sane_ns(sec.state.pause.until_ns) > now ? sl_sane_ns(sec.state.pause.until_ns) - now : 0;
 		w->idx = i;
 		if (sl_limit_fleet(&sec.spec) && sec.spec.per == SL_PER_NONE) /* keyed: each key its lease */
@@ -174,6 +183,21 @@ static int compare(const void *a, const void *b)
 	}
 }
 
+/* A lateness bucket's bound in a column: "<64us", "<1.0ms"; "-" for none. */
+static void late_cell(int64_t ns, char *buf, size_t size)
+{
+	if (ns < 0)
+		snprintf(buf, size, "-");
+	else if (ns == INT64_MAX)
+		snprintf(buf, size, ">%.0fs", (double)sl_delivery_bucket_upper_ns(SL_LATE_BUCKETS - 2) / 1e9);
+	else if (ns < SL_NS_PER_MS)
+		snprintf(buf, size, "<%lldus", (long long)(ns / 1000));
+	else if (ns < SL_NS_PER_S)
+		snprintf(buf, size, "<%.1fms", (double)ns / 1e6);
+	else
+		snprintf(buf, size, "<%.1fs", (double)ns / 1e9);
+}
+
 static void print_table(const char *shm, const struct row *r, unsigned n)
 {
 	static const char *const names[] = {"n", "name", "a", "achieved", "b", "queued", "r", "refused",
@@ -184,20 +208,22 @@ static void print_table(const char *shm, const struct row *r, unsigned n)
 		if (names[i][0] == sort_by)
 			by = names[i + 1];
 	printf("sluice top - segment %s, %u sections, sorted by %s (keys n a b r w sort, q quits)\n\n", shm, n, by);
-	printf("%-20s %10s %9s %7s %9s %8s %8s %9s %9s %9s %s\n", "SECTION", "RATE", "ACHIEVED", "QUEUED", "ADMITTED",
-	       "HELD", "REFUSED", "WAIT_P50", "WAIT_P99", "OPEN", "PAUSED");
+	printf("%-20s %10s %9s %7s %9s %8s %8s %9s %9s %9s %9s %9s %s\n", "SECTION", "RATE", "ACHIEVED", "QUEUED",
+	       "ADMITTED", "HELD", "REFUSED", "WAIT_P50", "WAIT_P99", "LATE_P50", "LATE_P99", "OPEN", "PAUSED");
 	for (unsigned i = 0; i < n; i++) {
-		char open[24] = "-", paused[24] = "-";
+		char open[24] = "-", paused[24] = "-", l50[16], l99[16];
 
 		if (r[i].limit)
 			snprintf(open, sizeof(open), "%llu/%llu", (unsigned long long)r[i].open,
 			         (unsigned long long)r[i].limit);
 		if (r[i].paused_ns)
 			snprintf(paused, sizeof(paused), "%.1fs", (double)r[i].paused_ns / 1e9);
-		printf("%-20s %10s %8.1f/s %7llu %9llu %8llu %8llu %7.1fms %7.1fms %9s %s\n", r[i].name, r[i].rate,
+		late_cell(r[i].late50_ns, l50, sizeof(l50));
+		late_cell(r[i].late99_ns, l99, sizeof(l99));
+		printf("%-20s %10s %8.1f/s %7llu %9llu %8llu %8llu %7.1fms %7.1fms %9s %9s %9s %s\n", r[i].name, r[i].rate,
 		       r[i].achieved, (unsigned long long)r[i].queued, (unsigned long long)r[i].admitted,
 		       (unsigned long long)r[i].held, (unsigned long long)r[i].refused, (double)r[i].p50_ns / 1e6,
-		       (double)r[i].p99_ns / 1e6, open, paused);
+		       (double)r[i].p99_ns / 1e6, l50, l99, open, paused);
 		if (r[i].fleet[0])
 			printf("  fleet: %s\n", r[i].fleet);
 		for (unsigned k = 0; k < r[i].nkeys; k++) {

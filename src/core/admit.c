@@ -2,6 +2,7 @@
 #include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/critical.h"
+#include "sluice/delivery.h"
 #include "sluice/index.h"
 #include "sluice/keys.h"
 #include "sluice/lease.h"
@@ -583,6 +584,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 		if (!(sec = ticket_section(h, t, k)))
 			continue;
 		sl_stats_record_wait(&sec->state, wait, t->held, cost_in(sec, t));
+		sl_delivery_count(sec, now - sl_sane_ns(t->slot_ns));
 		if ((st = ticket_state(h, t, k, sec, 0, now)))
 			count_key(sec, st, cost_in(sec, t));
 	}

@@ -6,6 +6,9 @@
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/delivery.h"
+#include "sluice/shm.h"
+#include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/log.h"
 #include "sluice/pause.h"
@@ -150,6 +153,14 @@ static void beat(struct sl_daemon *d)
 			            places > 1 ? "s" : "");
 	}
 	log_news(d, h->heartbeat_ns);
+	for (uint32_t i = 0, used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections); i < used; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (sec && sec->in_use)
+			sl_delivery_measure(sec, h->heartbeat_ns,
+			                    sec->spec.per ? 0 : sl_limit_queued(&sec->spec, &sec->state, h->heartbeat_ns,
+			                                                        sl_sane_ns(h->wall_off_ns)));
+	}
 }
 
 /* Another daemon that is alive and beating owns the segment (two daemons with one

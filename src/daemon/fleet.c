@@ -109,6 +109,7 @@ struct fleet {
 	                        * never take a daemon past a period's calls and one a second */
 	int64_t spare_at;
 	int64_t off_ms;        /* Redis's clock - CLOCK_REALTIME at the last answer */
+	int64_t rtt_ms;        /* that answer's round trip, rounded up (ms) */
 	int have_off;
 	struct memo *memo;
 	size_t nmemo;          /* a power of two */
@@ -257,9 +258,13 @@ static void measure(struct fleet *f, struct item *it, const struct sl_section *s
 	it->window_ns = s->window_ns;
 	it->burst = s->burst ? s->burst : 1;
 	/* A pause the destination asked of this machine, for the others to keep too
-	 * (on Redis's clock as last seen; with none seen yet, not told). */
+	 * (on Redis's clock as last seen; with none seen yet, not told).  Late rather
+	 * than early: the offset was read a round trip after Redis's clock was, and
+	 * both clocks count whole milliseconds. */
 	it->pause_ms = it->kind != 'c' && f->have_off && s->signals && sl_sane_ns(st->pause.until_ns) > now
-	               ? realtime_ms() + f->off_ms + (sl_sane_ns(st->pause.until_ns) - now) / SL_NS_PER_MS : 0;
+	               ? realtime_ms() + f->off_ms + f->rtt_ms + 2 +
+	                     (sl_sane_ns(st->pause.until_ns) - now + SL_NS_PER_MS - 1) / SL_NS_PER_MS
+	               : 0;
 	if (!m) {
 		it->demand = it->held = 0;
 		return;
@@ -450,8 +455,10 @@ static void write_grant(struct fleet *f, const struct item *it, const struct sl_
 }
 
 /* Another machine's answer from the destination paused item `it` until end_ms
- * (Redis's clock; 0: none): this machine pauses too, from the same instant,
- * early by the call's round trip rather than late; under the lock. */
+ * (Redis's clock; 0: none): this machine pauses too, until the same instant -
+ * late rather than early, as a pause is what the destination asked for: Redis
+ * read its clock (rnow, whole milliseconds) at most a round trip before `now`, so
+ * the end is at most `now` + (end_ms - rnow) and a millisecond; under the lock. */
 static void fleet_pause(struct fleet *f, const struct item *it, long long end_ms, long long rnow, int64_t now,
                         int64_t rtt)
 {
@@ -460,7 +467,8 @@ static void fleet_pause(struct fleet *f, const struct item *it, long long end_ms
 
 	if (end_ms <= rnow || !sec || !(st = item_state(f, it)))
 		return;
-	if (sl_pause_fleet(st, &sec->spec, now - rtt + (int64_t)(end_ms - rnow) * SL_NS_PER_MS, now))
+	(void)rtt;
+	if (sl_pause_fleet(st, &sec->spec, now + (int64_t)(end_ms - rnow + 1) * SL_NS_PER_MS, now))
 		sl_log_debug("fleet %s: paused %.1f s, as another machine was asked", it->key,
 		             (double)(end_ms - rnow) / 1e3);
 }
@@ -678,6 +686,7 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 	rtt = now - f->sent_ns;
 	rnow = (int64_t)r->element[0]->integer;
 	f->off_ms = rnow - realtime_ms();
+	f->rtt_ms = (rtt + SL_NS_PER_MS - 1) / SL_NS_PER_MS;
 	f->have_off = 1;
 	f->backoff_ns = BACKOFF_MIN_NS;
 	set_state(f, SL_REDIS_UP);

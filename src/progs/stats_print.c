@@ -5,6 +5,7 @@
 #include "sluice/stats.h"
 #include "sluice/common.h"
 #include "sluice/config.h"
+#include "sluice/delivery.h"
 #include "sluice/keys.h"
 #include "sluice/lease.h"
 #include "sluice/pause.h"
@@ -249,6 +250,47 @@ static void render_pause(const struct sl_spec *s, const struct sl_state *st, int
 	fprintf(out, " %llu pauses so far\n", (unsigned long long)p->count);
 }
 
+/* A lateness bucket's bound, as "under 64 us". */
+static const char *late_text(int64_t ns, char *buf, size_t size)
+{
+	if (ns == INT64_MAX)
+		snprintf(buf, size, "over %.0f s", (double)sl_delivery_bucket_upper_ns(SL_LATE_BUCKETS - 2) / 1e9);
+	else if (ns < SL_NS_PER_MS)
+		snprintf(buf, size, "under %lld us", (long long)(ns / 1000));
+	else if (ns < SL_NS_PER_S)
+		snprintf(buf, size, "under %.1f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, size, "under %.1f s", (double)ns / 1e9);
+	return buf;
+}
+
+/* Whether the section gives what was configured: the rate delivered over the
+ * daemon's last window, and how late releases went after their slots. */
+static void render_delivery(const struct sl_section *sec, int json, FILE *out)
+{
+	struct sl_delivery_view v;
+	int have = sl_delivery_view(sec, &v);
+	char p50[32], p99[32];
+
+	if (json) {
+		fprintf(out, ",\"delivered_per_s\":%.3f,\"delivered_window_s\":%.1f,\"delivered_backlog\":%s,"
+		        "\"late_p50_us\":%lld,\"late_p99_us\":%lld", have ? v.per_s : 0.0, have ? v.window_s : 0.0,
+		        have && v.backlog ? "true" : "false",
+		        have && v.releases ? (long long)(v.late_p50_ns / 1000) : -1LL,
+		        have && v.releases ? (long long)(v.late_p99_ns / 1000) : -1LL);
+		return;
+	}
+	if (!have || !v.releases)
+		return;
+	fprintf(out, "  delivered %.2f/s", v.per_s);
+	if (v.backlog && v.configured > 0 && sec->spec.scope != SL_SCOPE_FLEET)
+		fprintf(out, " of %.2f/s (%.1f%%, a queue throughout)", v.configured, 100.0 * v.per_s / v.configured);
+	else if (sec->spec.per)
+		fprintf(out, " over all keys");
+	fprintf(out, " in the last %.0f s; late after their slots: p50 %s, p99 %s\n", v.window_s,
+	        late_text(v.late_p50_ns, p50, sizeof(p50)), late_text(v.late_p99_ns, p99, sizeof(p99)));
+}
+
 static void render_keys(struct sl_shm_header *h, const struct key_view *v,
                         const struct sl_section *sec, int json, int64_t now, FILE *out)
 {
@@ -439,6 +481,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
 			        sec.spec.concurrency, (unsigned long long)open, (unsigned long long)st->undecided,
 			        (unsigned long long)st->repaired);
+			render_delivery(&sec, 1, out);
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 1, now, out);
 			if (sec.spec.signals)
@@ -469,6 +512,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 0, now, out);
 			fputc('\n', out);
+			render_delivery(&sec, 0, out);
 			if (sec.spec.signals)
 				render_pause(&sec.spec, st, 0, now, out);
 			if (sec.spec.per)
@@ -590,6 +634,38 @@ static double p_lease_age(const struct sl_section *s, const struct key_view *k, 
 	return s->state.lease.flags ? (double)(sl_sane_ns(n) - sl_sane_ns(s->state.lease.granted_ns)) / 1e9 : -1;
 }
 
+static double p_delivered(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	struct sl_delivery_view v;
+
+	(void)k, (void)n, (void)w;
+	return sl_delivery_view(s, &v) ? v.per_s : 0;
+}
+
+static double p_late(const struct sl_section *s, int p99)
+{
+	struct sl_delivery_view v;
+
+	if (!sl_delivery_view(s, &v) || !v.releases)
+		return 0;
+	/* The last bucket has no bound: its floor stands for it. */
+	int64_t ns = p99 ? v.late_p99_ns : v.late_p50_ns;
+
+	return (double)(ns == INT64_MAX ? sl_delivery_bucket_upper_ns(SL_LATE_BUCKETS - 2) : ns) / 1e9;
+}
+
+static double p_late50(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return p_late(s, 0);
+}
+
+static double p_late99(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k, (void)n, (void)w;
+	return p_late(s, 1);
+}
+
 static const struct prom_family families[] = {
 	{"sluice_admitted_total", "counter", "Requests released (connections, requests, bytes or datagrams).",
 	 p_admitted, 0},
@@ -600,6 +676,12 @@ static const struct prom_family families[] = {
 	{"sluice_queued", "gauge", "Requests waiting for their slot now.", p_queued, 0},
 	{"sluice_open", "gauge", "Connections holding a concurrency place now.", p_open, 0},
 	{"sluice_rate_per_second", "gauge", "The configured rate, per second (0: concurrency only).", p_rate, 0},
+	{"sluice_delivered_per_second", "gauge",
+	 "What was released per second over the daemon's last window (5-10 s; 0: none yet).", p_delivered, 0},
+	{"sluice_release_late_p50_seconds", "gauge",
+	 "Median lateness of releases after their slots over that window (a bucket's bound).", p_late50, 0},
+	{"sluice_release_late_p99_seconds", "gauge",
+	 "99th percentile lateness of releases after their slots over that window (a bucket's bound).", p_late99, 0},
 	{"sluice_pauses_total", "counter", "Pauses the destination asked for (429, Retry-After, RateLimit).",
 	 p_pauses, 0},
 	{"sluice_paused_seconds", "gauge", "How long the section's pause still lasts (0: not paused).", p_paused, 0},
