@@ -71,7 +71,7 @@ CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/top.c src/cli/ac
 UNIT_TESTS = $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c bench/hold_open.c \
 	bench/epoll_cost.c bench/answer_loop.c \
-	bench/upload.c
+	bench/upload.c bench/connect_threads.c
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ = $(call obj,$(CORE_SRC))
@@ -160,7 +160,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecor
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libsluicecore.a | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(SL_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluicecore.a $(INIH_LIBS)
+	$(CC) $(SL_CFLAGS) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $< $(BUILD)/libsluicecore.a $(INIH_LIBS)
 
 UNIT_BINS = $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
 BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))

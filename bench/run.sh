@@ -35,7 +35,11 @@
 #      sharing one queue (bench/pictures.sh, gnuplot), written to build/bench/;
 #  17. a static program under `sluice run --seccomp`: what one trapped connect
 #      costs (unmatched: let go; matched, unlimited: reserved and made by the
-#      supervisor) against the same connect untrapped.
+#      supervisor) against the same connect untrapped;
+#  18. the delivered table (bench/delivered.sh): each kind of client at 10, 100,
+#      1,000 and 5,000/s under a standing queue - delivered against configured,
+#      the smallest gap at the destination, how far behind schedule - beside
+#      nginx's limit_req at 100 and 1,000/s.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -539,3 +543,6 @@ smat=$(repeat 5 sc_loop "$B/sluice" run --seccomp -c "$T/sc-matched.ini" --)
 printf '   %-34s %6s ns\n' "untrapped (no filter):" "$splain"
 printf '   %-34s %6s ns   (+%s ns a trapped connect)\n' "trapped, unmatched (let go):" "$sunm" $((sunm - splain))
 printf '   %-34s %6s ns   (+%s ns)\n' "trapped, matched, unlimited:" "$smat" $((smat - splain))
+
+echo
+BUILD=${BUILD:-build} bash "$ROOT/bench/delivered.sh" | grep -v '^  [^ ]'

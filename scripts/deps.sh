@@ -50,6 +50,7 @@ gnuplot-nox:/usr/bin/gnuplot
 fakeroot:/usr/bin/fakeroot
 busybox-static:/bin/busybox
 golang-go:/usr/bin/go
+nginx-light:/usr/sbin/nginx
 "
 
 CROSS_PACKAGES="

@@ -49,4 +49,13 @@ int sl_clock_sleep_until(int64_t deadline_ns);
 #define SL_CLOCK_BUSY_NS (50 * 1000)
 int sl_clock_sleep_until_precise(int64_t deadline_ns);
 
+/* For a thread of sluice's own whose wake-ups are releases (the shim's kicker,
+ * the seccomp supervisor's loop): timer slack of a nanosecond, and under EEVDF
+ * (Linux 6.12 and later; refused before, and the defaults kept) a slice of
+ * SL_CLOCK_SLICE_NS, so that when it wakes it may preempt the thread running
+ * rather than wait out that thread's 3 ms slice - a busy program's own threads
+ * delayed releases by 2.8 ms that way.  Never called on a program's thread. */
+#define SL_CLOCK_SLICE_NS (100 * 1000)
+void sl_clock_prefer_wakeups(void);
+
 #endif

@@ -6,6 +6,9 @@
 #include <string.h>
 #include <sched.h>
 #include <time.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static int64_t read_clock(clockid_t id)
 {
@@ -54,6 +57,23 @@ int sl_clock_sleep_until_precise(int64_t deadline_ns)
 			sl_cpu_relax();
 	}
 	return 0;
+}
+
+/* struct sched_attr of sched_setattr(2), which glibc 2.36 does not declare. */
+struct slice_attr {
+	uint32_t size, policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t priority;
+	uint64_t runtime, deadline, period;
+};
+
+void sl_clock_prefer_wakeups(void)
+{
+	struct slice_attr sa = {.size = sizeof(sa), .policy = SCHED_OTHER, .runtime = SL_CLOCK_SLICE_NS};
+
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	syscall(SYS_sched_setattr, 0, &sa, 0);
 }
 
 int64_t sl_clock_wall_offset_ns(void)

@@ -34,7 +34,6 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -47,15 +46,9 @@
 /* How early the thread wakes before an instant, to spin the rest.  A timer wakes
  * a sleeping thread 20-200 us late on these machines; spinning longer than this,
  * though, got the thread preempted inside its spin under load (its short slice,
- * below, is used up), and whole milliseconds late: 60 us delivered the most at
+ * sl_clock_prefer_wakeups, is used up), and whole milliseconds late: 60 us delivered the most at
  * 1,000/s from node beside an nginx on two cores (make bench). */
 #define KICK_SPIN_NS (60 * SL_NS_PER_US)
-
-/* The thread's own slice under EEVDF (Linux 6.12 and later; refused before, and
- * the default kept): a thread asking for a short slice is let preempt the one
- * running when it wakes, instead of waiting out a 3 ms slice of the program's
- * busy threads (node's own workers delayed it 2.8 ms that way). */
-#define KICK_SLICE_NS (100 * SL_NS_PER_US)
 
 struct entry {
 	int64_t at;
@@ -196,23 +189,11 @@ static void act_on(struct sl_record *rec, int64_t now)
 	errno = saved;
 }
 
-/* struct sched_attr of sched_setattr(2), which glibc 2.36 does not declare. */
-struct kick_sched_attr {
-	uint32_t size, policy;
-	uint64_t flags;
-	int32_t nice;
-	uint32_t priority;
-	uint64_t runtime, deadline, period;
-};
-
 static void *run(void *arg)
 {
-	struct kick_sched_attr sa = {.size = sizeof(sa), .policy = SCHED_OTHER, .runtime = KICK_SLICE_NS};
-
 	(void)arg;
 	prctl(PR_SET_NAME, "sluice-kicker", 0, 0, 0);
-	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	syscall(SYS_sched_setattr, 0, &sa, 0); /* before Linux 6.12: refused, no matter */
+	sl_clock_prefer_wakeups();
 	for (;;) {
 		uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
 		int64_t at = earliest(), now = sl_clock_mono_ns();

@@ -34,7 +34,11 @@ note "with it: $opened connections in $took ms, $deferred deferred; worst stall 
 ! grep -q 'waiting inside connect' "$T/shim.log" ||
 	fail "$(grep -c 'waiting inside connect' "$T/shim.log") connect() calls waited inside connect"
 [ "$deferred" -ge $((N - 100)) ] || fail "only $deferred of $N connects were deferred"
-witnessed "$T/syns" --interval-ms 0.5 --slack-ms 0.1 --expect "$N" --what "SYNs at 2000/s" ||
+# At 2000/s a release counts from its check, and its SYN leaves a few
+# microseconds into the connect that follows: the destination may see one up to
+# SL_CALL_SPREAD_NS (0.2 ms) early, never more (docs/design.md, "Where the bound
+# is kept").  Measuring adds a little: 0.25 ms.
+witnessed "$T/syns" --interval-ms 0.5 --slack-ms 0.25 --expect "$N" --what "SYNs at 2000/s" ||
 	fail "the destination saw more than 2000/s"
 [ "$took" -ge 4500 ] || fail "$N connections at 2000/s went in $took ms"
 echo "ok"

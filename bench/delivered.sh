@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# make bench, item 18: the delivered table (README "Is it giving what I
+# configured?").  For each kind of client and each rate, a queue standing from
+# the first connection to the last, judged at the destination by the kernel's SYN
+# stamps (an nginx on loopback answers them):
+#   delivered     arrivals a second over the run, against the configured rate
+#   smallest gap  the closest two arrivals, in intervals (1.000: never closer)
+#                 (a fleet's machines are not one queue: its gaps say little)
+#   p99 behind    how far arrivals ran behind a schedule that never waits (the
+#                 first arrival plus k intervals), 99th percentile: lateness that
+#                 accumulates, as every late release delays the ones after it
+# and, in the same run, nginx's limit_req as an egress proxy (burst large enough
+# that it delays rather than refuses) as the reference.  A client that cannot
+# offer a rate (curl processes start a few hundred a second here) is not run at it.
+#   DELIVERED_RATES="10 100"   DELIVERED_SECONDS=4   override the defaults.
+. "$(dirname "$0")/../tests/integration/fleet_lib.sh"
+
+B=$BUILD_DIR
+RATES=${DELIVERED_RATES:-10 100 1000 5000}
+SECS=${DELIVERED_SECONDS:-6}
+NGINX=/usr/sbin/nginx
+[ -x "$NGINX" ] || fail "nginx is missing (scripts/deps.sh bench installs nginx-light)"
+command -v node >/dev/null || fail "node is missing (scripts/deps.sh bench installs nodejs)"
+ulimit -n 65536 2>/dev/null || ulimit -n 20000
+
+PORT=$(free_port)
+for q in 100 1000; do eval "PROXY_$q=\$(free_port)"; done
+mkdir -p "$T/nginx"
+cat >"$T/nginx/nginx.conf" <<EOF
+daemon off;
+master_process off;
+pid $T/nginx/nginx.pid;
+error_log $T/nginx/error.log;
+events { worker_connections 32768; }
+http {
+	access_log off;
+	client_body_temp_path $T/nginx/body;
+	proxy_temp_path $T/nginx/proxy;
+	fastcgi_temp_path $T/nginx/fastcgi;
+	uwsgi_temp_path $T/nginx/uwsgi;
+	scgi_temp_path $T/nginx/scgi;
+	# The destination, on each machine's address.
+	server {
+		listen 127.0.0.1:$PORT backlog=8192;
+		listen 127.0.1.1:$PORT backlog=8192;
+		listen 127.0.1.2:$PORT backlog=8192;
+		listen 127.0.1.3:$PORT backlog=8192;
+		location / { return 200 "ok\n"; }
+	}
+	# The reference: nginx as an egress proxy, limit_req holding it to a rate.
+	limit_req_zone \$server_port zone=r100:1m rate=100r/s;
+	limit_req_zone \$server_port zone=r1000:1m rate=1000r/s;
+	server {
+		listen 127.0.0.1:$PROXY_100;
+		location / { limit_req zone=r100 burst=100000; proxy_pass http://127.0.0.1:$PORT; }
+	}
+	server {
+		listen 127.0.0.1:$PROXY_1000;
+		location / { limit_req zone=r1000 burst=100000; proxy_pass http://127.0.0.1:$PORT; }
+	}
+}
+EOF
+"$NGINX" -c "$T/nginx/nginx.conf" -e "$T/nginx/error.log" &
+BG_PIDS+=($!)
+for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
+
+# config NAME RATE: a private segment's config for one cell.
+cell_config() {
+	cat >"$T/$1.ini" <<EOF
+[sluice]
+shm_name = /sluice-delivered-$$-$1
+control_socket = $T/$1.sock
+
+[dest]
+match = 127.0.0.1:$PORT
+rate = $2/s
+max_wait = 10m
+EOF
+}
+
+# figures RATE FILE [SKIP_S]: "delivered% smallest-gap p99-behind-ms", from a
+# witness record, leaving out its first SKIP_S seconds.
+figures() {
+	python3 - "$1" "$2" "${3:-0}" <<'PY'
+import sys
+rate, path, skip = float(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+t = sorted(int(l.split()[0]) for l in open(path) if l.strip())
+t = [x for x in t if x >= t[0] + skip * 1e9] if t else t
+if len(t) < 3:
+    print("- - -")
+    sys.exit()
+interval = 1e9 / rate
+got = (len(t) - 1) / ((t[-1] - t[0]) / 1e9)
+gap = min(b - a for a, b in zip(t, t[1:])) / interval
+behind = sorted(max(0.0, (x - t[0] - k * interval) / 1e6) for k, x in enumerate(t))
+print("%.2f%% %.3f %.1f" % (100 * got / rate, gap, behind[int(0.99 * (len(behind) - 1))]))
+PY
+}
+
+row() { # row KIND RATE FILE [SKIP_S]
+	read -r pct gap behind < <(figures "$2" "$3" "${4:-0}")
+	printf '   %-24s %6s/s %9s %9s I %10s ms\n' "$1" "$2" "$pct" "$gap" "$behind"
+}
+
+# witness_run FILE CMD...: the SYNs to $PORT while CMD runs.
+witness_run() {
+	local file=$1
+	shift
+	: >"$file"
+	start_syn_witness "$PORT" "$file"
+	"$@" >/dev/null 2>>"$T/clients.err"
+	sleep 0.3
+	kill "$WITNESS_PID" 2>/dev/null
+	wait "$WITNESS_PID" 2>/dev/null
+}
+
+procs() { # procs N EACH PROGRAM: N copies of PROGRAM connecting EACH times (in a shell of its own)
+	local n=$1 each=$2 prog=$3 i
+	for i in $(seq "$n"); do "$prog" 127.0.0.1 "$PORT" "$each" >/dev/null & done
+	wait
+}
+
+asyncio_client() {
+	python3 -c '
+import asyncio, sys
+async def one(i):
+    r, w = await asyncio.open_connection("127.0.0.1", int(sys.argv[1]))
+    w.write(b"GET /a%d HTTP/1.0\r\n\r\n" % i); await w.drain(); await r.read(); w.close()
+async def main():
+    await asyncio.gather(*(one(i) for i in range(int(sys.argv[2]))))
+asyncio.run(main())' "$PORT" "$1"
+}
+
+node_client() {
+	node -e '
+const h = require("http"); let left = +process.argv[2];
+for (let i = 0; i < +process.argv[2]; i++)
+	h.get({host: "127.0.0.1", port: +process.argv[1], path: "/n" + i, agent: false}, r => {
+		r.resume(); r.on("end", () => { if (--left === 0) process.exit(0); }); });' "$PORT" "$1"
+}
+
+curl_client() { # curl_client N: 8 loops of sequential curl processes, N in all
+	local i pids=()
+	for i in $(seq 8); do
+		(for _ in $(seq $(($1 / 8))); do curl -s -m 60 -o /dev/null "http://127.0.0.1:$PORT/c"; done) &
+		pids+=($!)
+	done
+	wait "${pids[@]}" # only these: the shell's nginx and witnesses run on
+}
+
+# How many curl processes a second this machine can start, unshaped: rates past
+# most of it would measure curl, not sluice.
+t0=$(now_ns)
+curl_client 160
+curl_max=$(awk -v a="$t0" -v b="$(now_ns)" 'BEGIN { printf "%d", 160 / ((b - a) / 1e9) }')
+
+echo "18. delivered at the destination, a queue standing throughout (kernel SYN stamps)"
+printf '   %-24s %8s %9s %11s %13s\n' "client" "rate" "delivered" "smallest gap" "p99 behind"
+for rate in $RATES; do
+	n=$((rate * SECS))
+	[ "$n" -lt 40 ] && n=40
+	each=$(((n + 7) / 8))
+	cell_config c "$rate"
+	run() { "$B/sluice" run -c "$T/c.ini" -- "$@"; }
+	witness_run "$T/w" run bash -c "$(declare -f procs); PORT=$PORT procs 8 $each $B/bench/connect_loop"
+	row "C, 8 processes" "$rate" "$T/w"
+	witness_run "$T/w" run "$B/bench/connect_threads" 127.0.0.1 "$PORT" 8 "$each"
+	row "C, 8 threads" "$rate" "$T/w"
+	witness_run "$T/w" run bash -c "$(declare -f asyncio_client); PORT=$PORT asyncio_client $n"
+	row "python asyncio" "$rate" "$T/w"
+	witness_run "$T/w" run bash -c "$(declare -f node_client); PORT=$PORT node_client $n"
+	row "node" "$rate" "$T/w"
+	if [ "$rate" -le $((curl_max * 3 / 4)) ]; then
+		witness_run "$T/w" run bash -c "$(declare -f curl_client); PORT=$PORT curl_client $((each * 8))"
+		row "curl, 8 process loops" "$rate" "$T/w"
+	else
+		printf '   %-24s %6s/s   (not run: curl starts about %d processes a second here)\n' \
+			"curl, 8 process loops" "$rate" "$curl_max"
+	fi
+	witness_run "$T/w" "$B/sluice" run --seccomp -c "$T/c.ini" -- \
+		bash -c "$(declare -f procs); PORT=$PORT procs 8 $each $B/bench/connect_loop_static"
+	row "static C, --seccomp" "$rate" "$T/w"
+done
+
+# A fleet of three daemons sharing each rate through a Redis of the bench's own.
+start_redis
+for rate in $RATES; do
+	n=$((rate * SECS))
+	[ "$n" -lt 40 ] && n=40
+	for m in 1 2 3; do
+		fleet_config "$m" "$T/m$m-$rate.ini" <<EOF
+[dest]
+match = 127.0.1.0/24:$PORT
+rate = $rate/s
+scope = fleet
+max_wait = 10m
+EOF
+		sed -i -e 's/^log_level = debug$/log_level = warning/' -e "s/^fleet = t\(.*\)/fleet = d$rate\1/" \
+			"$T/m$m-$rate.ini"
+		cp "$T/m$m-$rate.ini" "$T/m$m.ini"
+		start_machine "$m"
+	done
+	sleep 3 # Redis's settling, then each machine's share
+	fleet_clients() {
+		local m i pids=()
+		for m in 1 2 3; do
+			for i in 1 2 3 4; do
+				LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$m" "$B/bench/connect_loop" "127.0.1.$m" "$PORT" \
+					$(((n + 11) / 12)) >/dev/null &
+				pids+=($!)
+			done
+		done
+		wait "${pids[@]}"
+	}
+	witness_run "$T/w" fleet_clients
+	# From its second second: each machine starts with its own burst of one, the
+	# fleet's documented excess at the start (docs/design.md, "Across machines").
+	row "fleet of 3 daemons" "$rate" "$T/w" 1
+	for m in 1 2 3; do eval "kill \$M_PID_$m"; done
+	sleep 0.5
+done
+
+for q in 100 1000; do
+	eval "proxy=\$PROXY_$q"
+	witness_run "$T/w" python3 "$ROOT/bench/http_flood.py" 127.0.0.1 "$proxy" $((q * SECS)) --concurrency 64
+	row "nginx limit_req (ref.)" "$q" "$T/w"
+done
