@@ -10,6 +10,8 @@
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/delivery.h"
+#include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
@@ -459,6 +461,111 @@ static void test_killed_inside_the_call(void **state)
 	sl_shm_remove(name);
 }
 
+/* An act that sends and spins for `spent_ns` of real time, as a loopback connect
+ * carrying its whole handshake does (the release reads the real clock around it). */
+static int64_t spent_ns;
+
+static int slow_call(void *arg)
+{
+	int64_t end = sl_clock_mono_ns() + spent_ns;
+
+	(void)arg;
+	while (sl_clock_mono_ns() < end)
+		;
+	return 1;
+}
+
+/* Where the next release counts from (docs/design.md, "Where the bound is kept"):
+ * at 100/s from the release's check however long its call took (up to 0.2 ms);
+ * a call of 5 ms from its end less 0.2 ms; at 10/s from the end. */
+static void test_counted_from_the_call(void **state)
+{
+	struct sl_ticket t;
+	int64_t retry, before;
+
+	(void)state;
+	load("[fast]\nmatch = 10.0.0.0/8\nrate = 100/s\nmax_wait = 1m\n");
+	spent_ns = 150 * SL_NS_PER_US;
+	before = sl_clock_mono_ns();
+	assert_true(reserve(before, &t) >= 0);
+	assert_int_equal(sl_admit_release_act(shm.hdr, &t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call,
+	                                      NULL), 0);
+	/* Counted from the check: the gate is the check plus 10 ms, not the end. */
+	assert_true(section("fast")->state.rel_tat_ns <= t.released_ns + 10 * MS);
+	assert_true(section("fast")->state.rel_tat_ns >= t.released_ns + 10 * MS - 1);
+	spent_ns = 5 * MS;
+	assert_true(reserve(sl_clock_mono_ns(), &t) >= 0);
+	while (sl_admit_release_act(shm.hdr, &t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call, NULL) == 1)
+		;
+	/* 5 ms in the call: counted from its end less SL_CALL_SPREAD_NS. */
+	assert_true(section("fast")->state.rel_tat_ns >= t.released_ns + 5 * MS - SL_CALL_SPREAD_NS + 10 * MS);
+
+	load("[slow]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 1m\n");
+	spent_ns = 150 * SL_NS_PER_US;
+	assert_true(reserve(sl_clock_mono_ns(), &t) >= 0);
+	while (sl_admit_release_act(shm.hdr, &t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call, NULL) == 1)
+		;
+	/* 100 ms intervals: from the call's end, strictly. */
+	assert_true(section("slow")->state.rel_tat_ns >= t.released_ns + 150 * SL_NS_PER_US + 100 * MS);
+}
+
+static void test_counted_from_rule(void **state)
+{
+	struct sl_spec s = {.amount = 1000, .window_ns = SL_NS_PER_S, .burst = 1};
+	struct sl_state st;
+
+	(void)state;
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 + 50 * SL_NS_PER_US), T0);
+	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 + 3 * MS), T0 + 3 * MS - SL_CALL_SPREAD_NS);
+	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 - 5), T0); /* an end before: the check */
+	s.amount = 20; /* 50 ms: strict */
+	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 + 50 * SL_NS_PER_US), T0 + 50 * SL_NS_PER_US);
+	s.amount = 1000;
+	s.strategy = SL_STRAT_FIXED_WINDOW; /* windows: where it ended */
+	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 + 50 * SL_NS_PER_US), T0 + 50 * SL_NS_PER_US);
+}
+
+/* The peek says what the locked check would, without the lock: a gate not yet
+ * open, or now when it is; and never lets a release go itself. */
+static void test_peek(void **state)
+{
+	struct sl_ticket a, b;
+	int64_t retry;
+
+	(void)state;
+	load("[p]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 1m\n");
+	assert_int_equal(reserve(T0, &a), T0);
+	assert_int_equal(reserve(T0, &b), T0 + 100 * MS);
+	assert_int_equal(sl_admit_release(shm.hdr, &a, T0 + 5 * MS, (int32_t)getpid(), &retry), 0);
+	/* b's slot has come, its gate (a's release plus an interval) not yet. */
+	assert_int_equal(sl_admit_peek(shm.hdr, &b, T0 + 100 * MS), T0 + 105 * MS);
+	assert_int_equal(sl_admit_release(shm.hdr, &b, T0 + 100 * MS, (int32_t)getpid(), &retry), 1);
+	assert_int_equal(retry, T0 + 105 * MS);
+	assert_int_equal(sl_admit_peek(shm.hdr, &b, T0 + 106 * MS), T0 + 106 * MS);
+	assert_int_equal(section("p")->state.admitted, 1); /* the peeks released nothing */
+	/* A scribbled gate far ahead: the peek's answer is bounded. */
+	section("p")->state.rel_tat_ns = T0 + 3600 * SL_NS_PER_S;
+	assert_int_equal(sl_admit_peek(shm.hdr, &b, T0 + 106 * MS), T0 + 106 * MS + SL_PEEK_MAX_NS);
+}
+
+/* Each release counts its lateness after its slot beside the section. */
+static void test_lateness_counted(void **state)
+{
+	struct sl_ticket t;
+	int64_t retry;
+	uint64_t n = 0;
+
+	(void)state;
+	load("[l]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 1m\n");
+	assert_int_equal(reserve(T0, &t), T0);
+	assert_int_equal(sl_admit_release(shm.hdr, &t, T0 + 3 * MS, (int32_t)getpid(), &retry), 0);
+	assert_int_equal(section("l")->delivery.late[sl_delivery_bucket(3 * MS)], 1);
+	for (unsigned b = 0; b < SL_LATE_BUCKETS; b++)
+		n += section("l")->delivery.late[b];
+	assert_int_equal(n, 1);
+}
+
 static void test_observe(void **state)
 {
 	struct sl_ticket t;
@@ -563,6 +670,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_scribbled_state_repaired, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_reload_keeps_state, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_observe, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_counted_from_the_call, fresh_segment, drop_segment),
+		cmocka_unit_test(test_counted_from_rule),
+		cmocka_unit_test_setup_teardown(test_peek, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_lateness_counted, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_histogram, fresh_segment, drop_segment),
 	};
 
