@@ -25,8 +25,18 @@ enum sl_proc_verdict {
  * process with that pid will do).  A few system calls: for slow paths only. */
 int sl_proc_check(int32_t pid, uint32_t stamp);
 
-/* The calling process's start stamp; `self` is its pid as the caller caches it
- * (read from /proc once per pid, so once again in a fork child).  0 if unknown. */
+/* Whether process `pid` is proved to be the owner that wrote `stamp` beside it
+ * (a lock word): SL_PROC_ALIVE only when its start stamp is readable and equal.
+ * No stamp (0), another stamp, a pid that is no process, a zombie: SL_PROC_GONE
+ * - nothing proves an owner, so the word may be taken over.  UNKNOWN only when
+ * /proc cannot be read at all (another pid namespace) and kill(pid, 0) says the
+ * pid exists. */
+int sl_proc_owner(int32_t pid, uint32_t stamp);
+
+/* The calling process's start stamp, never 0 (a start time whose low 32 bits are
+ * 0 is stamped 1, here and in every comparison); `self` is its pid as the caller
+ * caches it (read from /proc once per pid, so once again in a fork child).  0
+ * only when /proc cannot be read. */
 uint32_t sl_proc_self_stamp(int32_t self);
 
 #endif

@@ -55,6 +55,30 @@ static int read_stat(int32_t pid, char *state, unsigned long long *start)
 	return rc == -1 ? read_stat_at("/proc/%d/stat", pid, state, start) : rc;
 }
 
+/* A start time as a stamp: its low 32 bits, never 0 (0 says "no stamp"). */
+static uint32_t stamp_of(unsigned long long start)
+{
+	return (uint32_t)start ? (uint32_t)start : 1;
+}
+
+int sl_proc_owner(int32_t pid, uint32_t stamp)
+{
+	unsigned long long start = 0;
+	char state = 0;
+	int rc;
+
+	if (pid <= 0)
+		return SL_PROC_GONE;
+	rc = read_stat(pid, &state, &start);
+	if (rc == -2)
+		return SL_PROC_GONE;
+	if (rc < 0)
+		return kill(pid, 0) != 0 && errno == ESRCH ? SL_PROC_GONE : SL_PROC_UNKNOWN;
+	if (state == 'Z' || state == 'X' || state == 'x' || stamp == 0 || stamp_of(start) != stamp)
+		return SL_PROC_GONE;
+	return SL_PROC_ALIVE;
+}
+
 int sl_proc_check(int32_t pid, uint32_t stamp)
 {
 	unsigned long long start = 0;
@@ -70,7 +94,7 @@ int sl_proc_check(int32_t pid, uint32_t stamp)
 		return kill(pid, 0) != 0 && errno == ESRCH ? SL_PROC_GONE : SL_PROC_UNKNOWN;
 	if (state == 'Z' || state == 'X' || state == 'x')
 		return SL_PROC_GONE;
-	if (stamp && (uint32_t)start != stamp)
+	if (stamp && stamp_of(start) != stamp)
 		return SL_PROC_GONE; /* the pid was given to another process since */
 	return SL_PROC_ALIVE;
 }
@@ -81,12 +105,12 @@ uint32_t sl_proc_self_stamp(int32_t self)
 	static _Atomic uint64_t cache;
 	uint64_t c = atomic_load_explicit(&cache, memory_order_relaxed);
 	unsigned long long start = 0;
+	uint32_t stamp;
 	char state;
 
 	if (c && (int32_t)(c & 0xffffffffu) == self)
 		return (uint32_t)(c >> 32);
-	if (read_stat(self, &state, &start) != 0)
-		start = 0;
-	atomic_store_explicit(&cache, (uint64_t)(uint32_t)start << 32 | (uint32_t)self, memory_order_relaxed);
-	return (uint32_t)start;
+	stamp = read_stat(self, &state, &start) == 0 ? stamp_of(start) : 0;
+	atomic_store_explicit(&cache, (uint64_t)stamp << 32 | (uint32_t)self, memory_order_relaxed);
+	return stamp;
 }

@@ -606,16 +606,22 @@ static void futex_wait(uint32_t *word, uint32_t val, int64_t ns)
 	syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-/* Whether the lock word `cur` names no live holder: its process is gone, a
- * zombie, or its pid now belongs to another process (the stamp differs) - or the
- * word was scribbled into something no process wrote. */
+/* Whether the lock word `cur` names no owner proved alive: its process is gone,
+ * a zombie, its pid belongs to another process now (the stamp differs), or the
+ * word holds no stamp at all - a scribble no locker wrote (docs/design.md,
+ * "Invariants": value 1, pid 1 and no stamp, once wedged every caller).  The
+ * caller's own pid is its own only with its own stamp: then another of its
+ * threads holds the lock. */
 static int holder_gone(uint64_t cur, int32_t self)
 {
 	int32_t pid = (int32_t)(cur & 0xffffffffu);
+	uint32_t stamp = (uint32_t)(cur >> 32);
 
-	if (cur == 0 || pid == self)
+	if (cur == 0)
 		return 0;
-	return sl_proc_check(pid, (uint32_t)(cur >> 32)) == SL_PROC_GONE;
+	if (pid == self && self > 0)
+		return stamp != sl_proc_self_stamp(self);
+	return sl_proc_owner(pid, stamp) == SL_PROC_GONE;
 }
 
 /* How long a waiter waits before it asks whether the holder still lives, and

@@ -2,7 +2,8 @@
 # Lock ownership the kernel vouches for (F2, F6): the segment lock word holds the
 # holder's pid and start stamp.  A holder killed -9 but not yet reaped (a zombie)
 # passes kill(pid, 0) yet holds nothing; a live pid whose start stamp differs (a
-# pid reused since, or a scribble) is not the holder.  Either way the next caller
+# pid reused since, or a scribble) is not the holder; nor is a word with no stamp
+# (the value 1: pid 1, which lives - it once wedged every caller for good).  Either way the next caller
 # takes the lock over at once, and is shaped: with rate 1/m and max_wait 0, its
 # second connect is refused - the check ran, nothing passed through.  A daemon
 # started on such a segment repairs it instead of exiting "lock unavailable".
@@ -30,8 +31,9 @@ def stamp(pid):
     stat = open("/proc/%d/stat" % pid).read()
     return int(stat[stat.rindex(")") + 2:].split()[19]) & 0xffffffff
 
-if mode == "stranger":
-    word = (stamp(1) ^ 0x5a5a) << 32 | 1
+if mode in ("stranger", "nostamp"):
+    # nostamp: the value 1 - pid 1, which lives, and no stamp at all.
+    word = (stamp(1) ^ 0x5a5a) << 32 | 1 if mode == "stranger" else 1
     with segment.Segment(name) as f:
         f.seek(48); f.write(struct.pack("<Q", word))
     sys.exit(0)
@@ -93,9 +95,54 @@ fresh
 wedge stranger
 try_shaped "live pid with another start stamp"
 
-# A daemon started on a segment with a wedged lock repairs it.
+fresh
+wedge nostamp
+try_shaped "pid 1 with no stamp"
+
+# Forever waiters behind a word with no stamp are not kept waiting, and nothing
+# goes unshaped: 20 clients at 10/s are spaced at the destination.
+cat >"$T/f.ini" <<EOF
+[sluice]
+shm_name = $SHM_NAME
+control_socket = $CTL
+
+[forever]
+match = 127.0.0.1:$PORT
+rate = 10/s
+max_wait = forever
+EOF
 kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null
-wedge stranger
-start_daemon "$T/l.ini"
-grep -q "lock unavailable" "$T/sluiced.log" && fail "the restarted daemon found the lock unavailable"
+start_daemon "$T/f.ini"
+start_syn_witness "$PORT" "$T/syns"
+wedge nostamp
+start=$(now_ms)
+pids=()
+for i in $(seq 20); do
+	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 20 python3 -c '
+import socket, sys
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10).close()' "$PORT" &
+	pids+=($!)
+done
+wait "${pids[@]}" || fail "a client behind the unstamped word failed"
+took=$(($(now_ms) - start))
+note "20 clients at 10/s behind a word with no stamp: $took ms"
+[ "$took" -lt 4500 ] || fail "20 connects at 10/s took $took ms"
+witnessed "$T/syns" --interval-ms 100 --slack-ms 1 --expect 20 --what connects || fail "spacing behind the word"
+
+# A daemon started on a segment with a wedged lock repairs it: another's stamp,
+# and no stamp at all.
+for mode in stranger nostamp; do
+	kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null
+	: >"$T/sluiced.log"
+	wedge $mode
+	start_daemon "$T/l.ini"
+	grep -q "lock unavailable" "$T/sluiced.log" && fail "the restarted daemon found the lock unavailable ($mode)"
+	python3 - "$SHM_NAME" <<'PY' || fail "the restarted daemon left the lock word set ($mode)"
+import os, struct, sys
+sys.path.insert(0, os.environ["HELPERS"]); import segment
+with segment.Segment(sys.argv[1]) as f:
+    f.seek(48); word = struct.unpack("<Q", f.read(8))[0]
+sys.exit(0 if word == 0 else 1)
+PY
+done
 echo "ok"

@@ -284,6 +284,19 @@ static void test_lock_reused_pid(void **state)
 	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
 	assert_true(a.hdr->lock == 0);
 	assert_int_equal(a.hdr->lock_recoveries, 2);
+	/* No stamp at all (the value 1: pid 1, stamp 0): nothing proves an owner. */
+	a.hdr->lock = 1;
+	t0 = sl_clock_mono_ns();
+	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 1);
+	assert_true(sl_clock_mono_ns() - t0 < 100 * SL_NS_PER_MS);
+	sl_shm_unlock(a.hdr, me);
+	a.hdr->lock = 1;
+	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
+	/* Our own pid with a stamp not ours: a scribble, not another of our threads. */
+	a.hdr->lock = (uint64_t)(sl_proc_self_stamp(me) ^ 1) << 32 | (uint32_t)me;
+	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 1);
+	sl_shm_unlock(a.hdr, me);
+	assert_int_equal(a.hdr->lock_recoveries, 5);
 	sl_shm_detach(&a);
 }
 
