@@ -31,6 +31,7 @@ struct sl_daemon {
 	char shm_name[SL_PATH_MAX];
 	struct sl_config *cfg; /* the configuration in force */
 	struct sl_shm shm;
+	struct sl_golden *golden; /* what the last load wrote, checked at each beat */
 	int shm_gone; /* its name was removed under it: said once */
 	int ctl_fd;
 	char ctl_path[108];

@@ -341,7 +341,11 @@ struct sl_shm_header {
 	int64_t redis_answer_ns; /* CLOCK_MONOTONIC of the last answer; 0 none */
 	int64_t redis_down_ns;   /* when it was last lost (CLOCK_MONOTONIC); 0 up */
 	uint64_t redis_calls;    /* lease calls made (count) */
-	uint8_t reserved[56];
+	uint64_t summary_sum;    /* checksum of the summary fields above (meters,
+	                          * has_names, index_*) and the generation, sealed by
+	                          * their writer: a reader believes them only when it
+	                          * agrees (summary.h) */
+	uint8_t reserved[48];
 };
 
 enum sl_redis_state {
@@ -356,6 +360,13 @@ _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header 
 _Static_assert(offsetof(struct sl_shm_header, lock) == 48, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, config_path) == 88, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, slots_used) == 344, "sl_shm_header ABI");
+/* The summary the shims trust (summary.h), where tests scribble on it. */
+_Static_assert(offsetof(struct sl_shm_header, has_names) == 60, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, meters) == 348, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, index_kinds) == 384, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, index_run) == 388, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, index_v4_lens) == 392, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, summary_sum) == 456, "sl_shm_header ABI");
 
 /* Who holds concurrency places: one entry per (process, section), in a table of
  * max_holders entries.  pid 0: free. */

@@ -2,6 +2,7 @@
 #include "sluice/index.h"
 #include "sluice/common.h"
 #include "sluice/shm.h"
+#include "sluice/summary.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -248,6 +249,7 @@ int sl_index_lookup(struct sl_shm_header *h, const struct sl_dest *d,
                     int (*fn)(uint32_t pattern, void *arg), void *arg)
 {
 	const struct sl_shm_view *v = sl_shm_view(h);
+	struct sl_summary sum;
 	struct probe p;
 	uint64_t v4[1], v6[3];
 	int rc;
@@ -257,9 +259,10 @@ int sl_index_lookup(struct sl_shm_header *h, const struct sl_dest *d,
 	p.slots = sl_shm_index_slots(h, v);
 	p.refs = sl_shm_refs(h, v);
 	p.mask = v->index_slots - 1;
-	p.run = SL_MIN(__atomic_load_n(&h->index_run, __ATOMIC_RELAXED), v->index_slots);
+	sl_summary_get(h, &sum);
+	p.run = SL_MIN(sum.index_run, v->index_slots);
 	p.nrefs = v->dims.patterns;
-	p.kinds = __atomic_load_n(&h->index_kinds, __ATOMIC_RELAXED);
+	p.kinds = sum.index_kinds;
 	p.fn = fn;
 	p.arg = arg;
 	if (d->name && d->name_len > 0 &&
@@ -268,13 +271,13 @@ int sl_index_lookup(struct sl_shm_header *h, const struct sl_dest *d,
 	    (rc = probe_name(&p, d)))
 		return rc;
 	if (d->family == AF_INET && (p.kinds & (kind_bit(SL_PAT_V4, 0) | kind_bit(SL_PAT_V4, 1)))) {
-		v4[0] = __atomic_load_n(&h->index_v4_lens, __ATOMIC_RELAXED);
+		v4[0] = sum.v4_lens;
 		if ((rc = probe_addr(&p, d, v4, SL_PAT_V4, 32)))
 			return rc;
 	}
 	if (d->family == AF_INET6 && (p.kinds & (kind_bit(SL_PAT_V6, 0) | kind_bit(SL_PAT_V6, 1)))) {
 		for (unsigned i = 0; i < 3; i++)
-			v6[i] = __atomic_load_n(&h->index_v6_lens[i], __ATOMIC_RELAXED);
+			v6[i] = sum.v6_lens[i];
 		if ((rc = probe_addr(&p, d, v6, SL_PAT_V6, 128)))
 			return rc;
 	}

@@ -15,6 +15,7 @@
 #include "sluice/index.h"
 #include "sluice/keys.h"
 #include "sluice/shm.h"
+#include "sluice/summary.h"
 #include "sluice/strategy.h"
 
 #include <errno.h>
@@ -291,6 +292,7 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 	h->fallback = (uint32_t)cfg->global.fallback;
 	snprintf(h->config_path, sizeof(h->config_path), "%s", cfg->path);
 	h->generation++;
+	sl_summary_seal(h);
 
 	atomic_thread_fence(memory_order_release);
 	atomic_store_explicit(A(&h->spec_seq), seq + 1, memory_order_relaxed); /* even: done */

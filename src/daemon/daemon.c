@@ -7,6 +7,7 @@
 #include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/delivery.h"
+#include "sluice/golden.h"
 #include "sluice/shm.h"
 #include "sluice/lease.h"
 #include "sluice/limiter.h"
@@ -112,6 +113,20 @@ static void log_news(struct sl_daemon *d, int64_t now)
 	}
 }
 
+/* The copy of what this load wrote, that each heartbeat checks the segment
+ * against (golden.h). */
+static void retake_golden(struct sl_daemon *d)
+{
+	sl_golden_free(d->golden);
+	if (!(d->golden = sl_golden_take(d->shm.hdr)))
+		sl_log_warnx("segment %s: out of memory for the copy of its configuration: scribbles on it "
+		             "go unrepaired", d->shm_name);
+}
+
+/* Bytes of the configuration part compared per heartbeat: a config of 10,000
+ * sections and 100,000 patterns (about 40 MB) in a few beats, at a few ms each. */
+#define GOLDEN_BUDGET (16u << 20)
+
 static void beat(struct sl_daemon *d)
 {
 	struct sl_shm_header *h = d->shm.hdr;
@@ -134,6 +149,14 @@ static void beat(struct sl_daemon *d)
 		}
 		if (fixed > 8)
 			sl_log_warnx("%u more sections' states were reset as well", fixed - 8);
+	}
+	if (d->golden) {
+		const char *what = "";
+		int fixed = sl_golden_check(h, d->golden, (int32_t)getpid(), GOLDEN_BUDGET, &what);
+
+		if (fixed > 0)
+			sl_log_warnx("segment %s: %s was not what sluiced wrote (scribbled?): written back%s",
+			             d->shm_name, what, fixed > 1 ? ", with more" : "");
 	}
 	if (!d->shm_gone && !sl_shm_is_named(&d->shm, d->shm_name)) {
 		/* Only its owner or root can remove it.  Those attached keep it, programs
@@ -263,6 +286,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		sl_log_warnx("segment %s: %s", d->shm_name, rc == -ENOMEM ? "out of memory" : "lock unavailable");
 		goto fail;
 	}
+	retake_golden(d);
 	if ((rc = apply_group(d)) < 0 || (rc = sl_metrics_start(d)) < 0)
 		goto fail;
 	sl_shm_publish(d->shm.hdr);
@@ -353,6 +377,7 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 		sl_log_warnx("reload failed: %s", rc == -ENOMEM ? "out of memory" : "segment lock unavailable");
 		goto out;
 	}
+	retake_golden(d);
 	{
 		struct sl_config *old = d->cfg;
 
@@ -378,6 +403,8 @@ void sl_daemon_stop(struct sl_daemon *d)
 	if (!d->cfg)
 		return;
 	ev_timer_stop(d->loop, &d->heartbeat);
+	sl_golden_free(d->golden);
+	d->golden = NULL;
 	free(d->seen);
 	d->seen = NULL;
 	d->nseen = 0;

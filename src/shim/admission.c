@@ -16,7 +16,7 @@ void sl_admission_name(struct sl_dest *d, char *namebuf, size_t namelen)
 {
 	size_t len;
 
-	if (!sl_shim.shm.hdr->has_names)
+	if (!sl_shim_has_names())
 		return;
 	len = sl_namemap_get(d->family, d->addr, namebuf, namelen);
 	if (len) {
@@ -34,7 +34,7 @@ int sl_admission_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_
 	m->mask = 0;
 	m->keyed = 0;
 	m->overflow = 0;
-	if (!(h->meters & (1u << (meter & 31))))
+	if (!(sl_shim_meters() & (1u << (meter & 31))))
 		return 0; /* no section meters that: nothing to look at */
 	x.meter = meter;
 	n = sl_admit_match(h, &x, m, sl_shim.pid);

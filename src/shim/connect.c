@@ -65,8 +65,8 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 	/* Unmatched: with name patterns about, the first write may still name it (the
 	 * name known here, if any, can be a proxy's, or a CNAME's). */
 	if (t.n == 0 && t.nr == 0 && t.nb == 0)
-		return sl_shim.shm.hdr->has_names &&
-		       (sl_shim.shm.hdr->meters & ((1u << SL_METER_CONNECTIONS) | (1u << SL_METER_REQUESTS) |
+		return sl_shim_has_names() &&
+		       (sl_shim_meters() & ((1u << SL_METER_CONNECTIONS) | (1u << SL_METER_REQUESTS) |
 		                                   (1u << SL_METER_BYTES)));
 	if (!sl_is_fresh_tcp(fd))
 		return 0;

@@ -29,7 +29,7 @@ SL_EXPORT int getaddrinfo(const char *node, const char *service, const struct ad
 		return EAI_SYSTEM;
 	}
 	rc = real(node, service, hints, res);
-	if (rc != 0 || !node || !res || !sl_shim_active() || !sl_shim.shm.hdr->has_names)
+	if (rc != 0 || !node || !res || !sl_shim_active() || !sl_shim_has_names())
 		return rc;
 	saved = errno;
 	if (!sl_is_numeric_host(node)) {
@@ -54,7 +54,7 @@ SL_EXPORT struct hostent *gethostbyname(const char *name)
 		return NULL;
 	}
 	he = real(name);
-	if (he && sl_shim_active() && sl_shim.shm.hdr->has_names)
+	if (he && sl_shim_active() && sl_shim_has_names())
 		learn_hostent(name, he);
 	return he;
 }
@@ -69,7 +69,7 @@ SL_EXPORT struct hostent *gethostbyname2(const char *name, int af)
 		return NULL;
 	}
 	he = real(name, af);
-	if (he && sl_shim_active() && sl_shim.shm.hdr->has_names)
+	if (he && sl_shim_active() && sl_shim_has_names())
 		learn_hostent(name, he);
 	return he;
 }
@@ -84,7 +84,7 @@ SL_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf, 
 	if (!real)
 		return ENOSYS;
 	rc = real(name, ret, buf, buflen, result, h_errnop);
-	if (rc == 0 && result && *result && sl_shim_active() && sl_shim.shm.hdr->has_names)
+	if (rc == 0 && result && *result && sl_shim_active() && sl_shim_has_names())
 		learn_hostent(name, *result);
 	return rc;
 }
@@ -99,7 +99,7 @@ SL_EXPORT int gethostbyname2_r(const char *name, int af, struct hostent *ret, ch
 	if (!real)
 		return ENOSYS;
 	rc = real(name, af, ret, buf, buflen, result, h_errnop);
-	if (rc == 0 && result && *result && sl_shim_active() && sl_shim.shm.hdr->has_names)
+	if (rc == 0 && result && *result && sl_shim_active() && sl_shim_has_names())
 		learn_hostent(name, *result);
 	return rc;
 }

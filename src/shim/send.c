@@ -200,7 +200,7 @@ static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int don
 	struct sl_match m;
 	char name[SL_HOST_MAX];
 
-	if (!sl_shim_active() || !(sl_shim.shm.hdr->meters & (1u << SL_METER_DATAGRAMS)) ||
+	if (!sl_shim_active() || !(sl_shim_meters() & (1u << SL_METER_DATAGRAMS)) ||
 	    sl_dest_from_sockaddr(&d, addr, alen) != 0)
 		return 1;
 	d.meter = SL_METER_DATAGRAMS;
@@ -227,7 +227,7 @@ static int fastopen(int fd, const struct sockaddr *addr, socklen_t alen, const s
 	sl_admission_name(&d, name, sizeof(name));
 	sl_admission_match_tcp(&d, &t);
 	if (!t.n && !t.nr && !t.nb &&
-	    (!sl_shim.shm.hdr->has_names ||
+	    (!sl_shim_has_names() ||
 	     (t.n = sl_name_from_write(fd, &peer, iov, iovcnt, &d, name2, sizeof(name2), &t.m)) == 0))
 		return 1;
 	if (!sl_is_fresh_tcp(fd))
@@ -328,7 +328,7 @@ static int per_message(int fd, struct mmsghdr *vec, unsigned int n)
 	struct sl_record *rec;
 	int kind;
 
-	if (sl_shim_active() && (sl_shim.shm.hdr->meters & (1u << SL_METER_DATAGRAMS)))
+	if (sl_shim_active() && (sl_shim_meters() & (1u << SL_METER_DATAGRAMS)))
 		for (unsigned i = 0; i < n; i++)
 			if (vec[i].msg_hdr.msg_name)
 				return 1;
@@ -346,7 +346,7 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	unsigned int sent = 0;
 
 	if (sl_likely(!sl_fdtab_get(fd)) &&
-	    !(sl_shim_active() && (sl_shim.shm.hdr->meters & (1u << SL_METER_DATAGRAMS))))
+	    !(sl_shim_active() && (sl_shim_meters() & (1u << SL_METER_DATAGRAMS))))
 		goto pass;
 	if (n == 0 || !vec || !per_message(fd, vec, n)) {
 		struct gate g;

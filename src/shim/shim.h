@@ -12,6 +12,7 @@
 #include "sluice/common.h"
 #include "sluice/match.h"
 #include "sluice/shm.h"
+#include "sluice/summary.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -93,6 +94,25 @@ static inline int sl_shim_active(void)
 	if (sl_unlikely(atomic_load_explicit(&sl_shim.ready, memory_order_acquire) != 2))
 		sl_shim_init();
 	return sl_shim.mode != SL_SHIM_OFF;
+}
+
+/* The header's summary as far as it can be believed (sluice/summary.h): the
+ * meters some section uses, and whether any matches by name.  A summary whose
+ * checksum disagrees reads as every meter and names: slower, never unshaped. */
+static inline uint32_t sl_shim_meters(void)
+{
+	struct sl_summary s;
+
+	sl_summary_get(sl_shim.shm.hdr, &s);
+	return s.meters;
+}
+
+static inline int sl_shim_has_names(void)
+{
+	struct sl_summary s;
+
+	sl_summary_get(sl_shim.shm.hdr, &s);
+	return s.has_names != 0;
 }
 
 /* Debug log line (only when SLUICE_DEBUG is set).  Never allocates a FILE. */
