@@ -345,7 +345,11 @@ struct sl_shm_header {
 	                          * has_names, index_*) and the generation, sealed by
 	                          * their writer: a reader believes them only when it
 	                          * agrees (summary.h) */
-	uint8_t reserved[48];
+	uint32_t moved;          /* 1: a newer segment under the same name took over
+	                          * from this one (shm.h, sl_shm_move): every admission
+	                          * here is refused the lock and follows the name */
+	uint32_t pad1;
+	uint8_t reserved[40];
 };
 
 enum sl_redis_state {

@@ -101,6 +101,24 @@ int sl_shm_fits(const struct sl_shm_header *h, const struct sl_config *cfg, char
  * and the name is free at once.  0 or -errno. */
 int sl_shm_remove(const char *name);
 
+/* A new segment under `name`, of dims (each table at least what `old` carries),
+ * taking over from `old`, which programs still use: `old` was removed (ipcrm) -
+ * or is removed here first, with remove_old (a reload that needs more room).
+ * Under old's lock its state is carried over, `cfg` loaded, the new segment
+ * published, and old marked moved: an admission that takes old's lock after that
+ * is refused it (-EXDEV) and follows the name (sl_shm_follow), so every program
+ * shares the new segment's queues from its next admission, and no release is
+ * made in both.  On success *shm is the new segment; old stays attached (the
+ * caller detaches it).  -EEXIST when another segment took the name meanwhile. */
+int sl_shm_move(struct sl_shm *shm, struct sl_shm *old, const char *name, unsigned mode,
+                const struct sl_shm_dims *dims, const struct sl_config *cfg, int32_t self, int remove_old);
+
+/* When shm's segment was moved (its header says so): attach `name` in its place.
+ * The old mapping is left attached (other threads may still be reading it; the
+ * memory is the segment's, so it costs address space only).  1 when it followed,
+ * 0 when nothing moved, -errno when the new one could not be attached. */
+int sl_shm_follow(struct sl_shm *shm, const char *name);
+
 /* Whether `name` still names the segment `shm` is attached to (not removed, not
  * replaced by another). */
 int sl_shm_is_named(const struct sl_shm *shm, const char *name);

@@ -232,6 +232,7 @@ struct sl_supervisor {
 	struct ev_loop *loop;
 	int fd;
 	struct sl_shm shm;
+	char shm_name[SL_PATH_MAX]; /* followed when the daemon moves the segment */
 	int32_t self;
 	int verbose, fallback;
 	ev_io io;
@@ -443,6 +444,14 @@ static void arm(struct call *c, int64_t at)
 static void undecided(struct call *c, const char *why)
 {
 	struct sl_supervisor *s = c->s;
+
+	/* The segment moved (sl_shm_move): not undecided, its successor decides. */
+	if (sl_shm_follow(&s->shm, s->shm_name) > 0) {
+		say(s, "segment %s moved: following it", s->shm_name);
+		c->t.mask = 0;
+		arm(c, sl_clock_mono_ns());
+		return;
+	}
 
 	if (s->fallback == SL_FALLBACK_OPEN) {
 		say(s, "undecided (%s); fallback = open: goes unshaped", why);
@@ -1194,6 +1203,7 @@ struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, con
 	}
 	s->sizes.seccomp_notif = SL_MAX(s->sizes.seccomp_notif, (uint16_t)sizeof(*s->req));
 	s->sizes.seccomp_notif_resp = SL_MAX(s->sizes.seccomp_notif_resp, (uint16_t)sizeof(*s->resp));
+	snprintf(s->shm_name, sizeof(s->shm_name), "%s", shm_name);
 	if ((rc = sl_shm_attach(&s->shm, shm_name, 1)) < 0) {
 		fprintf(stderr, "sluice run: seccomp: cannot attach segment %s: %s\n", shm_name,
 		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));

@@ -525,6 +525,71 @@ set_mode:
 	return 0;
 }
 
+int sl_shm_move(struct sl_shm *shm, struct sl_shm *old, const char *name, unsigned mode,
+                const struct sl_shm_dims *dims, const struct sl_config *cfg, int32_t self, int remove_old)
+{
+	struct sl_shm_dims want = *dims;
+	struct sl_shm_layout l;
+	struct shmid_ds ds;
+	int id, rc;
+
+	shm->hdr = NULL;
+	if (old->anonymous || !old->hdr)
+		return -EINVAL;
+	grow_to_carry(&want, old->hdr);
+	if (sl_shm_layout(&want, &l) < 0)
+		return -EINVAL;
+	if (remove_old && shmctl(old->id, IPC_RMID, NULL) != 0 && errno != EIDRM && errno != EINVAL)
+		return -errno;
+	id = shmget(sl_shm_key(name), l.size, IPC_CREAT | IPC_EXCL | SHM_NORESERVE | (mode & 0777));
+	if (id < 0)
+		return -errno;
+	if ((rc = attach_id(shm, id, 1, l.size)) < 0) {
+		shmctl(id, IPC_RMID, NULL);
+		return rc;
+	}
+	init_header(shm->hdr, &want, 0);
+	note_attached(shm->hdr, &want);
+	if ((rc = sl_shm_lock(old->hdr, self, 2 * SL_NS_PER_S)) < 0)
+		goto fail;
+	carry_over(shm->hdr, old->hdr);
+	if ((rc = sl_shm_apply_config(shm->hdr, cfg, self)) < 0) {
+		sl_shm_unlock(old->hdr, self);
+		goto fail;
+	}
+	sl_shm_publish(shm->hdr);
+	atomic_store_explicit(A(&old->hdr->moved), 1, memory_order_release);
+	sl_shm_unlock(old->hdr, self);
+	if (shmctl(shm->id, IPC_STAT, &ds) == 0) {
+		ds.shm_perm.mode = (ds.shm_perm.mode & ~0777u) | (mode & 0777);
+		shmctl(shm->id, IPC_SET, &ds);
+	}
+	return 0;
+fail:
+	shmctl(shm->id, IPC_RMID, NULL);
+	sl_shm_detach(shm);
+	return rc;
+}
+
+int sl_shm_follow(struct sl_shm *shm, const char *name)
+{
+	struct sl_shm next;
+	int rc;
+
+	if (!shm->hdr || shm->anonymous ||
+	    !atomic_load_explicit(A(&shm->hdr->moved), memory_order_acquire))
+		return 0;
+	if ((rc = sl_shm_attach(&next, name, 1)) < 0)
+		return rc;
+	if (next.hdr == shm->hdr || atomic_load_explicit(A(&next.hdr->moved), memory_order_acquire))
+		return -ESTALE; /* the name still names it, or another moved one: not yet */
+	/* One store of the header pointer, which every reader loads first. */
+	__atomic_store_n(&shm->id, next.id, __ATOMIC_RELAXED);
+	__atomic_store_n(&shm->size, next.size, __ATOMIC_RELAXED);
+	__atomic_store_n(&shm->hdr, next.hdr, __ATOMIC_RELEASE);
+	return 1;
+}
+
 int sl_shm_remove(const char *name)
 {
 	int id = shmget(sl_shm_key(name), 0, 0);
@@ -649,8 +714,16 @@ int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 		int64_t now;
 
 		if (atomic_compare_exchange_weak_explicit(word, &cur, mine, memory_order_acquire,
-		                                          memory_order_relaxed))
+		                                          memory_order_relaxed)) {
+			/* A segment another took over from: nothing may be decided here any
+			 * more (its state went to the new one); the caller follows the name. */
+			if (sl_unlikely(atomic_load_explicit(A(&h->moved), memory_order_acquire))) {
+				sl_shm_unlock(h, self);
+				errno = saved;
+				return -EXDEV;
+			}
 			return 0;
+		}
 		if (spin % 64 != 63) {
 			sl_cpu_relax();
 			continue;

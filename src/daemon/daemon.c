@@ -113,6 +113,33 @@ static void log_news(struct sl_daemon *d, int64_t now)
 	}
 }
 
+static void retake_golden(struct sl_daemon *d);
+static int apply_group(struct sl_daemon *d);
+
+/* A new segment under the name in place of the one in use, with cfg loaded and
+ * the state carried over (sl_shm_move); remove_old: take the name from the old
+ * one first (a reload that needs more room).  0, or -errno with nothing changed. */
+static int move_segment(struct sl_daemon *d, const struct sl_config *cfg, int remove_old)
+{
+	struct sl_shm next, old = d->shm;
+	struct sl_shm_dims dims;
+	int rc;
+
+	sl_config_dims(cfg, &dims);
+	if ((rc = sl_shm_move(&next, &old, d->shm_name, cfg->global.shm_mode, &dims, cfg, (int32_t)getpid(),
+	                      remove_old)) < 0)
+		return rc;
+	d->shm = next;
+	sl_shm_publish(d->shm.hdr);
+	d->shm.hdr->daemon_pid = (int32_t)getpid();
+	d->shm.hdr->heartbeat_ns = sl_clock_mono_ns();
+	sl_shm_detach(&old);
+	if (apply_group(d) < 0)
+		sl_log_warnx("segment %s: its group could not be set", d->shm_name);
+	retake_golden(d);
+	return 0;
+}
+
 /* The copy of what this load wrote, that each heartbeat checks the segment
  * against (golden.h). */
 static void retake_golden(struct sl_daemon *d)
@@ -158,12 +185,22 @@ static void beat(struct sl_daemon *d)
 			sl_log_warnx("segment %s: %s was not what sluiced wrote (scribbled?): written back%s",
 			             d->shm_name, what, fixed > 1 ? ", with more" : "");
 	}
-	if (!d->shm_gone && !sl_shm_is_named(&d->shm, d->shm_name)) {
-		/* Only its owner or root can remove it.  Those attached keep it, programs
-		 * started from now on find no segment and apply their fallback. */
-		d->shm_gone = 1;
-		sl_log_warnx("segment %s was removed (ipcrm?): programs attached before keep sharing it, "
-		             "new ones apply their fallback until sluiced is restarted", d->shm_name);
+	if (!d->shm.anonymous && !sl_shm_is_named(&d->shm, d->shm_name)) {
+		/* Removed (ipcrm: its owner or root).  Those attached keep it, programs
+		 * started from now on would find none: a new one is made under the name,
+		 * the state carried over, and the programs attached to the old one move
+		 * to it at their next admission - one queue again within a heartbeat. */
+		int rc = move_segment(d, d->cfg, 0);
+
+		if (rc == 0)
+			sl_log_warnx("segment %s was removed (ipcrm?): made anew, its state carried over; the "
+			             "programs attached to the old one move to it at their next admission", d->shm_name);
+		else if (!d->shm_gone)
+			sl_log_warnx("segment %s was removed (ipcrm?) and cannot be made anew (%s): programs "
+			             "attached before keep sharing it, new ones apply their fallback; trying again "
+			             "at each heartbeat", d->shm_name, strerror(-rc));
+		d->shm_gone = rc != 0;
+		h = d->shm.hdr; /* the new one, when made: the old is detached */
 	}
 	{
 		int slots = sl_admit_reap_dead(h, h->heartbeat_ns, (int32_t)getpid(), sl_pid_is_dead);
@@ -263,13 +300,6 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		goto fail;
 	}
 	have = sl_shm_dims_of(d->shm.hdr);
-	if (have.sections != want.sections || have.patterns != want.patterns ||
-	    have.holders != want.holders || have.keys != want.keys)
-		sl_log_warnx("segment %s keeps its tables (%u sections, %u patterns, %u holders, %u keys; "
-		             "the config asks for %u, %u, %u, %u): programs still attached share it; it "
-		             "is made anew, its state carried over, when sluiced starts with none attached",
-		             d->shm_name, have.sections, have.patterns, have.holders, have.keys,
-		             want.sections, want.patterns, want.holders, want.keys);
 	if (reattached && owned_by_live_daemon(d->shm.hdr)) {
 		sl_log_warnx("segment %s belongs to a running sluiced (pid %d): not taking it over",
 		             d->shm_name, d->shm.hdr->daemon_pid);
@@ -277,16 +307,30 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		goto fail;
 	}
 	if (sl_shm_fits(d->shm.hdr, d->cfg, why, sizeof(why)) < 0) {
-		sl_log_warnx("segment %s: %s; programs attached to it keep it: stop them (or give "
-		             "sluiced another shm_name) so it can be made anew", d->shm_name, why);
-		rc = -ENOSPC;
-		goto fail;
+		/* Programs attached to it keep it (else it would have been made anew):
+		 * a larger one takes over from it, and they move to it at their next
+		 * admission. */
+		if ((rc = move_segment(d, d->cfg, 1)) < 0) {
+			sl_log_warnx("segment %s: %s, and no larger one could be made: %s", d->shm_name, why,
+			             strerror(-rc));
+			goto fail;
+		}
+		sl_log_info("segment %s (%u sections, %u patterns, %u holders, %u keys) made anew larger for "
+		            "the config; the programs attached to the old one move to it", d->shm_name,
+		            have.sections, have.patterns, have.holders, have.keys);
+	} else {
+		if (have.sections != want.sections || have.patterns != want.patterns ||
+		    have.holders != want.holders || have.keys != want.keys)
+			sl_log_info("segment %s keeps its tables (%u sections, %u patterns, %u holders, %u keys; "
+			            "the config asks for %u, %u, %u, %u): programs still attached share it",
+			            d->shm_name, have.sections, have.patterns, have.holders, have.keys,
+			            want.sections, want.patterns, want.holders, want.keys);
+		if ((rc = sl_shm_apply_config(d->shm.hdr, d->cfg, (int32_t)getpid())) < 0) {
+			sl_log_warnx("segment %s: %s", d->shm_name, rc == -ENOMEM ? "out of memory" : "lock unavailable");
+			goto fail;
+		}
+		retake_golden(d);
 	}
-	if ((rc = sl_shm_apply_config(d->shm.hdr, d->cfg, (int32_t)getpid())) < 0) {
-		sl_log_warnx("segment %s: %s", d->shm_name, rc == -ENOMEM ? "out of memory" : "lock unavailable");
-		goto fail;
-	}
-	retake_golden(d);
 	if ((rc = apply_group(d)) < 0 || (rc = sl_metrics_start(d)) < 0)
 		goto fail;
 	sl_shm_publish(d->shm.hdr);
@@ -324,33 +368,14 @@ fail:
 /* Whether `next` fits the running segment; says why not in the log and on
  * `errors`.  Its tables cannot grow in place, and the programs attached to it must
  * go on sharing one queue per destination: the message says what to do instead. */
-static int room_for(struct sl_daemon *d, const struct sl_config *next, FILE *errors)
+/* Whether the running segment has room for `next`: 1, or 0 when a larger one is
+ * needed (more keys, holders, sections or patterns than its tables hold). */
+static int room_for(struct sl_daemon *d, const struct sl_config *next)
 {
 	struct sl_shm_dims have = sl_shm_dims_of(d->shm.hdr);
-	char why[240] = "";
 
-	if (next->global.keys > have.keys)
-		snprintf(why, sizeof(why), "keys = %u needs a larger key table than the running segment has "
-		         "(%u records): keep keys at most %u", next->global.keys, have.keys, have.keys);
-	else if (next->global.holders > have.holders)
-		snprintf(why, sizeof(why), "holders = %u needs a larger holder table than the running segment "
-		         "has (%u): keep holders at most %u", next->global.holders, have.holders, have.holders);
-	else if (next->nsections > have.sections)
-		snprintf(why, sizeof(why), "%u sections need a larger section table than the running segment "
-		         "has (%u): keep at most %u sections, or set sections = %u (or more) in [sluice]",
-		         next->nsections, have.sections, have.sections, next->nsections);
-	else if (next->npatterns > have.patterns)
-		snprintf(why, sizeof(why), "%u patterns need a larger pattern table than the running segment "
-		         "has (%u): keep at most %u patterns, or set patterns = %u (or more) in [sluice]",
-		         next->npatterns, have.patterns, have.patterns, next->npatterns);
-	else
-		return 0;
-	sl_log_warnx("reload refused: %s (segment %s), and restart sluiced once the shaped programs have "
-	             "stopped (the segment is then made anew, its state carried over)", why, d->shm_name);
-	if (errors)
-		fprintf(errors, "%s: %s, and restart sluiced once the shaped programs have stopped\n",
-		        d->config_path, why);
-	return -ENOSPC;
+	return next->global.keys <= have.keys && next->global.holders <= have.holders &&
+	       next->nsections <= have.sections && next->npatterns <= have.patterns;
 }
 
 int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
@@ -368,16 +393,35 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 	}
 	if (strcmp(next->global.shm_name, d->cfg->global.shm_name) != 0)
 		sl_log_warnx("shm_name changed to %s: takes effect at restart", next->global.shm_name);
-	if ((rc = room_for(d, next, errors)) < 0)
-		goto out;
-	if (next->global.keys < sl_shm_nkeys(d->shm.hdr))
-		sl_log_info("keys = %u: the key table keeps its %u records until sluiced restarts",
-		              next->global.keys, sl_shm_nkeys(d->shm.hdr));
-	if ((rc = sl_shm_apply_config(d->shm.hdr, next, (int32_t)getpid())) < 0) {
-		sl_log_warnx("reload failed: %s", rc == -ENOMEM ? "out of memory" : "segment lock unavailable");
-		goto out;
+	if (!room_for(d, next)) {
+		/* More room than the segment has: a larger one takes over from it, the
+		 * shaped programs moving to it at their next admission (sl_shm_move). */
+		struct sl_shm_dims had = sl_shm_dims_of(d->shm.hdr);
+
+		if ((rc = move_segment(d, next, 1)) < 0) {
+			sl_log_warnx("reload refused: the config needs a larger segment and none could be made "
+			             "(%s); keeping generation %llu", strerror(-rc),
+			             (unsigned long long)d->shm.hdr->generation);
+			if (errors)
+				fprintf(errors, "%s: needs a larger segment and none could be made: %s\n", d->config_path,
+				        strerror(-rc));
+			goto out;
+		}
+		sl_log_info("segment %s made anew for the larger config (%u sections, %u patterns, %u "
+		            "holders, %u keys; it had %u, %u, %u, %u): the shaped programs move to it at their "
+		            "next admission", d->shm_name, sl_shm_dims_of(d->shm.hdr).sections,
+		            sl_shm_dims_of(d->shm.hdr).patterns, sl_shm_dims_of(d->shm.hdr).holders,
+		            sl_shm_dims_of(d->shm.hdr).keys, had.sections, had.patterns, had.holders, had.keys);
+	} else {
+		if (next->global.keys < sl_shm_nkeys(d->shm.hdr))
+			sl_log_info("keys = %u: the key table keeps its %u records until sluiced restarts",
+			            next->global.keys, sl_shm_nkeys(d->shm.hdr));
+		if ((rc = sl_shm_apply_config(d->shm.hdr, next, (int32_t)getpid())) < 0) {
+			sl_log_warnx("reload failed: %s", rc == -ENOMEM ? "out of memory" : "segment lock unavailable");
+			goto out;
+		}
+		retake_golden(d);
 	}
-	retake_golden(d);
 	{
 		struct sl_config *old = d->cfg;
 

@@ -12,6 +12,26 @@
 #include <pthread.h>
 #include <string.h>
 
+int sl_shim_follow_slow(void)
+{
+	static pthread_mutex_t follow_lock = PTHREAD_MUTEX_INITIALIZER;
+	int rc;
+
+	/* One thread attaches; the others find it done. */
+	sl_shim_lock(&follow_lock);
+	rc = sl_shm_follow(&sl_shim.shm, sl_shim.shm_name);
+	sl_shim_unlock(&follow_lock);
+	if (rc > 0)
+		__atomic_store_n(&sl_shim.followed_ns, sl_clock_mono_ns(), __ATOMIC_RELEASE);
+	if (rc > 0)
+		sl_debug("segment %s moved: attached its successor (generation %llu)", sl_shim.shm_name,
+		         (unsigned long long)sl_shim.shm.hdr->generation);
+	else if (rc < 0 && rc != -ESTALE)
+		sl_debug("segment %s moved, and its successor cannot be attached: %s", sl_shim.shm_name,
+		         strerror(-rc));
+	return rc > 0;
+}
+
 void sl_admission_name(struct sl_dest *d, char *namebuf, size_t namelen)
 {
 	size_t len;
@@ -27,10 +47,12 @@ void sl_admission_name(struct sl_dest *d, char *namebuf, size_t namelen)
 
 int sl_admission_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_match *m)
 {
-	struct sl_shm_header *h = sl_shim.shm.hdr;
+	struct sl_shm_header *h;
 	struct sl_dest x = *d;
 	int n;
 
+	sl_shim_follow(); /* a segment moved: its successor decides from now on */
+	h = sl_shim.shm.hdr;
 	m->mask = 0;
 	m->keyed = 0;
 	m->overflow = 0;

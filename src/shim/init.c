@@ -20,6 +20,7 @@
 #include "sluice/config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,7 @@ static int attach(const char *shm_name)
 
 	if (rc == 0) {
 		sl_shim.mode = SL_SHIM_SHARED;
+		snprintf(sl_shim.shm_name, sizeof(sl_shim.shm_name), "%s", shm_name);
 		sl_debug("attached segment %s (generation %llu)", shm_name,
 		         (unsigned long long)sl_shim.shm.hdr->generation);
 	} else {

@@ -40,6 +40,8 @@ struct sl_shim {
 	int debug;         /* SLUICE_DEBUG */
 	int32_t pid;       /* getpid(), refreshed in the fork child */
 	struct sl_shm shm;
+	char shm_name[SL_PATH_MAX]; /* the name it was attached by: followed when moved */
+	int64_t followed_ns; /* when it last followed a moved segment (0: never) */
 	char log_path[256]; /* SLUICE_LOG: debug lines go here instead of stderr */
 };
 
@@ -113,6 +115,19 @@ static inline int sl_shim_has_names(void)
 
 	sl_summary_get(sl_shim.shm.hdr, &s);
 	return s.has_names != 0;
+}
+
+/* The daemon made a new segment under the name (the old one was removed, or was
+ * too small for a reload) and marked the attached one moved: attach the new one
+ * (admission.c).  1 when it followed. */
+int sl_shim_follow_slow(void);
+
+static inline int sl_shim_follow(void)
+{
+	if (sl_likely(sl_shim.mode != SL_SHIM_SHARED ||
+	              !__atomic_load_n(&sl_shim.shm.hdr->moved, __ATOMIC_ACQUIRE)))
+		return 0;
+	return sl_shim_follow_slow();
 }
 
 /* Debug log line (only when SLUICE_DEBUG is set).  Never allocates a FILE. */

@@ -54,7 +54,7 @@ static int64_t max_wait_of(const struct sl_match *m)
 static int wait_shared(const struct sl_dest *d, const struct sl_match *first, int default_refuse,
                        const char *what, const char *dest)
 {
-	struct sl_shm_header *h = sl_shim.shm.hdr;
+	struct sl_shm_header *h;
 	int64_t start = sl_clock_mono_ns(), limit = max_wait_of(first);
 	struct sl_match m = *first;
 
@@ -63,6 +63,8 @@ static int wait_shared(const struct sl_dest *d, const struct sl_match *first, in
 		struct sl_ticket t;
 		int rc;
 
+		sl_shim_follow(); /* its segment moved: the successor's queue */
+		h = sl_shim.shm.hdr;
 		rc = sl_wait_reserve(h, &m, sl_clock_mono_ns(), sl_shim.pid, &t);
 		if (rc == -ESTALE) {
 			/* None of its sections is there any more (a reload): what matches the
@@ -98,6 +100,13 @@ int sl_undecided(const struct sl_dest *d, const struct sl_match *m, const char *
 
 	if (sl_shim.debug)
 		sl_dest_format(d, dest, sizeof(dest));
+	/* Not undecided at all: the segment moved under the call (sl_shm_move) - this
+	 * thread follows now, or another did moments ago - and its successor decides,
+	 * whatever the fallback. */
+	if (sl_shim_follow() || (sl_shim.followed_ns &&
+	                         sl_clock_mono_ns() - __atomic_load_n(&sl_shim.followed_ns, __ATOMIC_ACQUIRE) <
+	                             5 * SL_NS_PER_S))
+		return wait_shared(d, m, default_refuse, what, dest);
 	count_undecided(m);
 	switch (sl_shim.fallback) {
 	case SL_FALLBACK_OPEN:

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# A segment that goes does not split the limit (README "Crash safety"):
+#   - removed with ipcrm while programs use it: at its next heartbeat the daemon
+#     makes a new one under the name, carries the state over and marks the old
+#     one moved; the programs attached before follow at their next admission, and
+#     programs started after share the new one.  At the destination: old and new
+#     clients together never above the rate (kernel SYN stamps), and not split
+#     into two queues (the rate well above one queue's share is the failure);
+#   - a reload that needs more room (a key table twice the size) makes a larger
+#     segment the same way, without restarting the shaped programs.
+. "$(dirname "$0")/lib.sh"
+
+python3 "$HELPERS/sink.py" "$T/port" 200 &
+BG_PIDS+=($!)
+for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
+PORT=$(cat "$T/port")
+write_config "$T/m.ini" <<EOF
+[api]
+match = 127.0.0.1:$PORT
+rate = 50/s
+max_wait = 1m
+EOF
+start_daemon "$T/m.ini"
+start_syn_witness "$PORT" "$T/syns"
+
+offer() { # SECONDS: 100/s offered from four processes, attached now; sets OFFER_PID
+	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 "$HELPERS/offer.py" 127.0.0.1 "$PORT" 100 "$1" \
+		--procs 4 >>"$T/offer.out" 2>&1 &
+	OFFER_PID=$!
+}
+id_of() { python3 -c 'import os, sys; sys.path.insert(0, os.environ["HELPERS"]); import segment
+print(segment.get(sys.argv[1], 0))' "$SHM_NAME"; }
+
+offer 6
+old=$OFFER_PID
+sleep 1
+before=$(id_of)
+ipcrm -m "$before" || fail "ipcrm of the live segment"
+t_removed=$(date +%s%N)
+sleep 1.2 # the next heartbeat makes it anew
+after=$(id_of)
+[ "$after" != -1 ] && [ "$after" != "$before" ] || fail "no new segment under the name (was $before, now $after)"
+grep -q "was removed (ipcrm?): made anew, its state carried over" "$T/sluiced.log" ||
+	fail "the daemon did not say it made the segment anew: $(tail -3 "$T/sluiced.log")"
+offer 4
+new=$OFFER_PID
+wait "$old" "$new" || fail "the clients failed: $(cat "$T/offer.out")"
+sleep 0.3
+# The whole record: never above 50/s, across the removal and the move.
+witnessed "$T/syns" --interval-ms 20 --slack-ms 0.25 --at-least 250 --what "connects across the move" ||
+	fail "above the rate across the removal"
+python3 - "$T/syns" "$t_removed" <<'EOF' || fail "the old and the new clients did not share one queue"
+import sys
+t = sorted(int(l.split()[0]) for l in open(sys.argv[1]) if l.strip())
+after = [x for x in t if x > int(sys.argv[2]) + 1.5e9]
+rate = (len(after) - 1) / ((after[-1] - after[0]) / 1e9)
+print("after the move: %.1f/s at the destination (50/s configured; two queues would give 100)" % rate)
+sys.exit(0 if rate < 52 else 1)
+EOF
+
+# A reload needing a larger segment: programs attached go on, shaped, on the new one.
+: >"$T/syns.2"
+kill "$WITNESS_PID"
+start_syn_witness "$PORT" "$T/syns.2"
+offer 5
+old=$OFFER_PID
+sleep 1
+before=$(id_of)
+sed -i 's/^\[api\]/keys = 9000\n\n[api]/' "$T/m.ini"
+kill -HUP "$DAEMON_PID"
+sleep 1
+after=$(id_of)
+[ "$after" != "$before" ] || fail "the reload that needs more keys kept the old segment: $(tail -3 "$T/sluiced.log")"
+grep -q "made anew for the larger config" "$T/sluiced.log" || fail "the reload did not say so: $(tail -3 "$T/sluiced.log")"
+"$SLUICE" stat -c "$T/m.ini" --json >"$T/s.json" || fail "stat after the move"
+[ "$(json_field "$T/s.json" - max_keys)" -ge 9000 ] || fail "the new segment's key table: $(json_field "$T/s.json" - max_keys)"
+wait "$old" || fail "the clients failed across the reload"
+sleep 0.3
+witnessed "$T/syns.2" --interval-ms 20 --slack-ms 0.25 --at-least 200 --what "connects across the reload" ||
+	fail "above the rate across the reload"
+echo "ok"
