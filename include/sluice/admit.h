@@ -75,6 +75,9 @@ struct sl_ticket {
 	int64_t arrival_ns;   /* when the request asked */
 	int64_t release_ns;   /* when to look: its slot, or sooner for a fleet limit */
 	int64_t slot_ns;      /* the slot it was given */
+	int64_t give_up_ns;   /* past this (arrival + the tightest max_wait, and a
+	                       * grace), a gate still closed refuses it; INT64_MAX:
+	                       * forever */
 	int64_t released_ns;  /* when the release check let it go (sl_admit_release) */
 	int refuse_errno;     /* on refusal: the refusing section's errno (0 = default) */
 	int refusing_section; /* on refusal: its section index (-1: none) */
@@ -139,7 +142,10 @@ int sl_admit_check(struct sl_shm_header *h, const struct sl_match *m, int64_t no
 int64_t sl_admit_peek(struct sl_shm_header *h, const struct sl_ticket *t, int64_t now);
 
 /* At or after t->release_ns: returns 0 when the request may go now (and counts it),
- * 1 with *retry_ns set when an earlier late waker means it must sleep longer, or
+ * 1 with *retry_ns set when an earlier late waker means it must sleep longer,
+ * -ECONNREFUSED when that would be past its max_wait (t->give_up_ns: refused and
+ * counted, its slots given back where they are the last; t->refuse_errno says
+ * with what), -EXDEV when the segment was moved (sl_shm_move: follow it), or
  * -ETIMEDOUT when the lock could not be had (nothing is decided: the caller's
  * fallback policy is). */
 int sl_admit_release(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self,
@@ -198,6 +204,13 @@ unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uin
 struct sl_signal;
 int sl_admit_signal(struct sl_shm_header *h, const struct sl_match *m, const struct sl_signal *sig,
                     int64_t now, int32_t self);
+
+/* Daemon, at each heartbeat: the wall clock's offset to CLOCK_MONOTONIC is now
+ * `to` (a step since the last one): every fixed window's state is renumbered
+ * (sl_strategy_wall_step) and the offset written, all under the lock, so no
+ * admission sees windows of one numbering with the offset of the other.  0, or
+ * -ETIMEDOUT (nothing changed: the next heartbeat tries again). */
+int sl_admit_wall_step(struct sl_shm_header *h, int32_t self, int64_t now, int64_t to);
 
 /* Charge every matched section in refusal mode (fallback = closed): counts refusals. */
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m);

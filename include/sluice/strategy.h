@@ -55,6 +55,17 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
                        uint64_t cost, int64_t wall_off);
 
+/* The wall clock stepped: fixed windows, aligned to UTC, were numbered with the
+ * wall offset `from` and are now with `to` (window k = (monotonic + offset) / W).
+ * The state is renumbered so every window keeps its distance from now, and the
+ * window now in force counts what may have gone in it: the releases of the old
+ * window it overlaps, or - when it reaches back into a window whose count is not
+ * kept - a whole window's worth (callers may wait a window; none goes early as
+ * the new clock counts).  Other strategies count on CLOCK_MONOTONIC alone.  Under
+ * the lock. */
+void sl_strategy_wall_step(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t from,
+                           int64_t to);
+
 /* Reload: the section keeps its state when its limit changes (SPEC §3 as amended
  * by the reload rule in docs/design.md): leaky and token bucket rescale their
  * queue to the new interval; the same windows keep their counts; any other change

@@ -208,6 +208,11 @@ int sl_cmd_acquire(int argc, char **argv)
 		fprintf(stderr, "sluice: interrupted by signal %d: place returned\n", (int)stop_signal);
 		return 128 + stop_signal;
 	}
+	if (t.mask && rc == -ECONNREFUSED) {
+		fprintf(stderr, "sluice: refused: its queue ran past max_wait of [%.*s]\n", SL_SECTION_NAME_MAX - 1,
+		        sl_section_name(shm.hdr, t.refusing_section));
+		return SL_EXIT_FAIL;
+	}
 	if (t.mask && rc < 0) {
 		fprintf(stderr, "sluice: segment %s: the release could not be checked: refused\n", shm_name);
 		return SL_EXIT_FAIL;

@@ -723,6 +723,11 @@ static void on_due(struct call *c)
 		arm(c, retry);
 		return;
 	}
+	if (rc == -ECONNREFUSED) { /* its queue ran past max_wait: refused, counted, given back */
+		refuse(c, "its queue ran past max_wait");
+		call_free(c);
+		return;
+	}
 	if (rc < 0) {
 		sl_wait_refund(s->shm.hdr, &c->t, s->self);
 		undecided(c, "release check unavailable");

@@ -22,6 +22,7 @@
 #define LOCK_TIMEOUT_NS (2 * SL_NS_PER_S)
 #define MATCH_TRIES 64
 #define SL_ACT_GUARD_NS (250 * SL_NS_PER_MS) /* see sl_admit_release_act */
+#define MAX_WAIT_GRACE_NS (100 * SL_NS_PER_MS) /* see reserve_locked */
 
 
 int sl_match_find(const struct sl_match *m, uint32_t i)
@@ -306,6 +307,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 
 	t->mask = 0;
 	t->arrival_ns = now;
+	t->give_up_ns = INT64_MAX;
 	t->cost = bytes ? bytes : 1;
 	t->refuse_errno = 0;
 	t->refusing_section = -1;
@@ -416,6 +418,13 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		st->last_undo = t->sec[k].undo;
 		st->last_slot = release;
 	}
+	/* A release that finds its gate still closed past max_wait - the queue pushed
+	 * on by what happened after the reservation, a wall-clock step moving the
+	 * windows, a repaired state - is refused then rather than held on (README:
+	 * a wait longer than max_wait fails).  The grace keeps the ordinary lateness of
+	 * a queue, milliseconds, from turning into refusals. */
+	if (max_wait >= 0)
+		t->give_up_ns = now + max_wait + MAX_WAIT_GRACE_NS + max_wait / 10;
 	/* Charged at its slot; a caller on a fleet share looks again sooner (lease.h). */
 	t->release_ns = fleet ? sl_limit_wake(&sl_shm_section(h, (unsigned)limiting)->spec, release, now) : release;
 	t->slot_ns = release;
@@ -488,11 +497,39 @@ int64_t sl_admit_peek(struct sl_shm_header *h, const struct sl_ticket *t, int64_
 	return SL_MIN(at, now + SL_PEEK_MAX_NS);
 }
 
+/* Under the lock: t's gate lies past its max_wait.  Its slots are given back
+ * where they are still the last handed out (as a caller giving up gives them),
+ * the refusal counted in each of its sections, and the errno of the section whose
+ * gate it was taken. */
+static void refuse_late(struct sl_shm_header *h, struct sl_ticket *t, int limiting)
+{
+	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits);
+		struct sl_section *sec;
+		struct sl_state *st;
+
+		if (!(sec = ticket_section(h, t, k)))
+			continue;
+		if ((st = ticket_state(h, t, k, sec, 0, t->arrival_ns)) && st->seq == t->sec[k].seq) {
+			sl_limit_undo(&sec->spec, st, &t->sec[k].undo);
+			st->seq--;
+			st->last_pid = 0;
+		}
+		atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+	}
+	t->refusing_section = limiting;
+	t->refuse_errno = limiting >= 0 && sl_shm_section(h, (unsigned)limiting)
+	                  ? sl_shm_section(h, (unsigned)limiting)->spec.refuse : 0;
+	/* t->mask stays: callers tell a refusal by the result, never by an empty
+	 * mask, which means "nothing to wait for". */
+}
+
 /* Under the lock: sl_admit_release_act's work. */
 static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t now,
                           int64_t *retry_ns, sl_act_fn act, void *arg)
 {
 	int64_t wait, later;
+	int limiting = -1;
 
 	if (now == SL_ADMIT_NOW)
 		now = sl_clock_mono_ns();
@@ -510,8 +547,19 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 		if (!(st = ticket_state(h, t, k, sec, 1, now)))
 			return -ETIMEDOUT;
 		sl_limit_repair(&sec->spec, st, now, wall_off(h));
-		later = SL_MAX(later, sl_limit_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)));
-		later = SL_MAX(later, sl_pause_release_at(st, &sec->spec, now));
+		{
+			int64_t at = SL_MAX(sl_limit_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)),
+			                    sl_pause_release_at(st, &sec->spec, now));
+
+			if (at > later) {
+				later = at;
+				limiting = (int)t->sec[k].idx;
+			}
+		}
+	}
+	if (later > now && later > t->give_up_ns) {
+		refuse_late(h, t, limiting);
+		return -ECONNREFUSED;
 	}
 	if (later > now) {
 		t->held = 1;
@@ -833,6 +881,47 @@ unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uin
 	}
 	sl_shm_unlock(h, self);
 	return fixed;
+}
+
+struct step_arg {
+	struct sl_shm_header *h;
+	int64_t now, from, to;
+};
+
+static int step_key(struct sl_key *k, uint32_t slot, void *arg)
+{
+	struct step_arg *a = arg;
+	struct sl_section *sec = sl_shm_section(a->h, k->section);
+
+	(void)slot;
+	if (sec && sec->in_use && sec->spec.scope != SL_SCOPE_FLEET)
+		sl_strategy_wall_step(&sec->spec, &k->state, a->now, a->from, a->to);
+	return 0;
+}
+
+int sl_admit_wall_step(struct sl_shm_header *h, int32_t self, int64_t now, int64_t to)
+{
+	struct step_arg a = {h, now, sl_sane_ns(h->wall_off_ns), sl_sane_ns(to)};
+	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
+	int keyed = 0;
+
+	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return -ETIMEDOUT;
+	for (uint32_t i = 0; i < used; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (!sec->in_use || sec->spec.scope == SL_SCOPE_FLEET)
+			continue;
+		if (sec->spec.per != SL_PER_NONE)
+			keyed |= sec->spec.strategy == SL_STRAT_FIXED_WINDOW;
+		else
+			sl_strategy_wall_step(&sec->spec, &sec->state, now, a.from, a.to);
+	}
+	if (keyed)
+		sl_keys_each(h, step_key, &a);
+	h->wall_off_ns = a.to;
+	sl_shm_unlock(h, self);
+	return 0;
 }
 
 void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)

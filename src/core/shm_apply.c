@@ -286,7 +286,10 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 	/* Records of keys whose sections went or were reset are free again. */
 	sl_keys_sweep(h);
 	h->has_names = (p.sum.kinds & ((3u << (SL_PAT_NAME * 2)) | (3u << (SL_PAT_SUFFIX * 2)))) != 0;
-	h->wall_off_ns = sl_clock_wall_offset_follow(h->wall_off_ns);
+	/* The daemon's heartbeat follows steps of the wall clock, renumbering the
+	 * windows as it does (sl_admit_wall_step); a load only sets a first offset. */
+	if (!h->wall_off_ns)
+		h->wall_off_ns = sl_clock_wall_offset_follow(0);
 	h->meters = meters;
 	h->slots_used = slots_used;
 	h->fallback = (uint32_t)cfg->global.fallback;

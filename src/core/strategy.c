@@ -377,6 +377,43 @@ int sl_strategy_needs_repair(const struct sl_spec *s, const struct sl_state *st,
 	return repair(s, (struct sl_state *)st, now, wall_off, 1);
 }
 
+/* --- a step of the wall clock --- */
+
+void sl_strategy_wall_step(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t from,
+                           int64_t to)
+{
+	int64_t k_old, k_new, shift, w, start_old, start_new;
+
+	if (s->strategy != SL_STRAT_FIXED_WINDOW || s->amount == 0 || from == to)
+		return;
+	k_old = fixed_index(s, now, from);
+	k_new = fixed_index(s, now, to);
+	shift = k_new - k_old;
+	start_old = fixed_start(s, k_old, from);
+	start_new = fixed_start(s, k_new, to);
+	/* Scheduling: reservations keep their windows' distance from now. */
+	if (sl_sane_ns(st->win) >= k_old)
+		st->win = sl_sane_ns(st->win) + shift;
+	/* Enforcement: what went in the window now in force, as far as it is known. */
+	w = sl_sane_ns(st->rel_win);
+	if (w == k_old) {
+		/* Its count is what went since start_old; a new window that starts
+		 * before that also holds part of the previous one, uncounted. */
+		st->rel_win = k_new;
+		if (start_new < start_old)
+			st->rel_win_used = s->amount;
+	} else if (w == k_old - 1) {
+		/* Nothing yet in the old window now in force; the new one reaches back
+		 * into the previous old one only when it starts before start_old. */
+		if (start_new < start_old)
+			st->rel_win = k_new; /* its count, all of it, may lie in the new one */
+	} else if (w > k_old) {
+		st->rel_win = w + shift;
+	}
+	if (sl_sane_ns(st->win) == sl_sane_ns(st->rel_win) && st->win_used < st->rel_win_used)
+		st->win_used = st->rel_win_used;
+}
+
 /* --- reload: a section's limit changes, its state is carried over --- */
 
 void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, struct sl_state *st,

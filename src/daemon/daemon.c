@@ -160,7 +160,16 @@ static void beat(struct sl_daemon *d)
 
 	h->daemon_pid = (int32_t)getpid();
 	h->heartbeat_ns = sl_clock_mono_ns();
-	h->wall_off_ns = sl_clock_wall_offset_follow(h->wall_off_ns); /* steps of the wall clock */
+	{
+		/* A step of the wall clock: fixed windows renumbered with it, under
+		 * the lock (sl_admit_wall_step); slewing is noise and moves nothing. */
+		int64_t was = h->wall_off_ns, off = sl_clock_wall_offset_follow(was);
+
+		if (!was)
+			h->wall_off_ns = off;
+		else if (off != was && sl_admit_wall_step(h, (int32_t)getpid(), h->heartbeat_ns, off) == 0)
+			sl_log_info("the wall clock stepped %+.3f s: fixed windows follow it", (double)(off - was) / 1e9);
+	}
 	if (sl_shm_reap_lock(h))
 		sl_log_warnx("took the segment lock back from a process that died holding it");
 	{

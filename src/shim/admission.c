@@ -144,6 +144,11 @@ int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, con
 		rc = sl_wait_release_act(h, &t, sl_shim.pid, NULL, act, arg);
 		pthread_cleanup_pop(0);
 	}
+	if (rc == -ECONNREFUSED) {
+		sl_debug("%s %s sections=%s: refused (its queue ran past max_wait of [%.*s])", what, dest, names,
+		         SL_SECTION_NAME_MAX - 1, sl_section_name(h, t.refusing_section));
+		return -(t.refuse_errno ? t.refuse_errno : default_refuse);
+	}
 	if (rc < 0)
 		return sl_undecided(d, m, what, default_refuse, "release check unavailable");
 	/* released= is the instant the release check let it go, the quantity the

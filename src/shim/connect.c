@@ -157,8 +157,10 @@ static int rate_nonblocking(int fd, const struct sl_dest *d, struct sl_match *m,
 	}
 	/* No record to defer it with: wait here, as a blocking caller would. */
 	sl_debug("%s on fd %d: no free hold record: waiting inside connect", what, fd);
-	if (sl_wait_release_act(h, &t, sl_shim.pid, NULL, made ? sl_connect_act : NULL, made) < 0 &&
-	    (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0)
+	rc = sl_wait_release_act(h, &t, sl_shim.pid, NULL, made ? sl_connect_act : NULL, made);
+	if (rc == -ECONNREFUSED)
+		return give_back(-(t.refuse_errno ? t.refuse_errno : ECONNREFUSED), conc, m);
+	if (rc < 0 && (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0)
 		return give_back(rc, conc, m);
 	return keep_places(fd, d, m, what, conc);
 }

@@ -198,6 +198,12 @@ static int take_slot(struct sl_record *rec, int64_t now, struct sl_made_connect 
 		sl_kicker_due(rec);
 		return 0;
 	}
+	if (rc == -ECONNREFUSED) { /* its queue ran past max_wait: refused, counted */
+		sl_debug("deferred connect on fd %d: refused (its queue ran past max_wait)", rec->fd);
+		rec->defer_phase = 0; /* its slots are given back already */
+		refuse_deferred(rec, rec->t.refuse_errno ? rec->t.refuse_errno : ECONNREFUSED);
+		return -1;
+	}
 	if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
 		refuse_deferred(rec, -rc);
 		return -1;
@@ -226,6 +232,7 @@ static int take_place(struct sl_record *rec, int fd, int64_t now, struct sl_made
 			return 0;
 		}
 		sl_debug("deferred connect on fd %d: refused (no concurrency place within max_wait)", fd);
+		sl_admit_count_refused(sl_shim.shm.hdr, &rec->m); /* stat counts every refusal */
 		refuse_deferred(rec, rec->conc_refuse ? rec->conc_refuse : ECONNREFUSED);
 		return -1;
 	}
@@ -673,6 +680,15 @@ static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 		rec->release_ns = gate; /* a gate not open yet: waited for without the lock */
 	if (now >= rec->release_ns) {
 		rc = sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry);
+		if (rc == -ECONNREFUSED) { /* its queue ran past max_wait: refused, counted */
+			int e = rec->t.refuse_errno ? rec->t.refuse_errno
+			        : rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED;
+
+			sl_debug("write on fd %d: refused (its queue ran past max_wait)", g->fd);
+			rec->state = SL_REC_FIRST; /* its slots are given back already */
+			settle_and_unlock(g->fd, rec);
+			return gate_done(g, -e);
+		}
 		if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
 			settle_and_unlock(g->fd, rec);
 			return gate_done(g, rc);

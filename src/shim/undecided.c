@@ -78,7 +78,11 @@ static int wait_shared(const struct sl_dest *d, const struct sl_match *first, in
 			sl_debug("%s %s: refused (max_wait), decided by the shared queue after all", what, dest);
 			return -(t.refuse_errno ? t.refuse_errno : default_refuse);
 		}
-		if (rc == 0 && (!t.mask || sl_wait_release(h, &t, sl_shim.pid, NULL) == 0)) {
+		if (rc == 0 && t.mask && (rc = sl_wait_release(h, &t, sl_shim.pid, NULL)) == -ECONNREFUSED) {
+			sl_debug("%s %s: refused (its queue ran past max_wait)", what, dest);
+			return -(t.refuse_errno ? t.refuse_errno : default_refuse);
+		}
+		if (rc == 0) {
 			sl_debug("%s %s: go, decided by the shared queue in round %u, waited=%.3fms", what,
 			         dest, round, (double)(sl_clock_mono_ns() - start) / 1e6);
 			return 0;

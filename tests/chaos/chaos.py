@@ -23,8 +23,8 @@ preemption between the check and the SYN can bring two SYNs closer than an
 interval (docs/design.md, "Where the bound is kept").
 
 Phase 2 (nothing may crash or hang): the same clients while the segment is
-scribbled on - the header, each section's fields, the lock word - with random
-bytes.  A scribbler can loosen a limit (whoever may write the segment is trusted
+scribbled on - the header, each field of its summary the shims trust, each
+section's fields, the lock word and its stamp half - with random bytes.  A scribbler can loosen a limit (whoever may write the segment is trusted
 that far); what must never happen is a client killed by the shim or held past its
 bound.  Truncating the segment is left out: it still kills attached programs with
 SIGBUS (docs/design.md says why and what would fix it).
@@ -258,11 +258,21 @@ class Chaos:
             try:
                 with segment.Segment(self.shm) as f:
                     size = f.size
-                    target = rng.choice(["header", "section", "lock", "state", "resize"] +
-                                        (["keys"] if self.keyed else []))
+                    target = rng.choice(["header", "section", "lock", "stamp", "summary", "state",
+                                         "resize"] + (["keys"] if self.keyed else []))
                     if target == "lock":
                         f.seek(48)
                         f.write(struct.pack("<Q", rng.getrandbits(64)))
+                    elif target == "stamp":
+                        # The lock word's stamp half: zero, or another's, under a live pid.
+                        f.seek(48)
+                        f.write(struct.pack("<II", rng.choice([1, os.getpid()]), rng.choice([0, 1, 0xffffffff])))
+                    elif target == "summary":
+                        # One field of the summary the shims trust (src/core/summary.c):
+                        # has_names, meters, index kinds, run, prefix lengths, the sum.
+                        off, n = rng.choice([(60, 4), (348, 4), (384, 4), (388, 4), (392, 8), (400, 24), (456, 8)])
+                        f.seek(off)
+                        f.write(rng.choice([bytes(n), os.urandom(n)]))
                     elif target == "header":
                         f.seek(rng.randrange(8, 512 - 8))  # past magic and version
                         f.write(os.urandom(rng.randrange(1, 8)))
