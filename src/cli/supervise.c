@@ -714,7 +714,8 @@ static void on_due(struct call *c)
 		return;
 	}
 	/* A gate not open yet is waited for without the lock (sl_admit_peek). */
-	if ((gate = sl_admit_peek(s->shm.hdr, &c->t, now)) > now && gate < now + SL_PEEK_MAX_NS) {
+	if ((gate = sl_admit_peek(s->shm.hdr, &c->t, now)) > now && gate < now + SL_PEEK_MAX_NS &&
+	    gate <= c->t.give_up_ns) {
 		arm(c, gate);
 		return;
 	}

@@ -101,13 +101,17 @@ int sl_wait_release_act(struct sl_shm_header *h, struct sl_ticket *t, int32_t se
 	int64_t at = t->release_ns, retry;
 	int slack = -1, rc = 0;
 
-	for (int rounds = 0; rounds < 1000;) {
+	for (int rounds = 0, peeks = 0; rounds < 1000;) {
 		struct sl_critical c;
 		int64_t now = sl_clock_mono_ns(), gate;
 
-		/* A gate not open yet is slept for without the lock (sl_admit_peek); one
-		 * as far as the peek's bound is the locked check's to look at. */
-		if (at <= now && (gate = sl_admit_peek(h, t, now)) > now && gate < now + SL_PEEK_MAX_NS)
+		/* A gate not open yet is slept for without the lock (sl_admit_peek).  The
+		 * locked check looks at one as far as the peek's bound, one past the
+		 * call's max_wait (it refuses), and every 100th: a waiter that keeps
+		 * losing the gate to others must still come to its refusal, and a
+		 * scribble only the locked check repairs must not keep it peeking. */
+		if (at <= now && ++peeks % 100 != 0 && (gate = sl_admit_peek(h, t, now)) > now &&
+		    gate < now + SL_PEEK_MAX_NS && gate <= t->give_up_ns)
 			at = gate;
 		if (at > now) {
 			/* The default 50us timer slack would make every release late by that

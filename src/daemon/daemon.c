@@ -15,6 +15,7 @@
 #include "sluice/pause.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <grp.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -185,6 +186,13 @@ static void beat(struct sl_daemon *d)
 		}
 		if (fixed > 8)
 			sl_log_warnx("%u more sections' states were reset as well", fixed - 8);
+	}
+	/* The segment in use is never moved (move_segment leaves the old one): a
+	 * mark here is a scribble, and every admission would be refused the lock
+	 * and look for a successor that is not there. */
+	if (atomic_load_explicit((_Atomic uint32_t *)&h->moved, memory_order_acquire)) {
+		atomic_store_explicit((_Atomic uint32_t *)&h->moved, 0, memory_order_release);
+		sl_log_warnx("segment %s: marked moved, which it was not (scribbled?): cleared", d->shm_name);
 	}
 	if (d->golden) {
 		const char *what = "";

@@ -724,8 +724,11 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 		} else {
 			int64_t end_ms = (int64_t)e[3]->integer;
 			/* The chunk ends, on this machine's clock, where Redis's window does -
-			 * early by the call's round trip rather than late. */
-			int64_t until = now - rtt + (end_ms - rnow) * SL_NS_PER_MS;
+			 * early rather than late: by the call's round trip (Redis read its
+			 * clock at most that long before `now`), a millisecond (its clock
+			 * comes in whole ones) and another for the packet of a release made
+			 * just before the end (t_fleet_windows once saw 301 of 300). */
+			int64_t until = now - rtt + (end_ms - rnow - 2) * SL_NS_PER_MS;
 
 			if (end_ms <= rnow || grant > it->limit) {
 				fleet_pause(f, it, e[4]->integer, rnow, now, rtt);

@@ -186,8 +186,10 @@ static int take_slot(struct sl_record *rec, int64_t now, struct sl_made_connect 
 		sl_kicker_due(rec);
 		return 0;
 	}
-	/* A gate not open yet is waited for without the lock (sl_admit_peek). */
-	if ((gate = sl_admit_peek(sl_shim.shm.hdr, &rec->t, now)) > now && gate < now + SL_PEEK_MAX_NS) {
+	/* A gate not open yet is waited for without the lock (sl_admit_peek); one
+	 * past max_wait is the locked check's, which refuses. */
+	if ((gate = sl_admit_peek(sl_shim.shm.hdr, &rec->t, now)) > now && gate < now + SL_PEEK_MAX_NS &&
+	    gate <= rec->t.give_up_ns) {
 		rec->release_ns = gate;
 		sl_kicker_due(rec);
 		return 0;
@@ -676,7 +678,7 @@ static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 	int rc;
 
 	if (now >= rec->release_ns && (gate = sl_admit_peek(sl_shim.shm.hdr, &rec->t, now)) > now &&
-	    gate < now + SL_PEEK_MAX_NS)
+	    gate < now + SL_PEEK_MAX_NS && gate <= rec->t.give_up_ns)
 		rec->release_ns = gate; /* a gate not open yet: waited for without the lock */
 	if (now >= rec->release_ns) {
 		rc = sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry);
