@@ -58,20 +58,16 @@ SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) -I$(BUILD)/gen
 CORE_SRC = $(wildcard src/core/*.c)
 PROGS_SRC = $(wildcard src/progs/*.c)
 SHIM_CORE_SRC = $(CORE_SRC)
-SHIM_SRC = src/shim/init.c src/shim/real.c src/shim/debug.c src/shim/namemap.c \
-	src/shim/admission.c src/shim/connect.c src/shim/resolve.c src/shim/fdtab.c src/shim/held.c \
-	src/shim/send.c src/shim/naming.c src/shim/fds.c src/shim/poll.c src/shim/epoll.c \
-	src/shim/exec.c src/shim/stream.c src/shim/recv.c src/shim/undecided.c src/shim/signals.c \
-	src/shim/answers.c src/shim/tls.c src/shim/kicker.c
-DAEMON_SRC = src/daemon/daemon.c src/daemon/control.c src/daemon/fleet.c src/daemon/metrics.c
+# Every source is found, not listed: a file in src/shim is the shim's, in
+# src/daemon the daemon's (sluiced.c is its main; the CLI links the rest, for
+# `sluice check`'s probe), in src/cli the CLI's, in bench/ a bench program.
+SHIM_SRC = $(wildcard src/shim/*.c)
 SLUICED_SRC = src/daemon/sluiced.c
-CLI_SRC = src/cli/sluice.c src/cli/run.c src/cli/stat.c src/cli/top.c src/cli/acquire.c \
-	src/cli/supervise.c src/cli/progkind.c
+DAEMON_SRC = $(filter-out $(SLUICED_SRC),$(wildcard src/daemon/*.c))
+CLI_SRC = $(wildcard src/cli/*.c)
 # Every tests/unit/test_MODULE.c is a unit test of src/core/MODULE.c, found here.
 UNIT_TESTS = $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
-BENCH_SRC = bench/admit_bench.c bench/connect_loop.c bench/write_loop.c bench/sendto_loop.c bench/hold_open.c \
-	bench/epoll_cost.c bench/answer_loop.c \
-	bench/upload.c bench/connect_threads.c
+BENCH_SRC = $(wildcard bench/*.c)
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ = $(call obj,$(CORE_SRC))

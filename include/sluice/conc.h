@@ -1,5 +1,5 @@
 /*
- * conc.h - concurrency limits (SPEC §3 `concurrency = N`): at most N connections to
+ * conc.h - concurrency limits (docs/config.md `concurrency = N`): at most N connections to
  * a section's destinations open at once, across every process on the machine.
  *
  * A place is taken under the segment lock and counted twice: in the section

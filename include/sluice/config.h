@@ -1,5 +1,5 @@
 /*
- * config.h - the configuration model and its INI parser (SPEC §3).
+ * config.h - the configuration model and its INI parser (docs/config.md).
  *
  * Parsing is two passes: inih hands us every key with its line number and we keep
  * the raw text; each section is then compiled into a struct sl_spec (shm-t.h), the

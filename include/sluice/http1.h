@@ -1,6 +1,6 @@
 /*
  * http1.h - request boundaries in an outgoing HTTP/1.x byte stream (meter =
- * requests, SPEC §5).
+ * requests, docs/design.md, "Send paths and event loops").
  *
  * The parser follows what a client writes: request line, headers, then a body
  * framed by Content-Length or chunked transfer coding (with trailers), message

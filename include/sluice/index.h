@@ -1,6 +1,7 @@
 /*
  * index.h - the match index: from a destination to the patterns that may take it,
- * without looking at the others (SPEC §7: matching by index, not by scanning).
+ * without looking at the others (docs/design.md, "Sections, patterns and the match
+ * index": matching by index, not by scanning).
  *
  * Every pattern has one key: its kind and host part (an exact name, a `*.suffix`,
  * an address cut to its prefix, or `*`) and its port when it names one port (0 for

@@ -1,5 +1,5 @@
 /*
- * limiter.h - the arithmetic of the leaky-bucket queue (SPEC §4), kept pure.
+ * limiter.h - the arithmetic of the leaky-bucket queue (docs/design.md, "The queue"), kept pure.
  *
  * GCRA ("virtual scheduling"): each limit keeps one timestamp, tat, the theoretical
  * arrival time of the next request.  With interval I = WINDOW/AMOUNT and tolerance

@@ -1,5 +1,5 @@
 /*
- * match.h - destinations and the patterns that select them (SPEC §3).
+ * match.h - destinations and the patterns that select them (docs/config.md).
  *
  * A destination is an address, a port and, when the process learned one, a host
  * name.  Patterns are compiled into struct sl_pattern (shm-t.h) so the shim can match

@@ -1,7 +1,7 @@
 /*
  * proc.h - whether a process that a segment word names is still the one that wrote
- * it (SPEC §6: a lock holder's death is detected even before it is reaped, and a
- * reused pid is not taken for it).
+ * it (docs/design.md, "Invariants": a lock holder's death is detected even before it is
+ * reaped, and a reused pid is not taken for it).
  *
  * A process is named by its pid and a start stamp: the low 32 bits of its start
  * time in clock ticks since boot (/proc/PID/stat, field 22), which a later process

@@ -1,6 +1,6 @@
 /*
  * response.h - the HTTP/1.x responses coming back on a shaped connection, read
- * for what the destination says about its limit (SPEC §9, README "Signals from the
+ * for what the destination says about its limit (README, "Signals from the
  * destination").
  *
  * Two parts, both pure (no clock, no segment):

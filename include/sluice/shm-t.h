@@ -158,8 +158,8 @@ struct sl_state {
 	uint64_t wait_sum_ns;
 	uint64_t wait_hist[SL_WAIT_BUCKETS]; /* counts per bucket of sl_stats_bucket() */
 	/* The last reservation handed out, so the daemon can return it when its holder
-	 * dies before its slot (SPEC §4: a caller that gives up returns its slot when it
-	 * is still the last one handed out).  last_pid 0: nothing to return. */
+	 * dies before its slot (docs/design.md, "The queue": a caller that gives up returns its
+	 * slot when it is still the last one handed out).  last_pid 0: nothing to return. */
 	int32_t last_pid;
 	uint32_t pad0;
 	uint64_t seq;          /* reservations handed out; unchanged = still the last */

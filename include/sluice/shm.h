@@ -1,5 +1,6 @@
 /*
- * shm.h - creating, attaching, validating and locking the shared segment (SPEC §6).
+ * shm.h - creating, attaching, validating and locking the shared segment (docs/design.md,
+ * "Invariants").
  *
  * The segment is untrusted input for everyone but its creator: after
  * sl_shm_validate() succeeds, readers index it only with the table sizes this
@@ -171,7 +172,7 @@ int sl_pid_is_dead(int32_t pid);
 int sl_shm_reap_lock(struct sl_shm_header *h);
 
 /* Compile `cfg` into the segment (load and reload).  A section whose identity is
- * unchanged keeps its state; others start from zero (SPEC §3).  Takes the lock and
+ * unchanged keeps its state; others start from zero (docs/config.md).  Takes the lock and
  * the spec seqlock.  Returns 0, -ENOSPC when cfg does not fit the segment's tables
  * (sl_shm_fits), -ENOMEM, or -ETIMEDOUT. */
 int sl_shm_apply_config(struct sl_shm_header *h, const struct sl_config *cfg, int32_t self);

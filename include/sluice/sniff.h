@@ -1,5 +1,6 @@
 /*
- * sniff.h - the destination's name, read from a connection's first write (SPEC §5).
+ * sniff.h - the destination's name, read from a connection's first write (docs/design.md,
+ * "Send paths and event loops").
  *
  * A program that resolved a name some way the shim never saw (c-ares, /etc/hosts
  * read by hand, a hard-coded address, a proxy) still says the name in its first

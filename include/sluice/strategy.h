@@ -1,5 +1,5 @@
 /*
- * strategy.h - when each strategy of SPEC §3 lets a request go, kept pure.
+ * strategy.h - when each strategy of docs/config.md lets a request go, kept pure.
  *
  *   leaky-bucket, token-bucket  GCRA (limiter.h): one timestamp; token-bucket is
  *                               the same arithmetic with burst = AMOUNT
@@ -66,7 +66,7 @@ void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t fro
 void sl_strategy_wall_step(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t from,
                            int64_t to);
 
-/* Reload: the section keeps its state when its limit changes (SPEC §3 as amended
+/* Reload: the section keeps its state when its limit changes (docs/config.md, "Reload", as amended
  * by the reload rule in docs/design.md): leaky and token bucket rescale their
  * queue to the new interval; the same windows keep their counts; any other change
  * of strategy or window starts the new one as if a whole window's worth had just

@@ -1,4 +1,4 @@
-/* The strategies of SPEC §3 over a section's state (strategy.h). */
+/* The strategies of docs/config.md over a section's state (strategy.h). */
 #include "sluice/strategy.h"
 #include "sluice/common.h"
 #include "sluice/limiter.h"
@@ -30,10 +30,10 @@ static int64_t floor_div(int64_t a, int64_t b)
 
 /* The enforcement half is a GCRA over actual release instants with the section's
  * own tolerance and nothing more: so the instants themselves - not only the slots
- * - never hold more than burst + W/interval in any span W (SPEC §4), also while a
- * backlog catches up after late wake-ups.  A late release makes the next ones of a
- * backlog as late (lateness is allowed, excess is not); new arrivals are scheduled
- * after it (sl_strategy_slot), so the lag ends with the backlog.  See
+ * - never hold more than burst + W/interval in any span W (docs/design.md, "The queue"),
+ * also while a backlog catches up after late wake-ups.  A late release makes the next
+ * ones of a backlog as late (lateness is allowed, excess is not); new arrivals are
+ * scheduled after it (sl_strategy_slot), so the lag ends with the backlog.  See
  * docs/design.md, "The queue". */
 static int64_t gcra_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                                uint64_t cost)
@@ -268,7 +268,8 @@ void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t fro
 	}
 }
 
-/* --- corrupt state (SPEC §4: no corrupt value turns into a hang or a release) ---
+/* --- corrupt state (docs/design.md, "The queue": no corrupt value turns into a hang or a
+ * release) ---
  *
  * How far ahead of `now` a section's state may lawfully lie: no admission hands
  * out a slot beyond max_wait (a day, when the section waits for ever), and a slot

@@ -1,10 +1,10 @@
 /*
- * exec: the shim goes on into children (SPEC §5).  A program that runs another with
- * an environment of its own making (env -i, Python's subprocess with env={}, a
- * daemon that sanitises its environment) would otherwise start it unshaped.  Each
- * exec call gets LD_PRELOAD and the SLUICE_* variables this process started with
- * put back when its environment lacks them; variables it sets itself are kept, and
- * an LD_PRELOAD of its own gets the shim appended.
+ * exec: the shim goes on into children (docs/design.md, "Send paths and event loops").  A
+ * program that runs another with an environment of its own making (env -i, Python's
+ * subprocess with env={}, a daemon that sanitises its environment) would otherwise start
+ * it unshaped.  Each exec call gets LD_PRELOAD and the SLUICE_* variables this process
+ * started with put back when its environment lacks them; variables it sets itself are
+ * kept, and an LD_PRELOAD of its own gets the shim appended.
  *
  * These hooks run in vfork children (Python's subprocess, posix_spawn), which share
  * their parent's memory: they allocate nothing, take no lock and write only their

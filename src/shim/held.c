@@ -1,15 +1,15 @@
 /*
- * Held sockets (SPEC §5).  A matched non-blocking connect() whose place is not due
- * is deferred: the program sees EINPROGRESS, the real connect is made at the
- * release (by whichever hook looks at the socket then: poll, select, epoll, a
- * write, connect again), and until then the socket shows no events, so the
- * destination sees connection attempts at the rate and no connection sits open and
+ * Held sockets (docs/design.md, "Send paths and event loops").  A matched non-blocking
+ * connect() whose place is not due is deferred: the program sees EINPROGRESS, the real
+ * connect is made at the release (by whichever hook looks at the socket then: poll,
+ * select, epoll, a write, connect again), and until then the socket shows no events, so
+ * the destination sees connection attempts at the rate and no connection sits open and
  * silent while it waits.  A connection first named by its first write (SNI, Host,
- * CONNECT) is already open: that write takes the place, sleeping on a blocking
- * socket and failing with EAGAIN on a non-blocking one, while the readiness hooks
- * (poll.c, epoll.c) show it not writable until the release is due.  Requests and
- * bytes are held at the writes that start them.  A happy-eyeballs loser closed
- * before its release gives its place back.
+ * CONNECT) is already open: that write takes the place, sleeping on a blocking socket and
+ * failing with EAGAIN on a non-blocking one, while the readiness hooks (poll.c, epoll.c)
+ * show it not writable until the release is due.  Requests and bytes are held at the
+ * writes that start them.  A happy-eyeballs loser closed before its release gives its
+ * place back.
  */
 #include "fdtab.h"
 #include "kicker.h"

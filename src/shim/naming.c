@@ -1,11 +1,11 @@
 /*
- * Names beyond DNS (SPEC §5): a TCP connection that no section matched when it
- * connected, while some section matches by name, is marked in the fd table; its
- * first write is read for the name it carries (TLS SNI, HTTP Host, a proxy's
- * CONNECT or absolute-form target, parsed by core/sniff.c) and, when that name
- * matches, the write is held as the connection's first write would have been,
- * and sections metering its requests or bytes follow it from there on.
- * The bytes are only read, never changed or kept.
+ * Names beyond DNS (docs/design.md, "Send paths and event loops"): a TCP connection that
+ * no section matched when it connected, while some section matches by name, is marked in
+ * the fd table; its first write is read for the name it carries (TLS SNI, HTTP Host, a
+ * proxy's CONNECT or absolute-form target, parsed by core/sniff.c) and, when that name
+ * matches, the write is held as the connection's first write would have been, and
+ * sections metering its requests or bytes follow it from there on. The bytes are only
+ * read, never changed or kept.
  */
 #include "fdtab.h"
 #include "sluice/sniff.h"

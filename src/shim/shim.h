@@ -3,7 +3,8 @@
  *
  * State is set once by sl_shim_init() (constructor, or the first hook to run when
  * another library's constructor calls us earlier) and read lock-free afterwards.
- * The exported hooks are thin trampolines; the decisions live in hold.c.
+ * The exported hooks are thin trampolines; the decisions live in admission.c
+ * (one call) and held.c (sockets that keep a record across calls).
  */
 #ifndef SLUICE_SHIM_H
 #define SLUICE_SHIM_H
@@ -138,7 +139,7 @@ void sl_namemap_put(int family, const void *addr, const char *name);
 size_t sl_namemap_get(int family, const void *addr, char *out, size_t size);
 void sl_namemap_after_fork(void);
 
-/* The hold decision for one request (hold.c).  sl_admission_match() is the cheap part every
+/* The hold decision for one request (admission.c).  sl_admission_match() is the cheap part every
  * call runs: a count of matching sections (0 = pass through).  sl_admission_wait() runs only
  * for matched requests: returns 0 to go ahead, or -errno to fail the call with. */
 int sl_admission_match(struct sl_dest *d, char *namebuf, size_t namelen, struct sl_match *m);

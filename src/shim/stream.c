@@ -1,14 +1,14 @@
 /*
- * meter = requests (SPEC §5): where requests begin in a connection's outgoing
- * stream.  A plaintext HTTP/1.x connection is followed message by message
- * (core/http1.c): each request message is one request, and a write that carries
- * the end of one and the start of the next is cut at the boundary (a short write,
- * which every program that writes to sockets handles), so the next can be held
- * before any of its bytes go.  Anything else - TLS, another protocol, HTTP the
- * parser cannot follow - counts turns: the first write, and every write after a
- * read that returned data.  HTTP/2 (its plaintext preface, or a ClientHello
- * offering h2) counts once, for the whole connection.  Bytes are only read here, never changed or reordered.
- * Every function runs under the record's lock.
+ * meter = requests (docs/design.md, "Send paths and event loops"): where requests begin
+ * in a connection's outgoing stream.  A plaintext HTTP/1.x connection is followed message
+ * by message (core/http1.c): each request message is one request, and a write that
+ * carries the end of one and the start of the next is cut at the boundary (a short write,
+ * which every program that writes to sockets handles), so the next can be held before any
+ * of its bytes go.  Anything else - TLS, another protocol, HTTP the parser cannot follow
+ * - counts turns: the first write, and every write after a read that returned
+ * data.  HTTP/2 (its plaintext preface, or a ClientHello offering h2) counts once, for
+ * the whole connection.  Bytes are only read here, never changed or reordered. Every
+ * function runs under the record's lock.
  */
 #include "fdtab.h"
 #include "sluice/sniff.h"

@@ -1,6 +1,6 @@
 /*
- * When the shared segment cannot decide (SPEC §4: "no timeout, full table, lost
- * race, reload or corrupt value turns into an unchecked release"): the fallback
+ * When the shared segment cannot decide (no lock, a full table, a lost race, a reload,
+ * a corrupt value - none of which may turn into an unchecked release): the fallback
  * policy decides, visibly.  `closed` refuses, `open` lets the call go (what the
  * operator chose).  `local`, the default, must not exceed the limit either: a
  * process limiting itself alone, as it does with no segment at all, would let every

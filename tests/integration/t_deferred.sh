@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Deferred connects (SPEC §5): a non-blocking connect() to a matched destination
-# whose slot is not now returns EINPROGRESS, and the real connect is made at the
-# release.  Until then the socket shows no events to poll, select or epoll (level
-# and edge), SO_ERROR says 0, getpeername ENOTCONN, a second connect EALREADY,
-# a read EAGAIN; then it becomes writable as any connecting socket does, and its
-# first write is not held again.  Closed or shut down before its release, it gives
-# its place back.  Dup'ed and fork'ed, it is made once.  The witness is the kernel's
-# SYN timestamps at the destination, not the shim's log.
+# Deferred connects (docs/design.md, "Send paths and event loops"): a non-blocking
+# connect() to a matched destination whose slot is not now returns EINPROGRESS, and the
+# real connect is made at the release.  Until then the socket shows no events to poll,
+# select or epoll (level and edge), SO_ERROR says 0, getpeername ENOTCONN, a second
+# connect EALREADY, a read EAGAIN; then it becomes writable as any connecting socket does,
+# and its first write is not held again.  Closed or shut down before its release, it gives
+# its place back.  Dup'ed and fork'ed, it is made once.  The witness is the kernel's SYN
+# timestamps at the destination, not the shim's log.
 . "$(dirname "$0")/lib.sh"
 
 start_server

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Event loops never stall (SPEC §5): python3 asyncio (epoll, level-triggered) with
-# many concurrent connections to a held destination keeps the spacing and keeps
-# serving an unheld socket meanwhile; a deferred connect's edge-triggered epoll
-# registration gets its edge at release; select() with many fds shows deferred
-# sockets as not writable; a socket closed while deferred goes quietly; and a
+# Event loops never stall (docs/design.md, "Send paths and event loops"): python3 asyncio
+# (epoll, level-triggered) with many concurrent connections to a held destination keeps
+# the spacing and keeps serving an unheld socket meanwhile; a deferred connect's
+# edge-triggered epoll registration gets its edge at release; select() with many fds shows
+# deferred sockets as not writable; a socket closed while deferred goes quietly; and a
 # socket in two epoll sets is hidden in both, epoll_pwait2 waking at its release.
 . "$(dirname "$0")/lib.sh"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Non-blocking connects (SPEC §5): a connect whose slot is now goes at once; calling
-# connect() again on a connecting socket (EALREADY/EISCONN) is no new connection and
-# takes no place, nor does a UDP connect; with no place within max_wait the connect
-# itself is refused, blocking or not, and nothing is charged for it.
+# Non-blocking connects (docs/design.md, "Send paths and event loops"): a connect whose
+# slot is now goes at once; calling connect() again on a connecting socket
+# (EALREADY/EISCONN) is no new connection and takes no place, nor does a UDP connect; with
+# no place within max_wait the connect itself is refused, blocking or not, and nothing is
+# charged for it.
 . "$(dirname "$0")/lib.sh"
 
 start_server

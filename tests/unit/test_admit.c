@@ -1,6 +1,6 @@
-/* admit.c: the queue of SPEC §4 with an injected clock - matching, spacing, burst,
- * max_wait refusal, several sections reserved together, refund, the strict release
- * check, reload. */
+/* admit.c: the queue of docs/design.md, "The queue" with an injected clock - matching,
+ * spacing, burst, max_wait refusal, several sections reserved together, refund, the
+ * strict release check, reload. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Config parsing: every good form of SPEC §3, and bad inputs with their messages. */
+/* Config parsing: every good form of docs/config.md, and bad inputs with their messages. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Destination matching: every pattern form of SPEC §3 against real sockaddrs. */
+/* Destination matching: every pattern form of docs/config.md against real sockaddrs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
