@@ -169,8 +169,8 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
  * (released, or nothing to wait for), 1 (wait until *retry_ns) or -ETIMEDOUT (the
  * release check could not be made: nothing was released). */
 int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
-                            int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
-                            sl_act_fn act, void *arg);
+                            int32_t self, struct sl_ticket *t, uint64_t bytes, int *release_rc,
+                            int64_t *retry_ns, sl_act_fn act, void *arg);
 
 /* A request of the sections in m released at `from` went only at `to`
  * (sl_strategy_moved for each). */

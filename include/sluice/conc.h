@@ -55,9 +55,4 @@ void sl_conc_wake(struct sl_state *st);
  * carried over at their indices (shm.c). */
 void sl_conc_carry(struct sl_shm_header *to, struct sl_shm_header *from);
 
-/* The tightest max_wait (ns; -1 = forever) among m's sections at the positions in
- * mask. */
-int64_t sl_conc_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,
-                         int *refuse_errno);
-
 #endif

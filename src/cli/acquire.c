@@ -14,7 +14,8 @@
 #include "sluice/ctl.h"
 #include "sluice/match.h"
 #include "sluice/shm.h"
-#include "sluice/wait.h"
+#include "sluice/config.h"
+#include "sluice/pending.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -136,6 +137,21 @@ static int segment_name(const char *shm_opt, const char *config, char *out, size
 	return 0;
 }
 
+/* The segment, followed when the daemon moves it (sl_shm_move). */
+struct follow {
+	struct sl_shm *shm;
+	const char *name;
+};
+
+static struct sl_shm_header *follow_segment(void *ctx, int moved)
+{
+	struct follow *f = ctx;
+
+	if (moved)
+		sl_shm_follow(f->shm, f->name);
+	return f->shm->hdr;
+}
+
 int sl_cmd_acquire(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"shm", required_argument, NULL, 's'}, {0}};
@@ -143,11 +159,10 @@ int sl_cmd_acquire(int argc, char **argv)
 	char shm_name[SL_PATH_MAX], name[SL_HOST_MAX];
 	struct sigaction sa = {.sa_handler = on_signal};
 	struct sl_match m = {0};
-	struct sl_ticket t;
+	struct sl_pending p;
 	struct sl_shm shm;
 	struct sl_dest d;
 	int verbose = 0, opt, rc, idx;
-	int64_t now;
 
 	while ((opt = getopt_long(argc, argv, "c:s:v", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -191,37 +206,35 @@ int sl_cmd_acquire(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	now = sl_clock_mono_ns();
-	rc = sl_wait_reserve(shm.hdr, &m, now, (int32_t)getpid(), &t);
-	if (rc == -ECONNREFUSED) {
-		fprintf(stderr, "sluice: refused: [%.*s] would hold %s longer than its max_wait\n",
-		        SL_SECTION_NAME_MAX - 1, sl_section_name(shm.hdr, t.refusing_section), target);
-		return SL_EXIT_FAIL;
+	{
+		/* Undecided is never a release: a script asking leaves its call undone
+		 * unless the shared queue decides within max_wait (fallback = local). */
+		const struct sl_pending_ask a = {.m = &m, .d = idx >= 0 ? NULL : &d, .self = (int32_t)getpid(),
+		                                 .fallback = SL_FALLBACK_LOCAL, .default_errno = ECONNREFUSED};
+		struct follow f = {&shm, shm_name};
+
+		sl_pending_start(&p, shm.hdr, &a, sl_clock_mono_ns());
+		rc = sl_pending_wait(&p, follow_segment, &f, &stop_signal, NULL, NULL);
 	}
-	if (rc < 0) {
-		/* Undecided is never a release: a script asking leaves its call undone. */
-		fprintf(stderr, "sluice: segment %s cannot decide (%s): refused\n", shm_name,
-		        rc == -ETIMEDOUT ? "its lock is unavailable" : "its sections changed");
-		return SL_EXIT_FAIL;
-	}
-	if (t.mask && (rc = sl_wait_release(shm.hdr, &t, (int32_t)getpid(), &stop_signal)) == -EINTR) {
+	if (rc == -EINTR) {
 		fprintf(stderr, "sluice: interrupted by signal %d: place returned\n", (int)stop_signal);
 		return 128 + stop_signal;
 	}
-	if (t.mask && rc == -ECONNREFUSED) {
-		fprintf(stderr, "sluice: refused: its queue ran past max_wait of [%.*s]\n", SL_SECTION_NAME_MAX - 1,
-		        sl_section_name(shm.hdr, t.refusing_section));
+	if (p.undecided_why)
+		fprintf(stderr, "sluice: segment %s could not decide at first (%s)%s\n", shm_name, p.undecided_why,
+		        rc == SL_PEND_GO ? "; its queue did then" : "");
+	if (rc == SL_PEND_REFUSED) {
+		fprintf(stderr, "sluice: refused: %s%s%.*s%s\n", p.why ? p.why : "refused",
+		        p.refusing_section >= 0 ? " of [" : "", SL_SECTION_NAME_MAX - 1,
+		        p.refusing_section >= 0 ? sl_section_name(shm.hdr, p.refusing_section) : "",
+		        p.refusing_section >= 0 ? "]" : "");
 		return SL_EXIT_FAIL;
 	}
-	if (t.mask && rc < 0) {
-		fprintf(stderr, "sluice: segment %s: the release could not be checked: refused\n", shm_name);
-		return SL_EXIT_FAIL;
-	}
-	if (verbose && t.mask) /* the shim's SLUICE_DEBUG format, so one tool reads both */
+	if (verbose && p.t.mask) /* the shim's SLUICE_DEBUG format, so one tool reads both */
 		fprintf(stderr, "sluice[%d]: acquire %s sections=%s: go waited=%.3fms slot=%lld released=%lld\n",
 		        (int)getpid(), target, idx >= 0 ? target : "-",
-		        (double)(t.released_ns - now) / 1e6, (long long)t.release_ns,
-		        (long long)t.released_ns);
+		        (double)(p.t.released_ns - p.asked_ns) / 1e6, (long long)p.t.release_ns,
+		        (long long)p.t.released_ns);
 	sl_shm_detach(&shm);
 	return SL_EXIT_OK;
 }

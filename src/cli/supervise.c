@@ -31,6 +31,7 @@
 #include "sluice/conc.h"
 #include "sluice/common.h"
 #include "sluice/match.h"
+#include "sluice/pending.h"
 #include "sluice/seccomp.h"
 #include "sluice/wait.h"
 
@@ -84,10 +85,8 @@
 #define PIDFD_THREAD O_EXCL
 #endif
 
-#define UNDECIDED_RETRY_NS (10 * SL_NS_PER_MS) /* the segment lock unavailable: ask again */
 #define NAMES_REFRESH_S 60.0                   /* the config's names resolved again */
 #define NAMES_MAX 1024
-#define PLACE_RETRY_NS (5 * SL_NS_PER_MS)     /* a concurrency limit full: look again */
 #define TRACK_S 0.02                           /* places' connections looked at */
 
 /* --- the filter --- */
@@ -190,13 +189,15 @@ struct call {
 	int pid, nr;
 	int answered;
 	int default_errno;
-	int64_t asked_ns, give_up_ns; /* give_up: undecided until then is refused */
+	int waited;                   /* its admission has answered WAIT once */
+	int64_t asked_ns;
 	int64_t due_ns;               /* armed: when it is next looked at */
 	int armed;
 	struct sl_dest d;
 	char name[SL_HOST_MAX];
 	struct sl_match m;
-	struct sl_ticket t;
+	struct sl_pending p;          /* its admission (core/pending.c): places, slot,
+	                               * the fallback; p.taken its places once it goes */
 	ev_timer timer;
 	/* Made here, inside the release: the caller's socket (a duplicate, by
 	 * pidfd_getfd; -1 when it cannot be had: then the caller makes the call
@@ -210,11 +211,8 @@ struct call {
 	int made, made_err, blocking; /* made: the call was made here; its errno */
 	ssize_t made_val;
 	ev_io wio;                    /* a blocking connect, until it completes */
-	/* Concurrency: the places it must hold (positions in m), those taken, the
-	 * errno to refuse with once its max_wait is out. */
-	uint64_t conc, taken;
-	int conc_refuse;
-	int64_t conc_deadline;        /* -1: forever */
+	uint64_t conc;                /* the sections (positions in m) limiting its
+	                               * concurrency */
 };
 
 /* A connection holding concurrency places: given back when sock_diag no longer
@@ -361,8 +359,9 @@ static void call_free(struct call *c)
 
 	ev_timer_stop(s->loop, &c->timer);
 	ev_io_stop(s->loop, &c->wio);
-	if (c->taken) /* places for a call that did not go, or whose connect failed */
-		sl_wait_conc_put(s->shm.hdr, c->taken, &c->m, s->self);
+	/* A slot not released, places of a call that did not go or whose connect
+	 * failed: given back. */
+	sl_pending_cancel(&c->p, s->shm.hdr);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->payload);
@@ -378,7 +377,7 @@ static void call_free(struct call *c)
 static void refuse(struct call *c, const char *why)
 {
 	char dest[SL_HOST_MAX + 80];
-	int err = c->t.refuse_errno ? c->t.refuse_errno : c->default_errno;
+	int err = c->p.err ? c->p.err : c->default_errno;
 
 	dest_format(&c->d, dest, sizeof(dest));
 	c->answered = 1;
@@ -386,20 +385,6 @@ static void refuse(struct call *c, const char *why)
 	answer(c->s, c->id, err);
 	say(c->s, "%s %s: refused (%s): %s", c->nr == SYS_connect ? "connect" : "datagram", dest, why,
 	    strerror(err));
-}
-
-/* The tightest max_wait of the matched sections (-1: forever). */
-static int64_t max_wait_of(struct sl_shm_header *h, const struct sl_match *m)
-{
-	int64_t w = -1;
-
-	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
-		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
-
-		if (sec && sec->spec.max_wait_ns >= 0 && (w < 0 || sec->spec.max_wait_ns < w))
-			w = sec->spec.max_wait_ns;
-	}
-	return w;
 }
 
 /* Look at call c again at `at` (CLOCK_MONOTONIC).  The loop's own timers come to
@@ -417,7 +402,7 @@ static struct call *first_due(struct sl_supervisor *s)
 
 	for (struct call *c = s->calls; c; c = c->next)
 		if (c->armed && (!best || c->due_ns < best->due_ns ||
-		                 (c->due_ns == best->due_ns && c->t.slot_ns < best->t.slot_ns)))
+		                 (c->due_ns == best->due_ns && c->p.t.slot_ns < best->p.t.slot_ns)))
 			best = c;
 	return best;
 }
@@ -437,37 +422,6 @@ static void arm(struct call *c, int64_t at)
 	c->due_ns = at;
 	c->armed = 1;
 	reschedule(c->s);
-}
-
-/* The segment could not decide (its lock unavailable): as the shim does - open
- * lets it go, closed refuses, local asks again until max_wait, then refuses. */
-static void undecided(struct call *c, const char *why)
-{
-	struct sl_supervisor *s = c->s;
-
-	/* The segment moved (sl_shm_move): not undecided, its successor decides. */
-	if (sl_shm_follow(&s->shm, s->shm_name) > 0) {
-		say(s, "segment %s moved: following it", s->shm_name);
-		c->t.mask = 0;
-		arm(c, sl_clock_mono_ns());
-		return;
-	}
-
-	if (s->fallback == SL_FALLBACK_OPEN) {
-		say(s, "undecided (%s); fallback = open: goes unshaped", why);
-		c->answered = 1;
-		answer(s, c->id, 0);
-		s->passed++;
-		call_free(c);
-		return;
-	}
-	if (s->fallback == SL_FALLBACK_CLOSED || (c->give_up_ns >= 0 && sl_clock_mono_ns() >= c->give_up_ns)) {
-		refuse(c, why);
-		call_free(c);
-		return;
-	}
-	c->t.mask = 0; /* nothing reserved: the next round reserves afresh */
-	arm(c, sl_clock_mono_ns() + UNDECIDED_RETRY_NS);
 }
 
 /* Whether the connection p holds places for is still open in the program: 1 yes,
@@ -558,23 +512,23 @@ static void track(struct call *c)
 		/* Cannot follow it: the places stay held until this run ends - never
 		 * given back early. */
 		if (p) {
-			p->taken = c->taken;
+			p->taken = c->p.taken;
 			p->m = c->m;
 			p->ino = 0;
 			p->local.ss_family = AF_UNSPEC;
 			p->next = s->places;
 			s->places = p;
-			c->taken = 0;
+			c->p.taken = 0;
 		}
 		return;
 	}
 	p->ino = st.st_ino;
 	memcpy(&p->peer, &c->sa, sizeof(p->peer));
-	p->taken = c->taken;
+	p->taken = c->p.taken;
 	p->m = c->m;
 	p->next = s->places;
 	s->places = p;
-	c->taken = 0;
+	c->p.taken = 0;
 	if (!ev_is_active(&s->track_timer))
 		ev_timer_again(s->loop, &s->track_timer);
 }
@@ -610,15 +564,15 @@ static void released(struct call *c)
 {
 	struct sl_supervisor *s = c->s;
 
-	if (s->verbose && c->t.mask) {
+	if (s->verbose && c->p.t.mask) {
 		char dest[SL_HOST_MAX + 80];
 
 		dest_format(&c->d, dest, sizeof(dest));
 		say(s, "%s %s: go waited=%.3fms slot=%lld released=%lld%s", c->nr == SYS_connect ? "connect" : "datagram",
-		    dest, (double)(c->t.released_ns - c->t.arrival_ns) / 1e6, (long long)c->t.release_ns,
-		    (long long)c->t.released_ns, c->made ? "" : " (made by the caller)");
+		    dest, (double)(c->p.t.released_ns - c->p.t.arrival_ns) / 1e6, (long long)c->p.t.release_ns,
+		    (long long)c->p.t.released_ns, c->made ? "" : " (made by the caller)");
 	}
-	c->t.mask = 0; /* released: its slot is spent, never to be refunded */
+	c->p.t.mask = 0; /* released: its slot is spent, never to be refunded */
 	if (!c->made && !c->answered && c->sock >= 0 && c->conc)
 		make_call(c); /* no rate to keep: made here only so its places can follow it */
 	if (!c->made) {
@@ -632,7 +586,7 @@ static void released(struct call *c)
 	}
 	c->answered = 1;
 	s->passed++;
-	if (c->taken && (c->made_err == 0 || c->made_err == EINPROGRESS || c->made_err == EALREADY))
+	if (c->p.taken && (c->made_err == 0 || c->made_err == EINPROGRESS || c->made_err == EALREADY))
 		track(c); /* else its connect failed: call_free gives the places back */
 	if (c->nr == SYS_connect && c->blocking && (c->made_err == EINPROGRESS || c->made_err == EALREADY)) {
 		/* The caller waits inside connect(), as it would in the kernel's: until
@@ -661,80 +615,45 @@ static void released(struct call *c)
 	call_free(c);
 }
 
-static void try_reserve(struct call *c);
-
-/* Concurrency first, as the shim does: a place in every section that limits it,
- * then the rate.  Full: looked at again every PLACE_RETRY_NS until max_wait. */
-static void try_places(struct call *c)
+/* Step call c's admission (core/pending.c) and act on its answer: a timer for
+ * WAIT, the segment followed for MOVED, the caller answered for GO or REFUSED. */
+static void step(struct call *c)
 {
 	struct sl_supervisor *s = c->s;
-	int64_t now = sl_clock_mono_ns();
-	int full = 0, rc;
+	int rc;
 
-	rc = sl_wait_conc(s->shm.hdr, &c->m, s->self,
-	                  c->conc_deadline >= 0 && now >= c->conc_deadline ? c->conc_deadline : -2, &c->taken, &full);
-	if (rc == 0) {
-		try_reserve(c);
+	/* Bounded: the stepper answers MOVED a few times at most. */
+	while ((rc = sl_pending_step(&c->p, s->shm.hdr, sl_clock_mono_ns(), act_continue, c)) ==
+	       SL_PEND_MOVED)
+		if (sl_shm_follow(&s->shm, s->shm_name) > 0)
+			say(s, "segment %s moved: following it", s->shm_name);
+	if (rc == SL_PEND_WAIT) {
+		if (!c->waited++ && c->p.phase == SL_PEND_RELEASE)
+			s->held++;
+		arm(c, c->p.at);
 		return;
 	}
-	if (rc == -EBUSY) {
-		arm(c, now + PLACE_RETRY_NS);
+	if (c->p.undecided_why)
+		say(s, "undecided (%s); fallback = %s", c->p.undecided_why,
+		    s->fallback == SL_FALLBACK_OPEN     ? "open: goes unshaped"
+		    : s->fallback == SL_FALLBACK_CLOSED ? "closed: refused"
+		                                        : "local: waited for the shared queue, up to max_wait");
+	if (rc == SL_PEND_REFUSED) {
+		refuse(c, c->p.why ? c->p.why : "refused");
+		call_free(c);
 		return;
 	}
-	if (!c->conc_refuse) {
-		int e = sl_section_refuse(s->shm.hdr, full);
-
-		c->conc_refuse = e ? e : ECONNREFUSED;
-	}
-	c->t.refuse_errno = c->conc_refuse;
-	refuse(c, "no concurrency place within max_wait, or no room for its key");
-	call_free(c);
+	released(c);
 }
 
 /* Call c's instant has come. */
 static void on_due(struct call *c)
 {
-	struct sl_supervisor *s = c->s;
-	int64_t retry, gate, now = sl_clock_mono_ns();
-	int rc;
-
-	if (!still_valid(s, c->id)) {
-		/* Its thread was killed while it waited: the slot goes back. */
-		if (c->t.mask)
-			sl_wait_refund(s->shm.hdr, &c->t, s->self);
-		call_free(c);
+	if (!still_valid(c->s, c->id)) {
+		call_free(c); /* its thread was killed while it waited: the slot goes back */
 		return;
 	}
-	if (c->conc && !c->taken) { /* waiting for a place */
-		try_places(c);
-		return;
-	}
-	if (!c->t.mask) { /* undecided before: reserve again */
-		try_reserve(c);
-		return;
-	}
-	/* A gate not open yet is waited for without the lock (sl_admit_peek). */
-	if ((gate = sl_admit_peek(s->shm.hdr, &c->t, now)) > now && gate < now + SL_PEEK_MAX_NS &&
-	    gate <= c->t.give_up_ns) {
-		arm(c, gate);
-		return;
-	}
-	rc = sl_wait_try_release_act(s->shm.hdr, &c->t, s->self, &retry, act_continue, c);
-	if (rc == 1) {
-		arm(c, retry);
-		return;
-	}
-	if (rc == -ECONNREFUSED) { /* its queue ran past max_wait: refused, counted, given back */
-		refuse(c, "its queue ran past max_wait");
-		call_free(c);
-		return;
-	}
-	if (rc < 0) {
-		sl_wait_refund(s->shm.hdr, &c->t, s->self);
-		undecided(c, "release check unavailable");
-		return;
-	}
-	released(c);
+	step(c);
 }
 
 /* The timerfd: every call whose instant has come, in order, each spun out to
@@ -760,38 +679,6 @@ static void on_tfd(struct ev_loop *loop, ev_io *w, int revents)
 	reschedule(s);
 }
 
-static void try_reserve(struct call *c)
-{
-	struct sl_supervisor *s = c->s;
-	int64_t retry = 0, now = sl_clock_mono_ns();
-	int went = 0, rc;
-
-	rc = sl_wait_reserve_go_act(s->shm.hdr, &c->m, now, s->self, &c->t, &went, &retry, act_continue, c);
-	if (rc == -ECONNREFUSED) {
-		refuse(c, c->t.key_full ? "no room in the key table" : "wait would exceed max_wait");
-		call_free(c);
-		return;
-	}
-	if (rc < 0) {
-		c->t.mask = 0;
-		undecided(c, rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
-		return;
-	}
-	if (c->t.mask == 0 || went == 0) {
-		/* Nothing to wait for (the caller makes it), or released with the
-		 * reservation (act ran). */
-		released(c);
-		return;
-	}
-	if (went < 0) { /* the release check could not be made yet: try again shortly */
-		arm(c, now + UNDECIDED_RETRY_NS);
-		return;
-	}
-	s->held++;
-	arm(c, retry);
-}
-
-/* Read n bytes at addr in process pid; 0 when all were read. */
 /* Read n bytes at addr in process pid: 0 when all were read, -EFAULT when the
  * address is not the caller's to read (short, unmapped: the kernel will fail the
  * call itself), or -EPERM when the process may not be read at all (it made itself
@@ -981,14 +868,10 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 		return;
 	}
 	{
-		int64_t w = max_wait_of(s->shm.hdr, &c->m);
+		const struct sl_pending_ask a = {.m = &c->m, .d = &c->d, .self = s->self, .fallback = s->fallback,
+		                                 .default_errno = ECONNREFUSED, .places = 1};
 
-		c->give_up_ns = w < 0 ? -1 : c->asked_ns + w;
-	}
-	if (c->conc) {
-		int64_t w = sl_conc_max_wait(s->shm.hdr, &c->m, c->conc, &c->conc_refuse);
-
-		c->conc_deadline = w < 0 ? -1 : c->asked_ns + w;
+		sl_pending_start(&c->p, s->shm.hdr, &a, c->asked_ns);
 	}
 	c->next = s->calls;
 	if (s->calls)
@@ -996,10 +879,7 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 	s->calls = c;
 	ev_init(&c->timer, NULL); /* a blocking connect's SO_SNDTIMEO, once made */
 	c->timer.data = c;
-	if (c->conc)
-		try_places(c);
-	else
-		try_reserve(c);
+	step(c);
 	return;
 unreadable:
 	/* Its destination cannot be known: not a "go" unless the fallback says so. */
@@ -1292,11 +1172,8 @@ void sl_supervise_stop(struct sl_supervisor *s)
 	ev_io_stop(s->loop, &s->tfd_io);
 	if (s->tfd >= 0)
 		close(s->tfd);
-	while (s->calls) {
-		if (s->calls->t.mask)
-			sl_wait_refund(s->shm.hdr, &s->calls->t, s->self);
-		call_free(s->calls);
-	}
+	while (s->calls)
+		call_free(s->calls); /* their slots and places given back */
 	say(s, "%llu calls trapped: %llu went, %llu of them held, %llu refused", (unsigned long long)s->trapped,
 	    (unsigned long long)s->passed, (unsigned long long)s->held, (unsigned long long)s->refused);
 	close(s->fd);

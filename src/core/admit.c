@@ -653,8 +653,8 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 }
 
 int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
-                            int32_t self, struct sl_ticket *t, int *release_rc, int64_t *retry_ns,
-                            sl_act_fn act, void *arg)
+                            int32_t self, struct sl_ticket *t, uint64_t bytes, int *release_rc,
+                            int64_t *retry_ns, sl_act_fn act, void *arg)
 {
 	int rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS);
 
@@ -662,7 +662,7 @@ int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, i
 	*retry_ns = 0;
 	if (rc < 0)
 		return rc;
-	rc = reserve_locked(h, m, now, self, t, 1, 0);
+	rc = reserve_locked(h, m, now, self, t, 1, bytes);
 	if (rc == 0) {
 		*retry_ns = t->release_ns;
 		if (!t->mask)

@@ -507,21 +507,3 @@ void sl_conc_carry(struct sl_shm_header *to, struct sl_shm_header *from)
 	}
 }
 
-int64_t sl_conc_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,
-                         int *refuse_errno)
-{
-	int64_t w = -1;
-
-	*refuse_errno = 0;
-	for (uint64_t bits = mask; bits; bits &= bits - 1) {
-		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
-
-		if (!sec || sec->spec.max_wait_ns < 0)
-			continue;
-		if (w < 0 || sec->spec.max_wait_ns < w) {
-			w = sec->spec.max_wait_ns;
-			*refuse_errno = sec->spec.refuse;
-		}
-	}
-	return w;
-}

@@ -1,12 +1,15 @@
 /*
  * Admission for one interposed call: which sections apply to its destination (by
- * meter), and then reserve, sleep, release (or refuse) through wait.h.  Calls on
- * sockets that keep a record across calls (deferred connects, held writes,
- * requests, bytes) go through held.c; the records themselves are fdtab.c's.
+ * meter), and then the steps of core/pending.c - places, reservation, release, or
+ * a refusal, and the fallback when the segment cannot decide - with the shim's
+ * own ways of following a moved segment and of waiting.  Calls on sockets that
+ * keep a record across calls (deferred connects, held writes, requests, bytes)
+ * step from held.c; the records themselves are fdtab.c's.
  */
 #include "shim.h"
 #include "sluice/clock.h"
-#include "sluice/wait.h"
+#include "sluice/config.h"
+#include "sluice/pending.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -76,12 +79,6 @@ void sl_admission_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t)
 	t->nb = sl_admission_match_meter(d, SL_METER_BYTES, &t->bm);
 }
 
-const char *sl_admission_refusal(const struct sl_ticket *t)
-{
-	return t->key_full ? "no room in the key table for this destination's key"
-	                   : "wait would exceed max_wait";
-}
-
 void sl_admission_sections(const struct sl_match *m, char *buf, size_t size)
 {
 	size_t used = 0;
@@ -96,65 +93,100 @@ void sl_admission_sections(const struct sl_match *m, char *buf, size_t size)
 	}
 }
 
-/* Thread cancelled while asleep: hand the slot back. */
-static void refund_on_cancel(void *arg)
+void sl_admission_ask(struct sl_pending_ask *a, const struct sl_dest *d, struct sl_match *m,
+                      int default_refuse, int places)
 {
-	sl_wait_refund(sl_shim.shm.hdr, arg, sl_shim.pid);
+	a->m = m;
+	a->d = d;
+	a->cost = 0;
+	a->self = sl_shim.pid;
+	a->fallback = sl_shim.fallback;
+	a->default_errno = default_refuse;
+	a->places = places;
+	a->refuse_all = sl_shim.mode == SL_SHIM_CLOSED;
 }
 
-int sl_admission_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
-                 int default_refuse)
+int sl_admission_step(struct sl_pending *p, int64_t now, sl_act_fn act, void *arg)
+{
+	/* MOVED: followed, and stepped again at once; the stepper bounds the moves. */
+	for (;;) {
+		int rc = sl_pending_step(p, sl_shim.shm.hdr, now, act, arg);
+
+		if (rc != SL_PEND_MOVED)
+			return rc;
+		sl_shim_follow();
+	}
+}
+
+void sl_admission_said(const struct sl_pending *p, int rc, const char *what)
+{
+	char dest[SL_HOST_MAX + 80] = "-", names[256];
+	const struct sl_ticket *t = &p->t;
+
+	if (!sl_shim.debug)
+		return;
+	if (p->ask.d)
+		sl_dest_format(p->ask.d, dest, sizeof(dest));
+	sl_admission_sections(p->ask.m, names, sizeof(names));
+	if (p->undecided_why)
+		sl_debug("%s %s sections=%s: undecided (%s); fallback = %s", what, dest, names, p->undecided_why,
+		         p->ask.fallback == SL_FALLBACK_OPEN     ? "open: goes unshaped"
+		         : p->ask.fallback == SL_FALLBACK_CLOSED ? "closed: refused"
+		                                                 : "local: waits for the shared queue, up to max_wait");
+	if (rc == SL_PEND_REFUSED)
+		sl_debug("%s %s sections=%s: refused (%s%s%.*s%s)", what, dest, names, p->why ? p->why : "refused",
+		         p->refusing_section >= 0 ? " of [" : "", SL_SECTION_NAME_MAX - 1,
+		         p->refusing_section >= 0 ? sl_section_name(sl_shim.shm.hdr, p->refusing_section) : "",
+		         p->refusing_section >= 0 ? "]" : "");
+	else if (rc == SL_PEND_WAIT)
+		sl_debug("%s %s sections=%s: %s in %.3fms", what, dest, names,
+		         p->phase == SL_PEND_PLACES ? "waits for a concurrency place; looks again"
+		                                    : "waits for its slot",
+		         (double)(p->at - p->asked_ns) / 1e6);
+	else if (p->why)
+		sl_debug("%s %s sections=%s: go (%s)", what, dest, names, p->why);
+	else if (t->mask)
+		/* released= is the instant the release check let it go, the quantity the
+		 * spacing guarantee is about; the real call follows at once. */
+		sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld", what, dest, names,
+		         (double)(t->released_ns - t->arrival_ns) / 1e6, (long long)t->release_ns,
+		         (long long)t->released_ns);
+	else
+		sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
+}
+
+static struct sl_shm_header *shim_segment(void *ctx, int moved)
+{
+	(void)ctx;
+	if (moved)
+		sl_shim_follow();
+	return sl_shim.shm.hdr;
+}
+
+/* Thread cancelled while asleep: hand the slot and places back. */
+static void cancel_on_cancel(void *arg)
+{
+	sl_pending_cancel(arg, sl_shim.shm.hdr);
+}
+
+int sl_admission_wait(const struct sl_dest *d, struct sl_match *m, const char *what,
+                      int default_refuse)
 {
 	return sl_admission_wait_act(d, m, what, default_refuse, NULL, NULL);
 }
 
-int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
-                     int default_refuse, sl_act_fn act, void *arg)
+int sl_admission_wait_act(const struct sl_dest *d, struct sl_match *m, const char *what,
+                          int default_refuse, sl_act_fn act, void *arg)
 {
-	struct sl_shm_header *h = sl_shim.shm.hdr;
-	struct sl_ticket t;
-	char dest[SL_HOST_MAX + 80], names[256];
-	int64_t retry;
-	int rc, went;
+	struct sl_pending_ask a;
+	struct sl_pending p;
+	int rc;
 
-	if (sl_shim.debug) {
-		sl_dest_format(d, dest, sizeof(dest));
-		sl_admission_sections(m, names, sizeof(names));
-	}
-	if (sl_shim.mode == SL_SHIM_CLOSED) {
-		sl_admit_count_refused(h, m);
-		sl_debug("%s %s sections=%s: refused (fallback = closed)", what, dest, names);
-		return -default_refuse;
-	}
-	rc = sl_wait_reserve_go_act(h, m, sl_clock_mono_ns(), sl_shim.pid, &t, &went, &retry, act, arg);
-	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s sections=%s: refused (%s of [%.*s])", what, dest, names, sl_admission_refusal(&t),
-		         SL_SECTION_NAME_MAX - 1, sl_section_name(h, t.refusing_section));
-		return -(t.refuse_errno ? t.refuse_errno : default_refuse);
-	}
-	if (rc < 0)
-		return sl_undecided(d, m, what, default_refuse,
-		                    rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
-	if (t.mask == 0) {
-		sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
-		return 0;
-	}
-	if (went != 0) { /* not released with the reservation: wait for the slot */
-		pthread_cleanup_push(refund_on_cancel, &t);
-		rc = sl_wait_release_act(h, &t, sl_shim.pid, NULL, act, arg);
-		pthread_cleanup_pop(0);
-	}
-	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s sections=%s: refused (its queue ran past max_wait of [%.*s])", what, dest, names,
-		         SL_SECTION_NAME_MAX - 1, sl_section_name(h, t.refusing_section));
-		return -(t.refuse_errno ? t.refuse_errno : default_refuse);
-	}
-	if (rc < 0)
-		return sl_undecided(d, m, what, default_refuse, "release check unavailable");
-	/* released= is the instant the release check let it go, the quantity the
-	 * spacing guarantee is about; the real call follows at once. */
-	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld", what, dest,
-	         names, (double)(t.released_ns - t.arrival_ns) / 1e6, (long long)t.release_ns,
-	         (long long)t.released_ns);
-	return 0;
+	sl_admission_ask(&a, d, m, default_refuse, 0);
+	sl_pending_start(&p, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
+	pthread_cleanup_push(cancel_on_cancel, &p);
+	rc = sl_pending_wait(&p, shim_segment, NULL, NULL, act, arg);
+	pthread_cleanup_pop(0);
+	sl_admission_said(&p, rc, what);
+	return rc == SL_PEND_GO ? 0 : -p.err;
 }

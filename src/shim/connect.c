@@ -6,6 +6,7 @@
 #include "fdtab.h"
 #include "sluice/clock.h"
 #include "sluice/conc.h"
+#include "sluice/pending.h"
 #include "sluice/wait.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -90,141 +92,45 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 }
 
 /* A connection released now keeps its concurrency places (if any) in a record
- * until it closes.  Returns 0. */
-static int keep_places(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
-                       uint64_t conc)
+ * until it closes. */
+static void keep_places(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
+                        uint64_t conc)
 {
 	if (conc && sl_held_open(fd, d, m, conc) < 0) {
 		sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
 		sl_wait_conc_put(sl_shim.shm.hdr, conc, m, sl_shim.pid);
 	}
-	return 0;
 }
 
-/* A connection refused with -errno `rc` gives back the concurrency places it took
- * (`conc`, maybe none).  Returns rc. */
-static int give_back(int rc, uint64_t conc, struct sl_match *m)
+/* Thread cancelled while asleep in a blocking connect: its slot and places back. */
+static void cancel_on_cancel(void *arg)
 {
-	if (conc)
-		sl_wait_conc_put(sl_shim.shm.hdr, conc, m, sl_shim.pid);
-	return rc;
+	sl_pending_cancel(arg, sl_shim.shm.hdr);
 }
 
-/* A non-blocking connection whose concurrency places (`conc`, maybe none) are in
- * hand: its rate slot is reserved now, and the connect goes at once when the slot
- * is now, or is deferred to it.  Returns 0 to connect now, -EINPROGRESS when
- * deferred, or -errno when refused (the places are then given back). */
-static int rate_nonblocking(int fd, const struct sl_dest *d, struct sl_match *m,
-                            const char *what, uint64_t conc, const struct sockaddr *addr,
-                            socklen_t alen, struct sl_made_connect *made)
+static struct sl_shm_header *shim_segment(void *ctx, int moved)
 {
-	struct sl_shm_header *h = sl_shim.shm.hdr;
-	struct sl_ticket t;
-	char dest[SL_HOST_MAX + 80], names[256];
-	int64_t retry;
-	int rc, went;
-
-	if (sl_shim.debug) {
-		sl_dest_format(d, dest, sizeof(dest));
-		sl_admission_sections(m, names, sizeof(names));
-	}
-	rc = sl_wait_reserve_go_act(h, m, sl_clock_mono_ns(), sl_shim.pid, &t, &went, &retry,
-	                            made ? sl_connect_act : NULL, made);
-	if (rc == -ECONNREFUSED) {
-		sl_debug("%s %s sections=%s: refused (%s)", what, dest, names, sl_admission_refusal(&t));
-		return give_back(-(t.refuse_errno ? t.refuse_errno : ECONNREFUSED), conc, m);
-	}
-	if (rc < 0) {
-		rc = sl_undecided(d, m, what, ECONNREFUSED,
-		                  rc == -ETIMEDOUT ? "segment lock unavailable" : "sections changed");
-		return rc < 0 ? give_back(rc, conc, m) : keep_places(fd, d, m, what, conc);
-	}
-	if (went <= 0) {
-		if ((rc = went) < 0) { /* the fallback decided, and said so */
-			if ((rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0)
-				return give_back(rc, conc, m);
-		} else if (t.mask)
-			sl_debug("%s %s sections=%s: go waited=0.000ms slot=%lld released=%lld", what, dest,
-			         names, (long long)t.release_ns, (long long)t.released_ns);
-		else
-			sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
-		return keep_places(fd, d, m, what, conc);
-	}
-	if (sl_held_defer(fd, d, m, conc, -1, 0, &t, addr, alen) == 0) {
-		sl_debug("%s %s sections=%s: non-blocking; deferred to its slot in %.3fms", what, dest, names,
-		         (double)(t.release_ns - t.arrival_ns) / 1e6);
-		return -EINPROGRESS;
-	}
-	/* No record to defer it with: wait here, as a blocking caller would. */
-	sl_debug("%s on fd %d: no free hold record: waiting inside connect", what, fd);
-	rc = sl_wait_release_act(h, &t, sl_shim.pid, NULL, made ? sl_connect_act : NULL, made);
-	if (rc == -ECONNREFUSED)
-		return give_back(-(t.refuse_errno ? t.refuse_errno : ECONNREFUSED), conc, m);
-	if (rc < 0 && (rc = sl_undecided(d, m, what, ECONNREFUSED, "release check unavailable")) < 0)
-		return give_back(rc, conc, m);
-	return keep_places(fd, d, m, what, conc);
+	(void)ctx;
+	if (moved)
+		sl_shim_follow();
+	return sl_shim.shm.hdr;
 }
 
-/* A connection to sections of which `conc` limit concurrency: a place in each is
- * taken first (a blocking caller sleeps on the segment's futex for it; a
- * non-blocking one is deferred until one frees), then the rate part as for any
- * connection.  The places stay with the fd's record until it closes. */
-static int hold_limited(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
-                        uint64_t conc, const struct sockaddr *addr, socklen_t alen, int nonblocking,
-                        struct sl_made_connect *made)
-{
-	struct sl_shm_header *h = sl_shim.shm.hdr;
-	int refuse = 0, full = 0, rc;
-	int64_t max_wait = sl_conc_max_wait(h, m, conc, &refuse);
-	int64_t deadline = max_wait < 0 ? -1 : sl_clock_mono_ns() + max_wait;
-	uint64_t taken = 0;
-
-	if (nonblocking) {
-		struct sl_ticket t;
-
-		rc = sl_wait_check(h, m, sl_clock_mono_ns(), sl_shim.pid, &t);
-		if (rc == -ECONNREFUSED)
-			return -(t.refuse_errno ? t.refuse_errno : ECONNREFUSED);
-		/* Full: the connect is not made until a place frees (the program sees
-		 * EINPROGRESS and waits for writability, which comes when it is made), so
-		 * the destination never sees more than N connections. */
-		rc = sl_wait_conc(h, m, sl_shim.pid, -2, &taken, &full);
-		if (rc == -ECONNREFUSED) { /* no room for its key: refused, never let go */
-			int e = sl_section_refuse(h, full);
-
-			sl_debug("%s on fd %d: refused (no room in the key table for its key)", what, fd);
-			return -(e ? e : ECONNREFUSED);
-		}
-		if (rc != -EBUSY)
-			return rate_nonblocking(fd, d, m, what, taken, addr, alen, made);
-		if (sl_held_defer(fd, d, m, 0, deadline, refuse, NULL, addr, alen) == 0) {
-			sl_debug("%s on fd %d: non-blocking; concurrency limit reached: the connect waits for a place",
-			         what, fd);
-			return -EINPROGRESS;
-		}
-		/* no record to defer it with: wait below as a blocking caller would */
-	}
-	rc = sl_wait_conc(h, m, sl_shim.pid, deadline, &taken, &full);
-	if (rc == -ECONNREFUSED) {
-		sl_debug("%s on fd %d: refused (no concurrency place within max_wait, or no room in the "
-		         "key table for its key)", what, fd);
-		return -(refuse ? refuse : ECONNREFUSED);
-	}
-	if ((rc = sl_admission_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made)) < 0)
-		return give_back(rc, taken, m);
-	return keep_places(fd, d, m, what, taken);
-}
-
-/* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN).
- * Blocking: waits here.  Non-blocking: goes now when its slot is now, or is
- * deferred to it (-EINPROGRESS: the real connect is not to be made now).
- * Returns 0 to go, or -errno. */
+/* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN):
+ * its admission (core/pending.c) takes a concurrency place in every section that
+ * limits concurrency, then its rate slot.  Blocking: waited for here.
+ * Non-blocking: goes now when both are had at once, else the connect is deferred
+ * (-EINPROGRESS: the real connect is not to be made now; held.c steps it on at
+ * its instant, the kicker wakes it for its slot).  The places stay with the fd's
+ * record until it closes.  Returns 0 to go, or -errno. */
 int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
                        const struct sockaddr *addr, socklen_t alen, int dontwait,
                        struct sl_made_connect *made)
 {
-	uint64_t conc = sl_shim.mode == SL_SHIM_CLOSED ? 0 : sl_conc_sections(sl_shim.shm.hdr, m);
-	int nonblocking = dontwait || sl_fd_nonblocking(fd);
+	sl_act_fn act = made ? sl_connect_act : NULL;
+	struct sl_pending_ask a;
+	struct sl_pending p;
+	int rc;
 
 	if (made) {
 		made->fd = fd;
@@ -232,11 +138,38 @@ int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const 
 		made->alen = alen;
 		made->done = 0;
 	}
-	if (conc)
-		return hold_limited(fd, d, m, what, conc, addr, alen, nonblocking, made);
-	if (sl_shim.mode != SL_SHIM_CLOSED && nonblocking)
-		return rate_nonblocking(fd, d, m, what, 0, addr, alen, made);
-	return sl_admission_wait_act(d, m, what, ECONNREFUSED, made ? sl_connect_act : NULL, made);
+	sl_admission_ask(&a, d, m, ECONNREFUSED, 1);
+	sl_pending_start(&p, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
+	if (dontwait || sl_fd_nonblocking(fd)) {
+		rc = sl_admission_step(&p, sl_clock_mono_ns(), act, made);
+		if (rc == SL_PEND_WAIT && sl_held_defer(fd, d, m, &p, addr, alen) == 0) {
+			if (p.phase == SL_PEND_PLACES)
+				sl_debug("%s on fd %d: non-blocking; concurrency limit reached: the connect waits "
+				         "for a place", what, fd);
+			else if (sl_shim.debug) {
+				char dest[SL_HOST_MAX + 80];
+
+				sl_dest_format(d, dest, sizeof(dest));
+				sl_debug("%s %s: non-blocking; deferred to its slot in %.3fms", what, dest,
+				         (double)(p.at - p.asked_ns) / 1e6);
+			}
+			return -EINPROGRESS;
+		}
+		if (rc == SL_PEND_WAIT) /* no record to defer it with: as a blocking caller */
+			sl_debug("%s on fd %d: no free hold record: waiting inside connect", what, fd);
+	}
+	if (p.phase != SL_PEND_DONE) {
+		pthread_cleanup_push(cancel_on_cancel, &p);
+		rc = sl_pending_wait(&p, shim_segment, NULL, NULL, act, made);
+		pthread_cleanup_pop(0);
+	} else {
+		rc = p.err ? SL_PEND_REFUSED : SL_PEND_GO;
+	}
+	sl_admission_said(&p, rc, what);
+	if (rc != SL_PEND_GO)
+		return -p.err;
+	keep_places(fd, d, m, what, p.taken);
+	return 0;
 }
 
 int sl_connect_act(void *arg)

@@ -15,6 +15,7 @@
 
 #include "shim.h"
 #include "sluice/http1.h"
+#include "sluice/pending.h"
 #include "sluice/response.h"
 
 #include <pthread.h>
@@ -34,24 +35,14 @@ enum sl_record_state {
 	SL_REC_FIRST = 1,     /* nothing reserved yet: the next write takes a place */
 	SL_REC_WAITING = 2,   /* the place is reserved: writes wait for release_ns */
 	SL_REC_DEFERRED = 3,  /* non-blocking connect not made yet (the program saw
-	                        * EINPROGRESS): waiting for a concurrency place or for its
-	                        * rate slot (defer_phase); looked at again at release_ns
-	                        * and made once both are had.  Meanwhile the socket shows
-	                        * no events at all */
+	                        * EINPROGRESS): its admission (pend) waits for a
+	                        * concurrency place or for its rate slot; stepped again at
+	                        * release_ns and made once it answers GO.  Meanwhile the
+	                        * socket shows no events at all */
 	SL_REC_OPEN = 4,      /* released: only what it meters or holds is looked at */
 	SL_REC_REFUSED = 5,   /* a deferred connect refused (max_wait) or failed at once:
 	                        * SO_ERROR reports refuse_errno, writes fail with it */
 };
-
-/* What a DEFERRED record waits for. */
-enum sl_defer_phase {
-	SL_DEFER_CONC = 1, /* a concurrency place; the rate slot is reserved after it */
-	SL_DEFER_RATE = 2, /* its rate slot, reserved in rec->t (given back on close) */
-};
-
-/* How often a non-blocking connection waiting for a concurrency place looks again
- * (blocking callers sleep on the segment's futex instead). */
-#define SL_CONC_RECHECK_NS (10 * SL_NS_PER_MS)
 
 /* What a record stands for, which decides what happens after its release. */
 enum sl_record_kind {
@@ -83,7 +74,7 @@ struct sl_record {
 	int state;            /* enum sl_record_state */
 	int kind;             /* enum sl_record_kind */
 	int fd;               /* the fd that connected, for epoll re-arming */
-	int64_t release_ns;   /* WAITING: when the next release check may pass */
+	int64_t release_ns;   /* WAITING, DEFERRED: when its admission is stepped next */
 	int64_t kick_at;      /* the instant of its entry in the kicker's heap (0: none) */
 	uint64_t sock_ino;    /* DEFERRED: the socket's inode and device, so the kicker */
 	uint64_t sock_dev;    /* acts on this socket only (kicker.c) */
@@ -94,11 +85,9 @@ struct sl_record {
 	struct sl_dest dest;
 	char name[SL_HOST_MAX];
 	struct sl_match m;
-	struct sl_ticket t;
+	struct sl_pending pend; /* WAITING, DEFERRED: the admission under way (its
+	                         * ask.m is &want for a write, &m for a connect) */
 	uint64_t conc_mask;    /* sections whose concurrency place this connection holds */
-	int64_t conc_deadline; /* DEFERRED: refuse after this (-1: never) */
-	int conc_refuse;       /* ...with this errno (0: the default) */
-	int defer_phase;       /* DEFERRED: enum sl_defer_phase */
 	int refuse_errno;      /* REFUSED: what SO_ERROR and writes report */
 	int so_error_read;     /* REFUSED: SO_ERROR was read once (then it says 0) */
 	unsigned ep_withheld;  /* DEFERRED: bit i: registration ep[i] is not in the kernel
@@ -180,14 +169,12 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 /* A released connection that holds concurrency places (`conc`) until it closes.
  * -ENOSPC when the pool is full. */
 int sl_held_open(int fd, const struct sl_dest *d, const struct sl_match *m, uint64_t conc);
-/* A non-blocking connect deferred: waiting for a concurrency place in the sections
- * of m that limit concurrency (t NULL), or, with `conc` places in hand, for the rate
- * slot reserved in *t.  The connect to `addr` is made when both are had; past
- * conc_deadline (-1: never) it is refused with conc_refuse.  -ENOSPC when the pool
- * is full (nothing is kept: the caller still owns t and conc). */
-int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m, uint64_t conc,
-                  int64_t conc_deadline, int conc_refuse, const struct sl_ticket *t,
-                  const struct sockaddr *addr, socklen_t alen);
+/* A non-blocking connect deferred: its admission p (sl_pending_step answered
+ * WAIT) goes on in a new record for fd, and the connect to `addr` is made when it
+ * answers GO.  -ENOSPC when the pool is full (nothing is kept: the caller still
+ * owns p). */
+int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m,
+                  const struct sl_pending *p, const struct sockaddr *addr, socklen_t alen);
 /* Calls that look at a socket's connect, on an fd with a table entry: connect()
  * again, getsockopt(SO_ERROR), shutdown().  Each returns 1 when it answered for a
  * deferred (or refused) connect, with *rc the call's result or -errno, and 0 when
@@ -311,8 +298,6 @@ int sl_connect_act(void *arg);
  * 0 to go, or -errno (-EINPROGRESS: deferred, the connect is not to be made now).
  * With `made` (connect() only), the connect may have been made inside its release:
  * made->done then says so, and the caller returns its outcome. */
-/* Why a reservation was refused, for debug lines: a full key table, or max_wait. */
-const char *sl_admission_refusal(const struct sl_ticket *t);
 
 int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const char *what,
                        const struct sockaddr *addr, socklen_t alen, int dontwait,

@@ -14,6 +14,7 @@
 #include "fdtab.h"
 #include "kicker.h"
 #include "sluice/clock.h"
+#include "sluice/pending.h"
 #include "sluice/wait.h"
 
 #include <errno.h>
@@ -83,31 +84,23 @@ int sl_held_open(int fd, const struct sl_dest *d, const struct sl_match *m, uint
 	return 0;
 }
 
-int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m, uint64_t conc,
-                  int64_t conc_deadline, int conc_refuse, const struct sl_ticket *t,
-                  const struct sockaddr *addr, socklen_t alen)
+int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m,
+                  const struct sl_pending *p, const struct sockaddr *addr, socklen_t alen)
 {
 	struct sl_record *rec = new_connection(fd, d, m);
 
 	if (!rec)
 		return -ENOSPC;
 	rec->state = SL_REC_DEFERRED;
-	rec->conc_mask = conc;
-	rec->conc_deadline = conc_deadline;
-	rec->conc_refuse = conc_refuse;
+	rec->pend = *p;
+	rec->pend.ask.m = &rec->m; /* conc_key: where its places are */
+	rec->pend.ask.d = &rec->dest;
 	rec->peer_len = (socklen_t)SL_MIN((size_t)alen, sizeof(rec->peer));
 	memcpy(&rec->peer, addr, rec->peer_len);
 	sl_kicker_note_socket(rec);
-	if (t) {
-		rec->defer_phase = SL_DEFER_RATE;
-		rec->t = *t;
-		rec->want = *m;
-		rec->release_ns = t->release_ns;
+	rec->release_ns = p->at;
+	if (p->phase == SL_PEND_RELEASE)
 		sl_kicker_due(rec); /* made at its slot, whatever the program is doing */
-	} else {
-		rec->defer_phase = SL_DEFER_CONC;
-		rec->release_ns = sl_clock_mono_ns() + SL_CONC_RECHECK_NS;
-	}
 	sl_epoll_withhold(rec);
 	sl_shim_unlock(&rec->lock);
 	return 0;
@@ -129,17 +122,6 @@ int sl_fd_nonblocking(int fd)
 }
 
 static void log_go(const char *what, struct sl_record *rec);
-
-/* Under rec->lock: the segment could not decide for what rec waits for; the
- * fallback policy does (undecided.c).  0 to go, or -errno. */
-static int undecided(struct sl_record *rec, const char *why)
-{
-	int connect = rec->kind == SL_KIND_CONNECTION && rec->state == SL_REC_DEFERRED;
-
-	return sl_undecided(&rec->dest, rec->want.mask ? &rec->want : &rec->m,
-	                    connect ? "deferred connect" : rec->kind == SL_KIND_CONNECTION ? "write" : "datagram",
-	                    connect || rec->kind != SL_KIND_CONNECTION ? ECONNREFUSED : ECONNRESET, why);
-}
 
 /* Under rec->lock: a deferred connect ends refused with errno e (its max_wait, or
  * a connect that failed at once).  Places in hand go back now: a refused
@@ -174,89 +156,27 @@ static void connect_now(struct sl_record *rec, struct sl_made_connect *mk)
 	}
 }
 
-/* Under rec->lock, phase RATE: whether its slot has come and the release check
- * agrees, the connect `mk` made inside the release when it does.  1: go, 0: not
- * yet (release_ns moved on), -1: refused (state set). */
-static int take_slot(struct sl_record *rec, int64_t now, struct sl_made_connect *mk)
+/* Under rec->lock: the deferred connect's admission stepped on at `now`, the
+ * connect `mk` made inside its release when that comes.  1: go (its places are the
+ * record's now), 0: not yet (release_ns moved on), -1: refused (state set). */
+static int defer_step(struct sl_record *rec, int64_t now, struct sl_made_connect *mk)
 {
-	int64_t retry, gate;
-	int rc;
+	int rc = sl_admission_step(&rec->pend, now, sl_connect_act, mk);
 
-	if (now < rec->release_ns) {
-		sl_kicker_due(rec);
+	if (rc == SL_PEND_WAIT) {
+		rec->release_ns = rec->pend.at;
+		if (rec->pend.phase == SL_PEND_RELEASE)
+			sl_kicker_due(rec);
 		return 0;
 	}
-	/* A gate not open yet is waited for without the lock (sl_admit_peek); one
-	 * past max_wait is the locked check's, which refuses. */
-	if ((gate = sl_admit_peek(sl_shim.shm.hdr, &rec->t, now)) > now && gate < now + SL_PEEK_MAX_NS &&
-	    gate <= rec->t.give_up_ns) {
-		rec->release_ns = gate;
-		sl_kicker_due(rec);
-		return 0;
-	}
-	rc = sl_wait_try_release_act(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry, sl_connect_act, mk);
-	if (rc > 0) {
-		rec->release_ns = retry;
-		sl_kicker_due(rec);
-		return 0;
-	}
-	if (rc == -ECONNREFUSED) { /* its queue ran past max_wait: refused, counted */
-		sl_debug("deferred connect on fd %d: refused (its queue ran past max_wait)", rec->fd);
-		rec->defer_phase = 0; /* its slots are given back already */
-		refuse_deferred(rec, rec->t.refuse_errno ? rec->t.refuse_errno : ECONNREFUSED);
+	sl_admission_said(&rec->pend, rc, "deferred connect");
+	if (rc == SL_PEND_REFUSED) {
+		refuse_deferred(rec, rec->pend.err);
 		return -1;
 	}
-	if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
-		refuse_deferred(rec, -rc);
-		return -1;
-	}
+	rec->conc_mask = rec->pend.taken;
+	rec->pend.taken = 0;
 	return 1;
-}
-
-/* Under rec->lock, phase CONC: a place if one is free, then the rate slot reserved
- * (phase RATE, which may be due at once).  As take_slot. */
-static int take_place(struct sl_record *rec, int fd, int64_t now, struct sl_made_connect *mk)
-{
-	uint64_t taken = 0;
-	int full = 0, rc;
-
-	rc = sl_wait_conc(sl_shim.shm.hdr, &rec->m, sl_shim.pid, -2, &taken, &full);
-	if (rc == -ECONNREFUSED) { /* no room for its key: refused, never let go */
-		int e = sl_section_refuse(sl_shim.shm.hdr, full);
-
-		sl_debug("deferred connect on fd %d: refused (no room in the key table for its key)", fd);
-		refuse_deferred(rec, e ? e : ECONNREFUSED);
-		return -1;
-	}
-	if (rc == -EBUSY) {
-		if (rec->conc_deadline < 0 || now < rec->conc_deadline) {
-			rec->release_ns = now + SL_CONC_RECHECK_NS;
-			return 0;
-		}
-		sl_debug("deferred connect on fd %d: refused (no concurrency place within max_wait)", fd);
-		sl_admit_count_refused(sl_shim.shm.hdr, &rec->m); /* stat counts every refusal */
-		refuse_deferred(rec, rec->conc_refuse ? rec->conc_refuse : ECONNREFUSED);
-		return -1;
-	}
-	rec->conc_mask = taken;
-	sl_debug("deferred connect on fd %d: a concurrency place is free", fd);
-	rc = sl_wait_reserve(sl_shim.shm.hdr, &rec->m, now, sl_shim.pid, &rec->t);
-	if (rc == -ECONNREFUSED) {
-		sl_debug("deferred connect on fd %d: refused (%s)", fd, sl_admission_refusal(&rec->t));
-		refuse_deferred(rec, rec->t.refuse_errno ? rec->t.refuse_errno : ECONNREFUSED);
-		return -1;
-	}
-	if (rc < 0 && (rc = undecided(rec, rc == -ETIMEDOUT ? "segment lock unavailable"
-	                                                   : "sections changed")) < 0) {
-		refuse_deferred(rec, -rc);
-		return -1;
-	}
-	if (rc < 0 || rec->t.mask == 0)
-		return 1; /* decided by the fallback, observe only, or no rate among its sections */
-	rec->defer_phase = SL_DEFER_RATE;
-	rec->want = rec->m;
-	rec->release_ns = rec->t.release_ns;
-	return take_slot(rec, now, mk);
 }
 
 /* Under rec->lock: a deferred connect that is due takes what it waits for and is
@@ -269,18 +189,13 @@ int sl_held_kick_locked(struct sl_record *rec, int fd, int64_t now)
 
 	if (rec->state != SL_REC_DEFERRED || now < rec->release_ns)
 		return 0;
-	go = rec->defer_phase == SL_DEFER_CONC ? take_place(rec, fd, now, &mk) : take_slot(rec, now, &mk);
+	go = defer_step(rec, now, &mk);
 	if (go == 0) {
 		errno = saved;
 		return 0;
 	}
-	if (go > 0) {
-		int rated = rec->defer_phase == SL_DEFER_RATE;
-
+	if (go > 0)
 		connect_now(rec, &mk);
-		if (rated)
-			log_go("deferred connect", rec);
-	}
 	sl_epoll_restore(rec);
 	errno = saved;
 	return 1;
@@ -372,12 +287,8 @@ int sl_held_shutdown(int fd, int *rc)
 	if (deferred) {
 		/* shutdown abandons a connect under way, and succeeds; a deferred one
 		 * gives its places back, and the socket is a plain unconnected one. */
-		if (rec->defer_phase == SL_DEFER_RATE && !rec->inherited)
-			sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
-		if (rec->conc_mask && !rec->inherited)
-			sl_wait_conc_put(sl_shim.shm.hdr, rec->conc_mask, &rec->m, sl_shim.pid);
-		rec->conc_mask = 0;
-		rec->defer_phase = 0;
+		if (!rec->inherited)
+			sl_pending_cancel(&rec->pend, sl_shim.shm.hdr);
 		rec->state = SL_REC_OPEN;
 		rec->m.mask = 0;
 		sl_epoll_restore(rec);
@@ -433,8 +344,8 @@ static void log_go(const char *what, struct sl_record *rec)
 	sl_dest_format(&rec->dest, dest, sizeof(dest));
 	sl_admission_sections(&rec->want, names, sizeof(names));
 	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld bytes=%llu", what, dest,
-	         names, (double)(rec->t.released_ns - rec->t.arrival_ns) / 1e6,
-	         (long long)rec->t.release_ns, (long long)rec->t.released_ns,
+	         names, (double)(rec->pend.t.released_ns - rec->pend.t.arrival_ns) / 1e6,
+	         (long long)rec->pend.t.release_ns, (long long)rec->pend.t.released_ns,
 	         (unsigned long long)(sl_match_meets(&rec->want, &rec->bm) ? rec->pending : 0));
 }
 
@@ -624,14 +535,43 @@ static enum gate_step gate_refused(struct sl_record *rec, struct gate *g)
 	return gate_done(g, -e);
 }
 
-/* Nothing reserved yet: reserve what this write needs.  The place covers the
+/* The write's admission has an answer: the write goes (what it may send worked out,
+ * its release moved on to when it is made), or fails. */
+static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc)
+{
+	const char *what = rec->kind != SL_KIND_CONNECTION          ? "datagram"
+	                   : sl_match_meets(&rec->want, &rec->rm)   ? "request"
+	                   : sl_match_meets(&rec->want, &rec->bm)   ? "bytes"
+	                   : rec->m.mask                            ? "first write"
+	                                                            : "write";
+
+	if (rc == SL_PEND_REFUSED) {
+		sl_admission_said(&rec->pend, rc, what);
+		rec->state = SL_REC_FIRST; /* nothing is left in hand */
+		settle_and_unlock(g->fd, rec);
+		return gate_done(g, -rec->pend.err);
+	}
+	if (rec->pend.t.mask) {
+		log_go(what, rec);
+		if (rec->kind == SL_KIND_CONNECTION)
+			move_when_made(g, rec->pend.t.released_ns, &rec->want);
+	} else {
+		sl_admission_said(&rec->pend, rc, what); /* observe only, no rate, a fallback */
+	}
+	went(rec);
+	go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+	settle_and_unlock(g->fd, rec);
+	return gate_done(g, 0);
+}
+
+/* Nothing reserved yet: the admission of what this write needs.  It covers the
  * connection's sections when its first write is pending (rec->m), the requests
  * sections when a request begins, and a piece of bytes when the bytes are out. */
 static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 {
 	static const struct sl_match none; /* no sections */
+	struct sl_pending_ask a;
 	struct sl_match with_rm;
-	int rc;
 
 	sl_match_union(&with_rm, &rec->m,
 	               rec->rm.mask && sl_stream_starts(rec, g->iov, g->iovcnt) ? &rec->rm : &none);
@@ -639,74 +579,27 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 	if (needs_bytes(rec, g->iov, g->iovcnt))
 		rec->pending = SL_MIN((uint64_t)iov_bytes(g->iov, g->iovcnt), rec->piece_max);
 	sl_match_union(&rec->want, &with_rm, rec->pending ? &rec->bm : &none);
-	rc = sl_shim.mode == SL_SHIM_CLOSED
-	     ? -ECONNREFUSED
-	     : sl_wait_reserve_bytes(sl_shim.shm.hdr, &rec->want, sl_clock_mono_ns(), sl_shim.pid,
-	                             &rec->t, rec->pending);
-	if (rc == -ECONNREFUSED) {
-		int e = rec->t.refuse_errno && sl_shim.mode != SL_SHIM_CLOSED ? rec->t.refuse_errno
-		        : rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED;
-
-		sl_debug("%s on fd %d: refused (%s)",
-		         rec->kind != SL_KIND_CONNECTION ? "datagram" : rec->m.mask ? "first write" : "request",
-		         g->fd, sl_shim.mode == SL_SHIM_CLOSED ? "fallback = closed" : sl_admission_refusal(&rec->t));
-		settle_and_unlock(g->fd, rec);
-		return gate_done(g, -e);
-	}
-	if (rc < 0 || rec->t.mask == 0) {
-		/* Observe only: let it go.  Undecided: the fallback decides (it may wait,
-		 * under this fd's record lock only). */
-		if (rc < 0 && (rc = undecided(rec, rc == -ETIMEDOUT ? "segment lock unavailable"
-		                                                   : "sections changed")) < 0) {
-			settle_and_unlock(g->fd, rec);
-			return gate_done(g, rc);
-		}
-		went(rec);
-		go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
-		settle_and_unlock(g->fd, rec);
-		return gate_done(g, 0);
-	}
+	sl_admission_ask(&a, &rec->dest, &rec->want,
+	                 rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED, 0);
+	a.cost = rec->pending;
+	sl_pending_start(&rec->pend, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
 	rec->state = SL_REC_WAITING;
-	rec->release_ns = rec->t.release_ns;
+	rec->release_ns = 0; /* stepped at once */
 	return GATE_NEXT;
 }
 
-/* A place reserved: the write goes once the release check agrees. */
+/* An admission under way: stepped once its instant has come; the write goes once
+ * it answers GO. */
 static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 {
-	int64_t retry, gate, now = sl_clock_mono_ns();
+	int64_t now = sl_clock_mono_ns();
 	int rc;
 
-	if (now >= rec->release_ns && (gate = sl_admit_peek(sl_shim.shm.hdr, &rec->t, now)) > now &&
-	    gate < now + SL_PEEK_MAX_NS && gate <= rec->t.give_up_ns)
-		rec->release_ns = gate; /* a gate not open yet: waited for without the lock */
 	if (now >= rec->release_ns) {
-		rc = sl_wait_try_release(sl_shim.shm.hdr, &rec->t, sl_shim.pid, &retry);
-		if (rc == -ECONNREFUSED) { /* its queue ran past max_wait: refused, counted */
-			int e = rec->t.refuse_errno ? rec->t.refuse_errno
-			        : rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED;
-
-			sl_debug("write on fd %d: refused (its queue ran past max_wait)", g->fd);
-			rec->state = SL_REC_FIRST; /* its slots are given back already */
-			settle_and_unlock(g->fd, rec);
-			return gate_done(g, -e);
-		}
-		if (rc < 0 && (rc = undecided(rec, "release check unavailable")) < 0) {
-			settle_and_unlock(g->fd, rec);
-			return gate_done(g, rc);
-		}
-		if (rc == 0) {
-			log_go(rec->kind != SL_KIND_CONNECTION ? "datagram"
-			       : sl_match_meets(&rec->want, &rec->rm) ? "request"
-			       : sl_match_meets(&rec->want, &rec->bm) ? "bytes" : "write", rec);
-			went(rec);
-			go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
-			if (rec->kind == SL_KIND_CONNECTION)
-				move_when_made(g, rec->t.released_ns, &rec->want);
-			settle_and_unlock(g->fd, rec);
-			return gate_done(g, 0);
-		}
-		rec->release_ns = retry;
+		rc = sl_admission_step(&rec->pend, now, NULL, NULL);
+		if (rc != SL_PEND_WAIT)
+			return gate_answer(rec, g, rc);
+		rec->release_ns = rec->pend.at;
 	}
 	g->at = rec->release_ns;
 	return GATE_WAIT;
@@ -747,7 +640,7 @@ static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *
 		if ((rec = sl_record_of(g->fd))) {
 			sl_shim_lock(&rec->lock);
 			if (rec->state == SL_REC_WAITING) {
-				sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
+				sl_pending_cancel(&rec->pend, sl_shim.shm.hdr);
 				rec->state = SL_REC_FIRST;
 			}
 			sl_shim_unlock(&rec->lock);
@@ -814,13 +707,17 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 		}
 		if (!sl_match_same(&rec->m, m)) {
 			if (rec->state == SL_REC_WAITING)
-				sl_wait_refund(sl_shim.shm.hdr, &rec->t, sl_shim.pid);
+				sl_pending_cancel(&rec->pend, sl_shim.shm.hdr);
 			set_target(rec, d, m);
 		}
 		sl_shim_unlock(&rec->lock);
 		return sl_held_write(fd, dontwait);
 	}
-	return sl_admission_wait(d, m, "datagram", ECONNREFUSED);
+	{
+		struct sl_match own = *m;
+
+		return sl_admission_wait(d, &own, "datagram", ECONNREFUSED);
+	}
 }
 
 /* A connect failed: a connection record it made (holding concurrency places, or
@@ -896,10 +793,8 @@ void sl_held_close(int fd)
 void sl_held_finish(struct sl_record *last)
 {
 	sl_shim_lock(&last->lock);
-	if ((last->state == SL_REC_WAITING ||
-	     (last->state == SL_REC_DEFERRED && last->defer_phase == SL_DEFER_RATE)) &&
-	    !last->inherited) {
-		sl_wait_refund(sl_shim.shm.hdr, &last->t, sl_shim.pid);
+	if ((last->state == SL_REC_WAITING || last->state == SL_REC_DEFERRED) && !last->inherited) {
+		sl_pending_cancel(&last->pend, sl_shim.shm.hdr);
 		if (last->state == SL_REC_DEFERRED)
 			sl_debug("deferred connect on fd %d: closed before its release; its place is given back",
 			         last->fd);

@@ -270,7 +270,7 @@ void sl_kicker_due(struct sl_record *rec)
 		return;
 	sl_shim_lock(&heap_lock);
 	if (heap_len < SL_RECORDS) {
-		heap[heap_len] = (struct entry){.at = at, .slot = rec->t.slot_ns, .index = rec->index};
+		heap[heap_len] = (struct entry){.at = at, .slot = rec->pend.t.slot_ns, .index = rec->index};
 		sift_up(heap_len++);
 		rec->kick_at = at;
 		wake = heap[0].at == at;

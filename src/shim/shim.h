@@ -156,21 +156,26 @@ struct sl_tcp_match {
 	int n, nr, nb;
 };
 void sl_admission_match_tcp(const struct sl_dest *d, struct sl_tcp_match *t);
-int sl_admission_wait(const struct sl_dest *d, const struct sl_match *m, const char *what,
-                 int default_refuse);
-/* The same, act(arg) made inside the release (sl_wait_release_act). */
-int sl_admission_wait_act(const struct sl_dest *d, const struct sl_match *m, const char *what,
-                     int default_refuse, sl_act_fn act, void *arg);
+/* One admission of a call that waits inside it (a blocking connect, a datagram,
+ * a first write on a blocking socket), stepped through core/pending.c with the
+ * shim's fallback: 0 to go, or -errno to fail the call with.  act(arg) is made
+ * inside the release when given (sl_admit_release_act). */
+int sl_admission_wait(const struct sl_dest *d, struct sl_match *m, const char *what,
+                      int default_refuse);
+int sl_admission_wait_act(const struct sl_dest *d, struct sl_match *m, const char *what,
+                          int default_refuse, sl_act_fn act, void *arg);
 
-/* undecided.c: the segment could not decide for a matched call (its lock was not
- * had within its bound, its release check never agreed, every section changed
- * under it): the fallback policy decides instead, and says so - `local` waits for
- * the shared queue, round after round, up to the call's max_wait and refuses it
- * then (limiting each process alone would let each spend the whole rate),
- * `closed` refuses it, `open` lets it go unshaped.  Counted in each section's
- * `undecided`.  May sleep (local).  Returns 0 to go, or -errno. */
-int sl_undecided(const struct sl_dest *d, const struct sl_match *m, const char *what,
-                 int default_refuse, const char *why);
+/* What the shim asks of an admission for d under m (pending.h): its pid, its
+ * fallback, refusal of everything when no segment is there and fallback = closed. */
+struct sl_pending_ask;
+struct sl_pending;
+void sl_admission_ask(struct sl_pending_ask *a, const struct sl_dest *d, struct sl_match *m,
+                      int default_refuse, int places);
+/* One step of p against the shim's segment, following it when the daemon moved it:
+ * SL_PEND_GO, SL_PEND_WAIT or SL_PEND_REFUSED. */
+int sl_admission_step(struct sl_pending *p, int64_t now, sl_act_fn act, void *arg);
+/* The debug line for p's answer `rc` (`what` names the call). */
+void sl_admission_said(const struct sl_pending *p, int rc, const char *what);
 
 /* The names of the matched sections, comma-separated, for debug lines. */
 void sl_admission_sections(const struct sl_match *m, char *buf, size_t size);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """answers_check.py WITNESS SERVER_LOG CHECK...: hold the destination's record
 (the kernel witness's arrivals - requests, or SYNs for HTTPS - REALTIME_NS first) to what an answer asked.
-The instant of an answer is when the server wrote it (SERVER_LOG "NS answered
+The instant of an answer is when the server began writing it (SERVER_LOG "NS answered
 PATH", the latest such line): the shim cannot have read it earlier, so nothing it let go after that
 instant may arrive inside the pause - but a request let go before the client read
 the answer may, for --inflight-ms (10 ms: one release at 100/s; more for a client

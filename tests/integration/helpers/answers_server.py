@@ -5,7 +5,8 @@ Binds 127.0.0.1 on a free port (written to --port-file), HTTPS with --tls CERT K
 Every request's arrival is appended to --log as "REALTIME_NS PATH STATUS", stamped
 when its request line is read (CLOCK_REALTIME, as the kernel witness stamps).  Answers:
   - /say/STATUS?Header=Value&...  that status with those headers (URL-decoded),
-    logged again as "REALTIME_NS answered PATH" once the answer is written;
+    logged again once written as "REALTIME_NS answered PATH", stamped just
+    before the write (the client cannot have read it earlier);
   - anything else 200, or with --limit N a bare 429 (no header) when more than N
     requests came in the last second (the 429s are not counted);
   - HEAD answers with a Content-Length and no body.
@@ -53,6 +54,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     recent.append(now)
         self._log("%d %s %d" % (now, url.path, status))
         body = ("%d %s\n" % (status, url.path)).encode()
+        # Stamped before it is written: the client may read it, and start its
+        # pause, before this thread runs again after the write.
+        writing = time.time_ns()
         self.send_response(status)
         for k, v in headers:
             self.send_header(k, v)
@@ -62,7 +66,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
         self.wfile.flush()
         if url.path.startswith("/say/"):
-            self._log("%d answered %s" % (time.time_ns(), url.path))
+            self._log("%d answered %s" % (writing, url.path))
 
     def do_GET(self):
         self._answer()

@@ -1,0 +1,352 @@
+/* One admission as steps (pending.h): the protocol every front end shares. */
+#include "sluice/pending.h"
+#include "sluice/clock.h"
+#include "sluice/common.h"
+#include "sluice/conc.h"
+#include "sluice/config.h"
+#include "sluice/limiter.h"
+#include "sluice/shm.h"
+#include "sluice/wait.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <sys/prctl.h>
+
+#define A(p) ((_Atomic __typeof__(*(p)) *)(p))
+
+/* A step goes on to the next phase within the same call. */
+#define NEXT (-1)
+
+/* Locked release checks that may keep one admission waiting, and the share of
+ * them a peek may stand in for (docs/design.md, "Where the bound is kept"). */
+#define RELEASE_ROUNDS 1000
+#define PEEKS_PER_LOOK 100
+
+/* A caller waiting for a place sleeps on the futex word at most this long at a
+ * time: the wake-up of a place given back by a process killed at the wrong
+ * instant may be lost. */
+#define PLACE_SLEEP_NS SL_NS_PER_S
+
+/* The segment moved this many times under one admission: it cannot be followed. */
+#define MOVES_MAX 3
+
+int64_t sl_pending_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,
+                            int *refuse_errno)
+{
+	int64_t w = -1;
+
+	*refuse_errno = 0;
+	for (uint64_t bits = mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
+		int64_t mw;
+
+		if (!sec || (mw = sl_sane_ns(sec->spec.max_wait_ns)) < 0)
+			continue;
+		if (w < 0 || mw < w) {
+			w = mw;
+			*refuse_errno = sec->spec.refuse;
+		}
+	}
+	return w;
+}
+
+static void count_in(struct sl_shm_header *h, int section, size_t field)
+{
+	struct sl_section *sec = section >= 0 ? sl_shm_section(h, (unsigned)section) : NULL;
+
+	if (sec)
+		atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)&sec->state + field), 1,
+		                          memory_order_relaxed);
+}
+
+void sl_pending_start(struct sl_pending *p, struct sl_shm_header *h, const struct sl_pending_ask *ask,
+                      int64_t now)
+{
+	int64_t w;
+
+	p->ask = *ask;
+	p->undecided = p->moves = p->checked = 0;
+	p->peeks = p->rounds = 0;
+	p->taken = 0;
+	p->conc = ask->places && !ask->refuse_all ? sl_conc_sections(h, ask->m) : 0;
+	p->phase = p->conc ? SL_PEND_PLACES : SL_PEND_RESERVE;
+	p->asked_ns = now;
+	w = sl_pending_max_wait(h, ask->m, ask->m->mask, &p->deadline_errno);
+	p->deadline_ns = w < 0 ? INT64_MAX : now + w;
+	p->at = now;
+	p->sleep_until = now;
+	p->place_section = -1;
+	p->place_seen = 0;
+	p->err = 0;
+	p->refusing_section = -1;
+	p->why = NULL;
+	p->undecided_why = NULL;
+	p->t.mask = 0;
+}
+
+static int go(struct sl_pending *p, const char *why)
+{
+	p->phase = SL_PEND_DONE;
+	p->why = why;
+	return SL_PEND_GO;
+}
+
+static int wait_until(struct sl_pending *p, int64_t at)
+{
+	p->at = at;
+	p->sleep_until = at;
+	p->place_section = -1;
+	return SL_PEND_WAIT;
+}
+
+/* Refused with errno e (0: the call's default) of `section`: nothing is left in
+ * hand - its slots were given back by the refusal, its places are given back now. */
+static int refuse(struct sl_pending *p, struct sl_shm_header *h, int e, int section, const char *why)
+{
+	if (p->taken)
+		sl_wait_conc_put(h, p->taken, p->ask.m, p->ask.self);
+	p->taken = 0;
+	p->t.mask = 0;
+	p->phase = SL_PEND_DONE;
+	p->err = e ? e : p->ask.default_errno;
+	p->refusing_section = section;
+	p->why = why;
+	return SL_PEND_REFUSED;
+}
+
+/* The segment could not decide: counted once per admission in each of its
+ * sections, then the fallback decides.  An unused reservation is left to go by
+ * empty (costing rate, never exceeding it). */
+static int undecided(struct sl_pending *p, struct sl_shm_header *h, int64_t now, const char *why)
+{
+	const struct sl_match *m = p->ask.m;
+
+	/* The attempt that failed may have waited out the lock's bound: the retry is
+	 * counted from its end, not from the step's start. */
+	now = SL_MAX(now, sl_clock_mono_ns());
+	if (!p->undecided)
+		for (uint64_t bits = m->mask; bits; bits &= bits - 1)
+			count_in(h, (int)m->idx[__builtin_ctzll(bits)], offsetof(struct sl_state, undecided));
+	if (!p->undecided_why)
+		p->undecided_why = why;
+	p->undecided = 1;
+	p->t.mask = 0;
+	if (p->ask.fallback == SL_FALLBACK_OPEN)
+		return go(p, why);
+	if (p->ask.fallback == SL_FALLBACK_CLOSED)
+		return refuse(p, h, 0, -1, why);
+	if (now >= p->deadline_ns)
+		return refuse(p, h, p->deadline_errno, -1, "still undecided after max_wait");
+	p->phase = p->conc && !p->taken ? SL_PEND_PLACES : SL_PEND_RESERVE;
+	return wait_until(p, SL_MIN(now + SL_UNDECIDED_RETRY_NS, p->deadline_ns));
+}
+
+/* The daemon moved the segment (sl_shm_move): its successor decides.  What was
+ * reserved in the old one is void there; places follow (the daemon carries the
+ * holders over). */
+static int moved(struct sl_pending *p, struct sl_shm_header *h, int64_t now)
+{
+	p->t.mask = 0;
+	p->phase = p->conc && !p->taken ? SL_PEND_PLACES : SL_PEND_RESERVE;
+	if (++p->moves > MOVES_MAX)
+		return undecided(p, h, now, "the segment moved and cannot be followed");
+	p->at = now;
+	return SL_PEND_MOVED;
+}
+
+/* A lock-level error of any call into the segment. */
+static int segment_failed(struct sl_pending *p, struct sl_shm_header *h, int64_t now, int rc,
+                          const char *why)
+{
+	return rc == -EXDEV ? moved(p, h, now) : undecided(p, h, now, why);
+}
+
+static int step_places(struct sl_pending *p, struct sl_shm_header *h, int64_t now)
+{
+	uint32_t seen = 0;
+	int full = -1, rc;
+
+	rc = sl_wait_conc_take(h, p->ask.m, p->ask.self, &p->taken, &full, &seen);
+	now = SL_MAX(now, sl_clock_mono_ns()); /* the take may have waited for the lock */
+	if (rc == 0) {
+		p->phase = SL_PEND_RESERVE;
+		p->at = now;
+		return NEXT;
+	}
+	if (rc == -EXDEV)
+		return moved(p, h, now);
+	if (rc == -EDQUOT) { /* no room for its key: refused, never let go */
+		count_in(h, full, offsetof(struct sl_state, refused));
+		return refuse(p, h, sl_section_refuse(h, full), full, "no room in the key table for its key");
+	}
+	if (rc == -ENOSPC || rc == -ETIMEDOUT) {
+		/* No room in the holder table, or no lock: no place now.  Never a "go":
+		 * waited for as a full limit is, counted as undecided. */
+		uint64_t conc = p->conc ? p->conc : sl_conc_sections(h, p->ask.m);
+
+		full = conc ? (int)p->ask.m->idx[__builtin_ctzll(conc)] : -1;
+		seen = full >= 0 ? sl_conc_seen(h, p->ask.m, (unsigned)full) : 0;
+		if (!p->undecided)
+			count_in(h, full, offsetof(struct sl_state, undecided));
+		if (!p->undecided_why)
+			p->undecided_why = rc == -ENOSPC ? "holder table full" : "segment lock unavailable";
+		p->undecided = 1;
+	}
+	/* Full.  A call the rate part would refuse anyway is refused now, not after
+	 * waiting for a place. */
+	if (!p->checked) {
+		p->checked = 1;
+		rc = sl_wait_check(h, p->ask.m, now, p->ask.self, &p->t);
+		if (rc == -ECONNREFUSED)
+			return refuse(p, h, p->t.refuse_errno, p->t.refusing_section,
+			              p->t.key_full ? "no room in the key table for its key"
+			                            : "the wait would exceed max_wait");
+		p->t.mask = 0;
+	}
+	if (now >= p->deadline_ns) {
+		count_in(h, full, offsetof(struct sl_state, refused));
+		return refuse(p, h, p->deadline_errno, full, "no concurrency place within max_wait");
+	}
+	p->at = SL_MIN(now + SL_PLACE_RECHECK_NS, p->deadline_ns);
+	p->sleep_until = SL_MIN(now + PLACE_SLEEP_NS, p->deadline_ns);
+	p->place_section = full;
+	p->place_seen = seen;
+	return SL_PEND_WAIT;
+}
+
+static int step_reserve(struct sl_pending *p, struct sl_shm_header *h, int64_t now, sl_act_fn act,
+                        void *arg)
+{
+	int64_t retry = 0;
+	int went = 1, rc;
+
+	if (now < p->at)
+		return SL_PEND_WAIT; /* a fallback's retry, not due yet */
+	rc = sl_wait_reserve_go_act(h, p->ask.m, now, p->ask.self, &p->t, p->ask.cost, &went, &retry,
+	                            act, arg);
+	if (rc == -ECONNREFUSED)
+		return refuse(p, h, p->t.refuse_errno, p->t.refusing_section,
+		              p->t.key_full ? "no room in the key table for its key"
+		                            : "the wait would exceed max_wait");
+	if (rc == -ESTALE) {
+		/* None of its sections is there any more (a reload): what matches its
+		 * destination now decides - nothing, and it goes. */
+		if (!p->ask.d || sl_admit_match(h, p->ask.d, p->ask.m, p->ask.self) <= 0)
+			return go(p, "no section matches any longer");
+		if (p->taken)
+			return undecided(p, h, now, "sections changed");
+		p->conc = p->ask.places ? sl_conc_sections(h, p->ask.m) : 0;
+		p->phase = p->conc ? SL_PEND_PLACES : SL_PEND_RESERVE;
+		return wait_until(p, now);
+	}
+	if (rc < 0)
+		return segment_failed(p, h, now, rc, "segment lock unavailable");
+	if (!p->t.mask || went == 0)
+		return go(p, NULL); /* nothing to wait for, or released with the reservation */
+	p->phase = SL_PEND_RELEASE;
+	if (went < 0)
+		return NEXT; /* the release check could not be made yet: the next phase tries */
+	return wait_until(p, retry);
+}
+
+static int step_release(struct sl_pending *p, struct sl_shm_header *h, int64_t now, sl_act_fn act,
+                        void *arg)
+{
+	int64_t retry = 0, gate;
+	int rc;
+
+	if (now < p->at)
+		return SL_PEND_WAIT;
+	/* A gate not open yet is slept for without the lock (sl_admit_peek).  The
+	 * locked check looks at one as far as the peek's bound, one past the call's
+	 * max_wait (it refuses), and every PEEKS_PER_LOOK-th: a waiter that keeps
+	 * losing the gate to others must still come to its refusal, and a scribble
+	 * only the locked check repairs must not keep it peeking. */
+	if (++p->peeks % PEEKS_PER_LOOK != 0 && (gate = sl_admit_peek(h, &p->t, now)) > now &&
+	    gate < now + SL_PEEK_MAX_NS && gate <= p->t.give_up_ns)
+		return wait_until(p, gate);
+	rc = sl_wait_release_act(h, &p->t, p->ask.self, &retry, act, arg);
+	if (rc == 0)
+		return go(p, NULL);
+	if (rc == -ECONNREFUSED) /* its slots are given back already */
+		return refuse(p, h, p->t.refuse_errno, p->t.refusing_section, "its queue ran past max_wait");
+	if (rc < 0)
+		return segment_failed(p, h, now, rc, "release check unavailable");
+	if (++p->rounds >= RELEASE_ROUNDS)
+		return undecided(p, h, now, "the release check never agreed");
+	return wait_until(p, retry);
+}
+
+int sl_pending_step(struct sl_pending *p, struct sl_shm_header *h, int64_t now, sl_act_fn act,
+                    void *arg)
+{
+	if (p->ask.refuse_all && p->phase != SL_PEND_DONE) {
+		sl_admit_count_refused(h, p->ask.m);
+		return refuse(p, h, 0, -1, "fallback = closed");
+	}
+	/* PLACES -> RESERVE -> RELEASE is the longest chain of steps. */
+	for (int n = 0; n < 4; n++) {
+		int rc;
+
+		switch (p->phase) {
+		case SL_PEND_PLACES: rc = step_places(p, h, now); break;
+		case SL_PEND_RESERVE: rc = step_reserve(p, h, now, act, arg); break;
+		case SL_PEND_RELEASE: rc = step_release(p, h, now, act, arg); break;
+		default: return p->err ? SL_PEND_REFUSED : SL_PEND_GO;
+		}
+		if (rc != NEXT)
+			return rc;
+		now = sl_clock_mono_ns();
+	}
+	return wait_until(p, now);
+}
+
+void sl_pending_cancel(struct sl_pending *p, struct sl_shm_header *h)
+{
+	if (p->phase == SL_PEND_RELEASE && p->t.mask)
+		sl_wait_refund(h, &p->t, p->ask.self);
+	if (p->taken)
+		sl_wait_conc_put(h, p->taken, p->ask.m, p->ask.self);
+	p->t.mask = 0;
+	p->taken = 0;
+	p->phase = SL_PEND_DONE;
+}
+
+int sl_pending_wait(struct sl_pending *p, sl_pending_segment_fn segment, void *ctx,
+                    volatile sig_atomic_t *stop, sl_act_fn act, void *arg)
+{
+	struct sl_shm_header *h = segment(ctx, 0);
+	int slack = -1, rc;
+
+	/* Bounded: every round either answers, sleeps towards an instant that moves
+	 * on (a slot, a place's recheck, max_wait), or follows a moved segment, which
+	 * the stepper allows MOVES_MAX times. */
+	for (;;) {
+		rc = sl_pending_step(p, h, sl_clock_mono_ns(), act, arg);
+		if (rc == SL_PEND_MOVED) {
+			h = segment(ctx, 1);
+			continue;
+		}
+		if (rc != SL_PEND_WAIT)
+			break;
+		if (p->place_section >= 0) {
+			sl_conc_wait(h, p->ask.m, (unsigned)p->place_section, p->place_seen,
+			             SL_MAX(p->sleep_until - sl_clock_mono_ns(), (int64_t)0));
+		} else {
+			/* The default 50 us timer slack would make every release late by that
+			 * much: sleep precisely, and put the thread's own setting back after. */
+			if (slack < 0 && (slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) > 1)
+				prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+			while (sl_clock_sleep_until_precise(p->at) == -EINTR && !(stop && *stop))
+				;
+		}
+		if (stop && *stop) {
+			sl_pending_cancel(p, h);
+			rc = -EINTR;
+			break;
+		}
+	}
+	if (slack > 1)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+	return rc;
+}
