@@ -15,8 +15,8 @@ start_server
 start_witness syn "$PORT" "$T/arrivals"
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 burst() { # CONFIG N: N concurrent fetches, each on its own connection
-	"$SLUICE" run -c "$1" -- python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT" 1 "$2" ||
-		fail "fetches under $1"
+	"$SLUICE" run -c "$1" -- python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT" 1 "$2" 2>"$T/fetch.err" ||
+		fail "fetches under $1: $(head -3 "$T/fetch.err")"
 }
 
 # window_case KIND AMOUNT WINDOW_S N: one section of KIND-window at AMOUNT/WINDOW_S,
