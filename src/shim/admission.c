@@ -17,7 +17,7 @@
 
 int sl_shim_follow_slow(void)
 {
-	static pthread_mutex_t follow_lock = PTHREAD_MUTEX_INITIALIZER;
+	static struct sl_mutex follow_lock = SL_MUTEX_INIT;
 	int rc;
 
 	/* One thread attaches; the others find it done. */

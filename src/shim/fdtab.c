@@ -28,7 +28,7 @@
 static _Atomic(void *) chunks[CHUNKS];   /* of _Atomic uint32_t[CHUNK_FDS] */
 static _Atomic(void *) epchunks[CHUNKS]; /* of struct sl_epregs[CHUNK_FDS] */
 static _Atomic(struct sl_record *) rec_chunks[REC_CHUNKS];
-static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sl_mutex alloc_lock = SL_MUTEX_INIT;
 static unsigned free_head; /* index of the first free record, 0: none (alloc_lock) */
 
 _Atomic unsigned sl_records_high; /* records ever made: indices 1..high exist */
@@ -260,11 +260,11 @@ void sl_fdtab_after_fork(void)
 {
 	unsigned high = atomic_load(&sl_records_high);
 
-	pthread_mutex_init(&alloc_lock, NULL);
+	sl_mutex_reset(&alloc_lock);
 	for (unsigned i = 1; i <= high; i++) {
 		struct sl_record *rec = sl_record_at(i);
 
-		pthread_mutex_init(&rec->lock, NULL);
+		sl_mutex_reset(&rec->lock);
 		if (rec->refs)
 			rec->inherited = 1;
 	}

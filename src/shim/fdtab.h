@@ -67,7 +67,7 @@ struct sl_epregs {
 };
 
 struct sl_record {
-	pthread_mutex_t lock; /* guards everything below but refs, index and next_free */
+	struct sl_mutex lock; /* guards everything below but refs, index and next_free */
 	int refs;             /* fds sharing it (dup); guarded by fdtab's alloc lock */
 	unsigned index;       /* its index+1 in the pool, what fd-table entries hold: fixed */
 	unsigned next_free;   /* free: the next free record's index (alloc lock) */

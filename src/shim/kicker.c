@@ -66,7 +66,7 @@ static int before(const struct entry *a, const struct entry *b)
  * only what is used is ever touched).  Guarded by heap_lock. */
 static struct entry *heap;
 static unsigned heap_len;
-static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sl_mutex heap_lock = SL_MUTEX_INIT;
 
 /* Bumped, and woken, when an entry earlier than the thread's deadline arrives. */
 static _Atomic uint32_t wake_word;
@@ -300,7 +300,7 @@ void sl_kicker_note_socket(struct sl_record *rec)
 void sl_kicker_after_fork(void)
 {
 	/* The child has no kicker thread, and the entries are the parent's records'. */
-	pthread_mutex_init(&heap_lock, NULL);
+	sl_mutex_reset(&heap_lock);
 	heap_len = 0;
 	atomic_store(&state, 0);
 }

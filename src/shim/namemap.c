@@ -26,7 +26,7 @@ struct name_entry {
 };
 
 static struct name_entry table[NAMEMAP_SLOTS];
-static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sl_mutex write_lock = SL_MUTEX_INIT;
 static uint32_t next_stamp;
 
 static unsigned addr_len(int family)
@@ -112,5 +112,5 @@ void sl_namemap_after_fork(void)
 {
 	/* The child has one thread; a writer caught mid-way in the parent left its entry
 	 * odd, which readers skip until it is rewritten. */
-	pthread_mutex_init(&write_lock, NULL);
+	sl_mutex_reset(&write_lock);
 }

@@ -77,8 +77,23 @@ void *sl_real_lookup(const char *name, void *hook);
  * same record or pool would wait forever.  Let go in the reverse order of taking,
  * per thread (at most SL_SHIM_LOCKS_MAX at once). */
 #define SL_SHIM_LOCKS_MAX 8
-void sl_shim_lock(pthread_mutex_t *m);
-void sl_shim_unlock(pthread_mutex_t *m);
+
+/* The lock itself (mutex.c): one futex word - a record keeps one, and a process
+ * may keep a record for each of a million sockets.  0 free, 1 held, 2 held with
+ * waiters.  Process-private; a fork child makes every one free again. */
+struct sl_mutex {
+	_Atomic uint32_t word;
+};
+#define SL_MUTEX_INIT {0}
+void sl_mutex_lock(struct sl_mutex *m);
+void sl_mutex_unlock(struct sl_mutex *m);
+static inline void sl_mutex_reset(struct sl_mutex *m)
+{
+	__atomic_store_n((uint32_t *)&m->word, 0, __ATOMIC_RELAXED);
+}
+
+void sl_shim_lock(struct sl_mutex *m);
+void sl_shim_unlock(struct sl_mutex *m);
 
 void sl_shim_init(void);
 

@@ -316,7 +316,7 @@ SL_EXPORT int siginterrupt(int sig, int flag)
 static SL_TLS struct sl_critical lock_crit[SL_SHIM_LOCKS_MAX];
 static SL_TLS unsigned lock_depth;
 
-void sl_shim_lock(pthread_mutex_t *m)
+void sl_shim_lock(struct sl_mutex *m)
 {
 	unsigned d = lock_depth;
 
@@ -324,14 +324,14 @@ void sl_shim_lock(pthread_mutex_t *m)
 	if (d < SL_SHIM_LOCKS_MAX)
 		sl_critical_enter(&lock_crit[d]);
 	lock_depth = d + 1;
-	pthread_mutex_lock(m);
+	sl_mutex_lock(m);
 }
 
-void sl_shim_unlock(pthread_mutex_t *m)
+void sl_shim_unlock(struct sl_mutex *m)
 {
 	unsigned d;
 
-	pthread_mutex_unlock(m);
+	sl_mutex_unlock(m);
 	d = --lock_depth;
 	if (d < SL_SHIM_LOCKS_MAX)
 		sl_critical_leave(&lock_crit[d]);

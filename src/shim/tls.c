@@ -113,12 +113,12 @@ static const struct ssl_fns *real(void)
 #define MEMO_SLOTS 1024 /* SSL* -> fd, a cache; a missed entry only means unread */
 
 static struct {
-	pthread_mutex_t lock;
+	struct sl_mutex lock;
 	struct {
 		const SSL *ssl;
 		int fd;
 	} e[MEMO_SLOTS];
-} memo = {PTHREAD_MUTEX_INITIALIZER, {{0, 0}}};
+} memo = {SL_MUTEX_INIT, {{0, 0}}};
 
 static size_t memo_slot(const SSL *ssl)
 {
