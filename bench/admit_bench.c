@@ -55,7 +55,7 @@ static int admit_now(struct sl_shm_header *h, const struct sl_dest *d, struct sl
 	int went;
 
 	if (sl_admit_match(h, d, m, self) <= 0 ||
-	    sl_admit_reserve_go_act(h, m, sl_clock_mono_ns(), self, t, &went, &retry, NULL, NULL) != 0)
+	    sl_admit_reserve_go_act(h, m, sl_clock_mono_ns(), self, t, 0, &went, &retry, NULL, NULL) != 0)
 		return -1;
 	return went == 0 ? 0 : -1;
 }
@@ -84,12 +84,13 @@ static double run(struct sl_shm_header *h, long iterations)
 	int32_t self = (int32_t)getpid();
 	int64_t start;
 	struct sl_match m;
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 
 	inet_pton(AF_INET, "203.0.113.7", d.addr);
 	start = sl_clock_mono_ns();
 	for (long i = 0; i < iterations; i++)
-		if (admit_now(h, &d, &m, &t, self) < 0)
+		if (admit_now(h, &d, &m, t, self) < 0)
 			return -1;
 	return (double)(sl_clock_mono_ns() - start) / (double)iterations;
 }
@@ -99,7 +100,8 @@ static int keyed(long keys, long iterations)
 	static struct sl_config cfg;
 	struct sl_shm_dims dims;
 	static struct sl_match m;
-	static struct sl_ticket t;
+	static union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	struct sl_dest d = {0};
 	char ini[256], name[64];
 	struct sl_shm shm;
@@ -122,16 +124,16 @@ static int keyed(long keys, long iterations)
 	word = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	for (long k = 0; k < keys; k++) { /* every key in use */
 		key_dest(&d, (uint32_t)k);
-		if (admit_now(shm.hdr, &d, &m, &t, self) < 0) {
+		if (admit_now(shm.hdr, &d, &m, t, self) < 0) {
 			fprintf(stderr, "admit_bench: key %ld not made (%u in use)\n", k, shm.hdr->keys_used);
 			sl_shm_remove(name);
 			return 1;
 		}
 	}
-	cost = keyed_pass(shm.hdr, keys, iterations, -1, &m, &t, self);
+	cost = keyed_pass(shm.hdr, keys, iterations, -1, &m, t, self);
 	/* One key over and over, the table as full: the look-up's own work, with the
 	 * key in the cache rather than in memory. */
-	hot = keyed_pass(shm.hdr, keys, iterations, keys / 2, &m, &t, self);
+	hot = keyed_pass(shm.hdr, keys, iterations, keys / 2, &m, t, self);
 	if (cost < 0 || hot < 0) {
 		fprintf(stderr, "admit_bench: keyed admission failed\n");
 		sl_shm_remove(name);
@@ -215,12 +217,13 @@ static int cmp_double(const void *a, const void *b)
 static double dest_pass(struct sl_shm_header *h, const struct sl_dest *d, long iterations)
 {
 	struct sl_match m;
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	int32_t self = (int32_t)getpid();
 	int64_t start = sl_clock_mono_ns();
 
 	for (long i = 0; i < iterations; i++)
-		if (admit_now(h, d, &m, &t, self) < 0)
+		if (admit_now(h, d, &m, t, self) < 0)
 			return -1;
 	return (double)(sl_clock_mono_ns() - start) / (double)iterations;
 }

@@ -69,6 +69,15 @@ int sl_match_meets(const struct sl_match *a, const struct sl_match *b);
 /* Whether a and b name the same sections at the same positions. */
 int sl_match_same(const struct sl_match *a, const struct sl_match *b);
 
+/* What a ticket keeps of each section it reserved in (by position). */
+struct sl_ticket_sec {
+	uint32_t idx;          /* the section's index */
+	uint32_t serial;
+	struct sl_keyref key;  /* keyed sections: the key charged */
+	uint64_t seq;          /* the section's seq right after this reservation */
+	struct sl_undo undo;   /* what returning it restores */
+};
+
 struct sl_ticket {
 	uint64_t mask;        /* enforcing sections charged: positions of the match it
 	                       * was reserved for, sec[k] each */
@@ -85,14 +94,26 @@ struct sl_ticket {
 	int key_full;         /* on refusal: a keyed section had no room for its key */
 	uint64_t cost;        /* 1 per request; bytes for meter = bytes */
 	struct sl_keysrc src; /* keyed sections: the destination the keys are of */
-	struct {
-		uint32_t idx;          /* the section's index */
-		uint32_t serial;
-		struct sl_keyref key;  /* keyed sections: the key charged */
-		uint64_t seq;          /* the section's seq right after this reservation */
-		struct sl_undo undo;   /* what returning it restores */
-	} sec[SL_MATCH_MAX];
+	/* One per position of the match it is reserved with: a ticket has room for
+	 * the positions of that match (every position below its highest), and no
+	 * more - a held socket's ticket costs what its sections need (SL_TICKET_SIZE). */
+	struct sl_ticket_sec sec[];
 };
+
+/* The bytes of a ticket with room for positions 0..n-1. */
+#define SL_TICKET_SIZE(n) (sizeof(struct sl_ticket) + (size_t)(n) * sizeof(struct sl_ticket_sec))
+
+/* A ticket with room for any match: for a caller's stack. */
+union sl_ticket_room {
+	struct sl_ticket t;
+	unsigned char bytes[SL_TICKET_SIZE(SL_MATCH_MAX)];
+};
+
+/* The positions a ticket needs room for to be reserved with m. */
+static inline unsigned sl_match_positions(const struct sl_match *m)
+{
+	return m->mask ? 64u - (unsigned)__builtin_clzll(m->mask) : 0u;
+}
 
 /* out = the sections of a or b (out may be a): a's keep their positions, b's that
  * a lacks take free ones (none left: out->overflow). */

@@ -52,6 +52,25 @@ struct sl_http1 {
 /* A parser at the start of a stream. */
 void sl_http1_init(struct sl_http1 *p);
 
+/* What a parser keeps between two calls when it is not inside a line (at a
+ * message boundary, in a body or chunk data, after a chunk, or lost): a held
+ * socket keeps this much for a connection between its writes, and the whole
+ * parser - its line buffer - only while a line spans two of them. */
+struct sl_h1_parked {
+	uint8_t state;
+	uint8_t flags;
+	uint8_t pad[6];
+	uint64_t left;
+	uint64_t requests;
+	uint64_t heads;
+	const char *why;
+};
+
+/* Park p into *out: 1, or 0 when p is inside a line (it must be kept whole). */
+int sl_http1_park(const struct sl_http1 *p, struct sl_h1_parked *out);
+/* The parser a parked one stands for. */
+void sl_http1_unpark(struct sl_http1 *p, const struct sl_h1_parked *in);
+
 /* Whether `buf` looks like the start of an HTTP/1.x request (a method token, a
  * space): used on a connection's first write to choose parsing over turns. */
 int sl_http1_looks_like(const void *buf, size_t len);

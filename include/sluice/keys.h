@@ -21,9 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What a call's keys are made from: its destination, copied (a match or ticket
- * outlives the sl_dest it was made from, and must find its key again by identity
- * after the key's record was evicted and reused). */
+/* What a call's keys are made from: its destination's address, copied, and its
+ * name, pointed at - a match or ticket must find its key again by identity after
+ * the key's record was evicted and reused, so the name must live as long as
+ * they do (the shim keeps it with the socket's record, the supervisor with the
+ * call; docs/design.md, "What a socket costs"). */
 struct sl_keysrc {
 	uint8_t family;   /* AF_INET or AF_INET6 */
 	uint8_t pad;
@@ -31,11 +33,11 @@ struct sl_keysrc {
 	uint16_t name_len; /* 0: no name known */
 	uint16_t pad2;
 	uint8_t addr[16];
-	char name[SL_HOST_MAX];
+	const char *name; /* name_len bytes, not NUL-terminated; NULL when none */
 };
 
-/* Copy what keys are made of from d (a name longer than SL_HOST_MAX - 1 is left
- * out: the address keys it then). */
+/* What keys are made of, from d (a name longer than SL_HOST_MAX - 1 is left out:
+ * the address keys it then). */
 void sl_keysrc_from_dest(struct sl_keysrc *k, const struct sl_dest *d);
 
 /* The key of src under spec s (s->per != SL_PER_NONE). */

@@ -59,6 +59,8 @@ struct sl_pending_ask {
 	int default_errno;        /* a refusal's errno when its section names none */
 	int places;               /* a connection: take concurrency places first */
 	int refuse_all;           /* no segment and fallback = closed: refuse (counted) */
+	unsigned room;            /* positions its ticket has room for (0: any match:
+	                           * the pending is a union sl_pending_room) */
 };
 
 struct sl_pending {
@@ -88,7 +90,17 @@ struct sl_pending {
 	const char *why;          /* REFUSED, or a GO not made by a release: why */
 	const char *undecided_why; /* why the segment first failed to decide (NULL:
 	                            * it never did) */
-	struct sl_ticket t;       /* RELEASE: the reservation (t.mask 0: none) */
+	struct sl_ticket t;       /* RELEASE: the reservation (t.mask 0: none); last,
+	                           * with room for ask.room positions */
+};
+
+/* The bytes of an admission whose ticket has room for positions 0..n-1. */
+#define SL_PENDING_SIZE(n) (sizeof(struct sl_pending) + (size_t)(n) * sizeof(struct sl_ticket_sec))
+
+/* An admission with room for any match: for a caller's stack, or a call. */
+union sl_pending_room {
+	struct sl_pending p;
+	unsigned char bytes[SL_PENDING_SIZE(SL_MATCH_MAX)];
 };
 
 /* Begin an admission asked at `now`: its call's max_wait is read here (clamped,

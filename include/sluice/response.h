@@ -74,6 +74,23 @@ struct sl_response {
 /* A parser at the start of a connection's responses. */
 void sl_resp_init(struct sl_response *p);
 
+/* What a parser keeps between two reads when it is not inside a line (between
+ * responses, in a body or chunk data, after a chunk, in a body that runs to the
+ * close, or lost): as sl_h1_parked, for the answers a held socket follows. */
+struct sl_resp_parked {
+	uint8_t state;
+	uint8_t flags;
+	uint8_t pad[6];
+	uint64_t left;
+	uint64_t finals;
+	const char *why;
+};
+
+/* Park p into *out: 1, or 0 when p is inside a line (it must be kept whole). */
+int sl_resp_park(const struct sl_response *p, struct sl_resp_parked *out);
+/* The parser a parked one stands for. */
+void sl_resp_unpark(struct sl_response *p, const struct sl_resp_parked *in);
+
 /* Whether request number `n` (0-based, in the order sent) was a HEAD: answered by
  * the caller from what it saw written (no body follows its response). */
 typedef int (*sl_resp_is_head)(void *arg, uint64_t n);

@@ -159,7 +159,8 @@ int sl_cmd_acquire(int argc, char **argv)
 	char shm_name[SL_PATH_MAX], name[SL_HOST_MAX];
 	struct sigaction sa = {.sa_handler = on_signal};
 	struct sl_match m = {0};
-	struct sl_pending p;
+	union sl_pending_room p_room;
+	struct sl_pending *const p = &p_room.p;
 	struct sl_shm shm;
 	struct sl_dest d;
 	int verbose = 0, opt, rc, idx;
@@ -213,28 +214,28 @@ int sl_cmd_acquire(int argc, char **argv)
 		                                 .fallback = SL_FALLBACK_LOCAL, .default_errno = ECONNREFUSED};
 		struct follow f = {&shm, shm_name};
 
-		sl_pending_start(&p, shm.hdr, &a, sl_clock_mono_ns());
-		rc = sl_pending_wait(&p, follow_segment, &f, &stop_signal, NULL, NULL);
+		sl_pending_start(p, shm.hdr, &a, sl_clock_mono_ns());
+		rc = sl_pending_wait(p, follow_segment, &f, &stop_signal, NULL, NULL);
 	}
 	if (rc == -EINTR) {
 		fprintf(stderr, "sluice: interrupted by signal %d: place returned\n", (int)stop_signal);
 		return 128 + stop_signal;
 	}
-	if (p.undecided_why)
-		fprintf(stderr, "sluice: segment %s could not decide at first (%s)%s\n", shm_name, p.undecided_why,
+	if (p->undecided_why)
+		fprintf(stderr, "sluice: segment %s could not decide at first (%s)%s\n", shm_name, p->undecided_why,
 		        rc == SL_PEND_GO ? "; its queue did then" : "");
 	if (rc == SL_PEND_REFUSED) {
-		fprintf(stderr, "sluice: refused: %s%s%.*s%s\n", p.why ? p.why : "refused",
-		        p.refusing_section >= 0 ? " of [" : "", SL_SECTION_NAME_MAX - 1,
-		        p.refusing_section >= 0 ? sl_section_name(shm.hdr, p.refusing_section) : "",
-		        p.refusing_section >= 0 ? "]" : "");
+		fprintf(stderr, "sluice: refused: %s%s%.*s%s\n", p->why ? p->why : "refused",
+		        p->refusing_section >= 0 ? " of [" : "", SL_SECTION_NAME_MAX - 1,
+		        p->refusing_section >= 0 ? sl_section_name(shm.hdr, p->refusing_section) : "",
+		        p->refusing_section >= 0 ? "]" : "");
 		return SL_EXIT_FAIL;
 	}
-	if (verbose && p.t.mask) /* the shim's SLUICE_DEBUG format, so one tool reads both */
+	if (verbose && p->t.mask) /* the shim's SLUICE_DEBUG format, so one tool reads both */
 		fprintf(stderr, "sluice[%d]: acquire %s sections=%s: go waited=%.3fms slot=%lld released=%lld\n",
 		        (int)getpid(), target, idx >= 0 ? target : "-",
-		        (double)(p.t.released_ns - p.asked_ns) / 1e6, (long long)p.t.release_ns,
-		        (long long)p.t.released_ns);
+		        (double)(p->t.released_ns - p->asked_ns) / 1e6, (long long)p->t.release_ns,
+		        (long long)p->t.released_ns);
 	sl_shm_detach(&shm);
 	return SL_EXIT_OK;
 }

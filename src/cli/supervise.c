@@ -196,8 +196,8 @@ struct call {
 	struct sl_dest d;
 	char name[SL_HOST_MAX];
 	struct sl_match m;
-	struct sl_pending p;          /* its admission (core/pending.c): places, slot,
-	                               * the fallback; p.taken its places once it goes */
+	union sl_pending_room pr;     /* its admission (core/pending.c): places, slot,
+	                               * the fallback; pr.p.taken its places once it goes */
 	ev_timer timer;
 	/* Made here, inside the release: the caller's socket (a duplicate, by
 	 * pidfd_getfd; -1 when it cannot be had: then the caller makes the call
@@ -361,7 +361,7 @@ static void call_free(struct call *c)
 	ev_io_stop(s->loop, &c->wio);
 	/* A slot not released, places of a call that did not go or whose connect
 	 * failed: given back. */
-	sl_pending_cancel(&c->p, s->shm.hdr);
+	sl_pending_cancel(&c->pr.p, s->shm.hdr);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->payload);
@@ -377,7 +377,7 @@ static void call_free(struct call *c)
 static void refuse(struct call *c, const char *why)
 {
 	char dest[SL_HOST_MAX + 80];
-	int err = c->p.err ? c->p.err : c->default_errno;
+	int err = c->pr.p.err ? c->pr.p.err : c->default_errno;
 
 	dest_format(&c->d, dest, sizeof(dest));
 	c->answered = 1;
@@ -402,7 +402,7 @@ static struct call *first_due(struct sl_supervisor *s)
 
 	for (struct call *c = s->calls; c; c = c->next)
 		if (c->armed && (!best || c->due_ns < best->due_ns ||
-		                 (c->due_ns == best->due_ns && c->p.t.slot_ns < best->p.t.slot_ns)))
+		                 (c->due_ns == best->due_ns && c->pr.p.t.slot_ns < best->pr.p.t.slot_ns)))
 			best = c;
 	return best;
 }
@@ -512,23 +512,27 @@ static void track(struct call *c)
 		/* Cannot follow it: the places stay held until this run ends - never
 		 * given back early. */
 		if (p) {
-			p->taken = c->p.taken;
+			p->taken = c->pr.p.taken;
 			p->m = c->m;
+			p->m.src.name = NULL; /* giving places back never needs the key's name */
+			p->m.src.name_len = 0;
 			p->ino = 0;
 			p->local.ss_family = AF_UNSPEC;
 			p->next = s->places;
 			s->places = p;
-			c->p.taken = 0;
+			c->pr.p.taken = 0;
 		}
 		return;
 	}
 	p->ino = st.st_ino;
 	memcpy(&p->peer, &c->sa, sizeof(p->peer));
-	p->taken = c->p.taken;
+	p->taken = c->pr.p.taken;
 	p->m = c->m;
+	p->m.src.name = NULL; /* giving places back never needs the key's name (c's) */
+	p->m.src.name_len = 0;
 	p->next = s->places;
 	s->places = p;
-	c->p.taken = 0;
+	c->pr.p.taken = 0;
 	if (!ev_is_active(&s->track_timer))
 		ev_timer_again(s->loop, &s->track_timer);
 }
@@ -564,15 +568,15 @@ static void released(struct call *c)
 {
 	struct sl_supervisor *s = c->s;
 
-	if (s->verbose && c->p.t.mask) {
+	if (s->verbose && c->pr.p.t.mask) {
 		char dest[SL_HOST_MAX + 80];
 
 		dest_format(&c->d, dest, sizeof(dest));
 		say(s, "%s %s: go waited=%.3fms slot=%lld released=%lld%s", c->nr == SYS_connect ? "connect" : "datagram",
-		    dest, (double)(c->p.t.released_ns - c->p.t.arrival_ns) / 1e6, (long long)c->p.t.release_ns,
-		    (long long)c->p.t.released_ns, c->made ? "" : " (made by the caller)");
+		    dest, (double)(c->pr.p.t.released_ns - c->pr.p.t.arrival_ns) / 1e6, (long long)c->pr.p.t.release_ns,
+		    (long long)c->pr.p.t.released_ns, c->made ? "" : " (made by the caller)");
 	}
-	c->p.t.mask = 0; /* released: its slot is spent, never to be refunded */
+	c->pr.p.t.mask = 0; /* released: its slot is spent, never to be refunded */
 	if (!c->made && !c->answered && c->sock >= 0 && c->conc)
 		make_call(c); /* no rate to keep: made here only so its places can follow it */
 	if (!c->made) {
@@ -586,7 +590,7 @@ static void released(struct call *c)
 	}
 	c->answered = 1;
 	s->passed++;
-	if (c->p.taken && (c->made_err == 0 || c->made_err == EINPROGRESS || c->made_err == EALREADY))
+	if (c->pr.p.taken && (c->made_err == 0 || c->made_err == EINPROGRESS || c->made_err == EALREADY))
 		track(c); /* else its connect failed: call_free gives the places back */
 	if (c->nr == SYS_connect && c->blocking && (c->made_err == EINPROGRESS || c->made_err == EALREADY)) {
 		/* The caller waits inside connect(), as it would in the kernel's: until
@@ -623,23 +627,23 @@ static void step(struct call *c)
 	int rc;
 
 	/* Bounded: the stepper answers MOVED a few times at most. */
-	while ((rc = sl_pending_step(&c->p, s->shm.hdr, sl_clock_mono_ns(), act_continue, c)) ==
+	while ((rc = sl_pending_step(&c->pr.p, s->shm.hdr, sl_clock_mono_ns(), act_continue, c)) ==
 	       SL_PEND_MOVED)
 		if (sl_shm_follow(&s->shm, s->shm_name) > 0)
 			say(s, "segment %s moved: following it", s->shm_name);
 	if (rc == SL_PEND_WAIT) {
-		if (!c->waited++ && c->p.phase == SL_PEND_RELEASE)
+		if (!c->waited++ && c->pr.p.phase == SL_PEND_RELEASE)
 			s->held++;
-		arm(c, c->p.at);
+		arm(c, c->pr.p.at);
 		return;
 	}
-	if (c->p.undecided_why)
-		say(s, "undecided (%s); fallback = %s", c->p.undecided_why,
+	if (c->pr.p.undecided_why)
+		say(s, "undecided (%s); fallback = %s", c->pr.p.undecided_why,
 		    s->fallback == SL_FALLBACK_OPEN     ? "open: goes unshaped"
 		    : s->fallback == SL_FALLBACK_CLOSED ? "closed: refused"
 		                                        : "local: waited for the shared queue, up to max_wait");
 	if (rc == SL_PEND_REFUSED) {
-		refuse(c, c->p.why ? c->p.why : "refused");
+		refuse(c, c->pr.p.why ? c->pr.p.why : "refused");
 		call_free(c);
 		return;
 	}
@@ -871,7 +875,7 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 		const struct sl_pending_ask a = {.m = &c->m, .d = &c->d, .self = s->self, .fallback = s->fallback,
 		                                 .default_errno = ECONNREFUSED, .places = 1};
 
-		sl_pending_start(&c->p, s->shm.hdr, &a, c->asked_ns);
+		sl_pending_start(&c->pr.p, s->shm.hdr, &a, c->asked_ns);
 	}
 	c->next = s->calls;
 	if (s->calls)

@@ -14,6 +14,39 @@ void sl_http1_init(struct sl_http1 *p)
 	memset(p, 0, sizeof(*p));
 }
 
+int sl_http1_park(const struct sl_http1 *p, struct sl_h1_parked *out)
+{
+	switch (p->state) {
+	case SL_H1_IDLE:
+	case SL_H1_BODY:
+	case SL_H1_CHUNK_DATA:
+	case SL_H1_CHUNK_END:
+	case SL_H1_LOST:
+		break;
+	default:
+		return 0; /* a request line, a header, a chunk size, a trailer: its line */
+	}
+	memset(out, 0, sizeof(*out));
+	out->state = p->state;
+	out->flags = p->flags;
+	out->left = p->left;
+	out->requests = p->requests;
+	out->heads = p->heads;
+	out->why = p->why;
+	return 1;
+}
+
+void sl_http1_unpark(struct sl_http1 *p, const struct sl_h1_parked *in)
+{
+	memset(p, 0, sizeof(*p));
+	p->state = in->state;
+	p->flags = in->flags;
+	p->left = in->left;
+	p->requests = in->requests;
+	p->heads = in->heads;
+	p->why = in->why;
+}
+
 static int is_method_char(unsigned char c)
 {
 	return c >= 'A' && c <= 'Z';

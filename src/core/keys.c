@@ -19,11 +19,11 @@ void sl_keysrc_from_dest(struct sl_keysrc *k, const struct sl_dest *d)
 	k->pad2 = 0;
 	memcpy(k->addr, d->addr, sizeof(k->addr));
 	k->name_len = 0;
+	k->name = NULL;
 	if (d->name && d->name_len > 0 && d->name_len < SL_HOST_MAX) {
-		memcpy(k->name, d->name, d->name_len);
+		k->name = d->name;
 		k->name_len = (uint16_t)d->name_len;
 	}
-	k->name[k->name_len] = '\0';
 }
 
 /* The address cut to `bits`, the rest zero. */
@@ -40,8 +40,8 @@ static void cut(uint8_t *out, const uint8_t *addr, unsigned len, unsigned bits)
 
 void sl_keyid_make(struct sl_keyid *id, const struct sl_spec *s, const struct sl_keysrc *src)
 {
-	int by_name = (s->per == SL_PER_HOST || s->per == SL_PER_HOST_PORT) && src->name_len > 0 &&
-	              src->name_len < SL_HOST_MAX;
+	int by_name = (s->per == SL_PER_HOST || s->per == SL_PER_HOST_PORT) && src->name &&
+	              src->name_len > 0 && src->name_len < SL_HOST_MAX;
 	int with_port = s->per == SL_PER_HOST_PORT || s->per == SL_PER_ADDRESS_PORT;
 
 	memset(id, 0, sizeof(*id));

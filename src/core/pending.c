@@ -65,6 +65,8 @@ void sl_pending_start(struct sl_pending *p, struct sl_shm_header *h, const struc
 	int64_t w;
 
 	p->ask = *ask;
+	if (!p->ask.room || p->ask.room > SL_MATCH_MAX)
+		p->ask.room = SL_MATCH_MAX;
 	p->undecided = p->moves = p->checked = 0;
 	p->peeks = p->rounds = 0;
 	p->taken = 0;
@@ -194,7 +196,7 @@ static int step_places(struct sl_pending *p, struct sl_shm_header *h, int64_t no
 	}
 	/* Full.  A call the rate part would refuse anyway is refused now, not after
 	 * waiting for a place. */
-	if (!p->checked) {
+	if (!p->checked && sl_match_positions(p->ask.m) <= p->ask.room) {
 		p->checked = 1;
 		rc = sl_wait_check(h, p->ask.m, now, p->ask.self, &p->t);
 		if (rc == -ECONNREFUSED)
@@ -222,6 +224,8 @@ static int step_reserve(struct sl_pending *p, struct sl_shm_header *h, int64_t n
 
 	if (now < p->at)
 		return SL_PEND_WAIT; /* a fallback's retry, not due yet */
+	if (sl_match_positions(p->ask.m) > p->ask.room)
+		return undecided(p, h, now, "sections changed"); /* more than its ticket holds */
 	rc = sl_wait_reserve_go_act(h, p->ask.m, now, p->ask.self, &p->t, p->ask.cost, &went, &retry,
 	                            act, arg);
 	if (rc == -ECONNREFUSED)

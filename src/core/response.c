@@ -26,6 +26,38 @@ void sl_resp_init(struct sl_response *p)
 	fields_clear(&p->f);
 }
 
+int sl_resp_park(const struct sl_response *p, struct sl_resp_parked *out)
+{
+	switch (p->state) {
+	case SL_RESP_IDLE:
+	case SL_RESP_BODY:
+	case SL_RESP_CHUNK_DATA:
+	case SL_RESP_CHUNK_END:
+	case SL_RESP_TO_CLOSE:
+	case SL_RESP_LOST:
+		break;
+	default:
+		return 0; /* a status line, a header, a chunk size, a trailer: its line */
+	}
+	memset(out, 0, sizeof(*out));
+	out->state = p->state;
+	out->flags = p->flags;
+	out->left = p->left;
+	out->finals = p->finals;
+	out->why = p->why;
+	return 1;
+}
+
+void sl_resp_unpark(struct sl_response *p, const struct sl_resp_parked *in)
+{
+	sl_resp_init(p);
+	p->state = in->state;
+	p->flags = in->flags;
+	p->left = in->left;
+	p->finals = in->finals;
+	p->why = in->why;
+}
+
 static size_t lose(struct sl_response *p, const char *why, size_t consumed)
 {
 	p->state = SL_RESP_LOST;

@@ -15,9 +15,15 @@
 #include <pthread.h>
 #include <string.h>
 
+static struct sl_mutex follow_lock = SL_MUTEX_INIT;
+
+void sl_admission_after_fork(void)
+{
+	sl_mutex_reset(&follow_lock);
+}
+
 int sl_shim_follow_slow(void)
 {
-	static struct sl_mutex follow_lock = SL_MUTEX_INIT;
 	int rc;
 
 	/* One thread attaches; the others find it done. */
@@ -179,14 +185,15 @@ int sl_admission_wait_act(const struct sl_dest *d, struct sl_match *m, const cha
                           int default_refuse, sl_act_fn act, void *arg)
 {
 	struct sl_pending_ask a;
-	struct sl_pending p;
+	union sl_pending_room p_room;
+	struct sl_pending *const p = &p_room.p;
 	int rc;
 
 	sl_admission_ask(&a, d, m, default_refuse, 0);
-	sl_pending_start(&p, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
-	pthread_cleanup_push(cancel_on_cancel, &p);
-	rc = sl_pending_wait(&p, shim_segment, NULL, NULL, act, arg);
+	sl_pending_start(p, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
+	pthread_cleanup_push(cancel_on_cancel, p);
+	rc = sl_pending_wait(p, shim_segment, NULL, NULL, act, arg);
 	pthread_cleanup_pop(0);
-	sl_admission_said(&p, rc, what);
-	return rc == SL_PEND_GO ? 0 : -p.err;
+	sl_admission_said(p, rc, what);
+	return rc == SL_PEND_GO ? 0 : -p->err;
 }

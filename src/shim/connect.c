@@ -129,7 +129,8 @@ int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const 
 {
 	sl_act_fn act = made ? sl_connect_act : NULL;
 	struct sl_pending_ask a;
-	struct sl_pending p;
+	union sl_pending_room p_room;
+	struct sl_pending *const p = &p_room.p;
 	int rc;
 
 	if (made) {
@@ -139,11 +140,11 @@ int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const 
 		made->done = 0;
 	}
 	sl_admission_ask(&a, d, m, ECONNREFUSED, 1);
-	sl_pending_start(&p, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
+	sl_pending_start(p, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
 	if (dontwait || sl_fd_nonblocking(fd)) {
-		rc = sl_admission_step(&p, sl_clock_mono_ns(), act, made);
-		if (rc == SL_PEND_WAIT && sl_held_defer(fd, d, m, &p, addr, alen) == 0) {
-			if (p.phase == SL_PEND_PLACES)
+		rc = sl_admission_step(p, sl_clock_mono_ns(), act, made);
+		if (rc == SL_PEND_WAIT && sl_held_defer(fd, d, m, p, addr, alen) == 0) {
+			if (p->phase == SL_PEND_PLACES)
 				sl_debug("%s on fd %d: non-blocking; concurrency limit reached: the connect waits "
 				         "for a place", what, fd);
 			else if (sl_shim.debug) {
@@ -151,24 +152,24 @@ int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const 
 
 				sl_dest_format(d, dest, sizeof(dest));
 				sl_debug("%s %s: non-blocking; deferred to its slot in %.3fms", what, dest,
-				         (double)(p.at - p.asked_ns) / 1e6);
+				         (double)(p->at - p->asked_ns) / 1e6);
 			}
 			return -EINPROGRESS;
 		}
 		if (rc == SL_PEND_WAIT) /* no record to defer it with: as a blocking caller */
 			sl_debug("%s on fd %d: no free hold record: waiting inside connect", what, fd);
 	}
-	if (p.phase != SL_PEND_DONE) {
-		pthread_cleanup_push(cancel_on_cancel, &p);
-		rc = sl_pending_wait(&p, shim_segment, NULL, NULL, act, made);
+	if (p->phase != SL_PEND_DONE) {
+		pthread_cleanup_push(cancel_on_cancel, p);
+		rc = sl_pending_wait(p, shim_segment, NULL, NULL, act, made);
 		pthread_cleanup_pop(0);
 	} else {
-		rc = p.err ? SL_PEND_REFUSED : SL_PEND_GO;
+		rc = p->err ? SL_PEND_REFUSED : SL_PEND_GO;
 	}
-	sl_admission_said(&p, rc, what);
+	sl_admission_said(p, rc, what);
 	if (rc != SL_PEND_GO)
-		return -p.err;
-	keep_places(fd, d, m, what, p.taken);
+		return -p->err;
+	keep_places(fd, d, m, what, p->taken);
 	return 0;
 }
 

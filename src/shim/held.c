@@ -454,6 +454,7 @@ static __thread struct {
 	int set;
 	int64_t from;
 	struct sl_match m;
+	char name[SL_HOST_MAX]; /* m's key name: the record may go before the write is made */
 } made_pending;
 
 /* Under rec->lock, as a write goes: once made, the release of `m` at `from` is
@@ -465,6 +466,13 @@ static void move_when_made(struct gate *g, int64_t from, const struct sl_match *
 	made_pending.fd = g->fd;
 	made_pending.from = from;
 	made_pending.m = *m;
+	if (m->src.name && m->src.name_len < sizeof(made_pending.name)) {
+		memcpy(made_pending.name, m->src.name, m->src.name_len);
+		made_pending.m.src.name = made_pending.name;
+	} else {
+		made_pending.m.src.name = NULL;
+		made_pending.m.src.name_len = 0;
+	}
 	made_pending.set = 1;
 	*g->track |= SL_TRACK_MOVE;
 }

@@ -17,6 +17,7 @@
 #include "sluice/config_keys.h"
 #include "fdtab.h"
 #include "kicker.h"
+#include "slab.h"
 #include "sluice/config.h"
 
 #include <errno.h>
@@ -73,7 +74,10 @@ static void at_fork_child(void)
 	sl_shim.pid = (int32_t)getpid();
 	sl_namemap_after_fork();
 	sl_fdtab_after_fork();
+	sl_slab_after_fork();
 	sl_kicker_after_fork();
+	sl_admission_after_fork();
+	sl_tls_after_fork();
 	/* A private segment's lock may have been held by a thread that does not exist in
 	 * the child; no other process can hold it. */
 	if (sl_shim.shm.hdr && sl_shim.shm.anonymous)

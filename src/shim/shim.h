@@ -95,6 +95,10 @@ static inline void sl_mutex_reset(struct sl_mutex *m)
 void sl_shim_lock(struct sl_mutex *m);
 void sl_shim_unlock(struct sl_mutex *m);
 
+/* A fork child makes the locks of these files free (init.c). */
+void sl_admission_after_fork(void);
+void sl_tls_after_fork(void);
+
 void sl_shim_init(void);
 
 /* signals.c: run the program's handlers through the trampoline from now on (those

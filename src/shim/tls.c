@@ -120,6 +120,11 @@ static struct {
 	} e[MEMO_SLOTS];
 } memo = {SL_MUTEX_INIT, {{0, 0}}};
 
+void sl_tls_after_fork(void)
+{
+	sl_mutex_reset(&memo.lock);
+}
+
 static size_t memo_slot(const SSL *ssl)
 {
 	return (size_t)(((uintptr_t)ssl >> 4) * 0x9e3779b97f4a7c15ull >> 54) % MEMO_SLOTS;

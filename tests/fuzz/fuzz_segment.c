@@ -33,7 +33,8 @@ static void exercise(struct sl_shm_header *h, const char *addr, uint16_t port, i
 {
 	struct sl_dest d = {.family = AF_INET, .port = port, .meter = meter};
 	struct sl_match m;
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	uint64_t taken = 0;
 	uint32_t seen = 0;
 	int full = 0;
@@ -44,16 +45,16 @@ static void exercise(struct sl_shm_header *h, const char *addr, uint16_t port, i
 	d.name_len = strlen(d.name);
 	if (sl_admit_match(h, &d, &m, 7) <= 0)
 		return;
-	if (sl_admit_reserve(h, &m, NOW, 7, &t) == 0) {
+	if (sl_admit_reserve(h, &m, NOW, 7, t) == 0) {
 		/* Released at the slot, then up to a few retries: each bounded. */
-		int64_t at = t.release_ns;
+		int64_t at = t->release_ns;
 
-		for (int i = 0; i < 4 && sl_admit_release(h, &t, at, 7, &retry) == 1; i++)
+		for (int i = 0; i < 4 && sl_admit_release(h, t, at, 7, &retry) == 1; i++)
 			at = retry;
-		sl_admit_refund(h, &t, 7);
+		sl_admit_refund(h, t, 7);
 	}
-	sl_admit_check(h, &m, NOW, 7, &t);
-	sl_admit_reserve_bytes(h, &m, NOW, 7, &t, 65536);
+	sl_admit_check(h, &m, NOW, 7, t);
+	sl_admit_reserve_bytes(h, &m, NOW, 7, t, 65536);
 	sl_admit_moved(h, &m, NOW - 1000, NOW, 7);
 	if (sl_conc_take(h, &m, 7, &taken, &full, &seen) == 0 && taken)
 		sl_conc_put(h, taken, &m, 7);

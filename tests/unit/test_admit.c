@@ -101,72 +101,76 @@ static struct sl_section *section(const char *name)
 
 static void test_spacing(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
 	/* 20 callers arriving together are released exactly 100 ms apart, in order. */
 	for (int i = 0; i < 20; i++)
-		assert_int_equal(reserve(T0, &t), T0 + i * 100 * MS);
+		assert_int_equal(reserve(T0, t), T0 + i * 100 * MS);
 	/* the first went at once; 19 are asleep */
 	assert_int_equal(sl_gcra_queued(section("a")->state.tat_ns, 0, 100 * MS, T0), 19);
 	/* After the queue drains and an idle spell, the next one goes at once. */
-	assert_int_equal(reserve(T0 + 10 * SL_NS_PER_S, &t), T0 + 10 * SL_NS_PER_S);
+	assert_int_equal(reserve(T0 + 10 * SL_NS_PER_S, t), T0 + 10 * SL_NS_PER_S);
 }
 
 static void test_burst(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nburst = 5\n");
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(reserve(T0, &t), T0); /* five back to back */
-	assert_int_equal(reserve(T0, &t), T0 + 100 * MS); /* then the rate */
-	assert_int_equal(reserve(T0, &t), T0 + 200 * MS);
+		assert_int_equal(reserve(T0, t), T0); /* five back to back */
+	assert_int_equal(reserve(T0, t), T0 + 100 * MS); /* then the rate */
+	assert_int_equal(reserve(T0, t), T0 + 200 * MS);
 	/* Idle for a second refills the whole burst, never more. */
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(reserve(T0 + 5 * SL_NS_PER_S, &t), T0 + 5 * SL_NS_PER_S);
-	assert_int_equal(reserve(T0 + 5 * SL_NS_PER_S, &t), T0 + 5 * SL_NS_PER_S + 100 * MS);
+		assert_int_equal(reserve(T0 + 5 * SL_NS_PER_S, t), T0 + 5 * SL_NS_PER_S);
+	assert_int_equal(reserve(T0 + 5 * SL_NS_PER_S, t), T0 + 5 * SL_NS_PER_S + 100 * MS);
 }
 
 static void test_max_wait_refusal(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	int64_t tat;
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 250ms\nrefuse = ETIMEDOUT\n");
-	assert_int_equal(reserve(T0, &t), T0);
-	assert_int_equal(reserve(T0, &t), T0 + 100 * MS);
-	assert_int_equal(reserve(T0, &t), T0 + 200 * MS);
+	assert_int_equal(reserve(T0, t), T0);
+	assert_int_equal(reserve(T0, t), T0 + 100 * MS);
+	assert_int_equal(reserve(T0, t), T0 + 200 * MS);
 	tat = section("a")->state.tat_ns;
-	assert_int_equal(reserve(T0, &t), -ECONNREFUSED); /* would wait 300 ms */
-	assert_int_equal(t.refuse_errno, ETIMEDOUT);
+	assert_int_equal(reserve(T0, t), -ECONNREFUSED); /* would wait 300 ms */
+	assert_int_equal(t->refuse_errno, ETIMEDOUT);
 	assert_int_equal(section("a")->state.tat_ns, tat); /* nothing consumed */
 	assert_int_equal(section("a")->state.refused, 1);
-	assert_int_equal(reserve(T0 + 60 * MS, &t), T0 + 300 * MS); /* 240 ms: fits */
+	assert_int_equal(reserve(T0 + 60 * MS, t), T0 + 300 * MS); /* 240 ms: fits */
 
 	/* Reloaded to 10/m, a keeps its queue: 4 requests ahead are 24 s at 10/m. */
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/m\nmax_wait = 0\n");
-	assert_int_equal(reserve(T0, &t), -ECONNREFUSED);
+	assert_int_equal(reserve(T0, t), -ECONNREFUSED);
 	load("[b]\nmatch = 10.0.0.0/8\nrate = 10/m\nmax_wait = 0\n");
-	assert_int_equal(reserve(T0, &t), T0);
-	assert_int_equal(reserve(T0, &t), -ECONNREFUSED);
-	assert_int_equal(t.refuse_errno, 0); /* the caller's default errno */
+	assert_int_equal(reserve(T0, t), T0);
+	assert_int_equal(reserve(T0, t), -ECONNREFUSED);
+	assert_int_equal(t->refuse_errno, 0); /* the caller's default errno */
 }
 
 static void test_multi_section(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 
 	(void)state;
 	load("[fast]\nmatch = 10.0.0.0/8\nrate = 10/s\n"
 	     "[slow]\nmatch = 10.0.0.1:80\nrate = 2/s\nburst = 2\n"
 	     "[other]\nmatch = 192.0.2.1\nrate = 1/s\n");
-	assert_int_equal(reserve(T0, &t), T0);
-	assert_int_equal(reserve(T0, &t), T0 + 100 * MS); /* fast's spacing; slow's burst */
-	assert_int_equal(reserve(T0, &t), T0 + 500 * MS); /* slow's rate now rules */
+	assert_int_equal(reserve(T0, t), T0);
+	assert_int_equal(reserve(T0, t), T0 + 100 * MS); /* fast's spacing; slow's burst */
+	assert_int_equal(reserve(T0, t), T0 + 500 * MS); /* slow's rate now rules */
 	/* Both sections are charged at the common release time. */
 	assert_int_equal(section("fast")->state.tat_ns, T0 + 600 * MS);
 	assert_int_equal(section("slow")->state.tat_ns, T0 + 1500 * MS);
@@ -175,14 +179,15 @@ static void test_multi_section(void **state)
 
 static void test_refusal_charges_nothing(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 
 	(void)state;
 	load("[loose]\nmatch = 10.0.0.0/8\nrate = 100/s\n"
 	     "[tight]\nmatch = 10.0.0.1\nrate = 1/s\nmax_wait = 0\n");
-	assert_int_equal(reserve(T0, &t), T0);
+	assert_int_equal(reserve(T0, t), T0);
 	assert_int_equal(section("loose")->state.tat_ns, T0 + 10 * MS);
-	assert_int_equal(reserve(T0 + 1 * MS, &t), -ECONNREFUSED);
+	assert_int_equal(reserve(T0 + 1 * MS, t), -ECONNREFUSED);
 	/* tight refused it, so loose gave nothing either. */
 	assert_int_equal(section("loose")->state.tat_ns, T0 + 10 * MS);
 	assert_int_equal(section("tight")->state.tat_ns, T0 + SL_NS_PER_S);
@@ -190,20 +195,23 @@ static void test_refusal_charges_nothing(void **state)
 
 static void test_refund(void **state)
 {
-	struct sl_ticket a, b, c;
+	union sl_ticket_room a_room, b_room, c_room;
+	struct sl_ticket *const a = &a_room.t;
+	struct sl_ticket *const b = &b_room.t;
+	struct sl_ticket *const c = &c_room.t;
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
-	assert_int_equal(reserve(T0, &a), T0);
-	assert_int_equal(reserve(T0, &b), T0 + 100 * MS);
-	assert_int_equal(reserve(T0, &c), T0 + 200 * MS);
+	assert_int_equal(reserve(T0, a), T0);
+	assert_int_equal(reserve(T0, b), T0 + 100 * MS);
+	assert_int_equal(reserve(T0, c), T0 + 200 * MS);
 	/* b gives up: not the last slot, so it stays spent (c keeps its place). */
-	sl_admit_refund(shm.hdr, &b, (int32_t)getpid());
+	sl_admit_refund(shm.hdr, b, (int32_t)getpid());
 	assert_int_equal(section("a")->state.tat_ns, T0 + 300 * MS);
 	/* c gives up: the last one handed out comes back. */
-	sl_admit_refund(shm.hdr, &c, (int32_t)getpid());
+	sl_admit_refund(shm.hdr, c, (int32_t)getpid());
 	assert_int_equal(section("a")->state.tat_ns, T0 + 200 * MS);
-	assert_int_equal(reserve(T0, &c), T0 + 200 * MS);
+	assert_int_equal(reserve(T0, c), T0 + 200 * MS);
 	assert_int_equal(section("a")->state.given_up, 2);
 }
 
@@ -220,15 +228,18 @@ static void test_reap_dead_waiter(void **state)
 {
 	struct sl_dest d = dest("10.0.0.1", 80);
 	struct sl_match m;
-	struct sl_ticket a, b, c;
+	union sl_ticket_room a_room, b_room, c_room;
+	struct sl_ticket *const a = &a_room.t;
+	struct sl_ticket *const b = &b_room.t;
+	struct sl_ticket *const c = &c_room.t;
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
 	assert_true(sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()) > 0);
-	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1001, &a), 0);
-	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1002, &b), 0);
-	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1003, &c), 0);
-	assert_int_equal(c.release_ns, T0 + 200 * MS);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1001, a), 0);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1002, b), 0);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1003, c), 0);
+	assert_int_equal(c->release_ns, T0 + 200 * MS);
 	/* The holder of the last slot is alive: nothing happens. */
 	dead_pid = 1002;
 	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 10 * MS, (int32_t)getpid(), fake_is_dead), 0);
@@ -239,7 +250,7 @@ static void test_reap_dead_waiter(void **state)
 	assert_int_equal(section("a")->state.tat_ns, T0 + 200 * MS);
 	assert_int_equal(section("a")->state.given_up, 1);
 	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 20 * MS, (int32_t)getpid(), fake_is_dead), 0);
-	assert_int_equal(reserve(T0 + 20 * MS, &c), T0 + 200 * MS); /* the next caller gets it */
+	assert_int_equal(reserve(T0 + 20 * MS, c), T0 + 200 * MS); /* the next caller gets it */
 	/* A dead holder whose slot has come is not refunded (it may have gone). */
 	dead_pid = (int32_t)getpid();
 	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 250 * MS, (int32_t)getpid(), fake_is_dead), 0);
@@ -247,20 +258,22 @@ static void test_reap_dead_waiter(void **state)
 
 static void test_release_is_strict(void **state)
 {
-	struct sl_ticket a, b;
+	union sl_ticket_room a_room, b_room;
+	struct sl_ticket *const a = &a_room.t;
+	struct sl_ticket *const b = &b_room.t;
 	int64_t retry = 0;
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
-	assert_int_equal(reserve(T0, &a), T0);
-	assert_int_equal(reserve(T0, &b), T0 + 100 * MS);
+	assert_int_equal(reserve(T0, a), T0);
+	assert_int_equal(reserve(T0, b), T0 + 100 * MS);
 	/* a's process woke 30 ms late; b wakes on time and must wait for a + one whole
 	 * interval: no allowance, so release instants keep the bucket's bound. */
-	assert_int_equal(sl_admit_release(shm.hdr, &a, T0 + 30 * MS, (int32_t)getpid(), &retry), 0);
-	assert_int_equal(sl_admit_release(shm.hdr, &b, T0 + 100 * MS, (int32_t)getpid(), &retry), 1);
+	assert_int_equal(sl_admit_release(shm.hdr, a, T0 + 30 * MS, (int32_t)getpid(), &retry), 0);
+	assert_int_equal(sl_admit_release(shm.hdr, b, T0 + 100 * MS, (int32_t)getpid(), &retry), 1);
 	assert_int_equal(retry, T0 + 130 * MS);
-	assert_int_equal(sl_admit_release(shm.hdr, &b, T0 + 130 * MS - 1, (int32_t)getpid(), &retry), 1);
-	assert_int_equal(sl_admit_release(shm.hdr, &b, T0 + 130 * MS, (int32_t)getpid(), &retry), 0);
+	assert_int_equal(sl_admit_release(shm.hdr, b, T0 + 130 * MS - 1, (int32_t)getpid(), &retry), 1);
+	assert_int_equal(sl_admit_release(shm.hdr, b, T0 + 130 * MS, (int32_t)getpid(), &retry), 0);
 	assert_int_equal(section("a")->state.admitted, 2);
 	assert_int_equal(section("a")->state.held, 1); /* a's own lateness is not a hold */
 	assert_int_equal(section("a")->state.wait_max_ns, 130 * MS);
@@ -272,26 +285,26 @@ static void test_release_is_strict(void **state)
 static void check_catch_up(const char *cfg, int64_t interval, int burst)
 {
 	enum { N = 400 };
-	struct sl_ticket t[N];
+	union sl_ticket_room t[N];
 	int64_t released[N], tat, tau = (burst - 1) * interval;
 	uint32_t seed = 12345;
 
 	load(cfg);
 	for (int i = 0; i < N; i++)
-		reserve(T0, &t[i]); /* one backlog, asked at once */
+		reserve(T0, &t[i].t); /* one backlog, asked at once */
 	for (int i = 0; i < N; i++) {
-		int64_t now = t[i].release_ns, retry = 0;
+		int64_t now = t[i].t.release_ns, retry = 0;
 
 		/* Every waker late by 0-3 ms (a noisy two-core machine), and each retry
 		 * late again: the lag a late one leaves is what used to be "forgiven". */
 		seed = seed * 1103515245u + 12345u;
 		now += (int64_t)(seed >> 16) % (3 * MS);
-		while (sl_admit_release(shm.hdr, &t[i], now, (int32_t)getpid(), &retry) == 1) {
+		while (sl_admit_release(shm.hdr, &t[i].t, now, (int32_t)getpid(), &retry) == 1) {
 			assert_true(retry > now);
 			seed = seed * 1103515245u + 12345u;
 			now = retry + (int64_t)(seed >> 16) % (200 * 1000);
 		}
-		assert_true(now >= t[i].release_ns); /* never before its slot */
+		assert_true(now >= t[i].t.release_ns); /* never before its slot */
 		released[i] = now;
 	}
 	tat = released[0];
@@ -319,7 +332,8 @@ static void test_scribbled_state_repaired(void **state)
 
 	(void)state;
 	for (unsigned k = 0; k < SL_ARRAY_LEN(cfgs); k++) {
-		struct sl_ticket t;
+		union sl_ticket_room t_room;
+		struct sl_ticket *const t = &t_room.t;
 		struct sl_state *st;
 		int64_t slot, retry = 0;
 
@@ -330,12 +344,12 @@ static void test_scribbled_state_repaired(void **state)
 		st->tat_ns = st->rel_tat_ns = far;
 		st->win = st->rel_win = far;
 		st->slide.newest = st->rel_slide.newest = far;
-		slot = reserve(T0, &t);
+		slot = reserve(T0, t);
 		assert_true(slot >= T0);
 		assert_true(slot <= T0 + 2 * SL_NS_PER_S);
 		assert_true(st->repaired >= 1);
 		/* and its release goes within that bound too */
-		while (sl_admit_release(shm.hdr, &t, slot, (int32_t)getpid(), &retry) == 1) {
+		while (sl_admit_release(shm.hdr, t, slot, (int32_t)getpid(), &retry) == 1) {
 			assert_true(retry <= T0 + 3 * SL_NS_PER_S);
 			slot = retry;
 		}
@@ -353,14 +367,15 @@ static void test_catch_up_never_exceeds(void **state)
 
 static void test_reload_keeps_state(void **state)
 {
-	struct sl_ticket t, old[10];
+	union sl_ticket_room t_room, old[10];
+	struct sl_ticket *const t = &t_room.t;
 	uint32_t serial;
 	int64_t retry;
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n[b]\nmatch = 10.0.0.1\nrate = 1/s\n");
-	assert_int_equal(reserve(T0, &t), T0);
-	assert_int_equal(reserve(T0, &t), T0 + SL_NS_PER_S); /* b's 1/s rules */
+	assert_int_equal(reserve(T0, t), T0);
+	assert_int_equal(reserve(T0, t), T0 + SL_NS_PER_S); /* b's 1/s rules */
 	serial = section("a")->serial;
 	/* A new amount and burst keep a's slot and serial; its queue, 11 intervals of
 	 * 100 ms, is 11 intervals of 50 ms now.  b's window changes: the same rate
@@ -381,7 +396,7 @@ static void test_reload_keeps_state(void **state)
 		assert_int_equal(sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()), 2);
 		load("[a]\nmatch = 10.0.0.0/16\nrate = 20/s\nmeter = requests\n"
 		     "[b]\nmatch = 10.0.0.1\nrate = 1/m\nmax_wait = forever\n");
-		assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, (int32_t)getpid(), &t), 0);
+		assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, (int32_t)getpid(), t), 0);
 		assert_int_equal(section("a")->state.tat_ns, 0);
 	}
 	/* F1: 10 waiters queued at 50/s; the limit becomes 3000/m (the same rate, a
@@ -390,21 +405,21 @@ static void test_reload_keeps_state(void **state)
 	 * interval apart. */
 	load("[c]\nmatch = 10.0.0.0/8\nrate = 50/s\nmax_wait = 1m\n");
 	for (int i = 0; i < 10; i++)
-		assert_int_equal(reserve(T0, &old[i]), T0 + i * 20 * MS);
+		assert_int_equal(reserve(T0, &old[i].t), T0 + i * 20 * MS);
 	load("[c]\nmatch = 10.0.0.0/8\nrate = 3000/m\nmax_wait = 1m\n");
-	assert_int_equal(reserve(T0, &t), T0 + 200 * MS);
+	assert_int_equal(reserve(T0, t), T0 + 200 * MS);
 	for (int i = 0; i < 10; i++) {
-		int64_t at = old[i].release_ns;
+		int64_t at = old[i].t.release_ns;
 
-		while (sl_admit_release(shm.hdr, &old[i], at, (int32_t)getpid(), &retry) == 1)
+		while (sl_admit_release(shm.hdr, &old[i].t, at, (int32_t)getpid(), &retry) == 1)
 			at = retry;
-		assert_true(i == 0 || at >= old[i - 1].released_ns + 20 * MS);
+		assert_true(i == 0 || at >= old[i - 1].t.released_ns + 20 * MS);
 	}
 	assert_int_equal(section("c")->state.admitted, 10);
 	/* A new strategy cannot read the old state: the new one starts as if a whole
 	 * window's worth had just gone, so nothing goes before the next window. */
 	load("[c]\nmatch = 10.0.0.0/8\nrate = 50/s\nstrategy = fixed-window\nmax_wait = 1m\n");
-	assert_true(reserve(T0, &t) >= T0 + 1); /* not now */
+	assert_true(reserve(T0, t) >= T0 + 1); /* not now */
 	/* A removed section frees its slot. */
 	load("[b]\nmatch = 10.0.0.1\nrate = 1/m\n");
 	for (unsigned i = 0, n = 0; i < sl_shm_dims_of(shm.hdr).sections; i++)
@@ -427,7 +442,8 @@ static void test_killed_inside_the_call(void **state)
 	struct sl_dest d = dest("10.0.0.1", 80);
 	struct sl_shm seg;
 	struct sl_match m;
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	char name[64];
 	int64_t before, retry;
 	int reattached, status;
@@ -436,7 +452,7 @@ static void test_killed_inside_the_call(void **state)
 	(void)state;
 	snprintf(name, sizeof(name), "/sluice-test-act-%d", (int)getpid());
 	assert_int_equal(sl_shm_open_or_create(&seg, name, 0600, &reattached), 0);
-	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[a]\nmatch = 10.0.0.1\nrate = 10/s\n"
+	assert_int_equal(sl_config_load_string(cfg, "t->ini", "[a]\nmatch = 10.0.0.1\nrate = 10/s\n"
 	                                       "max_wait = 1m\n"), 0);
 	assert_int_equal(sl_shm_apply_config(seg.hdr, cfg, (int32_t)getpid()), 0);
 	before = sl_clock_mono_ns();
@@ -444,9 +460,9 @@ static void test_killed_inside_the_call(void **state)
 		int32_t self = (int32_t)getpid();
 
 		if (sl_admit_match(seg.hdr, &d, &m, self) <= 0 ||
-		    sl_admit_reserve(seg.hdr, &m, sl_clock_mono_ns(), self, &t) != 0)
+		    sl_admit_reserve(seg.hdr, &m, sl_clock_mono_ns(), self, t) != 0)
 			_exit(2);
-		sl_admit_release_act(seg.hdr, &t, SL_ADMIT_NOW, self, &retry, die_in_the_call, NULL);
+		sl_admit_release_act(seg.hdr, t, SL_ADMIT_NOW, self, &retry, die_in_the_call, NULL);
 		_exit(3);
 	}
 	assert_true(child > 0);
@@ -454,8 +470,8 @@ static void test_killed_inside_the_call(void **state)
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* 150 ms on, past the interval: the release check still says to wait. */
 	assert_true(sl_admit_match(seg.hdr, &d, &m, (int32_t)getpid()) > 0);
-	assert_int_equal(sl_admit_reserve(seg.hdr, &m, before + 150 * MS, (int32_t)getpid(), &t), 0);
-	assert_int_equal(sl_admit_release(seg.hdr, &t, before + 150 * MS, (int32_t)getpid(), &retry), 1);
+	assert_int_equal(sl_admit_reserve(seg.hdr, &m, before + 150 * MS, (int32_t)getpid(), t), 0);
+	assert_int_equal(sl_admit_release(seg.hdr, t, before + 150 * MS, (int32_t)getpid(), &retry), 1);
 	assert_true(retry >= before + 350 * MS);
 	sl_shm_detach(&seg);
 	sl_shm_remove(name);
@@ -490,33 +506,34 @@ static void assert_counted(int64_t gate, int64_t checked, int64_t interval)
  * a call of 5 ms from its end less 0.2 ms; at 10/s from the end. */
 static void test_counted_from_the_call(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	int64_t retry, before;
 
 	(void)state;
 	load("[fast]\nmatch = 10.0.0.0/8\nrate = 100/s\nmax_wait = 1m\n");
 	spent_ns = 150 * SL_NS_PER_US;
 	before = sl_clock_mono_ns();
-	assert_true(reserve(before, &t) >= 0);
-	assert_int_equal(sl_admit_release_act(shm.hdr, &t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call,
+	assert_true(reserve(before, t) >= 0);
+	assert_int_equal(sl_admit_release_act(shm.hdr, t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call,
 	                                      NULL), 0);
 	/* Counted from the check (the call took under 0.2 ms, unless preempted). */
-	assert_counted(section("fast")->state.rel_tat_ns, t.released_ns, 10 * MS);
+	assert_counted(section("fast")->state.rel_tat_ns, t->released_ns, 10 * MS);
 	spent_ns = 20 * MS;
-	assert_true(reserve(sl_clock_mono_ns(), &t) >= 0);
-	while (sl_admit_release_act(shm.hdr, &t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call, NULL) == 1)
+	assert_true(reserve(sl_clock_mono_ns(), t) >= 0);
+	while (sl_admit_release_act(shm.hdr, t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call, NULL) == 1)
 		;
 	/* 20 ms in the call: counted from its end less SL_CALL_SPREAD_NS. */
-	assert_counted(section("fast")->state.rel_tat_ns, t.released_ns, 10 * MS);
-	assert_true(section("fast")->state.rel_tat_ns >= t.released_ns + 20 * MS - SL_CALL_SPREAD_NS + 10 * MS);
+	assert_counted(section("fast")->state.rel_tat_ns, t->released_ns, 10 * MS);
+	assert_true(section("fast")->state.rel_tat_ns >= t->released_ns + 20 * MS - SL_CALL_SPREAD_NS + 10 * MS);
 
 	load("[slow]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 1m\n");
 	spent_ns = 150 * SL_NS_PER_US;
-	assert_true(reserve(sl_clock_mono_ns(), &t) >= 0);
-	while (sl_admit_release_act(shm.hdr, &t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call, NULL) == 1)
+	assert_true(reserve(sl_clock_mono_ns(), t) >= 0);
+	while (sl_admit_release_act(shm.hdr, t, SL_ADMIT_NOW, (int32_t)getpid(), &retry, slow_call, NULL) == 1)
 		;
 	/* 100 ms intervals: from the call's end, strictly. */
-	assert_true(section("slow")->state.rel_tat_ns >= t.released_ns + 150 * SL_NS_PER_US + 100 * MS);
+	assert_true(section("slow")->state.rel_tat_ns >= t->released_ns + 150 * SL_NS_PER_US + 100 * MS);
 }
 
 static void test_counted_from_rule(void **state)
@@ -540,36 +557,39 @@ static void test_counted_from_rule(void **state)
  * open, or now when it is; and never lets a release go itself. */
 static void test_peek(void **state)
 {
-	struct sl_ticket a, b;
+	union sl_ticket_room a_room, b_room;
+	struct sl_ticket *const a = &a_room.t;
+	struct sl_ticket *const b = &b_room.t;
 	int64_t retry;
 
 	(void)state;
 	load("[p]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 1m\n");
-	assert_int_equal(reserve(T0, &a), T0);
-	assert_int_equal(reserve(T0, &b), T0 + 100 * MS);
-	assert_int_equal(sl_admit_release(shm.hdr, &a, T0 + 5 * MS, (int32_t)getpid(), &retry), 0);
+	assert_int_equal(reserve(T0, a), T0);
+	assert_int_equal(reserve(T0, b), T0 + 100 * MS);
+	assert_int_equal(sl_admit_release(shm.hdr, a, T0 + 5 * MS, (int32_t)getpid(), &retry), 0);
 	/* b's slot has come, its gate (a's release plus an interval) not yet. */
-	assert_int_equal(sl_admit_peek(shm.hdr, &b, T0 + 100 * MS), T0 + 105 * MS);
-	assert_int_equal(sl_admit_release(shm.hdr, &b, T0 + 100 * MS, (int32_t)getpid(), &retry), 1);
+	assert_int_equal(sl_admit_peek(shm.hdr, b, T0 + 100 * MS), T0 + 105 * MS);
+	assert_int_equal(sl_admit_release(shm.hdr, b, T0 + 100 * MS, (int32_t)getpid(), &retry), 1);
 	assert_int_equal(retry, T0 + 105 * MS);
-	assert_int_equal(sl_admit_peek(shm.hdr, &b, T0 + 106 * MS), T0 + 106 * MS);
+	assert_int_equal(sl_admit_peek(shm.hdr, b, T0 + 106 * MS), T0 + 106 * MS);
 	assert_int_equal(section("p")->state.admitted, 1); /* the peeks released nothing */
 	/* A scribbled gate far ahead: the peek's answer is bounded. */
 	section("p")->state.rel_tat_ns = T0 + 3600 * SL_NS_PER_S;
-	assert_int_equal(sl_admit_peek(shm.hdr, &b, T0 + 106 * MS), T0 + 106 * MS + SL_PEEK_MAX_NS);
+	assert_int_equal(sl_admit_peek(shm.hdr, b, T0 + 106 * MS), T0 + 106 * MS + SL_PEEK_MAX_NS);
 }
 
 /* Each release counts its lateness after its slot beside the section. */
 static void test_lateness_counted(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	int64_t retry;
 	uint64_t n = 0;
 
 	(void)state;
 	load("[l]\nmatch = 10.0.0.0/8\nrate = 10/s\nmax_wait = 1m\n");
-	assert_int_equal(reserve(T0, &t), T0);
-	assert_int_equal(sl_admit_release(shm.hdr, &t, T0 + 3 * MS, (int32_t)getpid(), &retry), 0);
+	assert_int_equal(reserve(T0, t), T0);
+	assert_int_equal(sl_admit_release(shm.hdr, t, T0 + 3 * MS, (int32_t)getpid(), &retry), 0);
 	assert_int_equal(section("l")->delivery.late[sl_delivery_bucket(3 * MS)], 1);
 	for (unsigned b = 0; b < SL_LATE_BUCKETS; b++)
 		n += section("l")->delivery.late[b];
@@ -578,13 +598,14 @@ static void test_lateness_counted(void **state)
 
 static void test_observe(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 
 	(void)state;
 	load("[o]\nmatch = 10.0.0.0/8\nrate = 1/s\nmode = observe\n");
 	for (int i = 0; i < 5; i++) {
-		assert_int_equal(reserve(T0, &t), T0); /* nobody is held */
-		assert_int_equal(t.mask, 0);
+		assert_int_equal(reserve(T0, t), T0); /* nobody is held */
+		assert_int_equal(t->mask, 0);
 	}
 	assert_int_equal(section("o")->state.observed, 4);
 	assert_int_equal(section("o")->state.admitted, 5);

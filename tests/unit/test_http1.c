@@ -27,6 +27,9 @@ static const char *const messages[] = {
 /* Feed `stream` in pieces of `piece` bytes (0: growing 1, 2, 3, ...), the way the
  * shim does (a piece is cut at a boundary and the rest fed next), and record where
  * requests begin. */
+static int parking; /* park the parser between pieces whenever it allows */
+static int parked_times;
+
 static int boundaries(const char *stream, size_t len, size_t piece, size_t *at, int max)
 {
 	struct sl_http1 p;
@@ -44,6 +47,18 @@ static int boundaries(const char *stream, size_t len, size_t piece, size_t *at, 
 		got = sl_http1_feed(&p, stream + pos, want);
 		assert_true(got >= 1 && got <= want);
 		pos += got;
+		if (parking) {
+			struct sl_h1_parked k;
+
+			/* What a held socket keeps between writes: the line buffer only
+			 * while a line is under way. */
+			memset(&k, 0xa5, sizeof(k));
+			if (sl_http1_park(&p, &k)) {
+				memset(&p, 0x5a, sizeof(p));
+				sl_http1_unpark(&p, &k);
+				parked_times++;
+			}
+		}
 	}
 	assert_int_equal(p.state, SL_H1_IDLE);
 	assert_int_equal(p.requests, (uint64_t)n);
@@ -67,6 +82,27 @@ static void test_every_split(void **state)
 		assert_int_equal(n, k);
 		for (int i = 0; i < k; i++)
 			assert_int_equal(at[i], starts[i]);
+	}
+}
+
+/* The same boundaries with the parser parked wherever it may be, between every
+ * piece: nothing it needs is lost with its line buffer. */
+static void test_every_split_parked(void **state)
+{
+	parking = 1;
+	parked_times = 0;
+	test_every_split(state);
+	parking = 0;
+	assert_true(parked_times > 1000);
+	/* Inside a line it must be kept whole. */
+	{
+		struct sl_http1 p;
+		struct sl_h1_parked k;
+
+		sl_http1_init(&p);
+		assert_true(sl_http1_park(&p, &k));
+		sl_http1_feed(&p, "GET / HT", 8);
+		assert_false(sl_http1_park(&p, &k));
 	}
 }
 
@@ -132,6 +168,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_split),
+		cmocka_unit_test(test_every_split_parked),
 		cmocka_unit_test(test_gives_up),
 		cmocka_unit_test(test_skip_and_looks_like),
 	};

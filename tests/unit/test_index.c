@@ -189,7 +189,8 @@ static void test_too_many_sections_refused(void **state)
 	char *text = malloc(cap);
 	struct sl_dest d = {.family = AF_INET, .port = 443, .addr = {10, 0, 0, 1}};
 	struct sl_match m;
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	struct sl_shm a;
 	uint64_t taken;
 	uint32_t seen;
@@ -202,14 +203,14 @@ static void test_too_many_sections_refused(void **state)
 	load(&a, text);
 	assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), SL_MATCH_MAX);
 	assert_true(m.overflow);
-	assert_int_equal(sl_admit_reserve(a.hdr, &m, 1000000000, 1, &t), -ECONNREFUSED);
-	assert_int_equal(t.refuse_errno, EHOSTUNREACH);
+	assert_int_equal(sl_admit_reserve(a.hdr, &m, 1000000000, 1, t), -ECONNREFUSED);
+	assert_int_equal(t->refuse_errno, EHOSTUNREACH);
 	assert_int_equal(sl_conc_take(a.hdr, &m, 1, &taken, &full, &seen), -EDQUOT);
 	/* A destination 64 of them apply to is matched whole. */
 	d.addr[1] = 1;
 	assert_true(sl_admit_match(a.hdr, &d, &m, 1) < SL_MATCH_MAX);
 	assert_false(m.overflow);
-	assert_int_equal(sl_admit_reserve(a.hdr, &m, 1000000000, 1, &t), 0);
+	assert_int_equal(sl_admit_reserve(a.hdr, &m, 1000000000, 1, t), 0);
 	sl_shm_detach(&a);
 	free(text);
 }

@@ -46,17 +46,18 @@ static struct sl_dest named(const char *name)
 static int64_t admit(struct sl_shm_header *h, const struct sl_dest *d, int64_t now)
 {
 	static struct sl_match m;
-	static struct sl_ticket t;
+	static union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	int64_t retry;
 	int rc;
 
 	if (sl_admit_match(h, d, &m, 1) <= 0)
 		return -ENOENT;
-	if ((rc = sl_admit_reserve(h, &m, now, 1, &t)) < 0)
+	if ((rc = sl_admit_reserve(h, &m, now, 1, t)) < 0)
 		return rc;
-	if (t.mask && sl_admit_release(h, &t, t.release_ns, 1, &retry) != 0)
+	if (t->mask && sl_admit_release(h, t, t->release_ns, 1, &retry) != 0)
 		return -EAGAIN;
-	return t.release_ns;
+	return t->release_ns;
 }
 
 static void format(const char *per, struct sl_dest d, const char *want)
@@ -153,7 +154,8 @@ static void test_eviction(void **state)
 	struct sl_dest d[8];
 	struct sl_shm s;
 	static struct sl_match m;
-	static struct sl_ticket t;
+	static union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 
 	(void)state;
 	segment_with(&s, ini, 4);
@@ -166,10 +168,10 @@ static void test_eviction(void **state)
 		assert_int_equal(admit(s.hdr, &d[i], NOW + i * MS), NOW + i * MS);
 	/* A fifth now: every record busy - refused with the section's errno. */
 	assert_int_equal(sl_admit_match(s.hdr, &d[4], &m, 1), 1);
-	assert_int_equal(sl_admit_reserve(s.hdr, &m, NOW + 10 * MS, 1, &t), -ECONNREFUSED);
-	assert_true(t.key_full);
-	assert_int_equal(t.refuse_errno, ECONNRESET);
-	assert_int_equal(t.mask, 0);
+	assert_int_equal(sl_admit_reserve(s.hdr, &m, NOW + 10 * MS, 1, t), -ECONNREFUSED);
+	assert_true(t->key_full);
+	assert_int_equal(t->refuse_errno, ECONNRESET);
+	assert_int_equal(t->mask, 0);
 	assert_int_equal(sl_shm_section(s.hdr, 0)->state.key_full, 1);
 	/* Later, n0 and n1 idle, n2 asks again (busy once more): n4 takes the least
 	 * recently used idle record, n0's; n1 stays. */
@@ -197,7 +199,8 @@ static void test_ticket_finds_its_key_again(void **state)
 	static const char ini[] = "[per]\nmatch = *.example.com\nper = host\nrate = 1/s\nmax_wait = 1m\n";
 	struct sl_dest a = named("a.example.com"), b = named("b.example.com");
 	static struct sl_match m;
-	static struct sl_ticket t;
+	static union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	struct sl_shm s;
 	int64_t retry;
 
@@ -205,17 +208,17 @@ static void test_ticket_finds_its_key_again(void **state)
 	segment_with(&s, ini, 1); /* one record: every new key evicts */
 	assert_int_equal(admit(s.hdr, &a, NOW), NOW);
 	assert_int_equal(sl_admit_match(s.hdr, &a, &m, 1), 1);
-	assert_int_equal(sl_admit_reserve(s.hdr, &m, NOW + 10 * MS, 1, &t), 0);
-	assert_int_equal(t.release_ns, NOW + 1000 * MS);
+	assert_int_equal(sl_admit_reserve(s.hdr, &m, NOW + 10 * MS, 1, t), 0);
+	assert_int_equal(t->release_ns, NOW + 1000 * MS);
 	/* The waiter sleeps past its slot and past the key's idleness: b takes the
 	 * record. */
 	assert_int_equal(admit(s.hdr, &b, NOW + 2100 * MS), NOW + 2100 * MS);
 	assert_int_equal(sl_shm_section(s.hdr, 0)->state.key_evictions, 1);
 	/* a's waiter wakes: its key is made again (b's idle? no: b is busy) - no
 	 * record, so nothing is decided. */
-	assert_int_equal(sl_admit_release(s.hdr, &t, NOW + 2200 * MS, 1, &retry), -ETIMEDOUT);
+	assert_int_equal(sl_admit_release(s.hdr, t, NOW + 2200 * MS, 1, &retry), -ETIMEDOUT);
 	/* Once b is idle, a's key is made again and the release counted in it. */
-	assert_int_equal(sl_admit_release(s.hdr, &t, NOW + 3200 * MS, 1, &retry), 0);
+	assert_int_equal(sl_admit_release(s.hdr, t, NOW + 3200 * MS, 1, &retry), 0);
 	assert_int_equal(admit(s.hdr, &a, NOW + 3300 * MS), NOW + 4200 * MS);
 	sl_shm_detach(&s);
 }

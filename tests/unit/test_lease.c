@@ -88,38 +88,39 @@ static const char fleet_rate[] = "[sluice]\nredis = 127.0.0.1:6379\n"
  * 10/s then spaces releases 100 ms apart, the fleet's 100/s notwithstanding. */
 static void test_rate_share(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	struct sl_shm a;
 	int64_t prev;
 
 	(void)state;
 	load(&a, fleet_rate);
-	assert_int_equal(reserve(a.hdr, NOW, &t), NOW + SL_LEASE_RETRY_NS);
-	assert_int_equal(release(a.hdr, &t, NOW + 5 * SL_LEASE_RETRY_NS), -1);
+	assert_int_equal(reserve(a.hdr, NOW, t), NOW + SL_LEASE_RETRY_NS);
+	assert_int_equal(release(a.hdr, t, NOW + 5 * SL_LEASE_RETRY_NS), -1);
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 10, .window_ns = 1000 * MS});
-	prev = release(a.hdr, &t, NOW + 10 * SL_LEASE_RETRY_NS);
+	prev = release(a.hdr, t, NOW + 10 * SL_LEASE_RETRY_NS);
 	assert_true(prev >= NOW);
 	for (int i = 0; i < 5; i++) {
 		int64_t at;
 
-		assert_true(reserve(a.hdr, prev, &t) >= prev + 100 * MS);
-		at = release(a.hdr, &t, prev + 1000 * MS);
+		assert_true(reserve(a.hdr, prev, t) >= prev + 100 * MS);
+		at = release(a.hdr, t, prev + 1000 * MS);
 		assert_true(at - prev >= 100 * MS);
 		prev = at;
 	}
 	/* A lease that lapsed (no daemon renews it): nothing goes, until it is renewed. */
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 10, .window_ns = 1000 * MS,
 	                                .valid_ns = prev + 150 * MS});
-	reserve(a.hdr, prev + 200 * MS, &t);
-	assert_int_equal(release(a.hdr, &t, prev + 400 * MS), -1);
+	reserve(a.hdr, prev + 200 * MS, t);
+	assert_int_equal(release(a.hdr, t, prev + 400 * MS), -1);
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 10, .window_ns = 1000 * MS});
-	prev = release(a.hdr, &t, prev + 1000 * MS);
+	prev = release(a.hdr, t, prev + 1000 * MS);
 	assert_true(prev > 0);
 	/* A larger share, 50/s: 20 ms apart from the next one on. */
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 50, .window_ns = 1000 * MS});
-	reserve(a.hdr, prev + 100 * MS, &t);
-	prev = release(a.hdr, &t, prev + 1000 * MS);
-	assert_true(reserve(a.hdr, prev, &t) >= prev + 20 * MS && t.release_ns < prev + 21 * MS);
+	reserve(a.hdr, prev + 100 * MS, t);
+	prev = release(a.hdr, t, prev + 1000 * MS);
+	assert_true(reserve(a.hdr, prev, t) >= prev + 20 * MS && t->release_ns < prev + 21 * MS);
 	sl_shm_detach(&a);
 }
 
@@ -129,7 +130,7 @@ static void test_rate_share(void **state)
  * caller held on past its next look is counted (the daemon's sign of demand). */
 static void test_share_grows(void **state)
 {
-	struct sl_ticket t[4];
+	union sl_ticket_room t[4];
 	struct sl_shm a;
 	struct sl_state *st;
 	uint32_t misses;
@@ -139,21 +140,21 @@ static void test_share_grows(void **state)
 	load(&a, fleet_rate);
 	st = &sl_shm_section(a.hdr, 0)->state;
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 1, .window_ns = 1000 * MS});
-	assert_int_equal(reserve(a.hdr, NOW, &t[0]), NOW);
-	assert_int_equal(sl_admit_release(a.hdr, &t[0], NOW, 1, &retry), 0);
+	assert_int_equal(reserve(a.hdr, NOW, &t[0].t), NOW);
+	assert_int_equal(sl_admit_release(a.hdr, &t[0].t, NOW, 1, &retry), 0);
 	for (int i = 1; i < 4; i++) /* slots 1, 2, 3 s away: each looks again in 100 ms */
-		assert_int_equal(reserve(a.hdr, NOW, &t[i]), NOW + SL_LEASE_RECHECK_NS);
+		assert_int_equal(reserve(a.hdr, NOW, &t[i].t), NOW + SL_LEASE_RECHECK_NS);
 	misses = st->lease.misses;
-	assert_int_equal(sl_admit_release(a.hdr, &t[1], NOW + SL_LEASE_RECHECK_NS, 1, &retry), 1);
+	assert_int_equal(sl_admit_release(a.hdr, &t[1].t, NOW + SL_LEASE_RECHECK_NS, 1, &retry), 1);
 	assert_true(retry <= NOW + 2 * SL_LEASE_RECHECK_NS);
 	assert_true(st->lease.misses != misses);
 	/* 100/s from now on: three queued are 30 ms of the new share. */
 	grant_at(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 100, .window_ns = 1000 * MS},
 	         NOW + SL_LEASE_RECHECK_NS);
-	at = release(a.hdr, &t[1], NOW + 2 * SL_LEASE_RECHECK_NS);
+	at = release(a.hdr, &t[1].t, NOW + 2 * SL_LEASE_RECHECK_NS);
 	assert_true(at > 0 && at <= NOW + SL_LEASE_RECHECK_NS + 40 * MS);
-	assert_true(release(a.hdr, &t[2], NOW + 2 * SL_LEASE_RECHECK_NS) > at);
-	assert_true(release(a.hdr, &t[3], NOW + 2 * SL_LEASE_RECHECK_NS) > 0);
+	assert_true(release(a.hdr, &t[2].t, NOW + 2 * SL_LEASE_RECHECK_NS) > at);
+	assert_true(release(a.hdr, &t[3].t, NOW + 2 * SL_LEASE_RECHECK_NS) > 0);
 	sl_shm_detach(&a);
 }
 
@@ -161,7 +162,8 @@ static void test_share_grows(void **state)
  * next; topped up (the same chunk), the count goes on; a new chunk starts it anew. */
 static void test_window_chunk(void **state)
 {
-	struct sl_ticket t;
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
 	struct sl_shm a;
 	int64_t end = NOW + 500 * MS;
 
@@ -171,20 +173,20 @@ static void test_window_chunk(void **state)
 	         "max_wait = 1m\n");
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = 3, .until_ns = end, .chunk = 7});
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(reserve(a.hdr, NOW + i, &t), NOW + i);
-		assert_int_equal(release(a.hdr, &t, NOW + i), NOW + i);
+		assert_int_equal(reserve(a.hdr, NOW + i, t), NOW + i);
+		assert_int_equal(release(a.hdr, t, NOW + i), NOW + i);
 	}
 	/* Used up: it looks again within SL_LEASE_RECHECK_NS, and goes nowhere until
 	 * the window's end, nor after it with no new chunk. */
-	assert_int_equal(reserve(a.hdr, NOW + 10, &t), NOW + 10 + SL_LEASE_RECHECK_NS);
-	assert_int_equal(release(a.hdr, &t, end + SL_LEASE_RETRY_NS), -1);
+	assert_int_equal(reserve(a.hdr, NOW + 10, t), NOW + 10 + SL_LEASE_RECHECK_NS);
+	assert_int_equal(release(a.hdr, t, end + SL_LEASE_RETRY_NS), -1);
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = 5, .until_ns = end, .chunk = 7});
-	assert_int_equal(reserve(a.hdr, NOW + 20, &t), NOW + 20); /* topped up: 2 more */
-	assert_int_equal(release(a.hdr, &t, NOW + 20), NOW + 20);
+	assert_int_equal(reserve(a.hdr, NOW + 20, t), NOW + 20); /* topped up: 2 more */
+	assert_int_equal(release(a.hdr, t, NOW + 20), NOW + 20);
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = 2, .until_ns = end + 500 * MS,
 	                                .chunk = 8});
-	assert_int_equal(reserve(a.hdr, end, &t), end);
-	assert_int_equal(release(a.hdr, &t, end), end);
+	assert_int_equal(reserve(a.hdr, end, t), end);
+	assert_int_equal(release(a.hdr, t, end), end);
 	sl_shm_detach(&a);
 }
 

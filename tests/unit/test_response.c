@@ -25,6 +25,9 @@ static int head_of(void *arg, uint64_t n)
 	return (int)((*(uint64_t *)arg >> n) & 1);
 }
 
+static int parking; /* park the parser between pieces whenever it allows */
+static int parked_times;
+
 /* Feed `s` in pieces of `piece` bytes (0: growing), collecting the final responses. */
 static void feed(struct sl_response *p, const char *s, size_t piece, uint64_t heads, struct seen *out)
 {
@@ -45,6 +48,16 @@ static void feed(struct sl_response *p, const char *s, size_t piece, uint64_t he
 		pos += got;
 		if (ready && out->n < 8)
 			out->f[out->n++] = f;
+		if (parking) {
+			struct sl_resp_parked k;
+
+			memset(&k, 0xa5, sizeof(k));
+			if (sl_resp_park(p, &k)) {
+				memset(p, 0x5a, sizeof(*p));
+				sl_resp_unpark(p, &k);
+				parked_times++;
+			}
+		}
 	}
 }
 
@@ -84,6 +97,28 @@ static void test_framing_in_every_piece_size(void **state)
 		assert_int_equal(p.finals, 6);
 		sl_resp_eof(&p);
 		assert_int_equal(p.state, SL_RESP_IDLE);
+	}
+}
+
+/* The same with the parser parked wherever it may be between pieces: a held
+ * socket keeps only that between reads, unless a line is under way. */
+static void test_framing_parked(void **state)
+{
+	parking = 1;
+	parked_times = 0;
+	test_framing_in_every_piece_size(state);
+	parking = 0;
+	assert_true(parked_times > 200);
+	{
+		struct sl_response p;
+		struct sl_resp_parked k;
+		struct sl_resp_fields f;
+		uint64_t none = 0;
+		int ready;
+
+		sl_resp_init(&p);
+		sl_resp_feed(&p, "HTTP/1.1 429 x\r\nRetry-Af", 25, head_of, &none, &f, &ready);
+		assert_false(sl_resp_park(&p, &k));
 	}
 }
 
@@ -237,6 +272,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_framing_in_every_piece_size),
+		cmocka_unit_test(test_framing_parked),
 		cmocka_unit_test(test_lost),
 		cmocka_unit_test(test_signals),
 		cmocka_unit_test(test_http_dates),
