@@ -55,7 +55,8 @@ void sl_http1_init(struct sl_http1 *p);
 /* What a parser keeps between two calls when it is not inside a line (at a
  * message boundary, in a body or chunk data, after a chunk, or lost): a held
  * socket keeps this much for a connection between its writes, and the whole
- * parser - its line buffer - only while a line spans two of them. */
+ * parser - its line buffer - only while a line spans two of them.  A lost
+ * parser's reason is not kept: it was said when it was lost. */
 struct sl_h1_parked {
 	uint8_t state;
 	uint8_t flags;
@@ -63,7 +64,6 @@ struct sl_h1_parked {
 	uint64_t left;
 	uint64_t requests;
 	uint64_t heads;
-	const char *why;
 };
 
 /* Park p into *out: 1, or 0 when p is inside a line (it must be kept whole). */

@@ -83,7 +83,6 @@ struct sl_resp_parked {
 	uint8_t pad[6];
 	uint64_t left;
 	uint64_t finals;
-	const char *why;
 };
 
 /* Park p into *out: 1, or 0 when p is inside a line (it must be kept whole). */

@@ -32,7 +32,6 @@ int sl_http1_park(const struct sl_http1 *p, struct sl_h1_parked *out)
 	out->left = p->left;
 	out->requests = p->requests;
 	out->heads = p->heads;
-	out->why = p->why;
 	return 1;
 }
 
@@ -44,7 +43,6 @@ void sl_http1_unpark(struct sl_http1 *p, const struct sl_h1_parked *in)
 	p->left = in->left;
 	p->requests = in->requests;
 	p->heads = in->heads;
-	p->why = in->why;
 }
 
 static int is_method_char(unsigned char c)

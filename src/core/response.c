@@ -44,7 +44,6 @@ int sl_resp_park(const struct sl_response *p, struct sl_resp_parked *out)
 	out->flags = p->flags;
 	out->left = p->left;
 	out->finals = p->finals;
-	out->why = p->why;
 	return 1;
 }
 
@@ -55,7 +54,6 @@ void sl_resp_unpark(struct sl_response *p, const struct sl_resp_parked *in)
 	p->flags = in->flags;
 	p->left = in->left;
 	p->finals = in->finals;
-	p->why = in->why;
 }
 
 static size_t lose(struct sl_response *p, const char *why, size_t consumed)

@@ -54,34 +54,41 @@ int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m)
 	uint64_t bits = reading(m);
 	struct sl_record *rec;
 
+	struct sl_match sig;
+	int rc = 0;
+
 	if (!bits)
 		return 0;
 	if (!(rec = sl_record_of(fd)) && (sl_held_open(fd, d, m, 0) < 0 || !(rec = sl_record_of(fd))))
 		return -ENOSPC;
+	sig = *m;
+	sig.mask = bits;
 	sl_shim_lock(&rec->lock);
-	rec->sig = *m;
-	rec->sig.mask = bits;
-	sl_resp_init(&rec->resp);
-	if (!rec->rm.mask)
-		sl_http1_init(&rec->h1);
+	if (sl_held_add_sects(rec, d, &sig, SL_USE_SIG) < 0 || sl_talk_begin(rec) < 0) {
+		sl_rec_drop_use(rec, SL_USE_SIG); /* no memory: its answers are not read */
+		rc = -ENOSPC;
+	}
 	sl_shim_unlock(&rec->lock);
-	return 0;
+	return rc;
 }
 
 /* The requests written, for the HEADs among them. */
 static void follow_requests(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
-	if (!iov) {
-		sl_http1_skip(&rec->h1, n);
+	struct sl_rec_lines scratch, *l = sl_talk_open(rec, &scratch);
+
+	if (!l)
 		return;
-	}
-	for (int i = 0; i < iovcnt && n > 0; i++) {
+	if (!iov)
+		sl_http1_skip(&l->h1, n);
+	for (int i = 0; iov && i < iovcnt && n > 0; i++) {
 		size_t take = SL_MIN(iov[i].iov_len, n), off = 0;
 
-		while (off < take && rec->h1.state != SL_H1_LOST)
-			off += sl_http1_feed(&rec->h1, (const char *)iov[i].iov_base + off, take - off);
+		while (off < take && l->h1.state != SL_H1_LOST)
+			off += sl_http1_feed(&l->h1, (const char *)iov[i].iov_base + off, take - off);
 		n -= take;
 	}
+	sl_talk_close(rec, l);
 }
 
 /* Whether what went starts a TLS record (its first non-empty piece says). */
@@ -107,7 +114,7 @@ static void tls_unseen(const struct sl_record *rec)
 void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
 	/* A ClientHello, or a write inside libssl: TLS, followed in plaintext (tls.c). */
-	if (sl_tls_in_call(rec->fd) || (!rec->tls && rec->h1.requests == 0 && starts_tls(iov, iovcnt)))
+	if (sl_tls_in_call(rec->fd) || (!rec->tls && sl_talk_h1_requests(rec) == 0 && starts_tls(iov, iovcnt)))
 		rec->tls = 1;
 	if (sl_signals_follows_writes(rec))
 		follow_requests(rec, iov, iovcnt, n);
@@ -117,8 +124,8 @@ int sl_signals_follows_writes(const struct sl_record *rec)
 {
 	/* TLS: the plaintext comes through tls.c; meter = requests follows them
 	 * already (stream.c); a reader that gave up has no more use for them. */
-	return rec->sig.mask && !rec->tls && !rec->rm.mask && rec->h1.state != SL_H1_LOST &&
-	       rec->resp.state != SL_RESP_LOST;
+	return rec->talk && !rec->tls && sl_rec_mask(rec, SL_USE_SIG) && !sl_rec_mask(rec, SL_USE_REQ) &&
+	       sl_talk_h1_state(rec) != SL_H1_LOST && sl_talk_resp_state(rec) != SL_RESP_LOST;
 }
 
 /* Request n (0-based) was a HEAD, as far as the writes showed. */
@@ -137,12 +144,15 @@ static void answered(struct sl_record *rec, const struct sl_resp_fields *f)
 	int64_t now;
 	int did;
 
+	struct sl_match m;
+
 	clock_gettime(CLOCK_REALTIME, &wall);
 	sl_signal_decide(f, (int64_t)wall.tv_sec, &sig);
-	if (sig.kind == SL_SIGNAL_NONE && !(sig.good && adapting(&rec->sig)))
+	sl_rec_match(rec, SL_USE_SIG, &m);
+	if (sig.kind == SL_SIGNAL_NONE && !(sig.good && adapting(&m)))
 		return; /* nothing to say: no lock taken */
 	now = sl_clock_mono_ns();
-	did = sl_admit_signal(sl_shim.shm.hdr, &rec->sig, &sig, now, sl_shim.pid);
+	did = sl_admit_signal(sl_shim.shm.hdr, &m, &sig, now, sl_shim.pid);
 	if (sig.kind != SL_SIGNAL_NONE)
 		sl_debug("answer on fd %d: %u (%s): pause %" PRId64 "ms, budget %" PRId64 " in %" PRId64 "ms%s%s",
 		         rec->fd, sig.status, sl_signal_name(sig.kind), sig.pause_ms, sig.budget, sig.budget_ms,
@@ -153,23 +163,30 @@ static void answered(struct sl_record *rec, const struct sl_resp_fields *f)
 /* The answers read, in plaintext. */
 static void follow_answers(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
+	struct sl_rec_lines scratch, *l = sl_talk_open(rec, &scratch);
+	int was_lost;
+
+	if (!l)
+		return;
+	was_lost = l->resp.state == SL_RESP_LOST;
 	for (int i = 0; i < iovcnt && n > 0; i++) {
 		size_t take = SL_MIN(iov[i].iov_len, n), off = 0;
 
-		while (off < take && rec->resp.state != SL_RESP_LOST) {
+		while (off < take && l->resp.state != SL_RESP_LOST) {
 			struct sl_resp_fields f;
 			int ready;
 
-			off += sl_resp_feed(&rec->resp, (const char *)iov[i].iov_base + off, take - off, was_head,
-			                    &rec->h1, &f, &ready);
+			off += sl_resp_feed(&l->resp, (const char *)iov[i].iov_base + off, take - off, was_head,
+			                    &l->h1, &f, &ready);
 			if (ready)
 				answered(rec, &f);
 		}
 		n -= take;
 	}
-	if (rec->resp.state == SL_RESP_LOST)
+	if (l->resp.state == SL_RESP_LOST && !was_lost)
 		sl_debug("answers on fd %d: cannot follow (%s): left alone", rec->fd,
-		         rec->resp.why ? rec->resp.why : "?");
+		         l->resp.why ? l->resp.why : "?");
+	sl_talk_close(rec, l);
 }
 
 void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
@@ -183,10 +200,15 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 			tls_unseen(rec);
 		return;
 	}
-	if (rec->resp.state == SL_RESP_LOST)
+	if (sl_talk_resp_state(rec) == SL_RESP_LOST)
 		return;
 	if (n == 0) {
-		sl_resp_eof(&rec->resp);
+		struct sl_rec_lines scratch, *l = sl_talk_open(rec, &scratch);
+
+		if (l) {
+			sl_resp_eof(&l->resp);
+			sl_talk_close(rec, l);
+		}
 		return;
 	}
 	follow_answers(rec, iov, iovcnt, n);
@@ -200,11 +222,11 @@ void sl_signals_plain(int fd, const void *buf, size_t n, int reading)
 	if (!rec)
 		return;
 	sl_shim_lock(&rec->lock);
-	if (rec->sig.mask) {
+	if (sl_rec_mask(rec, SL_USE_SIG)) {
 		rec->tls = 1;
-		if (reading && rec->resp.state != SL_RESP_LOST)
+		if (reading && sl_talk_resp_state(rec) != SL_RESP_LOST)
 			follow_answers(rec, &one, 1, n);
-		else if (!reading && !rec->rm.mask && rec->h1.state != SL_H1_LOST)
+		else if (!reading && !sl_rec_mask(rec, SL_USE_REQ) && sl_talk_h1_state(rec) != SL_H1_LOST)
 			follow_requests(rec, &one, 1, n);
 	}
 	sl_shim_unlock(&rec->lock);

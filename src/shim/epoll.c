@@ -72,9 +72,9 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			 * masked there. */
 			if (rec) {
 				sl_shim_lock(&rec->lock);
-				for (unsigned i = 0; i < SL_EPREGS; i++)
-					if (rec->ep[i].epfd == epfd)
-						rec->ep_masked &= ~(1u << i);
+				for (unsigned i = 0; rec->wait && i < SL_EPREGS; i++)
+					if (rec->wait->ep[i].epfd == epfd)
+						rec->ep_masked &= (uint8_t)~(1u << i);
 				sl_shim_unlock(&rec->lock);
 			}
 		}
@@ -229,19 +229,19 @@ void sl_epoll_mask(struct sl_record *rec)
 {
 	struct sl_epregs *regs = sl_epregs(rec->fd, 0);
 
-	if (!regs || !sl_real.epoll_ctl)
-		return;
+	if (!regs || !sl_real.epoll_ctl || !rec->wait)
+		return; /* what it masks is kept in its waiting part */
 	for (unsigned i = 0; i < SL_EPREGS; i++) {
 		struct sl_epreg *reg = &regs->r[i];
 		struct epoll_event ev;
 
 		if ((rec->ep_masked & (1u << i)) || !reg->epfd || !(reg->events & EPOLLOUT))
 			continue;
-		rec->ep[i] = *reg;
+		rec->wait->ep[i] = *reg;
 		ev.events = reg->events & ~(uint32_t)EPOLLOUT;
 		ev.data = reg->data;
 		if (sl_real.epoll_ctl(reg->epfd, EPOLL_CTL_MOD, rec->fd, &ev) == 0) {
-			rec->ep_masked |= 1u << i;
+			rec->ep_masked |= (uint8_t)(1u << i);
 			mark_for_epoll(rec);
 		}
 	}
@@ -255,14 +255,15 @@ void sl_epoll_unmask_some(struct sl_record *rec, unsigned which)
 {
 	int saved = errno;
 
-	for (unsigned i = 0; i < SL_EPREGS; i++) {
-		struct epoll_event ev = {.events = rec->ep[i].events, .data = rec->ep[i].data};
+	for (unsigned i = 0; rec->wait && i < SL_EPREGS; i++) {
+		const struct sl_epreg *r = &rec->wait->ep[i];
+		struct epoll_event ev = {.events = r->events, .data = r->data};
 
 		if (!(rec->ep_masked & which & (1u << i)))
 			continue;
-		rec->ep_masked &= ~(1u << i);
+		rec->ep_masked &= (uint8_t)~(1u << i);
 		if (sl_real.epoll_ctl)
-			sl_real.epoll_ctl(rec->ep[i].epfd, EPOLL_CTL_MOD, rec->fd, &ev);
+			sl_real.epoll_ctl(r->epfd, EPOLL_CTL_MOD, rec->fd, &ev);
 	}
 	errno = saved;
 }
@@ -279,12 +280,12 @@ void sl_epoll_withhold(struct sl_record *rec)
 {
 	struct sl_epregs *regs = sl_epregs(rec->fd, 0);
 
-	for (unsigned i = 0; regs && i < SL_EPREGS; i++) {
+	for (unsigned i = 0; regs && rec->wait && i < SL_EPREGS; i++) {
 		if (!regs->r[i].epfd || !sl_real.epoll_ctl ||
 		    sl_real.epoll_ctl(regs->r[i].epfd, EPOLL_CTL_DEL, rec->fd, NULL) != 0)
 			continue;
-		rec->ep[i] = regs->r[i];
-		rec->ep_withheld |= 1u << i;
+		rec->wait->ep[i] = regs->r[i];
+		rec->ep_withheld |= (uint8_t)(1u << i);
 		mark_for_epoll(rec);
 	}
 }
@@ -293,14 +294,15 @@ void sl_epoll_restore(struct sl_record *rec)
 {
 	int saved = errno;
 
-	for (unsigned i = 0; i < SL_EPREGS; i++) {
-		struct epoll_event ev = {.events = rec->ep[i].events, .data = rec->ep[i].data};
+	for (unsigned i = 0; rec->wait && i < SL_EPREGS; i++) {
+		const struct sl_epreg *r = &rec->wait->ep[i];
+		struct epoll_event ev = {.events = r->events, .data = r->data};
 
 		if (!(rec->ep_withheld & (1u << i)))
 			continue;
-		rec->ep_withheld &= ~(1u << i);
+		rec->ep_withheld &= (uint8_t)~(1u << i);
 		if (sl_real.epoll_ctl)
-			sl_real.epoll_ctl(rec->ep[i].epfd, EPOLL_CTL_ADD, rec->fd, &ev);
+			sl_real.epoll_ctl(r->epfd, EPOLL_CTL_ADD, rec->fd, &ev);
 	}
 	errno = saved;
 }
@@ -313,21 +315,22 @@ int sl_epoll_virtual_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 	if (!rec)
 		return 0;
 	sl_shim_lock(&rec->lock);
-	if (rec->state == SL_REC_DEFERRED) {
+	if (rec->state == SL_REC_DEFERRED && rec->wait) {
+		struct sl_epreg *ep = rec->wait->ep;
 		unsigned slot = SL_EPREGS;
 
 		for (unsigned i = 0; i < SL_EPREGS && slot == SL_EPREGS; i++)
-			if ((rec->ep_withheld & (1u << i)) && rec->ep[i].epfd == epfd)
+			if ((rec->ep_withheld & (1u << i)) && ep[i].epfd == epfd)
 				slot = i;
 		for (unsigned i = 0; i < SL_EPREGS && slot == SL_EPREGS && op == EPOLL_CTL_ADD; i++)
 			if (!(rec->ep_withheld & (1u << i)))
 				slot = i;
 		if (slot < SL_EPREGS) {
 			if (op == EPOLL_CTL_DEL) {
-				rec->ep_withheld &= ~(1u << slot);
+				rec->ep_withheld &= (uint8_t)~(1u << slot);
 			} else if (ev) {
-				rec->ep[slot] = (struct sl_epreg){.epfd = epfd, .events = ev->events, .data = ev->data};
-				rec->ep_withheld |= 1u << slot;
+				ep[slot] = (struct sl_epreg){.epfd = epfd, .events = ev->events, .data = ev->data};
+				rec->ep_withheld |= (uint8_t)(1u << slot);
 				mark_for_epoll(rec);
 			}
 			handled = 1;
@@ -362,8 +365,8 @@ int64_t sl_epoll_due(int epfd, int64_t now)
 				sl_shim_unlock(&rec->lock);
 				continue;
 			}
-			for (unsigned r = 0; r < SL_EPREGS; r++)
-				if (((rec->ep_masked | rec->ep_withheld) & (1u << r)) && rec->ep[r].epfd == epfd)
+			for (unsigned r = 0; rec->wait && r < SL_EPREGS; r++)
+				if (((rec->ep_masked | rec->ep_withheld) & (1u << r)) && rec->wait->ep[r].epfd == epfd)
 					mine |= 1u << r;
 			if (mine && rec->state == SL_REC_DEFERRED) {
 				/* Made when due (its registrations then return), through the fd

@@ -197,6 +197,9 @@ struct sl_record *sl_record_unlink(int fd)
 
 void sl_record_free(struct sl_record *rec)
 {
+	sl_shim_lock(&rec->lock); /* the kicker may be looking at it */
+	sl_rec_free_parts(rec);
+	sl_shim_unlock(&rec->lock);
 	sl_shim_lock(&alloc_lock);
 	rec->refs = 0;
 	rec->next_free = free_head;

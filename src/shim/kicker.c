@@ -159,8 +159,8 @@ static int still_its_socket(struct sl_record *rec)
 {
 	struct stat st;
 
-	return sl_fdtab_get(rec->fd) == rec->index && fstat(rec->fd, &st) == 0 &&
-	       st.st_ino == rec->sock_ino && st.st_dev == rec->sock_dev;
+	return rec->wait && sl_fdtab_get(rec->fd) == rec->index && fstat(rec->fd, &st) == 0 &&
+	       st.st_ino == rec->wait->sock_ino && st.st_dev == rec->wait->sock_dev;
 }
 
 /* Under rec->lock: do what is due for it at `now`. */
@@ -270,7 +270,8 @@ void sl_kicker_due(struct sl_record *rec)
 		return;
 	sl_shim_lock(&heap_lock);
 	if (heap_len < SL_RECORDS) {
-		heap[heap_len] = (struct entry){.at = at, .slot = rec->pend.t.slot_ns, .index = rec->index};
+		heap[heap_len] = (struct entry){.at = at, .slot = rec->wait ? rec->wait->pend.t.slot_ns : at,
+		                                .index = rec->index};
 		sift_up(heap_len++);
 		rec->kick_at = at;
 		wake = heap[0].at == at;
@@ -291,9 +292,9 @@ void sl_kicker_note_socket(struct sl_record *rec)
 {
 	struct stat st;
 
-	if (fstat(rec->fd, &st) == 0) {
-		rec->sock_ino = st.st_ino;
-		rec->sock_dev = st.st_dev;
+	if (rec->wait && fstat(rec->fd, &st) == 0) {
+		rec->wait->sock_ino = st.st_ino;
+		rec->wait->sock_dev = st.st_dev;
 	}
 }
 

@@ -30,7 +30,7 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
  * connection counts as one request.  Over TLS the server's choice is not seen, so a
  * ClientHello that offers h2 is taken at its word; docs/design.md says what that
  * costs in accuracy. */
-static void decide(struct sl_record *rec, const struct iovec *iov, int iovcnt)
+static void decide(struct sl_record *rec, struct sl_rec_stream *st, const struct iovec *iov, int iovcnt)
 {
 	for (int i = 0; i < iovcnt; i++) {
 		const char *why;
@@ -41,19 +41,19 @@ static void decide(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 			continue;
 		if (sl_sniff_is_tls(p, n) && sl_tls_call && !sl_sniff_tls_offers_h2(p, n)) {
 			/* Through libssl: the plaintext will say where requests begin. */
-			rec->stream_mode = SL_STREAM_TLS_HTTP1;
+			st->mode = SL_STREAM_TLS_HTTP1;
 			why = "TLS through libssl: HTTP/1 requests found in SSL_write's plaintext";
 		} else if (sl_sniff_h2_preface(p, n) || sl_sniff_tls_offers_h2(p, n)) {
-			rec->stream_mode = SL_STREAM_CONNECTION;
+			st->mode = SL_STREAM_CONNECTION;
 			why = sl_sniff_is_tls(p, n) ? "TLS offering HTTP/2: the connection counts as one request, "
 			                              "shaped at its connect; its writes are never held"
 			                            : "HTTP/2 (prior-knowledge preface): the connection counts as one "
 			                              "request, shaped at its connect; its writes are never held";
 		} else if (sl_http1_looks_like(p, n)) {
-			rec->stream_mode = SL_STREAM_HTTP1;
+			st->mode = SL_STREAM_HTTP1;
 			why = "HTTP/1 messages";
 		} else {
-			rec->stream_mode = SL_STREAM_TURNS;
+			st->mode = SL_STREAM_TURNS;
 			why = "not HTTP/1: counting turns";
 		}
 		sl_debug("requests on fd %d: %s", rec->fd, why);
@@ -61,43 +61,53 @@ static void decide(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 	}
 }
 
+/* The stream part of a record that meters requests, or NULL. */
+static struct sl_rec_stream *requests(struct sl_record *rec)
+{
+	return rec->stream && sl_rec_mask(rec, SL_USE_REQ) ? rec->stream : NULL;
+}
+
 int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 {
 	size_t total = iov ? iov_total(iov, iovcnt) : 1; /* sendfile: some bytes */
+	struct sl_rec_stream *st = requests(rec);
 
-	if (!rec->rm.mask || total == 0)
+	if (!st || total == 0)
 		return 0;
-	if (rec->stream_mode == SL_STREAM_UNDECIDED) {
+	if (st->mode == SL_STREAM_UNDECIDED) {
 		if (!iov)
-			rec->stream_mode = SL_STREAM_TURNS; /* its first bytes come from a file */
+			st->mode = SL_STREAM_TURNS; /* its first bytes come from a file */
 		else
-			decide(rec, iov, iovcnt);
+			decide(rec, st, iov, iovcnt);
 	}
-	if (rec->admitted_next)
+	if (st->admitted_next)
 		return 0;
-	switch (rec->stream_mode) {
+	switch (st->mode) {
 	case SL_STREAM_HTTP1:
-		return rec->h1.state == SL_H1_IDLE;
+		return sl_talk_h1_state(rec) == SL_H1_IDLE;
 	case SL_STREAM_CONNECTION:
-		return !rec->wrote_any; /* named by this write: its one place */
+		return !st->wrote_any; /* named by this write: its one place */
 	case SL_STREAM_TLS_HTTP1:
-		return rec->tls_start; /* the handshake's writes take none */
+		return st->tls_start; /* the handshake's writes take none */
 	default:
-		return !rec->wrote_any || rec->read_since_write;
+		return !st->wrote_any || st->read_since_write;
 	}
 }
 
 size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 {
+	struct sl_rec_stream *st = requests(rec);
+	struct sl_rec_lines scratch, *l;
 	struct sl_http1 copy;
 	size_t n = 0;
 
-	if (!rec->rm.mask || rec->stream_mode != SL_STREAM_HTTP1 || rec->h1.state == SL_H1_LOST)
+	if (!st || st->mode != SL_STREAM_HTTP1 || sl_talk_h1_state(rec) == SL_H1_LOST ||
+	    !(l = sl_talk_open(rec, &scratch)))
 		return SIZE_MAX;
+	copy = l->h1; /* only looked at: the talk stays as it was */
 	if (!iov) /* sendfile: a body may go, not beyond it */
-		return rec->h1.state == SL_H1_BODY || rec->h1.state == SL_H1_CHUNK_DATA
-		       ? (size_t)SL_MIN(rec->h1.left, (uint64_t)SIZE_MAX) : SIZE_MAX;
-	copy = rec->h1;
+		return copy.state == SL_H1_BODY || copy.state == SL_H1_CHUNK_DATA
+		       ? (size_t)SL_MIN(copy.left, (uint64_t)SIZE_MAX) : SIZE_MAX;
 	for (int i = 0; i < iovcnt; i++) {
 		size_t got;
 
@@ -114,66 +124,76 @@ size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcn
 	return SIZE_MAX;
 }
 
+/* The HTTP/1 parser gave up on the connection: turns from here. */
+static void lost(struct sl_record *rec, struct sl_rec_stream *st, const struct sl_http1 *h1, const char *inside)
+{
+	sl_debug("requests on fd %d: cannot follow HTTP/1%s (%s): counting turns from here", rec->fd, inside,
+	         h1->why ? h1->why : "?");
+	st->mode = SL_STREAM_TURNS;
+}
+
 void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
-	if (!rec->rm.mask || n == 0)
-		return;
-	if (rec->stream_mode == SL_STREAM_TLS_HTTP1) {
-		/* Ciphertext: only the write that began a request used its place. */
-		if (rec->tls_start)
-			rec->admitted_next = rec->tls_start = 0;
-		rec->wrote_any = 1;
-		return;
-	}
-	rec->wrote_any = 1;
-	rec->read_since_write = 0;
-	rec->admitted_next = 0;
-	if (rec->stream_mode != SL_STREAM_HTTP1)
-		return;
-	if (!iov) {
-		sl_http1_skip(&rec->h1, n);
-	} else {
-		for (int i = 0; i < iovcnt && n > 0; i++) {
-			size_t take = SL_MIN(iov[i].iov_len, n), off = 0;
+	struct sl_rec_stream *st = requests(rec);
+	struct sl_rec_lines scratch, *l;
 
-			/* Without a cut (a call the shim could not limit), a boundary may
-			 * fall inside: the parser goes on past it. */
-			while (off < take)
-				off += sl_http1_feed(&rec->h1, (const char *)iov[i].iov_base + off, take - off);
-			n -= take;
-		}
+	if (!st || n == 0)
+		return;
+	if (st->mode == SL_STREAM_TLS_HTTP1) {
+		/* Ciphertext: only the write that began a request used its place. */
+		if (st->tls_start)
+			st->admitted_next = st->tls_start = 0;
+		st->wrote_any = 1;
+		return;
 	}
-	if (rec->h1.state == SL_H1_LOST) {
-		sl_debug("requests on fd %d: cannot follow HTTP/1 (%s): counting turns from here",
-		         rec->fd, rec->h1.why ? rec->h1.why : "?");
-		rec->stream_mode = SL_STREAM_TURNS;
+	st->wrote_any = 1;
+	st->read_since_write = 0;
+	st->admitted_next = 0;
+	if (st->mode != SL_STREAM_HTTP1 || !(l = sl_talk_open(rec, &scratch)))
+		return;
+	if (!iov)
+		sl_http1_skip(&l->h1, n);
+	for (int i = 0; iov && i < iovcnt && n > 0; i++) {
+		size_t take = SL_MIN(iov[i].iov_len, n), off = 0;
+
+		/* Without a cut (a call the shim could not limit), a boundary may
+		 * fall inside: the parser goes on past it. */
+		while (off < take)
+			off += sl_http1_feed(&l->h1, (const char *)iov[i].iov_base + off, take - off);
+		n -= take;
 	}
+	if (l->h1.state == SL_H1_LOST)
+		lost(rec, st, &l->h1, "");
+	sl_talk_close(rec, l);
 }
 
 void sl_stream_tls_write(int fd, const void *buf, size_t n, int h2)
 {
 	struct sl_record *rec = sl_record_of(fd);
+	struct sl_rec_stream *st;
 
 	if (!rec)
 		return;
 	sl_shim_lock(&rec->lock);
-	if (rec->rm.mask && n && rec->stream_mode == SL_STREAM_CONNECTION && !h2 && rec->h1.requests == 0 &&
-	    rec->h1.state == SL_H1_IDLE && sl_http1_looks_like(buf, n)) {
+	st = requests(rec);
+	if (st && n && st->mode == SL_STREAM_CONNECTION && !h2 && sl_talk_h1_requests(rec) == 0 &&
+	    sl_talk_h1_state(rec) == SL_H1_IDLE && sl_http1_looks_like(buf, n)) {
 		/* h2 offered, HTTP/1.1 chosen: its requests can be held one by one, the
 		 * first on the place its connect took. */
-		rec->stream_mode = SL_STREAM_TLS_HTTP1;
-		rec->admitted_next = rec->first_at_connect;
+		st->mode = SL_STREAM_TLS_HTTP1;
+		st->admitted_next = st->first_at_connect;
 		sl_debug("requests on fd %d: the server chose HTTP/1 over TLS: requests found in SSL_write's "
 		         "plaintext", fd);
 	}
-	if (rec->rm.mask && n && rec->stream_mode == SL_STREAM_TLS_HTTP1) {
-		if (rec->h1.requests == 0 && rec->h1.state == SL_H1_IDLE && !sl_http1_looks_like(buf, n)) {
+	if (st && n && st->mode == SL_STREAM_TLS_HTTP1) {
+		if (sl_talk_h1_requests(rec) == 0 && sl_talk_h1_state(rec) == SL_H1_IDLE &&
+		    !sl_http1_looks_like(buf, n)) {
 			/* Not HTTP/1 in the plaintext: turns, from this write on. */
-			rec->stream_mode = SL_STREAM_TURNS;
-			rec->read_since_write = 1;
+			st->mode = SL_STREAM_TURNS;
+			st->read_since_write = 1;
 			sl_debug("requests on fd %d: TLS, not HTTP/1 inside: counting turns", fd);
 		} else {
-			rec->tls_start = rec->h1.state == SL_H1_IDLE;
+			st->tls_start = sl_talk_h1_state(rec) == SL_H1_IDLE;
 		}
 	}
 	sl_shim_unlock(&rec->lock);
@@ -182,23 +202,24 @@ void sl_stream_tls_write(int fd, const void *buf, size_t n, int h2)
 void sl_stream_tls_wrote(int fd, const void *buf, size_t n)
 {
 	struct sl_record *rec = sl_record_of(fd);
+	struct sl_rec_lines scratch, *l;
+	struct sl_rec_stream *st;
 	size_t off = 0;
 
 	if (!rec)
 		return;
 	sl_shim_lock(&rec->lock);
-	if (rec->rm.mask && rec->stream_mode == SL_STREAM_TLS_HTTP1) {
+	st = requests(rec);
+	if (st && st->mode == SL_STREAM_TLS_HTTP1 && (l = sl_talk_open(rec, &scratch))) {
 		/* A write whose bytes went inside libssl's buffers, or a retry after
 		 * WANT_WRITE: its request has begun either way. */
-		rec->tls_start = 0;
-		rec->admitted_next = 0;
-		while (off < n && rec->h1.state != SL_H1_LOST)
-			off += sl_http1_feed(&rec->h1, (const char *)buf + off, n - off);
-		if (rec->h1.state == SL_H1_LOST) {
-			sl_debug("requests on fd %d: cannot follow HTTP/1 inside TLS (%s): counting turns from here",
-			         fd, rec->h1.why ? rec->h1.why : "?");
-			rec->stream_mode = SL_STREAM_TURNS;
-		}
+		st->tls_start = 0;
+		st->admitted_next = 0;
+		while (off < n && l->h1.state != SL_H1_LOST)
+			off += sl_http1_feed(&l->h1, (const char *)buf + off, n - off);
+		if (l->h1.state == SL_H1_LOST)
+			lost(rec, st, &l->h1, " inside TLS");
+		sl_talk_close(rec, l);
 	}
 	sl_shim_unlock(&rec->lock);
 }

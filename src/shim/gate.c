@@ -1,0 +1,449 @@
+/*
+ * The write gate of held sockets (docs/design.md, "Send paths and event loops"):
+ * a write that begins what a section counts - a connection first named by its
+ * first write (SNI, Host, CONNECT), a request (meter = requests), a piece of bytes
+ * (meter = bytes), a datagram - takes its place first, sleeping on a blocking
+ * socket and failing with EAGAIN on a non-blocking one, while the readiness hooks
+ * (poll.c, epoll.c) show the socket not writable until its release is due.
+ */
+#include "fdtab.h"
+#include "kicker.h"
+#include "sluice/clock.h"
+#include "sluice/pending.h"
+#include "sluice/wait.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+/* Under rec->lock: the place in hand was released.  The connection's own first
+ * write is done with; a request it covered is admitted, bytes it covered are
+ * released. */
+static void went(struct sl_record *rec)
+{
+	uint64_t want = rec->wait ? rec->wait->want : 0;
+
+	if (rec->stream) {
+		if (want & sl_rec_mask(rec, SL_USE_REQ))
+			rec->stream->admitted_next = 1;
+		if (want & sl_rec_mask(rec, SL_USE_BYTES))
+			rec->stream->credit += rec->stream->pending;
+		rec->stream->pending = 0;
+	}
+	if (rec->kind == SL_KIND_CONNECTION)
+		sl_rec_drop_use(rec, SL_USE_CONN);
+}
+
+/* Under rec->lock, which this drops: the request went (or was refused).  A
+ * connected UDP socket's record stays for its next datagram, one that meters,
+ * follows or holds places for its connection's life; others go. */
+static void settle_and_unlock(int fd, struct sl_record *rec)
+{
+	struct sl_record *last;
+
+	sl_epoll_unmask(rec);
+	sl_rec_wait_end(rec);
+	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask ||
+	    sl_rec_mask(rec, SL_USE_REQ | SL_USE_BYTES | SL_USE_SIG)) {
+		rec->state = rec->kind == SL_KIND_CONNECTED_UDP ? SL_REC_FIRST : SL_REC_OPEN;
+		sl_shim_unlock(&rec->lock);
+		return;
+	}
+	sl_shim_unlock(&rec->lock);
+	last = sl_record_unlink(fd);
+	if (last)
+		sl_held_finish(last);
+}
+
+static void log_go(const char *what, struct sl_record *rec, const struct sl_match *want)
+{
+	const struct sl_ticket *t = &rec->wait->pend.t;
+	char dest[SL_HOST_MAX + 80], names[256];
+	struct sl_dest d;
+
+	if (!sl_shim.debug)
+		return;
+	sl_dest_format(sl_rec_dest(rec, &d), dest, sizeof(dest));
+	sl_admission_sections(want, names, sizeof(names));
+	sl_debug("%s %s sections=%s: go waited=%.3fms slot=%lld released=%lld bytes=%llu", what, dest,
+	         names, (double)(t->released_ns - t->arrival_ns) / 1e6, (long long)t->release_ns,
+	         (long long)t->released_ns,
+	         (unsigned long long)((want->mask & sl_rec_mask(rec, SL_USE_BYTES)) && rec->stream
+	                              ? rec->stream->pending : 0));
+}
+
+/* Sleep until `at` the way a blocking send would wait: a handler installed with
+ * SA_RESTART lets the wait go on, one without it ends the wait with -EINTR (a futex
+ * wait is restarted by the kernel exactly in the first case, which a plain
+ * clock_nanosleep is not).  Ends with -EAGAIN at `timeout_at` (SO_SNDTIMEO). */
+static int sleep_like_send(int64_t at, int64_t timeout_at)
+{
+	static uint32_t never_woken;
+	int64_t until = timeout_at && timeout_at < at ? timeout_at : at;
+	struct timespec ts = {.tv_sec = until / SL_NS_PER_S, .tv_nsec = until % SL_NS_PER_S};
+
+	for (;;) {
+		long rc = syscall(SYS_futex, &never_woken, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0,
+		                  &ts, NULL, FUTEX_BITSET_MATCH_ANY);
+
+		if (rc == -1 && errno == EINTR)
+			return -EINTR;
+		if (sl_clock_mono_ns() >= until)
+			return until == at ? 0 : -EAGAIN;
+		if (rc == -1 && errno != ETIMEDOUT && errno != EAGAIN)
+			return sl_clock_sleep_until(until) == 0 ? (until == at ? 0 : -EAGAIN) : -EINTR;
+	}
+}
+
+/* SO_SNDTIMEO as an absolute deadline from now, or 0 for none. */
+static int64_t send_timeout_at(int fd)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return 0;
+	return sl_clock_mono_ns() + tv.tv_sec * SL_NS_PER_S + tv.tv_usec * SL_NS_PER_US;
+}
+
+int sl_held_write(int fd, int dontwait)
+{
+	return sl_held_write_data(fd, dontwait, NULL, 0, NULL, NULL);
+}
+
+/* Under rec->lock, at a go: what the write may send, and whether to be told. */
+static void go_limits(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t *limit,
+                      int *track)
+{
+	int requests = sl_rec_mask(rec, SL_USE_REQ) != 0, bytes = sl_rec_mask(rec, SL_USE_BYTES) != 0;
+
+	if (limit && requests && iov)
+		*limit = sl_stream_limit(rec, iov, iovcnt);
+	if (limit && bytes && rec->stream)
+		*limit = SL_MIN(*limit, (size_t)SL_MIN(rec->stream->credit, (uint64_t)SIZE_MAX));
+	if (track)
+		*track = (requests ? SL_TRACK_STREAM : 0) | (bytes ? SL_TRACK_BYTES : 0) |
+		         (sl_signals_follows_writes(rec) ? SL_TRACK_SIGNALS : 0);
+}
+
+static size_t iov_bytes(const struct iovec *iov, int iovcnt)
+{
+	size_t n = 0;
+
+	for (int i = 0; iov && i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return iov ? n : SIZE_MAX; /* sendfile: as much as a piece */
+}
+
+/* meter = bytes: a write with no released bytes left needs a piece. */
+static int needs_bytes(const struct sl_record *rec, const struct iovec *iov, int iovcnt)
+{
+	return rec->stream && sl_rec_mask(rec, SL_USE_BYTES) && rec->stream->credit == 0 &&
+	       iov_bytes(iov, iovcnt) > 0;
+}
+
+/* --- the gate: a small step per state of the record ---
+ *
+ * Each step runs under rec->lock and says what comes next: the record moved on to
+ * another state (look again, still locked), the fd must be looked up afresh (the
+ * lock let go), the writer must wait until g->at (still locked), or the write is
+ * decided (g->rc: 0 to let it go, or -errno; the lock let go or the record
+ * released). */
+enum gate_step {
+	GATE_NEXT,
+	GATE_AGAIN,
+	GATE_WAIT,
+	GATE_DONE,
+};
+
+struct gate {
+	int fd, dontwait;
+	const struct iovec *iov;
+	int iovcnt;
+	size_t *limit;
+	int *track;
+	int64_t at; /* GATE_WAIT: until when */
+	int rc;     /* GATE_DONE: the result */
+};
+
+static enum gate_step gate_done(struct gate *g, int rc)
+{
+	g->rc = rc;
+	return GATE_DONE;
+}
+
+/* The held write this thread released last, until it is made (sl_held_made):
+ * the release instant and what it covered.  One per thread, as a thread makes
+ * the write it was released for before it writes anything else. */
+static __thread struct {
+	int fd;
+	int set;
+	int64_t from;
+	struct sl_match m;
+	char name[SL_HOST_MAX]; /* m's key name: the record may go before the write is made */
+} made_pending;
+
+/* Under rec->lock, as a write goes: once made, the release of `m` at `from` is
+ * moved on to that instant (sl_held_made, told through SL_TRACK_MOVE). */
+static void move_when_made(struct gate *g, int64_t from, const struct sl_match *m)
+{
+	if (!g->track)
+		return; /* a caller that makes no write of its own to tell about */
+	made_pending.fd = g->fd;
+	made_pending.from = from;
+	made_pending.m = *m;
+	if (m->src.name && m->src.name_len < sizeof(made_pending.name)) {
+		memcpy(made_pending.name, m->src.name, m->src.name_len);
+		made_pending.m.src.name = made_pending.name;
+	} else {
+		made_pending.m.src.name = NULL;
+		made_pending.m.src.name_len = 0;
+	}
+	made_pending.set = 1;
+	*g->track |= SL_TRACK_MOVE;
+}
+
+void sl_held_made(int fd)
+{
+	if (!made_pending.set || made_pending.fd != fd)
+		return;
+	made_pending.set = 0;
+	/* Counted as a connect made inside its release is (sl_limit_counted_from). */
+	sl_wait_made(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(), sl_shim.pid);
+}
+
+/* Released: a write goes unless it begins a request without a place (meter =
+ * requests) or has no released bytes left (meter = bytes). */
+static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
+{
+	struct sl_rec_stream *st = rec->stream;
+	struct sl_match rm;
+	int64_t moved_from = 0;
+
+	/* A released connection that meters and holds nothing more (its deferred
+	 * connect made): its record goes. */
+	if (rec->kind == SL_KIND_CONNECTION && !rec->conc_mask &&
+	    !sl_rec_mask(rec, SL_USE_REQ | SL_USE_BYTES | SL_USE_SIG)) {
+		settle_and_unlock(g->fd, rec);
+		return gate_done(g, 0);
+	}
+	sl_rec_match(rec, SL_USE_REQ, &rm);
+	/* The first request went out with this write, not at the connect that took
+	 * its place: the destination sees it now. */
+	if (st && st->first_released_ns && rm.mask) {
+		int64_t now = sl_clock_mono_ns();
+
+		sl_wait_moved(sl_shim.shm.hdr, &rm, st->first_released_ns, now, sl_shim.pid);
+		st->first_released_ns = 0;
+		moved_from = now; /* and once more when the write is made */
+	}
+	if ((!rm.mask || !sl_stream_starts(rec, g->iov, g->iovcnt)) && !needs_bytes(rec, g->iov, g->iovcnt)) {
+		go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+		if (moved_from)
+			move_when_made(g, moved_from, &rm);
+		sl_shim_unlock(&rec->lock);
+		return gate_done(g, 0);
+	}
+	rec->state = SL_REC_FIRST;
+	return GATE_NEXT;
+}
+
+/* A deferred connect: made if due; until then the write waits for it. */
+static enum gate_step gate_deferred(struct sl_record *rec, struct gate *g)
+{
+	sl_held_kick_locked(rec, g->fd, sl_clock_mono_ns());
+	if (rec->state == SL_REC_DEFERRED) {
+		g->at = rec->release_ns; /* not even connected yet */
+		return GATE_WAIT;
+	}
+	if (rec->state == SL_REC_OPEN) {
+		sl_shim_unlock(&rec->lock);
+		return GATE_AGAIN; /* made: written as a released connection */
+	}
+	return GATE_NEXT; /* refused, or waiting for its first write's place */
+}
+
+static enum gate_step gate_refused(struct sl_record *rec, struct gate *g)
+{
+	int e = rec->refuse_errno ? rec->refuse_errno : ECONNREFUSED;
+
+	settle_and_unlock(g->fd, rec);
+	return gate_done(g, -e);
+}
+
+/* The write's admission has an answer (its sections in `want`): the write goes -
+ * what it may send worked out, its release moved on to when it is made - or
+ * fails. */
+static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc, const struct sl_match *want)
+{
+	struct sl_pending *p = &rec->wait->pend;
+	const char *what = rec->kind != SL_KIND_CONNECTION                       ? "datagram"
+	                   : want->mask & sl_rec_mask(rec, SL_USE_REQ)           ? "request"
+	                   : want->mask & sl_rec_mask(rec, SL_USE_BYTES)         ? "bytes"
+	                   : want->mask & sl_rec_mask(rec, SL_USE_CONN)          ? "first write"
+	                                                                         : "write";
+
+	if (rc == SL_PEND_REFUSED) {
+		sl_admission_said(p, rc, what);
+		rec->state = SL_REC_FIRST; /* nothing is left in hand */
+		rc = -p->err;
+		settle_and_unlock(g->fd, rec);
+		return gate_done(g, rc);
+	}
+	if (p->t.mask) {
+		log_go(what, rec, want);
+		if (rec->kind == SL_KIND_CONNECTION)
+			move_when_made(g, p->t.released_ns, want);
+	} else {
+		sl_admission_said(p, rc, what); /* observe only, no rate, a fallback */
+	}
+	went(rec);
+	go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+	settle_and_unlock(g->fd, rec);
+	return gate_done(g, 0);
+}
+
+/* Nothing reserved yet: the admission of what this write needs.  It covers the
+ * connection's own sections when its first write is pending, the requests
+ * sections when a request begins, and a piece of bytes when the bytes are out. */
+static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
+{
+	uint64_t want = sl_rec_mask(rec, SL_USE_CONN), pending = 0;
+	struct sl_pending_ask a;
+	struct sl_rec_wait *w;
+	struct sl_match m;
+	struct sl_dest d;
+
+	if (sl_rec_mask(rec, SL_USE_REQ) && sl_stream_starts(rec, g->iov, g->iovcnt))
+		want |= sl_rec_mask(rec, SL_USE_REQ);
+	if (needs_bytes(rec, g->iov, g->iovcnt)) {
+		pending = SL_MIN((uint64_t)iov_bytes(g->iov, g->iovcnt), rec->stream->piece_max);
+		want |= sl_rec_mask(rec, SL_USE_BYTES);
+	}
+	if (!(w = sl_rec_wait_begin(rec, want))) {
+		/* No memory to hold it with: not a "go" - the write fails as the kernel
+		 * fails one it has no buffer for, and the program may try again. */
+		sl_debug("write on fd %d: no memory to hold it: ENOBUFS", g->fd);
+		sl_shim_unlock(&rec->lock);
+		return gate_done(g, -ENOBUFS);
+	}
+	if (rec->stream)
+		rec->stream->pending = pending;
+	sl_rec_match_mask(rec, want, &m);
+	sl_admission_ask(&a, sl_rec_dest(rec, &d), &m, rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED,
+	                 0);
+	a.cost = pending;
+	a.room = sl_rec_wait_room(rec);
+	sl_pending_start(&w->pend, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
+	rec->state = SL_REC_WAITING;
+	rec->release_ns = 0; /* stepped at once */
+	return GATE_NEXT;
+}
+
+/* An admission under way: stepped once its instant has come; the write goes once
+ * it answers GO. */
+static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
+{
+	int64_t now = sl_clock_mono_ns();
+	struct sl_match m;
+	struct sl_dest d;
+	int rc;
+
+	if (!rec->wait) {
+		rec->state = SL_REC_FIRST; /* a fork child's copy of a parent's wait */
+		return GATE_NEXT;
+	}
+	if (now >= rec->release_ns) {
+		rc = sl_held_step(rec, &m, &d, now, NULL, NULL);
+		if (rc != SL_PEND_WAIT)
+			return gate_answer(rec, g, rc, &m);
+		rec->release_ns = rec->wait->pend.at;
+	}
+	g->at = rec->release_ns;
+	return GATE_WAIT;
+}
+
+static enum gate_step gate_step(struct sl_record *rec, struct gate *g)
+{
+	switch (rec->state) {
+	case SL_REC_OPEN: return gate_open(rec, g);
+	case SL_REC_DEFERRED: return gate_deferred(rec, g);
+	case SL_REC_REFUSED: return gate_refused(rec, g);
+	case SL_REC_FIRST: return gate_first(rec, g);
+	default: return gate_waiting(rec, g);
+	}
+}
+
+/* GATE_WAIT: a non-blocking writer is told EAGAIN (its socket hidden from epoll
+ * until due); a blocking one sleeps, as send would, and looks again.  Called with
+ * rec->lock held; returns with it let go, GATE_AGAIN or GATE_DONE. */
+static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *timeout_at)
+{
+	int rc;
+
+	if (g->dontwait || sl_fd_nonblocking(g->fd)) {
+		sl_epoll_mask(rec);
+		sl_shim_unlock(&rec->lock);
+		return gate_done(g, -EAGAIN);
+	}
+	sl_shim_unlock(&rec->lock);
+	if (*timeout_at < 0)
+		*timeout_at = send_timeout_at(g->fd);
+	rc = sleep_like_send(g->at, *timeout_at);
+	if (rc == -EAGAIN)
+		return gate_done(g, -EAGAIN); /* SO_SNDTIMEO: the place stays reserved for the retry */
+	if (rc == -EINTR) {
+		/* A handler without SA_RESTART: fail as send would, and return the place
+		 * (if still the last handed out); the next write asks anew. */
+		if ((rec = sl_held_lock_record(g->fd))) {
+			if (rec->state == SL_REC_WAITING) {
+				sl_held_cancel(rec);
+				sl_epoll_unmask(rec);
+				sl_rec_wait_end(rec);
+				rec->state = SL_REC_FIRST;
+			}
+			sl_shim_unlock(&rec->lock);
+		}
+		return gate_done(g, -EINTR);
+	}
+	return GATE_AGAIN;
+}
+
+int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
+                       int *track)
+{
+	struct gate g = {.fd = fd, .dontwait = dontwait, .iov = iov, .iovcnt = iovcnt,
+	                 .limit = limit, .track = track};
+	int64_t timeout_at = -1;
+
+	/* Bounded: each round either decides, waits (a sleep towards a release), or
+	 * finds the fd's record replaced by another thread meanwhile. */
+	for (int rounds = 0; rounds < 10000; rounds++) {
+		struct sl_record *rec = sl_record_of(fd);
+		enum gate_step step = GATE_NEXT;
+
+		if (!rec)
+			return 0;
+		sl_shim_lock(&rec->lock);
+		if (sl_fdtab_get(fd) != rec->index) {
+			sl_shim_unlock(&rec->lock); /* freed and reused meanwhile */
+			continue;
+		}
+		/* OPEN -> FIRST -> WAITING -> wait is the longest chain of steps. */
+		for (int n = 0; n < 8 && step == GATE_NEXT; n++)
+			step = gate_step(rec, &g);
+		if (step == GATE_NEXT) {
+			sl_shim_unlock(&rec->lock); /* no state settles: look again */
+			continue;
+		}
+		if (step == GATE_WAIT)
+			step = gate_hold(rec, &g, &timeout_at);
+		if (step == GATE_DONE)
+			return g.rc;
+	}
+	return 0;
+}
