@@ -29,10 +29,6 @@
 
 #include <stdint.h>
 
-/* Slots of an index for `patterns` patterns: a power of two, at least twice as
- * many (the table stays at most half full) and at least 64. */
-uint32_t sl_index_slots_for(uint32_t patterns);
-
 /* What a built index says about itself (stored in the segment's header). */
 struct sl_index_summary {
 	uint32_t kinds;       /* bit (kind * 2 + has port): keys of that kind present */
@@ -42,7 +38,7 @@ struct sl_index_summary {
 };
 
 /* Build the index of pats[0 .. n-1] into `slots` (nslots, a power of two at least
- * sl_index_slots_for(n)) and refs (n entries).  Works in private memory (the daemon
+ * sl_shm_index_size(n), shm.h) and refs (n entries).  Works in private memory (the daemon
  * copies the result into the segment under the seqlock).  Patterns of kind
  * SL_PAT_NONE are left out.  Returns 0, or -ENOMEM, or -EINVAL when nslots is too
  * small. */

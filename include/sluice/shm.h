@@ -1,5 +1,5 @@
 /*
- * shm.h - creating, attaching, validating and locking the shared segment (docs/design.md,
+ * shm.h - laying out, creating, attaching and validating the shared segment (docs/design.md,
  * "Invariants").
  *
  * The segment is untrusted input for everyone but its creator: after
@@ -7,19 +7,14 @@
  * process validated when it attached (struct sl_shm_view), never with sizes read
  * from it later.
  *
- * Locking: one 64-bit lock word per segment holds the holder's pid and start stamp
- * (proc.h).  A waiter that finds no such holder - gone, a zombie, or another
- * process under that pid - takes the lock over, so a process killed -9 inside the
- * critical section never wedges the others.  Waiters sleep on the word's futex in
- * short slices and give up after a deadline (the caller's fallback then decides):
- * a corrupt segment can slow a call down, never hang it.  Critical sections are a
- * few hundred nanoseconds of arithmetic, plus a non-blocking connect when one is
- * made inside its release; nobody sleeps or blocks while holding the lock.
+ * The segment's lock word is lock.h's; this header includes it for the callers
+ * that attach and then lock.
  */
 #ifndef SLUICE_SHM_H
 #define SLUICE_SHM_H
 
 #include "sluice/config.h"
+#include "sluice/lock.h"
 #include "sluice/shm-t.h"
 
 #include <stddef.h>
@@ -46,6 +41,11 @@ struct sl_shm_view {
 	uint32_t index_slots;
 	struct sl_shm_layout at;
 };
+
+/* Slots of the match index for `patterns` patterns: a power of two, at least
+ * twice as many (the table stays at most half full) and at least 64.  The layout
+ * decides every table's size; index.c builds into what it is given. */
+uint32_t sl_shm_index_size(uint32_t patterns);
 
 /* The layout of a segment with tables of sizes d.  0, or -EINVAL when a size is
  * beyond its maximum (SL_SECTIONS_MAX, ...) or holders is no power of two. */
@@ -158,18 +158,6 @@ uint32_t sl_shm_nkeys(const struct sl_shm_header *h);
 /* The key table's tags (sl_shm_nkeys entries), and record i or NULL. */
 uint64_t *sl_shm_key_tags(struct sl_shm_header *h);
 struct sl_key *sl_shm_key_at(struct sl_shm_header *h, uint32_t i);
-
-/* Take the segment lock as process `self`.  Returns 0, 1 when the lock was taken
- * over from a dead holder, or -ETIMEDOUT after `timeout_ns`. */
-int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns);
-void sl_shm_unlock(struct sl_shm_header *h, int32_t self);
-
-/* Whether process `pid` is gone: no such process, or a zombie (sl_proc_check).
- * Only meaningful within one pid namespace. */
-int sl_pid_is_dead(int32_t pid);
-
-/* Daemon, at each heartbeat: free the lock if its holder is dead. Returns 1 if it did. */
-int sl_shm_reap_lock(struct sl_shm_header *h);
 
 /* Compile `cfg` into the segment (load and reload).  A section whose identity is
  * unchanged keeps its state; others start from zero (docs/config.md).  Takes the lock and

@@ -199,7 +199,7 @@ int sl_cmd_acquire(int argc, char **argv)
 	} else if (parse_target(target, &d, name, sizeof(name)) < 0) {
 		fprintf(stderr, "sluice: bad destination '%s' (want HOST, HOST:PORT or [IPV6]:PORT)\n", target);
 		return SL_EXIT_USAGE;
-	} else if (sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()) <= 0) {
+	} else if (sl_match_sections(shm.hdr, &d, &m, (int32_t)getpid()) <= 0) {
 		fprintf(stderr, "sluice: no section limits %s: not held\n", target);
 		return SL_EXIT_OK;
 	}

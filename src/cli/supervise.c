@@ -837,7 +837,7 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 	c->d.meter = meter;
 	if (s->shm.hdr->has_names)
 		name_of(s, &c->d, c->name, sizeof(c->name));
-	if (!(s->shm.hdr->meters & (1u << (meter & 31))) || sl_admit_match(s->shm.hdr, &c->d, &c->m, s->self) <= 0) {
+	if (!(s->shm.hdr->meters & (1u << (meter & 31))) || sl_match_sections(s->shm.hdr, &c->d, &c->m, s->self) <= 0) {
 		free(c);
 		goto pass;
 	}

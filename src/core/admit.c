@@ -20,205 +20,9 @@
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
 #define LOCK_TIMEOUT_NS (2 * SL_NS_PER_S)
-#define MATCH_TRIES 64
 #define SL_ACT_GUARD_NS (250 * SL_NS_PER_MS) /* see sl_admit_release_act */
 #define MAX_WAIT_GRACE_NS (100 * SL_NS_PER_MS) /* see reserve_locked */
 
-
-int sl_match_find(const struct sl_match *m, uint32_t i)
-{
-	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
-		unsigned k = (unsigned)__builtin_ctzll(bits);
-
-		if (m->idx[k] == i)
-			return (int)k;
-	}
-	return -1;
-}
-
-int sl_match_meets(const struct sl_match *a, const struct sl_match *b)
-{
-	for (uint64_t bits = b->mask; bits; bits &= bits - 1)
-		if (sl_match_find(a, b->idx[__builtin_ctzll(bits)]) >= 0)
-			return 1;
-	return 0;
-}
-
-int sl_match_same(const struct sl_match *a, const struct sl_match *b)
-{
-	if (a->mask != b->mask)
-		return 0;
-	for (uint64_t bits = a->mask; bits; bits &= bits - 1) {
-		unsigned k = (unsigned)__builtin_ctzll(bits);
-
-		if (a->idx[k] != b->idx[k])
-			return 0;
-	}
-	return 1;
-}
-
-void sl_match_union(struct sl_match *out, const struct sl_match *a, const struct sl_match *b)
-{
-	if (out != a)
-		*out = *a;
-	out->overflow |= b->overflow;
-	/* b came later and knows more (a name found in the first write): keys are made
-	 * of its destination from now on.  Places a's keys hold stay where they are
-	 * (conc_key). */
-	if (b->keyed & b->mask)
-		out->src = b->src;
-	for (uint64_t bits = b->mask; bits; bits &= bits - 1) {
-		unsigned j = (unsigned)__builtin_ctzll(bits), k;
-		const struct sl_keyref *ref;
-
-		if (sl_match_find(out, b->idx[j]) >= 0)
-			continue;
-		if (out->mask == UINT64_MAX) {
-			out->overflow = 1; /* refused by whoever reserves with it */
-			break;
-		}
-		k = (unsigned)__builtin_ctzll(~out->mask);
-		out->mask |= 1ULL << k;
-		out->idx[k] = b->idx[j];
-		out->serial[k] = b->serial[j];
-		if (b->keyed & (1ULL << j))
-			out->keyed |= 1ULL << k;
-		else
-			out->keyed &= ~(1ULL << k);
-		if ((ref = sl_match_conc_key((struct sl_match *)b, b->idx[j], 0)) && ref->serial) {
-			struct sl_keyref *to = sl_match_conc_key(out, b->idx[j], 1);
-
-			if (to)
-				*to = *ref;
-		}
-	}
-}
-
-struct sl_keyref *sl_match_conc_key(struct sl_match *m, unsigned i, int make)
-{
-	struct sl_conc_key *free = NULL;
-
-	for (unsigned j = 0; j < SL_CONC_KEYS; j++) {
-		if (m->conc_key[j].section == i + 1)
-			return &m->conc_key[j].ref;
-		if (!m->conc_key[j].section && !free)
-			free = &m->conc_key[j];
-	}
-	if (!make || !free)
-		return NULL;
-	free->section = i + 1;
-	free->ref = (struct sl_keyref){0, 0};
-	return &free->ref;
-}
-
-/* What one pass of the matcher gathers. */
-struct gather {
-	struct sl_shm_header *h;
-	const struct sl_dest *d;
-	struct sl_match *m;
-	unsigned count;
-};
-
-/* A pattern the index proposes: its section applies when the pattern really takes
- * the destination (the index only knows keys) and the section meters what is asked
- * for.  Positions fill in the order found; more than SL_MATCH_MAX is an overflow. */
-static int gather_pattern(uint32_t pattern, void *arg)
-{
-	struct gather *g = arg;
-	const struct sl_pattern *p = sl_shm_pattern(g->h, pattern);
-	struct sl_section *sec;
-	uint32_t i;
-
-	if (!p || !sl_pattern_match(p, g->d))
-		return 0;
-	i = p->section;
-	if (!(sec = sl_shm_section(g->h, i)) || !sec->in_use || sec->spec.meter != g->d->meter ||
-	    sl_match_find(g->m, i) >= 0)
-		return 0;
-	if (g->count == SL_MATCH_MAX) {
-		g->m->overflow = 1;
-		return 1;
-	}
-	g->m->mask |= 1ULL << g->count;
-	g->m->idx[g->count] = i;
-	g->m->serial[g->count] = sec->serial;
-	if (sec->spec.per != SL_PER_NONE)
-		g->m->keyed |= 1ULL << g->count;
-	g->count++;
-	return 0;
-}
-
-/* Positions in the order of the sections' indices (so two matches of the same
- * sections agree, and debug lines list sections in the config's slot order). */
-static void sort_positions(struct sl_match *m, unsigned n)
-{
-	for (unsigned a = 1; a < n; a++)
-		for (unsigned b = a; b > 0 && m->idx[b - 1] > m->idx[b]; b--) {
-			uint32_t idx = m->idx[b], serial = m->serial[b];
-			uint64_t lo = (m->keyed >> (b - 1)) & 1, hi = (m->keyed >> b) & 1;
-
-			m->idx[b] = m->idx[b - 1];
-			m->serial[b] = m->serial[b - 1];
-			m->idx[b - 1] = idx;
-			m->serial[b - 1] = serial;
-			m->keyed = (m->keyed & ~(3ULL << (b - 1))) | lo << b | hi << (b - 1);
-		}
-}
-
-/* One pass: the sections whose patterns take `d`, found through the index. */
-static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m)
-{
-	struct gather g = {h, d, m, 0};
-
-	m->mask = 0;
-	m->keyed = 0;
-	m->overflow = 0;
-	memset(m->conc_key, 0, sizeof(m->conc_key));
-	sl_index_lookup(h, d, gather_pattern, &g);
-	sort_positions(m, g.count);
-	if (m->keyed)
-		sl_keysrc_from_dest(&m->src, d);
-	return (int)g.count;
-}
-
-int sl_admit_match(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m, int32_t self)
-{
-	int count;
-
-	for (int attempt = 0; attempt < MATCH_TRIES; attempt++) {
-		uint32_t seq = atomic_load_explicit(A(&h->spec_seq), memory_order_acquire);
-
-		if (seq & 1) {
-			sl_cpu_relax();
-			continue;
-		}
-		count = match_pass(h, d, m);
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(A(&h->spec_seq), memory_order_relaxed) == seq)
-			return count;
-	}
-	/* The specs are being rewritten (a reload or a daemon start, perhaps preempted
-	 * half way, or killed there).  "Cannot read" must not become "matches nothing",
-	 * which would let the call go unshaped: the writer holds the segment lock for
-	 * the whole rewrite, so under the lock they are whole.  With no lock within its
-	 * bound either, read them as they are - a torn spec is no worse than a scribbled
-	 * one - and the reservation that follows, which needs the lock too, hands the
-	 * call to the fallback policy. */
-	{
-		struct sl_critical c;
-		int locked;
-
-		/* A critical section, as around every hold of the lock (critical.h): a
-		 * handler that longjmps must not leave it taken. */
-		sl_critical_enter(&c);
-		locked = sl_shm_lock(h, self, LOCK_TIMEOUT_NS) >= 0;
-		count = match_pass(h, d, m);
-		if (locked)
-			sl_shm_unlock(h, self);
-		sl_critical_leave(&c);
-	}
-	return count;
-}
 
 /* The section at index i if it is still the one the caller matched. */
 static struct sl_section *live_section(struct sl_shm_header *h, unsigned i, uint32_t serial)
@@ -296,15 +100,9 @@ static uint64_t cost_in(const struct sl_section *sec, const struct sl_ticket *t)
 	return sec->spec.meter == SL_METER_BYTES ? t->cost : 1;
 }
 
-/* Under the lock.  charge = 0: only tell whether a reservation now would be
- * refused (no state changes but the refusal counter). */
-static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
-                          int32_t self, struct sl_ticket *t, int charge, uint64_t bytes)
+/* A fresh ticket for a request of `bytes` (0: one request) arriving now. */
+static void ticket_begin(struct sl_ticket *t, const struct sl_match *m, int64_t now, uint64_t bytes)
 {
-	int64_t release = now, max_wait = -1;
-	int limiting = -1, live = 0, fleet = 0;
-	int rc = 0;
-
 	t->mask = 0;
 	t->arrival_ns = now;
 	t->give_up_ns = INT64_MAX;
@@ -314,17 +112,58 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 	t->key_full = 0;
 	if (m->keyed)
 		t->src = m->src;
-	if (m->overflow) {
-		/* More sections apply than a match can hold: refused, never let through
-		 * with some of its limits unchecked. */
-		struct sl_section *first = m->mask ? sl_shm_section(h, m->idx[0]) : NULL;
+}
 
-		t->refusing_section = first ? (int)m->idx[0] : -1;
-		t->refuse_errno = first ? first->spec.refuse : 0;
-		rc = -ECONNREFUSED;
-		goto out;
-	}
-	/* Pass 1: the latest slot over enforcing sections, the tightest max_wait. */
+/* Refuse t as section i says (-1 or gone: the default errno).  The refusal is
+ * counted in every section t had charged so far, and in i when count_i; nothing
+ * stays charged. */
+static int ticket_refuse(struct sl_shm_header *h, struct sl_ticket *t, int i, int count_i)
+{
+	struct sl_section *sec = i >= 0 ? sl_shm_section(h, (unsigned)i) : NULL;
+
+	count_refused(h, t);
+	if (sec && count_i)
+		atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+	t->mask = 0;
+	t->refusing_section = sec ? i : -1;
+	t->refuse_errno = sec ? sec->spec.refuse : 0;
+	return -ECONNREFUSED;
+}
+
+/* An observing section (mode = observe): model what enforcing would do - count
+ * what it would have held or refused, charge what it would have let go - without
+ * holding anyone. */
+static void observe(struct sl_section *sec, struct sl_state *st, int64_t slot, int64_t now,
+                    uint64_t cost, int64_t wall)
+{
+	struct sl_undo ignored;
+
+	if (slot > now)
+		atomic_fetch_add_explicit(A(&sec->state.observed), 1, memory_order_relaxed);
+	if (sec->spec.max_wait_ns >= 0 && slot - now > sec->spec.max_wait_ns)
+		atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+	else
+		sl_limit_charge(&sec->spec, st, slot, cost, wall, &ignored);
+	atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
+	count_key(sec, st, 1);
+}
+
+/* What the first pass of a reservation finds over a match. */
+struct plan {
+	int64_t release;  /* the latest slot over the enforcing sections (>= now) */
+	int64_t max_wait; /* the tightest max_wait among them; -1: none */
+	int limiting;     /* the section whose slot that is; -1: none */
+	int live;         /* sections still the ones matched */
+	int fleet;        /* some enforcing section keeps a fleet share */
+};
+
+/* Pass 1: for each enforcing section of m, its key (made when charging) and the
+ * slot it would give; t->mask gathers them.  Observing sections are modelled here
+ * (when charging).  0, or a refusal when a key has no room: never let through
+ * unlimited for want of a record. */
+static int plan_sections(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                         struct sl_ticket *t, int charge, struct plan *p)
+{
 	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
 		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
 		struct sl_section *sec;
@@ -333,7 +172,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 
 		if (!(sec = live_section(h, i, m->serial[k])))
 			continue;
-		live++;
+		p->live++;
 		if (!sl_limit_rated(&sec->spec))
 			continue;
 		t->sec[k].idx = i;
@@ -341,73 +180,42 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		if (!(st = limit_state(h, i, sec, &m->src, &t->sec[k].key, charge, now))) {
 			if (!charge || sec->spec.mode == SL_MODE_OBSERVE)
 				continue; /* a check makes no key; observing holds no one */
-			/* No room for this destination's key: refused as the section says,
-			 * never let through unlimited. */
-			count_refused(h, t);
-			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
-			t->mask = 0;
-			t->refusing_section = (int)i;
-			t->refuse_errno = sec->spec.refuse;
 			t->key_full = 1;
-			rc = -ECONNREFUSED;
-			goto out;
+			return ticket_refuse(h, t, (int)i, 1);
 		}
 		sl_limit_repair(&sec->spec, st, now, wall_off(h)); /* never sleep on a scribble */
 		slot = sl_limit_slot(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
-			struct sl_undo ignored;
-
-			if (!charge)
-				continue;
-			/* Model what enforcing would do, without holding anyone. */
-			if (slot > now)
-				atomic_fetch_add_explicit(A(&sec->state.observed), 1, memory_order_relaxed);
-			if (sec->spec.max_wait_ns >= 0 && slot - now > sec->spec.max_wait_ns)
-				atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
-			else
-				sl_limit_charge(&sec->spec, st, slot, cost_in(sec, t), wall_off(h), &ignored);
-			atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
-			count_key(sec, st, 1);
+			if (charge)
+				observe(sec, st, slot, now, cost_in(sec, t), wall_off(h));
 			continue;
 		}
 		slot = sl_pause_slot(st, &sec->spec, slot, now, 0); /* the destination's word */
 		t->mask |= 1ULL << k;
 		t->sec[k].serial = m->serial[k];
-		fleet |= sl_limit_fleet(&sec->spec);
-		if (slot > release || limiting < 0) {
-			release = SL_MAX(release, slot);
-			limiting = (int)i;
+		p->fleet |= sl_limit_fleet(&sec->spec);
+		if (slot > p->release || p->limiting < 0) {
+			p->release = SL_MAX(p->release, slot);
+			p->limiting = (int)i;
 		}
-		if (sec->spec.max_wait_ns >= 0 && (max_wait < 0 || sec->spec.max_wait_ns < max_wait))
-			max_wait = sec->spec.max_wait_ns;
+		if (sec->spec.max_wait_ns >= 0 && (p->max_wait < 0 || sec->spec.max_wait_ns < p->max_wait))
+			p->max_wait = sec->spec.max_wait_ns;
 	}
-	if (live == 0) {
-		rc = -ESTALE;
-		goto out;
-	}
-	if (max_wait >= 0 && release - now > max_wait) {
-		struct sl_section *sec = sl_shm_section(h, (unsigned)limiting);
+	return 0;
+}
 
-		t->refusing_section = limiting;
-		t->refuse_errno = sec->spec.refuse;
-		count_refused(h, t);
-		t->mask = 0;
-		rc = -ECONNREFUSED;
-		goto out;
-	}
-	if (!charge) {
-		t->mask = 0;
-		goto out;
-	}
-	/* Pass 2: charge every enforcing section at the common release time (each key
-	 * found in pass 1 is where its ref says: nothing was evicted in between, as
-	 * an evicted key is idle and these are not, or were made just now). */
+/* Pass 2: charge every section of t->mask at the common release time (each key
+ * found in pass 1 is where its ref says: nothing was evicted in between, as an
+ * evicted key is idle and these are not, or were made just now), remembering
+ * what returning each charge restores. */
+static void charge_sections(struct sl_shm_header *h, struct sl_ticket *t, int64_t release,
+                            int64_t now, int32_t self)
+{
 	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
 		unsigned k = (unsigned)__builtin_ctzll(bits);
-		struct sl_section *sec;
+		struct sl_section *sec = sl_shm_section(h, t->sec[k].idx);
 		struct sl_state *st;
 
-		sec = sl_shm_section(h, t->sec[k].idx);
 		if (!(st = ticket_state(h, t, k, sec, 1, now)))
 			continue;
 		sl_limit_charge(&sec->spec, st, release, cost_in(sec, t), wall_off(h), &t->sec[k].undo);
@@ -418,19 +226,45 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		st->last_undo = t->sec[k].undo;
 		st->last_slot = release;
 	}
+}
+
+/* Under the lock.  charge = 0: only tell whether a reservation now would be
+ * refused (no state changes but the refusal counter). */
+static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
+                          int32_t self, struct sl_ticket *t, int charge, uint64_t bytes)
+{
+	struct plan p = {.release = now, .max_wait = -1, .limiting = -1};
+	int rc;
+
+	ticket_begin(t, m, now, bytes);
+	/* More sections apply than a match can hold: refused, never let through with
+	 * some of its limits unchecked. */
+	if (m->overflow)
+		return ticket_refuse(h, t, m->mask ? (int)m->idx[0] : -1, 0);
+	if ((rc = plan_sections(h, m, now, t, charge, &p)) < 0)
+		return rc;
+	if (p.live == 0)
+		return -ESTALE;
+	if (p.max_wait >= 0 && p.release - now > p.max_wait)
+		return ticket_refuse(h, t, p.limiting, 0);
+	if (!charge) {
+		t->mask = 0;
+		return 0;
+	}
+	charge_sections(h, t, p.release, now, self);
 	/* A release that finds its gate still closed past max_wait - the queue pushed
 	 * on by what happened after the reservation, a wall-clock step moving the
 	 * windows, a repaired state - is refused then rather than held on (README:
 	 * a wait longer than max_wait fails).  The grace keeps the ordinary lateness of
 	 * a queue, milliseconds, from turning into refusals. */
-	if (max_wait >= 0)
-		t->give_up_ns = now + max_wait + MAX_WAIT_GRACE_NS + max_wait / 10;
+	if (p.max_wait >= 0)
+		t->give_up_ns = now + p.max_wait + MAX_WAIT_GRACE_NS + p.max_wait / 10;
 	/* Charged at its slot; a caller on a fleet share looks again sooner (lease.h). */
-	t->release_ns = fleet ? sl_limit_wake(&sl_shm_section(h, (unsigned)limiting)->spec, release, now) : release;
-	t->slot_ns = release;
-	t->held = release > now;
-out:
-	return rc;
+	t->release_ns = p.fleet ? sl_limit_wake(&sl_shm_section(h, (unsigned)p.limiting)->spec, p.release, now)
+	                        : p.release;
+	t->slot_ns = p.release;
+	t->held = p.release > now;
+	return 0;
 }
 
 static int reserve(struct sl_shm_header *h, const struct sl_match *m, int64_t now,
@@ -497,25 +331,57 @@ int64_t sl_admit_peek(struct sl_shm_header *h, const struct sl_ticket *t, int64_
 	return SL_MIN(at, now + SL_PEEK_MAX_NS);
 }
 
+/* A walk over the sections a ticket was charged in that are still the ones it
+ * reserved in, each with its state - the section's own, or its key's, made again
+ * when asked (NULL: the key is not to be had). */
+struct ticket_walk {
+	struct sl_shm_header *h;
+	struct sl_ticket *t;
+	uint64_t bits;          /* positions still to visit */
+	unsigned k;             /* the position visited */
+	struct sl_section *sec; /* its section */
+	struct sl_state *st;    /* its state, or NULL */
+};
+
+static struct ticket_walk ticket_walk(struct sl_shm_header *h, struct sl_ticket *t)
+{
+	return (struct ticket_walk){.h = h, .t = t, .bits = t->mask};
+}
+
+/* The next live section of the walk (0: none left); its key made when `make`. */
+static int ticket_next(struct ticket_walk *w, int make, int64_t now)
+{
+	while (w->bits) {
+		w->k = (unsigned)__builtin_ctzll(w->bits);
+		w->bits &= w->bits - 1;
+		if ((w->sec = ticket_section(w->h, w->t, w->k))) {
+			w->st = ticket_state(w->h, w->t, w->k, w->sec, make, now);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Return a ticket's charge to state st (NULL: none) if it is still the last one
+ * handed out there: later callers hold theirs. */
+static void give_back(const struct sl_spec *spec, struct sl_state *st, const struct sl_ticket_sec *ts)
+{
+	if (st && st->seq == ts->seq) {
+		sl_limit_undo(spec, st, &ts->undo);
+		st->seq--;
+		st->last_pid = 0;
+	}
+}
+
 /* Under the lock: t's gate lies past its max_wait.  Its slots are given back
  * where they are still the last handed out (as a caller giving up gives them),
  * the refusal counted in each of its sections, and the errno of the section whose
  * gate it was taken. */
 static void refuse_late(struct sl_shm_header *h, struct sl_ticket *t, int limiting)
 {
-	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned k = (unsigned)__builtin_ctzll(bits);
-		struct sl_section *sec;
-		struct sl_state *st;
-
-		if (!(sec = ticket_section(h, t, k)))
-			continue;
-		if ((st = ticket_state(h, t, k, sec, 0, t->arrival_ns)) && st->seq == t->sec[k].seq) {
-			sl_limit_undo(&sec->spec, st, &t->sec[k].undo);
-			st->seq--;
-			st->last_pid = 0;
-		}
-		atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 0, t->arrival_ns);) {
+		give_back(&w.sec->spec, w.st, &t->sec[w.k]);
+		atomic_fetch_add_explicit(A(&w.sec->state.refused), 1, memory_order_relaxed);
 	}
 	t->refusing_section = limiting;
 	t->refuse_errno = limiting >= 0 && sl_shm_section(h, (unsigned)limiting)
@@ -524,39 +390,79 @@ static void refuse_late(struct sl_shm_header *h, struct sl_ticket *t, int limiti
 	 * mask, which means "nothing to wait for". */
 }
 
+/* When t's gate opens: the latest over its sections of the strategy's release
+ * time and the destination's pause (now when every gate is open), and the section
+ * it is latest in (*limiting; -1 if none).  -ETIMEDOUT when a key evicted since
+ * the reservation (it went idle: the caller woke that late) finds no room to be
+ * made again: with no state to check, nothing is decided. */
+static int64_t gate_of(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int *limiting)
+{
+	int64_t later = now;
+
+	*limiting = -1;
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 1, now);) {
+		int64_t at;
+
+		if (!w.st)
+			return -ETIMEDOUT;
+		sl_limit_repair(&w.sec->spec, w.st, now, wall_off(h));
+		at = SL_MAX(sl_limit_release_at(&w.sec->spec, w.st, now, cost_in(w.sec, t), wall_off(h)),
+		            sl_pause_release_at(w.st, &w.sec->spec, now));
+		if (at > later) {
+			later = at;
+			*limiting = (int)t->sec[w.k].idx;
+		}
+	}
+	return later;
+}
+
+/* The released call itself, made before anyone else may be released: the release
+ * is then moved on to the moment it was made, not left at a check the caller
+ * could be preempted after (docs/design.md, "Where the bound is kept"). */
+static void make_call(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, sl_act_fn act, void *arg)
+{
+	int64_t end, checked[SL_MATCH_MAX];
+	int sent;
+
+	/* Until the call is made, a GCRA counts it as made SL_ACT_GUARD_NS from now: a
+	 * caller killed -9 inside it - after its SYN, before the clock below - then
+	 * leaves the next release at least that far behind, not an interval after the
+	 * check, which a call preempted before its SYN would have the destination see
+	 * too early (make chaos: 10.7 ms, once).  The next holder of the lock can only
+	 * come after; the truth replaces the guard below. */
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 1, now);) {
+		if (!w.st || !sl_limit_is_gcra(&w.sec->spec))
+			continue;
+		checked[w.k] = w.st->rel_tat_ns;
+		sl_limit_moved(&w.sec->spec, w.st, now, now + SL_ACT_GUARD_NS, cost_in(w.sec, t), wall_off(h));
+	}
+	sent = act(arg);
+	end = sl_clock_mono_ns();
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 1, end);) {
+		int64_t from;
+
+		if (!w.st)
+			continue;
+		if (sl_limit_is_gcra(&w.sec->spec))
+			w.st->rel_tat_ns = checked[w.k]; /* the guard's work is done */
+		/* Sent here: counted as the rule says; left to the caller: from after it
+		 * at least. */
+		from = sent ? sl_limit_counted_from(&w.sec->spec, w.st, cost_in(w.sec, t), now, end) : end;
+		sl_limit_moved(&w.sec->spec, w.st, now, from, cost_in(w.sec, t), wall_off(h));
+	}
+}
+
 /* Under the lock: sl_admit_release_act's work. */
 static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t now,
                           int64_t *retry_ns, sl_act_fn act, void *arg)
 {
-	int64_t wait, later;
-	int limiting = -1;
+	int64_t later;
+	int limiting;
 
 	if (now == SL_ADMIT_NOW)
 		now = sl_clock_mono_ns();
-	later = now;
-	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned k = (unsigned)__builtin_ctzll(bits);
-		struct sl_section *sec;
-		struct sl_state *st;
-
-		if (!(sec = ticket_section(h, t, k)))
-			continue;
-		/* A key evicted since the reservation (it went idle: the caller woke
-		 * that late) is made again, so this release is checked and counted in
-		 * it like any other; with no room for it, nothing is decided. */
-		if (!(st = ticket_state(h, t, k, sec, 1, now)))
-			return -ETIMEDOUT;
-		sl_limit_repair(&sec->spec, st, now, wall_off(h));
-		{
-			int64_t at = SL_MAX(sl_limit_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)),
-			                    sl_pause_release_at(st, &sec->spec, now));
-
-			if (at > later) {
-				later = at;
-				limiting = (int)t->sec[k].idx;
-			}
-		}
-	}
+	if ((later = gate_of(h, t, now, &limiting)) < 0)
+		return (int)later;
 	if (later > now && later > t->give_up_ns) {
 		refuse_late(h, t, limiting);
 		return -ECONNREFUSED;
@@ -570,71 +476,19 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 	 * overload it may sit there, preempted, for milliseconds) leaves its release
 	 * counted, not an uncounted SYN that the next holder of the lock would follow
 	 * at once. */
-	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned k = (unsigned)__builtin_ctzll(bits);
-		struct sl_section *sec;
-		struct sl_state *st;
-
-		if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, now)))
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 1, now);) {
+		if (!w.st)
 			continue;
-		sl_limit_released(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
-		sl_pause_released(st, &sec->spec, now);
+		sl_limit_released(&w.sec->spec, w.st, now, cost_in(w.sec, t), wall_off(h));
+		sl_pause_released(w.st, &w.sec->spec, now);
 	}
-	/* The released call itself, before anyone else may be released: the release
-	 * is then moved on to the moment it was made, not left at a check the caller
-	 * could be preempted after (docs/design.md, "Where the bound is kept"). */
-	if (act) {
-		int64_t end, checked[SL_MATCH_MAX];
-		int sent;
-
-		/* Until the call is made, a GCRA counts it as made SL_ACT_GUARD_NS from
-		 * now: a caller killed -9 inside it - after its SYN, before the clock
-		 * below - then leaves the next release at least that far behind, not an
-		 * interval after the check, which a call preempted before its SYN would
-		 * have the destination see too early (make chaos: 10.7 ms, once).  The
-		 * next holder of the lock can only come after; the truth replaces the
-		 * guard below. */
-		for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-			unsigned k = (unsigned)__builtin_ctzll(bits);
-			struct sl_section *sec;
-			struct sl_state *st;
-
-			if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, now)) ||
-			    !sl_limit_is_gcra(&sec->spec))
-				continue;
-			checked[k] = st->rel_tat_ns;
-			sl_limit_moved(&sec->spec, st, now, now + SL_ACT_GUARD_NS, cost_in(sec, t), wall_off(h));
-		}
-		sent = act(arg);
-		end = sl_clock_mono_ns();
-		for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-			unsigned k = (unsigned)__builtin_ctzll(bits);
-			struct sl_section *sec;
-			struct sl_state *st;
-			int64_t from;
-
-			if (!(sec = ticket_section(h, t, k)) || !(st = ticket_state(h, t, k, sec, 1, end)))
-				continue;
-			if (sl_limit_is_gcra(&sec->spec))
-				st->rel_tat_ns = checked[k]; /* the guard's work is done */
-			/* Sent here: counted as the rule says; left to the caller: from
-			 * after it at least. */
-			from = sent ? sl_limit_counted_from(&sec->spec, st, cost_in(sec, t), now, end) : end;
-			sl_limit_moved(&sec->spec, st, now, from, cost_in(sec, t), wall_off(h));
-		}
-	}
-	wait = now - t->arrival_ns;
-	for (uint64_t bits = t->mask; bits; bits &= bits - 1) {
-		unsigned k = (unsigned)__builtin_ctzll(bits);
-		struct sl_section *sec;
-		struct sl_state *st;
-
-		if (!(sec = ticket_section(h, t, k)))
-			continue;
-		sl_stats_record_wait(&sec->state, wait, t->held, cost_in(sec, t));
-		sl_delivery_count(sec, now - sl_sane_ns(t->slot_ns));
-		if ((st = ticket_state(h, t, k, sec, 0, now)))
-			count_key(sec, st, cost_in(sec, t));
+	if (act)
+		make_call(h, t, now, act, arg);
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 0, now);) {
+		sl_stats_record_wait(&w.sec->state, now - t->arrival_ns, t->held, cost_in(w.sec, t));
+		sl_delivery_count(w.sec, now - sl_sane_ns(t->slot_ns));
+		if (w.st)
+			count_key(w.sec, w.st, cost_in(w.sec, t));
 	}
 	t->released_ns = now;
 	return 0;
@@ -735,11 +589,7 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
 
 			st = k ? &k->state : NULL;
 		}
-		if (st && st->seq == t->sec[k].seq) {
-			sl_limit_undo(&sec->spec, st, &t->sec[k].undo);
-			st->seq--;
-			st->last_pid = 0;
-		}
+		give_back(&sec->spec, st, &t->sec[k]);
 		atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
 	}
 	sl_shm_unlock(h, self);

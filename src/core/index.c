@@ -12,15 +12,6 @@
 #define FNV_OFFSET 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
 
-uint32_t sl_index_slots_for(uint32_t patterns)
-{
-	uint64_t want = (uint64_t)patterns * 2, n = 64;
-
-	while (n < want)
-		n <<= 1;
-	return (uint32_t)SL_MIN(n, (uint64_t)1 << 31);
-}
-
 /* A key's tag from the hash of its bytes, its kind, port and length (a name's
  * length in bytes, a prefix's in bits).  Never 0, which marks a free slot. */
 static uint64_t tag_of(uint64_t h, unsigned kind, unsigned port, unsigned len)
@@ -113,7 +104,7 @@ int sl_index_build(const struct sl_pattern *pats, uint32_t n, struct sl_index_sl
 	uint32_t count = 0, used = 0;
 
 	memset(sum, 0, sizeof(*sum));
-	if (nslots < sl_index_slots_for(n) || (nslots & (nslots - 1)))
+	if (nslots < sl_shm_index_size(n) || (nslots & (nslots - 1)))
 		return -EINVAL;
 	memset(slots, 0, (size_t)nslots * sizeof(*slots));
 	if (n == 0)

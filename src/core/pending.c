@@ -235,7 +235,7 @@ static int step_reserve(struct sl_pending *p, struct sl_shm_header *h, int64_t n
 	if (rc == -ESTALE) {
 		/* None of its sections is there any more (a reload): what matches its
 		 * destination now decides - nothing, and it goes. */
-		if (!p->ask.d || sl_admit_match(h, p->ask.d, p->ask.m, p->ask.self) <= 0)
+		if (!p->ask.d || sl_match_sections(h, p->ask.d, p->ask.m, p->ask.self) <= 0)
 			return go(p, "no section matches any longer");
 		if (p->taken)
 			return undecided(p, h, now, "sections changed");

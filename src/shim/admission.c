@@ -68,7 +68,7 @@ int sl_admission_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_
 	if (!(sl_shim_meters() & (1u << (meter & 31))))
 		return 0; /* no section meters that: nothing to look at */
 	x.meter = meter;
-	n = sl_admit_match(h, &x, m, sl_shim.pid);
+	n = sl_match_sections(h, &x, m, sl_shim.pid);
 	return n < 0 ? 0 : n;
 }
 

@@ -1,0 +1,157 @@
+/*
+ * lock.c - the segment's lock word (lock.h; docs/design.md, "Invariants").
+ */
+#include "sluice/lock.h"
+#include "sluice/clock.h"
+#include "sluice/common.h"
+#include "sluice/proc.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define A(p) ((_Atomic __typeof__(*(p)) *)(p))
+
+int sl_pid_is_dead(int32_t pid)
+{
+	return sl_proc_check(pid, 0) == SL_PROC_GONE;
+}
+
+/* The lock word's 32-bit half that holds the pid: the futex word. */
+static uint32_t *lock_futex(struct sl_shm_header *h)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (uint32_t *)&h->lock;
+#else
+	return (uint32_t *)&h->lock + 1;
+#endif
+}
+
+static uint64_t lock_value(int32_t pid, uint32_t stamp)
+{
+	return (uint64_t)stamp << 32 | (uint32_t)pid;
+}
+
+static void futex_wait(uint32_t *word, uint32_t val, int64_t ns)
+{
+	struct timespec ts = {.tv_sec = ns / SL_NS_PER_S, .tv_nsec = ns % SL_NS_PER_S};
+
+	/* Shared futex: waiters live in different processes. */
+	syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+/* Whether the lock word `cur` names no owner proved alive: its process is gone,
+ * a zombie, its pid belongs to another process now (the stamp differs), or the
+ * word holds no stamp at all - a scribble no locker wrote (docs/design.md,
+ * "Invariants": value 1, pid 1 and no stamp, once wedged every caller).  The
+ * caller's own pid is its own only with its own stamp: then another of its
+ * threads holds the lock. */
+static int holder_gone(uint64_t cur, int32_t self)
+{
+	int32_t pid = (int32_t)(cur & 0xffffffffu);
+	uint32_t stamp = (uint32_t)(cur >> 32);
+
+	if (cur == 0)
+		return 0;
+	if (pid == self && self > 0)
+		return stamp != sl_proc_self_stamp(self);
+	return sl_proc_owner(pid, stamp) == SL_PROC_GONE;
+}
+
+/* How long a waiter waits before it asks whether the holder still lives, and
+ * how often it asks again: a live holder keeps the lock for microseconds, while
+ * asking reads /proc (three system calls), which every waiter of a busy lock
+ * would otherwise do at each turn. */
+#define LOCK_SUSPECT_NS SL_NS_PER_MS
+/* How long a waiter spins before it sleeps on the futex.  A holder keeps the lock
+ * for a few microseconds; a thread that takes it again and again (an event loop
+ * opening 600 connections) lets it go for tens of microseconds between, and a
+ * waiter asleep on the futex is woken too late to catch one of those gaps - the
+ * shim's own release thread waited 17 ms that way.  Spinning this long catches
+ * the next gap. */
+#define LOCK_SPIN_NS (20 * SL_NS_PER_US)
+
+int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
+{
+	_Atomic uint64_t *word = A(&h->lock);
+	uint64_t mine = lock_value(self, sl_proc_self_stamp(self));
+	int64_t first = 0, asked = 0;
+	int saved = errno;
+
+	for (unsigned spin = 0;; spin++) {
+		uint64_t cur = 0;
+		int64_t now;
+
+		if (atomic_compare_exchange_weak_explicit(word, &cur, mine, memory_order_acquire,
+		                                          memory_order_relaxed)) {
+			/* A segment another took over from: nothing may be decided here any
+			 * more (its state went to the new one); the caller follows the name. */
+			if (sl_unlikely(atomic_load_explicit(A(&h->moved), memory_order_acquire))) {
+				sl_shm_unlock(h, self);
+				errno = saved;
+				return -EXDEV;
+			}
+			return 0;
+		}
+		if (spin % 64 != 63) {
+			sl_cpu_relax();
+			continue;
+		}
+		now = sl_clock_mono_ns();
+		if (!first)
+			first = now;
+		if (now - first < LOCK_SPIN_NS && cur != 0)
+			continue;
+		if (now - first >= LOCK_SUSPECT_NS && now - asked >= LOCK_SUSPECT_NS) {
+			asked = now;
+			if (holder_gone(cur, self)) {
+				if (atomic_compare_exchange_strong_explicit(word, &cur, mine, memory_order_acquire,
+				                                            memory_order_relaxed)) {
+					atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
+					errno = saved;
+					return 1;
+				}
+				continue;
+			}
+		}
+		if (now - first > timeout_ns) {
+			errno = saved;
+			return -ETIMEDOUT;
+		}
+		if (cur == 0)
+			continue;
+		atomic_fetch_add_explicit(A(&h->lock_waiters), 1, memory_order_relaxed);
+		futex_wait(lock_futex(h), (uint32_t)(cur & 0xffffffffu), LOCK_SUSPECT_NS);
+		atomic_fetch_sub_explicit(A(&h->lock_waiters), 1, memory_order_relaxed);
+	}
+}
+
+void sl_shm_unlock(struct sl_shm_header *h, int32_t self)
+{
+	uint64_t expect = lock_value(self, sl_proc_self_stamp(self));
+	int saved = errno;
+
+	/* Only the holder releases; a lock taken over meanwhile stays with its new owner. */
+	if (atomic_compare_exchange_strong_explicit(A(&h->lock), &expect, 0, memory_order_release,
+	                                            memory_order_relaxed) &&
+	    atomic_load_explicit(A(&h->lock_waiters), memory_order_relaxed) != 0)
+		syscall(SYS_futex, lock_futex(h), FUTEX_WAKE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
+int sl_shm_reap_lock(struct sl_shm_header *h)
+{
+	uint64_t cur = atomic_load_explicit(A(&h->lock), memory_order_relaxed);
+
+	if (cur == 0 || !holder_gone(cur, 0))
+		return 0;
+	if (!atomic_compare_exchange_strong(A(&h->lock), &cur, 0))
+		return 0;
+	atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
+	syscall(SYS_futex, lock_futex(h), FUTEX_WAKE, 1, NULL, NULL, 0);
+	return 1;
+}
+
