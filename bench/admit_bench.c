@@ -12,7 +12,7 @@
  * uncontended compare-and-swap on a word in shared memory.
  *
  * admit_bench match SECTIONS [ITERATIONS]: the cost of finding which sections apply
- * (sl_admit_match, through the match index) in a config of SECTIONS sections of ten
+ * (sl_match_sections, through the match index) in a config of SECTIONS sections of ten
  * patterns each (names, suffixes, networks of three lengths, IPv6), for a
  * destination one section applies to by name and for one no section applies to.
  *
@@ -54,7 +54,7 @@ static int admit_now(struct sl_shm_header *h, const struct sl_dest *d, struct sl
 	int64_t retry;
 	int went;
 
-	if (sl_admit_match(h, d, m, self) <= 0 ||
+	if (sl_match_sections(h, d, m, self) <= 0 ||
 	    sl_admit_reserve_go_act(h, m, sl_clock_mono_ns(), self, t, 0, &went, &retry, NULL, NULL) != 0)
 		return -1;
 	return went == 0 ? 0 : -1;
@@ -152,14 +152,14 @@ static int keyed(long keys, long iterations)
 	return 0;
 }
 
-/* ns per sl_admit_match of d in h. */
+/* ns per sl_match_sections of d in h. */
 static double match_cost(struct sl_shm_header *h, const struct sl_dest *d, long iterations, int want)
 {
 	struct sl_match m;
 	int64_t start = sl_clock_mono_ns();
 
 	for (long i = 0; i < iterations; i++)
-		if (sl_admit_match(h, d, &m, 1) != want)
+		if (sl_match_sections(h, d, &m, 1) != want)
 			return -1;
 	return (double)(sl_clock_mono_ns() - start) / (double)iterations;
 }

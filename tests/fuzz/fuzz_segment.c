@@ -43,7 +43,7 @@ static void exercise(struct sl_shm_header *h, const char *addr, uint16_t port, i
 	inet_pton(AF_INET, addr, d.addr);
 	d.name = "api.example.com";
 	d.name_len = strlen(d.name);
-	if (sl_admit_match(h, &d, &m, 7) <= 0)
+	if (sl_match_sections(h, &d, &m, 7) <= 0)
 		return;
 	if (sl_admit_reserve(h, &m, NOW, 7, t) == 0) {
 		/* Released at the slot, then up to a few retries: each bounded. */

@@ -99,7 +99,7 @@ static inline struct sl_section *fixture_section(const char *name)
 /* m filled with the sections matching d; their count must be `want`. */
 static inline void fixture_match(const struct sl_dest *d, struct sl_match *m, int want)
 {
-	assert_int_equal(sl_admit_match(fx.shm.hdr, d, m, fx.self), want);
+	assert_int_equal(sl_match_sections(fx.shm.hdr, d, m, fx.self), want);
 }
 
 #define FIXTURE_TEST(f) cmocka_unit_test_setup_teardown(f, fixture_setup, fixture_teardown)

@@ -82,7 +82,7 @@ static int64_t reserve(int64_t now, struct sl_ticket *t)
 	struct sl_match m;
 	int rc;
 
-	assert_true(sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()) > 0);
+	assert_true(sl_match_sections(shm.hdr, &d, &m, (int32_t)getpid()) > 0);
 	rc = sl_admit_reserve(shm.hdr, &m, now, (int32_t)getpid(), t);
 	return rc < 0 ? rc : t->release_ns;
 }
@@ -235,7 +235,7 @@ static void test_reap_dead_waiter(void **state)
 
 	(void)state;
 	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
-	assert_true(sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()) > 0);
+	assert_true(sl_match_sections(shm.hdr, &d, &m, (int32_t)getpid()) > 0);
 	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1001, a), 0);
 	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1002, b), 0);
 	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, 1003, c), 0);
@@ -393,7 +393,7 @@ static void test_reload_keeps_state(void **state)
 		struct sl_dest d = dest("10.0.0.1", 80);
 		struct sl_match m;
 
-		assert_int_equal(sl_admit_match(shm.hdr, &d, &m, (int32_t)getpid()), 2);
+		assert_int_equal(sl_match_sections(shm.hdr, &d, &m, (int32_t)getpid()), 2);
 		load("[a]\nmatch = 10.0.0.0/16\nrate = 20/s\nmeter = requests\n"
 		     "[b]\nmatch = 10.0.0.1\nrate = 1/m\nmax_wait = forever\n");
 		assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, (int32_t)getpid(), t), 0);
@@ -459,7 +459,7 @@ static void test_killed_inside_the_call(void **state)
 	if ((child = fork()) == 0) {
 		int32_t self = (int32_t)getpid();
 
-		if (sl_admit_match(seg.hdr, &d, &m, self) <= 0 ||
+		if (sl_match_sections(seg.hdr, &d, &m, self) <= 0 ||
 		    sl_admit_reserve(seg.hdr, &m, sl_clock_mono_ns(), self, t) != 0)
 			_exit(2);
 		sl_admit_release_act(seg.hdr, t, SL_ADMIT_NOW, self, &retry, die_in_the_call, NULL);
@@ -469,7 +469,7 @@ static void test_killed_inside_the_call(void **state)
 	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* 150 ms on, past the interval: the release check still says to wait. */
-	assert_true(sl_admit_match(seg.hdr, &d, &m, (int32_t)getpid()) > 0);
+	assert_true(sl_match_sections(seg.hdr, &d, &m, (int32_t)getpid()) > 0);
 	assert_int_equal(sl_admit_reserve(seg.hdr, &m, before + 150 * MS, (int32_t)getpid(), t), 0);
 	assert_int_equal(sl_admit_release(seg.hdr, t, before + 150 * MS, (int32_t)getpid(), &retry), 1);
 	assert_true(retry >= before + 350 * MS);
@@ -646,13 +646,13 @@ static void test_match_by_meter(void **state)
 	assert_int_equal(sl_shm_create_anonymous(&a), 0);
 	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, (int32_t)getpid()), 0);
 	assert_int_equal(a.hdr->meters, (1u << SL_METER_CONNECTIONS) | (1u << SL_METER_DATAGRAMS));
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
+	assert_int_equal(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()), 1);
 	assert_string_equal(sl_shm_section(a.hdr, m.idx[__builtin_ctzll(m.mask)])->spec.name, "conn");
 	d.meter = SL_METER_DATAGRAMS;
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
+	assert_int_equal(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()), 1);
 	assert_string_equal(sl_shm_section(a.hdr, m.idx[__builtin_ctzll(m.mask)])->spec.name, "udp");
 	d.meter = SL_METER_BYTES;
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 0);
+	assert_int_equal(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()), 0);
 	sl_shm_detach(&a);
 }
 
@@ -676,7 +676,7 @@ static void test_match_while_specs_rewritten(void **state)
 	assert_int_equal(a.hdr->spec_seq % 2, 0);
 	a.hdr->spec_seq |= 1; /* the writer died here */
 	start = sl_clock_mono_ns();
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()), 1);
+	assert_int_equal(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()), 1);
 	assert_true(sl_clock_mono_ns() - start < SL_NS_PER_S); /* under the free lock, at once */
 	assert_int_equal(sl_shm_apply_config(a.hdr, &cfg, 1), 0);
 	assert_int_equal(a.hdr->spec_seq % 2, 0);

@@ -45,8 +45,8 @@ static void test_concurrency_places(void **state)
 
 	(void)state;
 	segment_with(&a, ini);
-	assert_int_equal(sl_admit_match(a.hdr, &d80, &m80, (int32_t)getpid()), 2);
-	assert_int_equal(sl_admit_match(a.hdr, &d81, &m81, (int32_t)getpid()), 1);
+	assert_int_equal(sl_match_sections(a.hdr, &d80, &m80, (int32_t)getpid()), 2);
+	assert_int_equal(sl_match_sections(a.hdr, &d81, &m81, (int32_t)getpid()), 1);
 	assert_int_equal(sl_conc_sections(a.hdr, &m80), 3);
 
 	/* Port 80 takes a place in both; a second is refused by [b] and takes nothing
@@ -117,7 +117,7 @@ static void test_holder_table_many(void **state)
 
 	(void)state;
 	segment_with(&a, ini);
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), 3);
+	assert_int_equal(sl_match_sections(a.hdr, &d, &m, 1), 3);
 	for (int32_t pid = 2000; pid < 4000; pid++) {
 		assert_int_equal(sl_conc_take(a.hdr, &m, pid, &taken, &full, &seen), 0);
 		assert_int_equal(taken, 7);

@@ -164,7 +164,7 @@ static void test_index_agrees_with_scanning(void **state)
 
 			random_dest(&d, name, sizeof(name));
 			n = scan(a.hdr, &d, want);
-			got = sl_admit_match(a.hdr, &d, &m, 1);
+			got = sl_match_sections(a.hdr, &d, &m, 1);
 			if (n > SL_MATCH_MAX) {
 				assert_true(m.overflow);
 				continue;
@@ -201,14 +201,14 @@ static void test_too_many_sections_refused(void **state)
 		used += (size_t)snprintf(text + used, cap - used, "[s%u]\nmatch = 10.0.0.0/%u\nrate = 1000/s\n%s", i,
 		                         8 + i % 20, i == 0 ? "refuse = EHOSTUNREACH\nconcurrency = 5\n" : "");
 	load(&a, text);
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), SL_MATCH_MAX);
+	assert_int_equal(sl_match_sections(a.hdr, &d, &m, 1), SL_MATCH_MAX);
 	assert_true(m.overflow);
 	assert_int_equal(sl_admit_reserve(a.hdr, &m, 1000000000, 1, t), -ECONNREFUSED);
 	assert_int_equal(t->refuse_errno, EHOSTUNREACH);
 	assert_int_equal(sl_conc_take(a.hdr, &m, 1, &taken, &full, &seen), -EDQUOT);
 	/* A destination 64 of them apply to is matched whole. */
 	d.addr[1] = 1;
-	assert_true(sl_admit_match(a.hdr, &d, &m, 1) < SL_MATCH_MAX);
+	assert_true(sl_match_sections(a.hdr, &d, &m, 1) < SL_MATCH_MAX);
 	assert_false(m.overflow);
 	assert_int_equal(sl_admit_reserve(a.hdr, &m, 1000000000, 1, t), 0);
 	sl_shm_detach(&a);
@@ -242,7 +242,7 @@ static void test_names_and_suffixes(void **state)
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		d.name = cases[i].name;
 		d.name_len = strlen(d.name);
-		assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), cases[i].n);
+		assert_int_equal(sl_match_sections(a.hdr, &d, &m, 1), cases[i].n);
 	}
 	sl_shm_detach(&a);
 }
@@ -270,7 +270,7 @@ static void test_ten_thousand_sections(void **state)
 		snprintf(name, sizeof(name), "host%u.example", i);
 		d.name = name;
 		d.name_len = strlen(name);
-		assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), 1);
+		assert_int_equal(sl_match_sections(a.hdr, &d, &m, 1), 1);
 		snprintf(want, sizeof(want), "s%u", i);
 		assert_string_equal(sl_shm_section(a.hdr, m.idx[0])->spec.name, want);
 		d.name = NULL;
@@ -279,9 +279,9 @@ static void test_ten_thousand_sections(void **state)
 		d.addr[1] = (uint8_t)(i / 256);
 		d.addr[2] = (uint8_t)(i % 256);
 		d.port = (uint16_t)(1000 + i % 7);
-		assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), 1);
+		assert_int_equal(sl_match_sections(a.hdr, &d, &m, 1), 1);
 		d.port = (uint16_t)(1000 + (i + 1) % 7); /* the port is part of the key */
-		assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), 0);
+		assert_int_equal(sl_match_sections(a.hdr, &d, &m, 1), 0);
 	}
 	sl_shm_detach(&a);
 	free(text);

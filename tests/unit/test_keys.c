@@ -51,7 +51,7 @@ static int64_t admit(struct sl_shm_header *h, const struct sl_dest *d, int64_t n
 	int64_t retry;
 	int rc;
 
-	if (sl_admit_match(h, d, &m, 1) <= 0)
+	if (sl_match_sections(h, d, &m, 1) <= 0)
 		return -ENOENT;
 	if ((rc = sl_admit_reserve(h, &m, now, 1, t)) < 0)
 		return rc;
@@ -167,7 +167,7 @@ static void test_eviction(void **state)
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(admit(s.hdr, &d[i], NOW + i * MS), NOW + i * MS);
 	/* A fifth now: every record busy - refused with the section's errno. */
-	assert_int_equal(sl_admit_match(s.hdr, &d[4], &m, 1), 1);
+	assert_int_equal(sl_match_sections(s.hdr, &d[4], &m, 1), 1);
 	assert_int_equal(sl_admit_reserve(s.hdr, &m, NOW + 10 * MS, 1, t), -ECONNREFUSED);
 	assert_true(t->key_full);
 	assert_int_equal(t->refuse_errno, ECONNRESET);
@@ -207,7 +207,7 @@ static void test_ticket_finds_its_key_again(void **state)
 	(void)state;
 	segment_with(&s, ini, 1); /* one record: every new key evicts */
 	assert_int_equal(admit(s.hdr, &a, NOW), NOW);
-	assert_int_equal(sl_admit_match(s.hdr, &a, &m, 1), 1);
+	assert_int_equal(sl_match_sections(s.hdr, &a, &m, 1), 1);
 	assert_int_equal(sl_admit_reserve(s.hdr, &m, NOW + 10 * MS, 1, t), 0);
 	assert_int_equal(t->release_ns, NOW + 1000 * MS);
 	/* The waiter sleeps past its slot and past the key's idleness: b takes the
@@ -245,8 +245,8 @@ static void test_places_per_key(void **state)
 
 	(void)state;
 	segment_with(&s, ini, 16);
-	assert_int_equal(sl_admit_match(s.hdr, &a, &ma, 1), 1);
-	assert_int_equal(sl_admit_match(s.hdr, &b, &mb, 1), 1);
+	assert_int_equal(sl_match_sections(s.hdr, &a, &ma, 1), 1);
+	assert_int_equal(sl_match_sections(s.hdr, &b, &mb, 1), 1);
 	assert_int_equal(sl_conc_take(s.hdr, &ma, 1, &taken, &full, &seen), 0);
 	assert_int_equal(taken, 1);
 	assert_int_equal(sl_conc_take(s.hdr, &ma, 2, &taken, &full, &seen), -EBUSY);

@@ -37,7 +37,7 @@ static int64_t reserve(struct sl_shm_header *h, int64_t now, struct sl_ticket *t
 	struct sl_dest d = {.family = AF_INET, .port = 443, .addr = {10, 0, 0, 1}};
 	struct sl_match m;
 
-	assert_int_equal(sl_admit_match(h, &d, &m, 1), 1);
+	assert_int_equal(sl_match_sections(h, &d, &m, 1), 1);
 	int rc = sl_admit_reserve(h, &m, now, 1, t);
 
 	return rc < 0 ? rc : t->release_ns;
@@ -203,7 +203,7 @@ static void test_places(void **state)
 	(void)state;
 	load(&a, "[sluice]\nredis = 127.0.0.1:6379\n"
 	         "[api]\nmatch = 10.0.0.0/8\nconcurrency = 6\nscope = fleet\n");
-	assert_int_equal(sl_admit_match(a.hdr, &d, &m, 1), 1);
+	assert_int_equal(sl_match_sections(a.hdr, &d, &m, 1), 1);
 	assert_int_equal(sl_conc_take(a.hdr, &m, 100, &taken, &full, &seen), -EBUSY);
 	grant(a.hdr, &(struct sl_grant){.flags = SL_LEASE_PLACES, .places = 2});
 	assert_int_equal(sl_conc_take(a.hdr, &m, 100, &taken, &full, &seen), 0);

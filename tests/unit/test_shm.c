@@ -226,7 +226,7 @@ static void test_untrusted_segments(void **state)
 		sec->in_use = 1;
 		sec->spec.npatterns = 0xffffffff;
 		a.hdr->slots_used = 0xffffffff; /* clamped to the section table */
-		assert_true(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
+		assert_true(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
 		/* A scribbled index: every slot taken, runs and refs out of range, every
 		 * kind and prefix length said to be there.  Bounded, and no crash. */
 		memset(sl_shm_index_slots(a.hdr, v), 0xa5, (size_t)v->index_slots * sizeof(struct sl_index_slot));
@@ -237,10 +237,10 @@ static void test_untrusted_segments(void **state)
 		a.hdr->index_v4_lens = ~0ull;
 		d.name = "a.b.c.example";
 		d.name_len = strlen(d.name);
-		assert_true(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
+		assert_true(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
 		d.family = AF_INET6;
 		memset(a.hdr->index_v6_lens, 0xff, sizeof(a.hdr->index_v6_lens));
-		assert_true(sl_admit_match(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
+		assert_true(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
 	}
 	sl_shm_detach(&a);
 }
