@@ -57,7 +57,8 @@ SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) -I$(BUILD)/gen
 # fails to build rather than failing in a host program at start.
 CORE_SRC = $(wildcard src/core/*.c)
 PROGS_SRC = $(wildcard src/progs/*.c)
-SHIM_CORE_SRC = $(CORE_SRC)
+# The fleet's lease policy is the daemon's alone: the shim is not given it.
+SHIM_CORE_SRC = $(filter-out src/core/fleetpolicy.c,$(CORE_SRC))
 # Every source is found, not listed: a file in src/shim is the shim's, in
 # src/daemon the daemon's (sluiced.c is its main; the CLI links the rest, for
 # `sluice check`'s probe), in src/cli the CLI's, in bench/ a bench program.
@@ -110,7 +111,7 @@ $(BUILD)/gen/fleet_lua.h: src/daemon/fleet.lua
 	  echo 'static const char sl_fleet_lua[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/daemon/fleet.o: $(BUILD)/gen/fleet_lua.h
+$(BUILD)/obj/daemon/fleet.o $(BUILD)/obj/daemon/fleet_probe.o: $(BUILD)/gen/fleet_lua.h
 
 $(BUILD)/libsluicecore.a: $(CORE_OBJ)
 	$(AR) rcs $@ $^
@@ -152,7 +153,11 @@ $(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a \
-		$(CMOCKA_LIBS) $(INIH_LIBS)
+		$(CMOCKA_LIBS) $(INIH_LIBS) $(TEST_LIBS_$*)
+
+# The fleet policy's test runs fleet.lua in a real redis-server through hiredis.
+TEST_LIBS_test_fleetpolicy = $(HIREDIS_LIBS)
+$(BUILD)/tests/test_fleetpolicy: $(BUILD)/gen/fleet_lua.h
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libsluicecore.a | deps
 	@mkdir -p $(dir $@)

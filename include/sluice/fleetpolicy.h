@@ -1,0 +1,101 @@
+/*
+ * fleetpolicy.h - the fleet's lease policy on this machine, as arithmetic with no
+ * Redis in it (docs/design.md, "Across machines"): what each item is asked for
+ * (demand), what Redis's answer grants it, what it may use while Redis is away,
+ * and which answers are believed.  src/daemon/fleet.c carries the numbers to and
+ * from Redis, where fleet.lua splits each limit over the machines (the
+ * water-filling); tests/unit/test_fleetpolicy.c drives both.
+ */
+#ifndef SLUICE_FLEETPOLICY_H
+#define SLUICE_FLEETPOLICY_H
+
+#include "sluice/lease.h"
+#include "sluice/shm-t.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_FLEET_SCALE 1000          /* rate shares go in thousandths of a request per window */
+#define SL_FLEET_HEADROOM_PPM 995000 /* a rate's grants add up to 99.5% of it */
+#define SL_FLEET_KEY_MAX 400         /* a Redis key: prefix, section, key */
+#define SL_FLEET_FIELDS_IN 5         /* per item in a call, after its kind (fleet.lua) */
+#define SL_FLEET_FIELDS_OUT 5        /* per item in an answer */
+
+/* What one item's demand is measured from, carried across rounds. */
+struct sl_fleet_memo {
+	char key[SL_FLEET_KEY_MAX]; /* "" free */
+	uint64_t admitted, refused;
+	uint32_t misses;            /* the lease's count of callers that found no share */
+	uint32_t misses_seen;       /* the same at the last round, measured or not */
+	int64_t at;                 /* CLOCK_MONOTONIC of the last measure */
+	double flow;                /* requests asked for per ns at the last measure */
+	double waiting;             /* callers held with no share at the last measure */
+	double demand;              /* the last demand reported, smoothed */
+};
+
+/* One thing this machine leases: a fleet section, or one key of a keyed one; a
+ * section with a rate and a concurrency is two items. */
+struct sl_fleet_item {
+	char key[SL_FLEET_KEY_MAX];
+	char kind;             /* r rate, c places, f/s/l fixed/session/sliding window */
+	uint32_t section, serial;
+	uint32_t key_slot, key_serial; /* a key of a keyed section; serial 0: the section */
+	uint64_t limit;        /* r: thousandths per window; c: places; windows: AMOUNT */
+	int64_t window_ns;
+	uint64_t burst;        /* the section's */
+	uint64_t demand, held; /* as reported */
+	int64_t pause_ms;      /* the end of its pause, on Redis's clock (0: none) */
+	struct sl_fleet_memo *memo; /* NULL: no room to remember it (no demand) */
+};
+
+/* What measuring needs of the daemon besides the item's own state. */
+struct sl_fleet_env {
+	int64_t refresh_ns; /* the lease period */
+	uint32_t hosts;     /* [sluice] hosts: the machines assumed before any answer (>= 1) */
+	int64_t wall_off;   /* the segment's UTC offset (windows) */
+	int64_t redis_ms;   /* Redis's clock now, late rather than early (ms); 0: never heard */
+};
+
+/* The item kind for a section's rate. */
+char sl_fleet_kind(const struct sl_spec *s);
+
+/* Fill `it` (kind, key and memo set) for state st of section sec: its limit,
+ * window and burst, what it is asked for and holds, and a pause to share. */
+void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, const struct sl_section *sec,
+                      const struct sl_state *st, int keyed, int64_t now);
+
+/* The rate share `grant` (thousandths per window) as a lease, with the machine's
+ * part of the burst (at least one). */
+struct sl_grant sl_fleet_rate_grant(const struct sl_fleet_item *it, uint64_t grant, uint32_t flags);
+
+/* While Redis cannot be reached: the lease for an item whose state holds lease l.
+ * Returns 0 when what it holds stays as it is; 1 with *g its part over `hosts`
+ * (a sliding window's halved: two parts in a row may fall in one span), a window's
+ * chunk placed on Redis's clock as last seen (redis_ms). */
+int sl_fleet_outage_grant(const struct sl_fleet_item *it, const struct sl_lease *l, uint32_t hosts,
+                          int64_t now, int64_t redis_ms, struct sl_grant *g);
+
+/* Whether an answer's numbers (vals: now, settling, then SL_FLEET_FIELDS_OUT per
+ * item, every one >= 0) could be fleet.lua's for items[0..n-1]: a clock after
+ * 2020, no grant above its item's limit, no pause past 400 days.  One number out
+ * of range and none of the answer is used - clamping would hand a whole limit to
+ * whatever a broken or hostile server said. */
+int sl_fleet_plausible(const struct sl_fleet_item *items, size_t n, const long long *vals);
+
+/* What a round's answers say about calling again soon. */
+struct sl_fleet_round {
+	int shrank;        /* a share fell by a hundredth of its limit or more */
+	int starved;       /* a rate item got less than half its demand */
+	int above;         /* some item holds more than an equal part would be with one
+	                    * more machine */
+	uint32_t machines; /* the most machines any item had */
+};
+
+/* The grant for `it` from its answer fields e (SL_FLEET_FIELDS_OUT), Redis's clock
+ * rnow (ms), the call's round trip rtt (ns) and this machine's `now`; valid until
+ * valid_ns.  Returns 1 with *g to write, 0 when a window's answer is stale (its
+ * window ended): nothing to write.  Updates *r. */
+int sl_fleet_answer(const struct sl_fleet_item *it, const long long *e, long long rnow, int64_t rtt,
+                    int64_t now, int64_t valid_ns, struct sl_fleet_round *r, struct sl_grant *g);
+
+#endif

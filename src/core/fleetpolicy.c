@@ -1,0 +1,236 @@
+/*
+ * fleetpolicy.c - the fleet's lease policy on this machine (fleetpolicy.h;
+ * docs/design.md, "Across machines").  Pure arithmetic: the daemon calls it with
+ * what it read from the segment and from Redis.
+ */
+#include "sluice/fleetpolicy.h"
+#include "sluice/common.h"
+#include "sluice/limiter.h"
+#include "sluice/strategy.h"
+
+char sl_fleet_kind(const struct sl_spec *s)
+{
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW: return 'f';
+	case SL_STRAT_SESSION_WINDOW: return 's';
+	case SL_STRAT_SLIDING_WINDOW: return 'l';
+	default: return 'r';
+	}
+}
+
+/* Requests asked for per ns, and callers held with no share, measured over a half
+ * period at least: a round sent at once to report a smaller share would otherwise
+ * measure nothing over a few microseconds and shrink the demand on noise.
+ * Counters only grow; one that went back is a reset: no flow.  Returns whether
+ * this was a fresh measure. */
+static int measure_flow(const struct sl_fleet_env *env, struct sl_fleet_memo *m, const struct sl_state *st,
+                        uint64_t admitted, uint64_t refused, int64_t now)
+{
+	double elapsed = (double)(now - m->at);
+	int fresh = !m->at || elapsed >= (double)env->refresh_ns / 2;
+
+	if (fresh) {
+		m->flow = m->at && admitted >= m->admitted && refused >= m->refused
+		          ? (double)((admitted - m->admitted) + (refused - m->refused)) / elapsed : 0;
+		/* Callers held for want of any share look again every SL_LEASE_RETRY_NS:
+		 * how many there are, from how often they looked.  A machine given nothing
+		 * admits nothing, and without this its demand would fade for good. */
+		m->waiting = m->at ? (double)(uint32_t)(st->lease.misses - m->misses) * (double)SL_LEASE_RETRY_NS /
+		                     elapsed : 0;
+		m->misses = st->lease.misses;
+		m->admitted = admitted;
+		m->refused = refused;
+		m->at = now;
+	}
+	return fresh;
+}
+
+/* An equal part of `amount` over the machines last seen (or `hosts`). */
+static double equal_part(const struct sl_fleet_env *env, const struct sl_state *st, double amount)
+{
+	return amount / SL_MAX(st->lease.machines, SL_MAX(env->hosts, 1u));
+}
+
+/* A rate item's demand, thousandths per window. */
+static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it, const struct sl_spec *s,
+                        const struct sl_state *st, double waiting, uint64_t queued, int fresh)
+{
+	struct sl_fleet_memo *m = it->memo;
+	/* Per window: what went (and was refused), a tenth more and half a request
+	 * over, and the backlog asked for within a round.  A machine using its whole
+	 * share with callers still held, or holding callers it could not let go (no
+	 * share, or a share too small for them when they looked), would use more than
+	 * it shows: it asks for a fifth more and an equal part at least, at once,
+	 * rather than grow a trickle over rounds - its clients may be few and waiting,
+	 * so its queue says little of what they would send.  Fair shares never give it
+	 * more than an equal part while others want it. */
+	double rate_now = m->flow * (double)s->window_ns;
+	double backlog = (double)queued * (double)s->window_ns / (double)env->refresh_ns;
+	double share = st->lease.flags & SL_LEASE_RATE ? (double)st->lease.amount / SL_FLEET_SCALE : 0;
+	double want = rate_now + backlog > 0 ? rate_now * 1.1 + backlog + 0.5 : 0;
+
+	if (waiting > 0 || (queued > 0 && rate_now >= 0.9 * share))
+		want = SL_MAX(rate_now * 1.2 + backlog + 1, equal_part(env, st, (double)s->amount));
+	/* Falling by 30% a period at most: a lull of a round is not a machine gone. */
+	m->demand = SL_MAX(want, fresh ? m->demand * 0.7 : m->demand);
+	it->limit = s->amount * SL_FLEET_SCALE;
+	it->demand = (uint64_t)SL_MIN(m->demand * SL_FLEET_SCALE, (double)it->limit);
+	it->held = st->lease.flags & SL_LEASE_RATE ? st->lease.amount : 0;
+}
+
+/* A window item's demand: what it would send before the round after next, beyond
+ * what its chunk has left; what went on an outage share is reported as held, for
+ * Redis to count.  Callers held for want of chunk would send more than that shows:
+ * half as much again, and at least an equal part of the window's pace (AMOUNT
+ * spread over the window) - a fixed window's AMOUNT may go at any time in it, but
+ * a chunk left unused is lost to the others until the window ends. */
+static void window_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it, const struct sl_spec *s,
+                          const struct sl_state *st, double waiting, uint64_t queued, int64_t now)
+{
+	const struct sl_lease *l = &st->lease;
+	double want = it->memo->flow * 2.0 * (double)env->refresh_ns + (double)queued;
+	uint64_t left = (l->flags & SL_LEASE_CHUNK) && now < l->until_ns && l->amount > l->sched_used
+	                ? l->amount - l->sched_used : 0;
+
+	if (waiting > 0)
+		want = SL_MAX(want * 1.5 + 1, equal_part(env, st, (double)s->amount * 2.0 * (double)env->refresh_ns /
+		                                                      (double)SL_MAX(s->window_ns, (int64_t)1)));
+	else if (want > 0)
+		want += 1;
+	it->limit = s->amount;
+	it->demand = want > (double)left ? (uint64_t)SL_MIN(want - (double)left, (double)s->amount) : 0;
+	it->held = (l->flags & SL_LEASE_OUTAGE) ? l->rel_used : 0;
+}
+
+void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, const struct sl_section *sec,
+                      const struct sl_state *st, int keyed, int64_t now)
+{
+	const struct sl_spec *s = &sec->spec;
+	struct sl_fleet_memo *m = it->memo;
+	uint64_t queued = sl_limit_queued(s, st, now, env->wall_off);
+	double waiting;
+	int fresh;
+
+	it->window_ns = s->window_ns;
+	it->burst = s->burst ? s->burst : 1;
+	/* A pause the destination asked of this machine, for the others to keep too
+	 * (on Redis's clock as last seen; with none seen yet, not told). */
+	it->pause_ms = it->kind != 'c' && env->redis_ms && s->signals && sl_sane_ns(st->pause.until_ns) > now
+	               ? env->redis_ms + (sl_sane_ns(st->pause.until_ns) - now + SL_NS_PER_MS - 1) / SL_NS_PER_MS
+	               : 0;
+	if (!m) {
+		it->demand = it->held = 0;
+		return;
+	}
+	fresh = measure_flow(env, m, st, st->admitted, keyed ? 0 : st->refused, now);
+	waiting = m->waiting;
+	/* Callers held on since the last round, however recent: the share binds. */
+	if (st->lease.misses != m->misses_seen && m->at)
+		waiting = SL_MAX(waiting, 1.0);
+	m->misses_seen = st->lease.misses;
+	if (it->kind == 'c') {
+		uint32_t open = st->conc_open, held_on = st->conc_waiters;
+
+		it->limit = s->concurrency;
+		it->demand = (uint64_t)open + held_on + (held_on ? 1 : 0);
+		it->held = SL_MAX((uint64_t)open, st->lease.flags & SL_LEASE_PLACES ? (uint64_t)st->lease.places : 0);
+	} else if (it->kind == 'r') {
+		rate_demand(env, it, s, st, waiting, queued, fresh);
+	} else {
+		window_demand(env, it, s, st, waiting, queued, now);
+	}
+}
+
+struct sl_grant sl_fleet_rate_grant(const struct sl_fleet_item *it, uint64_t grant, uint32_t flags)
+{
+	struct sl_grant g = {.flags = SL_LEASE_RATE | flags, .amount = grant};
+
+	if (it->window_ns <= INT64_MAX / SL_FLEET_SCALE) {
+		g.window_ns = it->window_ns * SL_FLEET_SCALE;
+	} else {
+		g.amount = grant / SL_FLEET_SCALE;
+		g.window_ns = it->window_ns;
+	}
+	g.burst = it->limit ? SL_MAX((uint64_t)1, (uint64_t)((unsigned __int128)it->burst * grant / it->limit)) : 1;
+	return g;
+}
+
+int sl_fleet_outage_grant(const struct sl_fleet_item *it, const struct sl_lease *l, uint32_t hosts,
+                          int64_t now, int64_t redis_ms, struct sl_grant *g)
+{
+	hosts = SL_MAX(hosts, 1u);
+	if (it->kind == 'r') {
+		if (l->flags & SL_LEASE_RATE)
+			return 0;
+		*g = sl_fleet_rate_grant(it, it->limit / hosts, SL_LEASE_OUTAGE);
+	} else if (it->kind == 'c') {
+		if (l->flags & SL_LEASE_PLACES)
+			return 0;
+		*g = (struct sl_grant){.flags = SL_LEASE_PLACES | SL_LEASE_OUTAGE, .places = (uint32_t)(it->limit / hosts)};
+	} else {
+		int64_t wms = SL_MAX(it->window_ns / SL_NS_PER_MS, (int64_t)1), k = redis_ms / wms;
+
+		if ((l->flags & SL_LEASE_CHUNK) && now < l->until_ns)
+			return 0;
+		*g = (struct sl_grant){.flags = SL_LEASE_CHUNK | SL_LEASE_OUTAGE,
+		                       .amount = it->limit / hosts / (it->kind == 'l' ? 2 : 1),
+		                       .until_ns = now + ((k + 1) * wms - redis_ms) * SL_NS_PER_MS,
+		                       .chunk = (uint64_t)k};
+	}
+	return 1;
+}
+
+int sl_fleet_plausible(const struct sl_fleet_item *items, size_t n, const long long *vals)
+{
+	long long rnow = vals[0];
+
+	if (rnow < 1577836800000LL) /* 2020-01-01, in ms */
+		return 0;
+	for (size_t j = 0; j < n; j++) {
+		const long long *e = vals + 2 + SL_FLEET_FIELDS_OUT * j;
+
+		if (e[0] < 0 || (unsigned long long)e[0] > items[j].limit || e[1] < 0 || e[1] > (long long)UINT32_MAX ||
+		    e[4] < 0 || e[4] > rnow + 34560000000LL) /* a pause past 400 days */
+			return 0;
+	}
+	return 1;
+}
+
+int sl_fleet_answer(const struct sl_fleet_item *it, const long long *e, long long rnow, int64_t rtt,
+                    int64_t now, int64_t valid_ns, struct sl_fleet_round *r, struct sl_grant *g)
+{
+	uint64_t grant = (uint64_t)e[0];
+	uint32_t machines = (uint32_t)SL_MIN(e[1], (long long)UINT32_MAX);
+
+	r->machines = SL_MAX(r->machines, machines);
+	if (it->kind == 'r') {
+		grant = SL_MIN(grant, it->limit);
+		*g = sl_fleet_rate_grant(it, grant, 0);
+		/* Smaller by a hundredth of the limit: worth telling at once (Redis counts
+		 * the larger until told, so a smaller change only waits). */
+		r->shrank |= grant + SL_MAX(it->limit / 100, (uint64_t)1) <= it->held;
+		r->starved |= grant * 2 < it->demand;
+		r->above |= grant * (machines + 1ull) > it->limit;
+	} else if (it->kind == 'c') {
+		grant = SL_MIN(grant, it->limit);
+		*g = (struct sl_grant){.flags = SL_LEASE_PLACES, .places = (uint32_t)grant};
+		r->shrank |= grant < it->held;
+		r->above |= grant * (machines + 1ull) > it->limit;
+	} else {
+		long long end_ms = e[3];
+
+		if (end_ms <= rnow || grant > it->limit)
+			return 0;
+		/* The chunk ends, on this machine's clock, where Redis's window does - early
+		 * rather than late: by the call's round trip (Redis read its clock at most
+		 * that long before `now`), a millisecond (its clock comes in whole ones) and
+		 * another for the packet of a release made just before the end
+		 * (t_fleet_windows once saw 301 of 300). */
+		*g = (struct sl_grant){.flags = SL_LEASE_CHUNK, .amount = grant,
+		                       .until_ns = now - rtt + (int64_t)(end_ms - rnow - 2) * SL_NS_PER_MS,
+		                       .chunk = (uint64_t)e[2]};
+	}
+	g->machines = machines;
+	g->valid_ns = valid_ns;
+	return 1;
+}

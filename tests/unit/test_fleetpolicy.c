@@ -1,0 +1,411 @@
+/*
+ * The fleet's lease policy (src/core/fleetpolicy.c) and the water-filling it
+ * relies on (src/daemon/fleet.lua, run here by a real redis-server on a socket in
+ * a temporary directory): demand, grants from answers, outage shares, answers
+ * refused, and the fleet's grants never above the budget while demands change.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fleet_lua.h"
+#include "sluice/common.h"
+#include "sluice/fleetpolicy.h"
+
+#include <hiredis/hiredis.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MS 1000000LL
+#define S (1000 * MS)
+
+static struct sl_fleet_item item(char kind, uint64_t limit, int64_t window_ns)
+{
+	struct sl_fleet_item it = {.kind = kind, .limit = limit, .window_ns = window_ns, .burst = 1};
+
+	snprintf(it.key, sizeof(it.key), "sluice:{t}:i:api:%c", kind);
+	return it;
+}
+
+/* --- answers believed or not --- */
+
+static void test_plausible(void **state)
+{
+	struct sl_fleet_item its[2] = {item('r', 100000, S), item('c', 4, S)};
+	long long good[12] = {1700000000000LL, 0, 50000, 2, 0, 0, 0, 4, 2, 0, 0, 0};
+	long long v[12];
+
+	(void)state;
+	assert_true(sl_fleet_plausible(its, 2, good));
+	memcpy(v, good, sizeof(v));
+	v[0] = 1500000000000LL; /* a clock before 2020 */
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
+	v[7] = 5; /* five places of four */
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
+	v[2] = 100001; /* a share above the whole rate */
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
+	v[6] = good[0] + 34560000001LL; /* a pause past 400 days */
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
+	v[3] = (long long)UINT32_MAX + 1; /* machines past any count */
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
+	v[2] = -1;
+	assert_false(sl_fleet_plausible(its, 2, v));
+}
+
+/* --- grants from an answer --- */
+
+static void test_answer_rate(void **state)
+{
+	struct sl_fleet_item it = item('r', 100000, S);
+	struct sl_fleet_round r = {0};
+	struct sl_grant g;
+	long long e[5] = {40000, 3, 0, 0, 0};
+
+	(void)state;
+	it.burst = 10;
+	it.held = 60000;
+	it.demand = 90000;
+	assert_int_equal(sl_fleet_answer(&it, e, 1700000000000LL, MS, 5 * S, 7 * S, &r, &g), 1);
+	assert_int_equal(g.flags, SL_LEASE_RATE);
+	assert_int_equal(g.amount, 40000); /* thousandths per 1000 windows */
+	assert_int_equal(g.window_ns, 1000 * S);
+	assert_int_equal(g.burst, 4); /* its part of the section's 10 */
+	assert_int_equal(g.machines, 3);
+	assert_int_equal(g.valid_ns, 7 * S);
+	assert_true(r.shrank);  /* 60 -> 40 */
+	assert_true(r.starved); /* 40 of 90 asked */
+	assert_true(r.above);   /* 40 > 100 / 4 */
+	assert_int_equal(r.machines, 3);
+	/* A share the same as held, all it asked, below an equal part with one more. */
+	memset(&r, 0, sizeof(r));
+	it.held = 20000;
+	it.demand = 20000;
+	e[0] = 20000;
+	sl_fleet_answer(&it, e, 1700000000000LL, MS, 5 * S, 7 * S, &r, &g);
+	assert_false(r.shrank || r.starved || r.above);
+}
+
+static void test_answer_places_and_windows(void **state)
+{
+	struct sl_fleet_item c = item('c', 8, S), f = item('f', 300, 10 * S);
+	struct sl_fleet_round r = {0};
+	struct sl_grant g;
+	long long rnow = 1700000000000LL;
+	long long pe[5] = {3, 2, 0, 0, 0};
+	long long fe[5] = {120, 2, 170000000, rnow + 4000, 0};
+
+	(void)state;
+	c.held = 5;
+	assert_int_equal(sl_fleet_answer(&c, pe, rnow, MS, 9 * S, 10 * S, &r, &g), 1);
+	assert_int_equal(g.flags, SL_LEASE_PLACES);
+	assert_int_equal(g.places, 3);
+	assert_true(r.shrank);
+	/* A chunk ends early rather than late: the round trip and two milliseconds. */
+	assert_int_equal(sl_fleet_answer(&f, fe, rnow, 3 * MS, 9 * S, 10 * S, &r, &g), 1);
+	assert_int_equal(g.flags, SL_LEASE_CHUNK);
+	assert_int_equal(g.amount, 120);
+	assert_int_equal(g.chunk, 170000000);
+	assert_int_equal(g.until_ns, 9 * S - 3 * MS + (4000 - 2) * MS);
+	/* A window that ended before Redis answered: nothing to write. */
+	fe[3] = rnow;
+	assert_int_equal(sl_fleet_answer(&f, fe, rnow, 3 * MS, 9 * S, 10 * S, &r, &g), 0);
+}
+
+/* --- while Redis is away --- */
+
+static void test_outage_shares(void **state)
+{
+	struct sl_fleet_item r = item('r', 100000, S), c = item('c', 9, S);
+	struct sl_fleet_item f = item('f', 300, 10 * S), l = item('l', 300, 10 * S);
+	struct sl_lease none = {0}, rate = {.flags = SL_LEASE_RATE, .amount = 70000};
+	struct sl_lease chunk = {.flags = SL_LEASE_CHUNK, .until_ns = 20 * S};
+	struct sl_grant g;
+	int64_t rms = 1700000003000LL; /* 3 s into a 10 s window */
+
+	(void)state;
+	/* Never leased: its part over hosts. */
+	assert_int_equal(sl_fleet_outage_grant(&r, &none, 4, S, rms, &g), 1);
+	assert_int_equal(g.flags, SL_LEASE_RATE | SL_LEASE_OUTAGE);
+	assert_int_equal(g.amount, 25000);
+	assert_int_equal(sl_fleet_outage_grant(&c, &none, 4, S, rms, &g), 1);
+	assert_int_equal(g.places, 2);
+	assert_int_equal(sl_fleet_outage_grant(&f, &none, 3, S, rms, &g), 1);
+	assert_int_equal(g.amount, 100);
+	assert_int_equal(g.until_ns, S + 7 * S); /* the window's end on Redis's clock */
+	assert_int_equal(sl_fleet_outage_grant(&l, &none, 3, S, rms, &g), 1);
+	assert_int_equal(g.amount, 50); /* halved: two parts may fall in one span */
+	/* hosts = 0 is one host, never a division by zero. */
+	assert_int_equal(sl_fleet_outage_grant(&r, &none, 0, S, rms, &g), 1);
+	assert_int_equal(g.amount, 100000);
+	/* Leases in hand stay as they are; a chunk until it ends. */
+	assert_int_equal(sl_fleet_outage_grant(&r, &rate, 4, S, rms, &g), 0);
+	assert_int_equal(sl_fleet_outage_grant(&f, &chunk, 4, S, rms, &g), 0);
+	assert_int_equal(sl_fleet_outage_grant(&f, &chunk, 4, 21 * S, rms, &g), 1);
+}
+
+/* --- demand --- */
+
+static void test_demand(void **state)
+{
+	struct sl_section sec = {0};
+	struct sl_state st = {0};
+	struct sl_fleet_memo memo = {0};
+	struct sl_fleet_item it = item('r', 0, S);
+	struct sl_fleet_env env = {.refresh_ns = S, .hosts = 4};
+
+	(void)state;
+	sec.spec.amount = 100;
+	sec.spec.window_ns = S;
+	sec.spec.scope = SL_SCOPE_FLEET;
+	it.memo = &memo;
+	sl_fleet_measure(&env, &it, &sec, &st, 0, 10 * S);
+	assert_int_equal(it.demand, 0); /* nothing measured yet */
+	assert_int_equal(it.limit, 100000);
+	/* 40 a second went: a tenth more and half a request. */
+	st.admitted = 40;
+	sl_fleet_measure(&env, &it, &sec, &st, 0, 11 * S);
+	assert_int_equal(it.demand, 44500);
+	/* A lull of a round: falls by 30% at most. */
+	sl_fleet_measure(&env, &it, &sec, &st, 0, 12 * S);
+	assert_int_equal(it.demand, 31150);
+	/* Callers held for want of a share: an equal part at least, at once. */
+	st.lease.misses = 20;
+	sl_fleet_measure(&env, &it, &sec, &st, 0, 13 * S);
+	assert_true(it.demand >= 25000);
+	/* No room to remember the item: it asks for nothing. */
+	it.memo = NULL;
+	sl_fleet_measure(&env, &it, &sec, &st, 0, 14 * S);
+	assert_int_equal(it.demand, 0);
+}
+
+/* --- the water-filling, in a real Redis --- */
+
+static char dir[] = "/tmp/sluice-fleetpolicy.XXXXXX";
+static char sock[128];
+static pid_t redis_pid;
+static redisContext *rc;
+static char sha[64];
+
+static int redis_up(void **state)
+{
+	(void)state;
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(sock, sizeof(sock), "%s/redis.sock", dir);
+	if ((redis_pid = fork()) == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		/* Its start-up chatter is not the test's output. */
+		if (null >= 0)
+			dup2(null, STDOUT_FILENO);
+		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
+		       "--appendonly", "no", "--dir", dir, "--loglevel", "warning", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100 && !rc; i++) {
+		struct timespec ts = {0, 50 * MS};
+		redisContext *c = redisConnectUnix(sock);
+
+		if (c && !c->err)
+			rc = c;
+		else {
+			if (c)
+				redisFree(c);
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (!rc) {
+		fprintf(stderr, "test_fleetpolicy: redis-server did not start (scripts/deps.sh installs it)\n");
+		return -1;
+	}
+	{
+		redisReply *r = redisCommand(rc, "SCRIPT LOAD %s", sl_fleet_lua);
+
+		if (!r || r->type != REDIS_REPLY_STRING)
+			return -1;
+		snprintf(sha, sizeof(sha), "%s", r->str);
+		freeReplyObject(r);
+	}
+	return 0;
+}
+
+static int redis_down(void **state)
+{
+	char path[256];
+
+	(void)state;
+	if (rc)
+		redisFree(rc);
+	if (redis_pid > 0) {
+		kill(redis_pid, SIGTERM);
+		waitpid(redis_pid, NULL, 0);
+	}
+	unlink(sock);
+	snprintf(path, sizeof(path), "%s/dump.rdb", dir);
+	unlink(path);
+	rmdir(dir);
+	return 0;
+}
+
+static void flush(void)
+{
+	redisReply *r = redisCommand(rc, "FLUSHALL");
+
+	assert_non_null(r);
+	freeReplyObject(r);
+}
+
+/* One machine's call for one item, as fleet.c sends it: returns the grant. */
+static long long lease(const char *machine, char kind, uint64_t limit, uint64_t demand, uint64_t held,
+                       int settle_ms)
+{
+	char k[2] = {kind, 0}, lim[32], dem[32], hel[32], settle[16];
+	const char *argv[] = {"EVALSHA", sha, "2", "sluice:{t}:epoch", "sluice:{t}:i:api:r", machine, "3000",
+	                      settle, "995000", "1", k, lim, "1000", dem, hel, "0"};
+	redisReply *r;
+	long long g;
+
+	snprintf(lim, sizeof(lim), "%llu", (unsigned long long)limit);
+	snprintf(dem, sizeof(dem), "%llu", (unsigned long long)demand);
+	snprintf(hel, sizeof(hel), "%llu", (unsigned long long)held);
+	snprintf(settle, sizeof(settle), "%d", settle_ms);
+	r = redisCommandArgv(rc, (int)(sizeof(argv) / sizeof(argv[0])), argv, NULL);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->elements, 7);
+	g = r->element[2]->integer;
+	freeReplyObject(r);
+	return g;
+}
+
+#define MACHINES 5
+static const char *const names[MACHINES] = {"m0", "m1", "m2", "m3", "m4"};
+
+/* What the fleet may use at once: each machine's latest grant (it uses a new one
+ * as soon as it has it; a larger old one is gone from it then). */
+static long long in_effect(const long long *grant, int n)
+{
+	long long sum = 0;
+
+	for (int i = 0; i < n; i++)
+		sum += grant[i];
+	return sum;
+}
+
+/* Three machines at 100/s: one asks 10/s and gets it; the two asking more split
+ * the rest evenly; the sum stays within 99.5% of the rate at every call. */
+static void test_water_filling(void **state)
+{
+	uint64_t limit = 100000, budget = limit * 995 / 1000;
+	uint64_t demand[3] = {10000, 200000, 200000};
+	long long grant[3] = {0, 0, 0};
+
+	(void)state;
+	flush();
+	for (int round = 0; round < 8; round++)
+		for (int m = 0; m < 3; m++) {
+			grant[m] = lease(names[m], 'r', limit, demand[m], (uint64_t)grant[m], 0);
+			assert_true(in_effect(grant, 3) <= (long long)budget);
+		}
+	assert_int_equal(grant[0], 10000);
+	assert_true(llabs(grant[1] - grant[2]) <= 1000);
+	assert_true(grant[1] + grant[2] >= (long long)budget - 10000 - 2000);
+	/* Places are counted whole: the budget is the limit itself. */
+	flush();
+	{
+		long long p[2] = {0, 0};
+
+		for (int round = 0; round < 4; round++)
+			for (int m = 0; m < 2; m++) {
+				p[m] = lease(names[m], 'c', 7, 10, (uint64_t)p[m], 0);
+				assert_true(p[0] + p[1] <= 7);
+			}
+		assert_true(p[0] + p[1] >= 6);
+	}
+}
+
+/* Five machines whose demands change at every call, in a changing order: the
+ * grants in effect never pass the budget.  When the demands stop changing, two
+ * rounds later every machine that asks for less than an equal part has all it
+ * asks, and the budget is handed out. */
+static void test_budget_through_changes(void **state)
+{
+	uint64_t limit = 100000, budget = limit * 995 / 1000, seed = 12345;
+	long long grant[MACHINES] = {0}, asked = 0;
+	uint64_t demand[MACHINES] = {0};
+
+	(void)state;
+	flush();
+	for (int call = 0; call < 400; call++) {
+		int m;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		m = (int)((seed >> 33) % MACHINES);
+		demand[m] = (seed >> 13) % 4 == 0 ? 0 : (seed >> 17) % (limit / 2);
+		grant[m] = lease(names[m], 'r', limit, demand[m], (uint64_t)grant[m], 0);
+		assert_true(grant[m] >= 0);
+		assert_true(in_effect(grant, MACHINES) <= (long long)budget);
+	}
+	demand[0] = 5000;
+	demand[1] = 12000;
+	for (int m = 2; m < MACHINES; m++)
+		demand[m] = limit;
+	for (int round = 0; round < 3; round++)
+		for (int m = 0; m < MACHINES; m++) {
+			grant[m] = lease(names[m], 'r', limit, demand[m], (uint64_t)grant[m], 0);
+			assert_true(in_effect(grant, MACHINES) <= (long long)budget);
+		}
+	for (int m = 0; m < MACHINES; m++)
+		asked += (long long)demand[m];
+	assert_true(grant[0] >= 5000);
+	assert_true(grant[1] >= 12000);
+	/* Rounding: a thousandth of a request per machine, at most. */
+	assert_true(in_effect(grant, MACHINES) >= SL_MIN(asked, (long long)budget) - MACHINES);
+}
+
+/* Redis came back empty: while the fleet settles, nobody is granted more than it
+ * reports holding, so machines still holding old shares are counted first. */
+static void test_settling_after_empty_start(void **state)
+{
+	long long g;
+
+	(void)state;
+	flush();
+	g = lease("m0", 'r', 100000, 90000, 30000, 60000);
+	assert_true(g <= 30000);
+	g = lease("m1", 'r', 100000, 90000, 0, 60000);
+	assert_int_equal(g, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest pure[] = {
+		cmocka_unit_test(test_plausible),
+		cmocka_unit_test(test_answer_rate),
+		cmocka_unit_test(test_answer_places_and_windows),
+		cmocka_unit_test(test_outage_shares),
+		cmocka_unit_test(test_demand),
+	};
+	const struct CMUnitTest redis[] = {
+		cmocka_unit_test(test_water_filling),
+		cmocka_unit_test(test_budget_through_changes),
+		cmocka_unit_test(test_settling_after_empty_start),
+	};
+	int failed = cmocka_run_group_tests_name("policy", pure, NULL, NULL);
+
+	return failed + cmocka_run_group_tests_name("fleet.lua", redis, redis_up, redis_down);
+}
