@@ -76,6 +76,7 @@ enum {
 	SL_USE_REQ = 2,   /* meter = requests: each request takes a place */
 	SL_USE_BYTES = 4, /* meter = bytes: each piece of bytes takes a place */
 	SL_USE_SIG = 8,   /* its answers are read (answers.c) */
+	SL_USE_PLACE = 16, /* the connection holds a concurrency place of this section */
 };
 
 /* A record's sections: one position for every section it is held, metered or
@@ -179,7 +180,6 @@ struct sl_record {
 		char *name;    /* kept where keys or debug lines need it: a piece of
 		                * name_len + 1 bytes; NULL: none */
 	} dest;
-	uint64_t conc_mask;    /* positions whose concurrency place this connection holds */
 	struct sl_rec_sects *sects;
 	struct sl_rec_wait *wait;     /* WAITING, DEFERRED */
 	struct sl_rec_stream *stream; /* meter = requests or bytes */
@@ -208,6 +208,14 @@ void sl_rec_keep_keys_in(struct sl_rec_sects *s, const struct sl_match *m);
 void sl_rec_keep_keys(struct sl_record *rec, const struct sl_match *m); /* places' keys, after a take */
 uint64_t sl_rec_mask(const struct sl_record *rec, unsigned use);       /* positions with any of use */
 void sl_rec_drop_use(struct sl_record *rec, unsigned use);
+/* The positions whose concurrency place the connection holds (SL_USE_PLACE), and
+ * setting them: kept in the positions' use bits, not in the record (whose every
+ * byte each followed socket pays for). */
+static inline uint64_t sl_rec_places(const struct sl_record *rec)
+{
+	return sl_rec_mask(rec, SL_USE_PLACE);
+}
+void sl_rec_set_places(struct sl_record *rec, uint64_t mask);
 /* A match of rec's positions in mask (or with any of `use`), for the core's calls:
  * its key source names rec's destination. */
 void sl_rec_match_mask(const struct sl_record *rec, uint64_t mask, struct sl_match *out);

@@ -47,7 +47,7 @@ static void settle_and_unlock(int fd, struct sl_record *rec)
 
 	sl_epoll_unmask(rec);
 	sl_rec_wait_end(rec);
-	if (rec->kind == SL_KIND_CONNECTED_UDP || rec->conc_mask ||
+	if (rec->kind == SL_KIND_CONNECTED_UDP || sl_rec_places(rec) ||
 	    sl_rec_mask(rec, SL_USE_REQ | SL_USE_BYTES | SL_USE_SIG)) {
 		rec->state = rec->kind == SL_KIND_CONNECTED_UDP ? SL_REC_FIRST : SL_REC_OPEN;
 		sl_shim_unlock(&rec->lock);
@@ -226,7 +226,7 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 
 	/* A released connection that meters and holds nothing more (its deferred
 	 * connect made): its record goes. */
-	if (rec->kind == SL_KIND_CONNECTION && !rec->conc_mask &&
+	if (rec->kind == SL_KIND_CONNECTION && !sl_rec_places(rec) &&
 	    !sl_rec_mask(rec, SL_USE_REQ | SL_USE_BYTES | SL_USE_SIG)) {
 		settle_and_unlock(g->fd, rec);
 		return gate_done(g, 0);

@@ -79,7 +79,7 @@ int sl_held_open(int fd, const struct sl_dest *d, const struct sl_match *m, uint
 		return -ENOSPC;
 	rec->state = SL_REC_OPEN;
 	sl_rec_drop_use(rec, SL_USE_CONN); /* released: it holds nothing more itself */
-	rec->conc_mask = rec_positions(rec, m, conc);
+	sl_rec_set_places(rec, rec_positions(rec, m, conc));
 	sl_shim_unlock(&rec->lock);
 	return 0;
 }
@@ -157,13 +157,14 @@ void sl_held_cancel(struct sl_record *rec)
 
 void sl_held_put_places(struct sl_record *rec)
 {
+	uint64_t places = sl_rec_places(rec);
 	struct sl_match m;
 
-	if (rec->conc_mask && !rec->inherited) {
-		sl_rec_match_mask(rec, rec->conc_mask, &m);
-		sl_wait_conc_put(sl_shim.shm.hdr, rec->conc_mask, &m, sl_shim.pid);
+	if (places && !rec->inherited) {
+		sl_rec_match_mask(rec, places, &m);
+		sl_wait_conc_put(sl_shim.shm.hdr, places, &m, sl_shim.pid);
 	}
-	rec->conc_mask = 0;
+	sl_rec_set_places(rec, 0);
 }
 
 int sl_socket_type(int fd)
@@ -233,7 +234,7 @@ static int defer_step(struct sl_record *rec, int64_t now, struct sl_made_connect
 		refuse_deferred(rec, p->err);
 		return -1;
 	}
-	rec->conc_mask = p->taken;
+	sl_rec_set_places(rec, p->taken);
 	p->taken = 0;
 	return 1;
 }
@@ -417,7 +418,7 @@ void sl_held_drop_failed(int fd)
 	if (!rec)
 		return;
 	sl_shim_lock(&rec->lock);
-	drop = rec->kind == SL_KIND_CONNECTION && rec->conc_mask;
+	drop = rec->kind == SL_KIND_CONNECTION && sl_rec_places(rec);
 	sl_shim_unlock(&rec->lock);
 	if (drop)
 		sl_held_close(fd);
@@ -464,7 +465,7 @@ int sl_held_closing_keeps_place(int fd)
 	if (!rec)
 		return 0;
 	sl_shim_lock(&rec->lock);
-	keeps = rec->conc_mask != 0;
+	keeps = sl_rec_places(rec) != 0;
 	sl_shim_unlock(&rec->lock);
 	return keeps;
 }
@@ -501,7 +502,7 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 	for (unsigned i = 1, high = atomic_load(&sl_records_high); i <= high; i++) {
 		struct sl_record *rec = sl_record_at(i);
 
-		if (!rec->refs || !rec->conc_mask)
+		if (!rec->refs || !sl_rec_places(rec))
 			continue;
 		sl_shim_lock(&rec->lock);
 		sl_held_put_places(rec);

@@ -117,6 +117,14 @@ void sl_rec_drop_use(struct sl_record *rec, unsigned use)
 		s->e[j].use &= ~use;
 }
 
+void sl_rec_set_places(struct sl_record *rec, uint64_t mask)
+{
+	struct sl_rec_sects *s = rec->sects;
+
+	for (unsigned j = 0; s && j < s->n; j++)
+		s->e[j].use = (s->e[j].use & ~(uint32_t)SL_USE_PLACE) | ((mask >> j) & 1 ? SL_USE_PLACE : 0);
+}
+
 void sl_rec_match_mask(const struct sl_record *rec, uint64_t mask, struct sl_match *out)
 {
 	const struct sl_rec_sects *s = rec->sects;

@@ -1,5 +1,5 @@
 /*
- * Memory for the parts of hold records (slab.h): size classes 32 bytes apart up to
+ * Memory for the parts of hold records (slab.h): size classes 16 bytes apart up to
  * 1 KiB, then 2, 4 and 8 KiB, each a free list of pieces cut from 64 KiB chunks
  * mmap'd as needed.  Never malloc: the hooks that allocate may run inside a signal
  * handler of the program's (a send from a handler), or inside its malloc (a
@@ -13,9 +13,9 @@
 #include <sys/mman.h>
 
 #define CHUNK (64 * 1024)
-#define SMALL_STEP 32
+#define SMALL_STEP 16
 #define SMALL_MAX 1024
-#define CLASSES (SMALL_MAX / SMALL_STEP + 3) /* 32..1024, 2048, 4096, 8192 */
+#define CLASSES (SMALL_MAX / SMALL_STEP + 3) /* 16..1024, 2048, 4096, 8192 */
 
 struct piece {
 	struct piece *next;
