@@ -265,8 +265,24 @@ static int fleet(long iterations)
 	return 0;
 }
 
+/* What a key costs: its record, and the segment's bytes per key slot (record and
+ * tag, measured as two layouts' difference). */
+static int sizes(void)
+{
+	struct sl_shm_dims a = {64, 1024, SL_HOLDERS_DEFAULT, 1000}, b = a;
+	struct sl_shm_layout la, lb;
+
+	b.keys = 101000;
+	if (sl_shm_layout(&a, &la) < 0 || sl_shm_layout(&b, &lb) < 0)
+		return 1;
+	printf("%zu %.0f\n", sizeof(struct sl_key), (double)(lb.size - la.size) / 100000.0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "sizes") == 0)
+		return sizes();
 	if (argc > 1 && strcmp(argv[1], "fleet") == 0)
 		return fleet(argc > 2 ? atol(argv[2]) : 1000000);
 	if (argc > 2 && strcmp(argv[1], "keyed") == 0)

@@ -3,6 +3,7 @@
 # small and noisy, so each figure is the median of several runs.
 #   1. one admission (match + reserve + release in the segment), 1 and 2 processes,
 #      and in a keyed section with 1,000 and 100,000 keys in use, beside the floor;
+#      the bytes of a key's record;
 #   2. the shim's cost on a connect+close loop, unmatched and matched-but-unlimited,
 #      as a ratio to the same loop without the shim;
 #   3. the shim's cost on write+read of an unmatched TCP socket, and (3b) on
@@ -19,7 +20,8 @@
 #   9. deferred connects as the destination sees them: 400 non-blocking connects
 #      at once at 200/s (asyncio and node), kernel SYN timestamps at the server:
 #      achieved rate, the most SYNs in any one second, how late the last one was;
-#  10. an idle process's memory (RSS and PSS) shaped against unshaped;
+#  10. an idle process's memory (RSS and PSS) shaped against unshaped; (10b) what
+#      10,000 sockets cost in RSS, followed and waiting, shaped against unshaped;
 #  11. node opening 10,000 connections at once, unshaped and shaped at 2000/s:
 #      achieved rate and the event loop's worst stall;
 #  12. what one epoll_wait costs a process holding 10,000 connections with records
@@ -46,7 +48,7 @@ B=$(cd "$ROOT/${BUILD:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 # Every program the figures come from, or no figures: a missing one printed blanks.
-for p in admit_bench connect_loop write_loop sendto_loop hold_open epoll_cost upload answer_loop; do
+for p in admit_bench connect_loop write_loop sendto_loop hold_open epoll_cost upload answer_loop socket_memory; do
 	[ -x "$B/bench/$p" ] || { echo "bench: $B/bench/$p is missing (make bench builds it)" >&2; exit 1; }
 done
 
@@ -72,6 +74,9 @@ for keys in 1000 100000; do
 	printf '   %-34s %6s ns  (%sx the floor)\n' "keyed, $keys keys, one key:" "$hot" \
 		"$(awk -v c="$hot" -v f="$floor" 'BEGIN { printf "%.1f", c / f }')"
 done
+
+read -r keyrec keyslot < <("$B/bench/admit_bench" sizes)
+printf '   %-34s %6s B   (%s B of segment per key slot)\n' "a key's record:" "$keyrec" "$keyslot"
 
 python3 "$ROOT/tests/integration/helpers/sink.py" "$T/port" 600 &
 python3 "$ROOT/tests/integration/helpers/server.py" --port-file "$T/hport" --lifetime 600 &
@@ -405,6 +410,46 @@ read -r srss spss <<<"$(mem_of "$B/sluice" run -c "$T/deferred.ini" --)"
 printf '   %-34s %6s KB RSS, %6s KB PSS\n' "unshaped:" "$prss" "$ppss"
 printf '   %-34s %6s KB RSS, %6s KB PSS   (+%d KB RSS, +%d KB PSS)\n' "shaped:" "$srss" "$spss" \
 	$((srss - prss)) $((spss - ppss))
+
+echo
+echo "10b. what a shaped socket costs: 10,000 sockets in one process, RSS shaped against unshaped"
+# bench/socket_memory opens them and prints VmRSS before and after; the kernel's own
+# socket memory is not in RSS, so the difference is what the shim keeps per socket.
+# One server for the config's port, started afresh for each run: a server still
+# closing the last run's 10,000 would run out of descriptors.
+kport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$T/mem.ini" <<INI
+[sluice]
+shm_name = /sluice-bench-mem-$$
+control_socket = $T/mem.sock
+
+[follow]
+match = 127.0.0.1:$kport
+meter = requests
+rate = 1000000/s
+INI
+sed -e 's/^\[follow\]/[wait]/' -e 's|^rate = .*|rate = 1/m\nmax_wait = forever|' -e 's/^meter = .*//' \
+	-e "s/mem-$$/memw-$$/" -e "s|mem.sock|memw.sock|" "$T/mem.ini" >"$T/memw.ini"
+per_socket() { # MODE PREFIX...: bytes of RSS per socket for 10,000 sockets
+	local mode=$1 before after
+	shift
+	rm -f "$T/kport"
+	(ulimit -n 12000; exec python3 "$ROOT/bench/keepalive_server.py" "$T/kport" "$kport") &
+	local server=$!
+	wait_port "$T/kport" >/dev/null
+	read -r before after < <(ulimit -n 12000; "$@" "$B/bench/socket_memory" "$kport" 10000 "$mode")
+	kill "$server" 2>/dev/null
+	wait "$server" 2>/dev/null || true
+	echo $(((after - before) * 1024 / 10000))
+}
+uf=$(per_socket follow env)
+sf=$(per_socket follow "$B/sluice" run -c "$T/mem.ini" --)
+uw=$(per_socket wait env)
+sw=$(per_socket wait "$B/sluice" run -c "$T/memw.ini" --)
+printf '   %-34s %6s B a socket unshaped, %6s B shaped  (+%d B)\n' "followed (requests, answers read):" \
+	"$uf" "$sf" $((sf - uf))
+printf '   %-34s %6s B a socket unshaped, %6s B shaped  (+%d B)\n' "waiting (deferred connects):" \
+	"$uw" "$sw" $((sw - uw))
 
 echo
 echo "11. node, 10,000 connections at once to a destination shaped at 2000/s"
