@@ -66,6 +66,8 @@ SHIM_SRC = $(wildcard src/shim/*.c)
 SLUICED_SRC = src/daemon/sluiced.c
 DAEMON_SRC = $(filter-out $(SLUICED_SRC),$(wildcard src/daemon/*.c))
 CLI_SRC = $(wildcard src/cli/*.c)
+# The seccomp supervisor: its own library, which `sluice` links.
+SUPERVISOR_SRC = $(wildcard src/supervisor/*.c)
 # Every tests/unit/test_MODULE.c is a unit test of src/core/MODULE.c, found here.
 UNIT_TESTS = $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 BENCH_SRC = $(wildcard bench/*.c)
@@ -119,6 +121,9 @@ $(BUILD)/libsluicecore.a: $(CORE_OBJ)
 $(BUILD)/libsluiceprogs.a: $(PROGS_OBJ)
 	$(AR) rcs $@ $^
 
+$(BUILD)/libsluicesupervisor.a: $(call obj,$(SUPERVISOR_SRC))
+	$(AR) rcs $@ $^
+
 # Only the hooks are exported: the version script is generated from the list of
 # hooks (src/shim/hooks.def).  inih is linked in statically and hidden.
 $(BUILD)/exports.map: src/shim/hooks.def
@@ -147,7 +152,8 @@ $(BUILD)/obj/cli/sluice.o $(BUILD)/obj/daemon/sluiced.o: SL_CFLAGS += -DSL_VERSI
 $(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
 	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
-$(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
+$(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicesupervisor.a $(BUILD)/libsluiceprogs.a \
+		$(BUILD)/libsluicecore.a
 	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | deps

@@ -1,5 +1,5 @@
 /*
- * seccomp.h - what `sluice run --seccomp` (src/cli/supervise.c) and the shim agree
+ * seccomp.h - what `sluice run --seccomp` (src/supervisor/) and the shim agree
  * on, so that a dynamically linked program under the supervisor is held once for
  * one call, not twice (README, "What reaches what").
  *

@@ -1,7 +1,7 @@
 /*
  * `sluice acquire SECTION|HOST[:PORT]`: take one place in the same queue the shim
  * uses, wait for its release, exit 0; exit 1 when refused.  For what neither the
- * preload shim nor seccomp (supervise.c) reaches: setuid programs, io_uring, shell
+ * preload shim nor seccomp (src/supervisor/) reaches: setuid programs, io_uring, shell
  * loops.
  *
  * The segment is, in order: --shm NAME; $SLUICE_SHM (inside `sluice run`); the one

@@ -2,9 +2,9 @@
  * Whether a program is one the preload shim cannot reach: an ELF executable with
  * no program interpreter (statically linked: no ld.so, so no LD_PRELOAD), or a Go
  * program (Go makes its own system calls, dynamically linked or not).  `sluice
- * run` holds such programs through seccomp instead (supervise.c).
+ * run` holds such programs through seccomp instead (src/supervisor/).
  */
-#include "supervise.h"
+#include "progkind.h"
 
 #include <elf.h>
 #include <errno.h>

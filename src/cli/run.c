@@ -10,11 +10,12 @@
  *
  * With --seccomp - or by itself for a statically linked or Go program, which no
  * preload reaches - the command also runs under a seccomp filter whose trapped
- * connects this process answers (supervise.c); sluice then stays as its parent
+ * connects this process answers (src/supervisor/); sluice then stays as its parent
  * whether or not it hosts the daemon.
  */
 #include "cli.h"
-#include "supervise.h"
+#include "progkind.h"
+#include "sluice/supervise.h"
 #include "sluice/common.h"
 #include "sluice/seccomp.h"
 #include "sluice/ctl.h"

@@ -1,5 +1,6 @@
 /*
- * supervise.h - `sluice run --seccomp`: programs the preload shim cannot reach
+ * supervise.h - the seccomp supervisor (src/supervisor/, its own library that
+ * `sluice` links) for `sluice run --seccomp`: programs the preload shim cannot reach
  * (static, Go) held at connect() by a seccomp user-notification filter, whose
  * notifications `sluice run` answers against the same shared segment the shim
  * uses (README, "What reaches what"; docs/design.md, "Seccomp").
@@ -12,13 +13,6 @@
 
 #include <ev.h>
 #include <stddef.h>
-
-enum { SL_PROG_UNKNOWN, SL_PROG_DYNAMIC, SL_PROG_STATIC, SL_PROG_GO };
-
-/* What `cmd` is, as execvp would find it (its path into `what`): SL_PROG_STATIC
- * (no program interpreter), SL_PROG_GO (a Go program, linked either way),
- * SL_PROG_DYNAMIC, or SL_PROG_UNKNOWN (not found, not a 64-bit ELF, a script). */
-int sl_prog_kind(const char *cmd, char *what, size_t size);
 
 /* In the child, before exec: no new privileges, then the filter (trapping connect,
  * and sendto/sendmsg with a destination when `datagrams`).  Returns the listener

@@ -1,0 +1,129 @@
+/*
+ * names.c - the config's exact names resolved for a static program, whose own
+ * lookups are not seen; refreshed on a thread so the loop never waits on DNS.
+ */
+#include "internal.h"
+
+/* The config's exact names, resolved here (README, "What reaches what"): names[]
+ * (n of them, SL_HOST_MAX each) into a new table; *count its length. */
+struct resolved *sup_resolve(const char (*names)[SL_HOST_MAX], unsigned n, unsigned *count)
+{
+	struct resolved *out = calloc(NAMES_MAX, sizeof(*out));
+	unsigned k = 0;
+
+	if (!out)
+		return NULL;
+	for (unsigned i = 0; i < n && k < NAMES_MAX; i++) {
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL, *r;
+
+		if (getaddrinfo(names[i], NULL, &hints, &res) != 0)
+			continue;
+		for (r = res; r && k < NAMES_MAX; r = r->ai_next) {
+			struct sl_dest d;
+
+			if (sl_dest_from_sockaddr(&d, r->ai_addr, r->ai_addrlen) < 0)
+				continue;
+			out[k].family = d.family;
+			memcpy(out[k].addr, d.addr, sizeof(d.addr));
+			snprintf(out[k].name, sizeof(out[k].name), "%s", names[i]);
+			k++;
+		}
+		freeaddrinfo(res);
+	}
+	*count = k;
+	return out;
+}
+
+void sup_job_put(struct names_job *j)
+{
+	int last;
+
+	pthread_mutex_lock(&j->lock);
+	last = --j->refs == 0;
+	pthread_mutex_unlock(&j->lock);
+	if (last) {
+		free(j->names);
+		free(j->out);
+		free(j);
+	}
+}
+
+static void *resolver(void *arg)
+{
+	struct names_job *j = arg;
+	unsigned n = 0;
+	struct resolved *out = sup_resolve((const char (*)[SL_HOST_MAX])j->names, j->nnames, &n);
+
+	pthread_mutex_lock(&j->lock);
+	j->out = out;
+	j->nout = n;
+	if (!j->orphaned)
+		ev_async_send(j->loop, j->ready);
+	pthread_mutex_unlock(&j->lock);
+	sup_job_put(j);
+	return NULL;
+}
+
+/* The config's exact names, as sup_resolve() wants them; how many. */
+char (*sup_config_names(const struct sl_config *cfg, unsigned *n))[SL_HOST_MAX]
+{
+	char (*names)[SL_HOST_MAX] = calloc(cfg->npatterns ? cfg->npatterns : 1, SL_HOST_MAX);
+
+	*n = 0;
+	for (unsigned i = 0; names && i < cfg->npatterns; i++)
+		if (cfg->patterns[i].kind == SL_PAT_NAME)
+			snprintf(names[(*n)++], SL_HOST_MAX, "%s", cfg->patterns[i].name);
+	return names;
+}
+
+void sup_on_names(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sl_supervisor *s = w->data;
+	struct names_job *j;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	(void)loop;
+	(void)revents;
+	if (s->job || !(j = calloc(1, sizeof(*j))))
+		return; /* the last refresh is still under way */
+	pthread_mutex_init(&j->lock, NULL);
+	j->refs = 2;
+	j->loop = s->loop;
+	j->ready = &s->names_ready;
+	if (!(j->names = sup_config_names(s->cfg, &j->nnames))) {
+		free(j);
+		return;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, resolver, j) != 0) {
+		free(j->names);
+		free(j);
+	} else {
+		s->job = j;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* The refresh is done: its table replaces the old one. */
+void sup_on_names_ready(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct sl_supervisor *s = w->data;
+	struct names_job *j = s->job;
+
+	(void)loop;
+	(void)revents;
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->lock);
+	if (j->out) {
+		free(s->names);
+		s->names = j->out;
+		s->nnames = j->nout;
+		j->out = NULL;
+	}
+	pthread_mutex_unlock(&j->lock);
+	s->job = NULL;
+	sup_job_put(j);
+}

@@ -1,0 +1,300 @@
+/*
+ * notify.c - a notification read: the destination out of the traced process's
+ * memory, its socket by pidfd_getfd, and the call handed to calls.c.
+ */
+#include "internal.h"
+
+/* Read n bytes at addr in process pid: 0 when all were read, -EFAULT when the
+ * address is not the caller's to read (short, unmapped: the kernel will fail the
+ * call itself), or -EPERM when the process may not be read at all (it made itself
+ * non-dumpable, and this process lacks CAP_SYS_PTRACE). */
+static int peek(int pid, uint64_t addr, void *buf, size_t n)
+{
+	struct iovec local = {.iov_base = buf, .iov_len = n};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = n};
+	ssize_t got;
+
+	if (!addr)
+		return -EFAULT;
+	got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	if (got == (ssize_t)n)
+		return 0;
+	return got < 0 && (errno == EPERM || errno == EACCES) ? -EPERM : -EFAULT;
+}
+
+/* The thread group (process) thread tid belongs to, from /proc; or tid. */
+static int tgid_of(int tid)
+{
+	char path[64], line[128];
+	FILE *f;
+	int tgid = tid;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	if (!(f = fopen(path, "re")))
+		return tid;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
+/* A duplicate of thread tid's fd (pidfd_getfd, Linux 5.6), or -1. */
+static int take_socket(int tid, int fd)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD), dup;
+
+	if (pidfd < 0) /* before 6.9 a pidfd is a process's: its thread group leader's */
+		pidfd = (int)syscall(SYS_pidfd_open, tgid_of(tid), 0);
+	if (pidfd < 0)
+		return -1;
+	dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	close(pidfd);
+	return dup < 0 ? -1 : dup;
+}
+
+/* A datagram's bytes, read from the caller: sendto's buffer, or sendmsg's iovecs
+ * (no control data: that is the caller's to send).  0, or -1 when they cannot be
+ * had here (the caller then sends it itself). */
+#define PAYLOAD_MAX 65536
+#define IOV_MAX_READ 64
+static int read_payload(struct call *c, const struct seccomp_notif *req, const struct msghdr *mh)
+{
+	struct iovec iov[IOV_MAX_READ];
+	size_t n = 0, total = 0;
+
+	if (c->nr == SYS_sendto) {
+		iov[0].iov_base = (void *)(uintptr_t)req->data.args[1];
+		iov[0].iov_len = (size_t)req->data.args[2];
+		n = 1;
+		c->flags = (int)req->data.args[3];
+	} else {
+		if (mh->msg_controllen || mh->msg_iovlen > IOV_MAX_READ ||
+		    peek(c->pid, (uintptr_t)mh->msg_iov, iov, mh->msg_iovlen * sizeof(iov[0])) < 0)
+			return -1;
+		n = mh->msg_iovlen;
+		c->flags = (int)req->data.args[2];
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((total += iov[i].iov_len) > PAYLOAD_MAX)
+			return -1;
+	if (!(c->payload = malloc(total ? total : 1)))
+		return -1;
+	for (size_t i = 0, at = 0; i < n; at += iov[i].iov_len, i++)
+		if (iov[i].iov_len && peek(c->pid, (uintptr_t)iov[i].iov_base, c->payload + at, iov[i].iov_len) < 0)
+			return -1;
+	c->payload_len = total;
+	return 0;
+}
+
+static void name_of(const struct sl_supervisor *s, struct sl_dest *d, char *buf, size_t size)
+{
+	for (unsigned i = 0; i < s->nnames; i++)
+		if (s->names[i].family == d->family &&
+		    memcmp(s->names[i].addr, d->addr, d->family == AF_INET ? 4 : 16) == 0) {
+			snprintf(buf, size, "%s", s->names[i].name);
+			d->name = buf;
+			d->name_len = strlen(buf);
+			return;
+		}
+}
+
+enum { GO_ON, PASS, UNREADABLE };
+
+/* The destination of trapped call req (into sa, alen bytes) and the meter it falls
+ * under, read from the caller's memory (a sendmsg's header into mh).  GO_ON; PASS
+ * when there is none to read or it is not the caller's to read (the kernel then
+ * reads it, and fails the call, itself); UNREADABLE when the process may not be
+ * read at all. */
+static int read_dest(const struct seccomp_notif *req, struct sockaddr_storage *sa, uint64_t *alen,
+                     uint32_t *meter, struct msghdr *mh)
+{
+	uint64_t addr;
+	int nr = req->data.nr, rc;
+
+	*meter = SL_METER_CONNECTIONS;
+	if (req->data.arch != SL_AUDIT_ARCH)
+		return PASS;
+	if (nr == SYS_connect) {
+		addr = req->data.args[1];
+		*alen = (uint32_t)req->data.args[2];
+	} else if (nr == SYS_sendto) {
+		addr = req->data.args[4];
+		*alen = (uint32_t)req->data.args[5];
+		*meter = SL_METER_DATAGRAMS;
+	} else if (nr == SYS_sendmsg) {
+		if ((rc = peek(req->pid, req->data.args[1], mh, sizeof(*mh))) < 0)
+			return rc == -EPERM ? UNREADABLE : PASS;
+		addr = (uintptr_t)mh->msg_name;
+		*alen = mh->msg_namelen;
+		*meter = SL_METER_DATAGRAMS;
+	} else {
+		return PASS;
+	}
+	if (!addr || *alen < sizeof(sa_family_t))
+		return PASS; /* no destination here: the kernel says what it says */
+	*alen = SL_MIN(*alen, (uint64_t)sizeof(*sa));
+	memset(sa, 0, sizeof(*sa));
+	if ((rc = peek(req->pid, addr, sa, *alen)) < 0)
+		return rc == -EPERM ? UNREADABLE : PASS;
+	return GO_ON;
+}
+
+/* A call for req to sa, with the sections that apply; NULL when none does (or
+ * sa is not an address of ours) - or, with *undecided set, when there is no
+ * memory for it. */
+static struct call *new_call(struct sl_supervisor *s, const struct seccomp_notif *req,
+                             const struct sockaddr_storage *sa, uint64_t alen, uint32_t meter, int *undecided)
+{
+	struct call *c = calloc(1, sizeof(*c));
+
+	*undecided = !c;
+	if (!c)
+		return NULL;
+	c->s = s;
+	c->sock = -1;
+	c->id = req->id;
+	c->pid = (int)req->pid;
+	c->nr = req->data.nr;
+	c->default_errno = ECONNREFUSED;
+	c->asked_ns = sl_clock_mono_ns();
+	if (sl_dest_from_sockaddr(&c->d, (const struct sockaddr *)sa, (socklen_t)alen) < 0) {
+		free(c);
+		return NULL; /* AF_UNIX and the like: not ours */
+	}
+	c->d.meter = meter;
+	if (s->shm.hdr->has_names)
+		name_of(s, &c->d, c->name, sizeof(c->name));
+	if (!(s->shm.hdr->meters & (1u << (meter & 31))) || sl_match_sections(s->shm.hdr, &c->d, &c->m, s->self) <= 0) {
+		free(c);
+		return NULL;
+	}
+	memcpy(&c->sa, sa, sizeof(*sa));
+	c->alen = (socklen_t)alen;
+	return c;
+}
+
+/* The caller's socket, duplicated here, and for a datagram its bytes: without
+ * them the caller makes the call itself, on "continue".  PASS for a datagram
+ * socket's connect (its datagrams are what a datagram section holds). */
+static int take_call_socket(struct call *c, const struct seccomp_notif *req, const struct msghdr *mh)
+{
+	c->sock = take_socket(c->pid, (int)req->data.args[0]);
+	if (c->d.meter == SL_METER_CONNECTIONS && c->sock >= 0) {
+		int type = -1;
+		socklen_t len = sizeof(type);
+
+		if (getsockopt(c->sock, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type != SOCK_STREAM)
+			return PASS;
+	} else if (c->sock >= 0 && read_payload(c, req, mh) < 0) {
+		close(c->sock);
+		c->sock = -1;
+		free(c->payload);
+		c->payload = NULL;
+	}
+	return GO_ON;
+}
+
+/* A call not held: made by the caller - or, undecided and not under fallback =
+ * open, refused. */
+static void pass(struct sl_supervisor *s, uint64_t id, int undecided)
+{
+	if (undecided && s->fallback != SL_FALLBACK_OPEN) {
+		sup_answer(s, id, ECONNREFUSED);
+		s->refused++;
+		return;
+	}
+	sup_answer(s, id, 0);
+	s->passed++;
+}
+
+static void drop_call(struct call *c)
+{
+	if (c->sock >= 0)
+		close(c->sock);
+	free(c->payload);
+	free(c);
+}
+
+static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
+{
+	struct sockaddr_storage sa;
+	struct msghdr mh = {0};
+	uint64_t alen = 0;
+	uint32_t meter;
+	struct call *c;
+	int undecided;
+
+	s->trapped++;
+	switch (read_dest(req, &sa, &alen, &meter, &mh)) {
+	case UNREADABLE:
+		/* Its destination cannot be known: not a "go" unless the fallback says so. */
+		sup_say(s, "pid %d may not be read (non-dumpable): its call is undecided", (int)req->pid);
+		pass(s, req->id, 1);
+		return;
+	case PASS:
+		pass(s, req->id, 0);
+		return;
+	}
+	/* The memory read was the caller's as of its call: make sure it still is (the
+	 * thread could have died and its id been reused) before acting on it. */
+	if (!sup_still_valid(s, req->id))
+		return;
+	if (!(c = new_call(s, req, &sa, alen, meter, &undecided))) {
+		pass(s, req->id, undecided);
+		return;
+	}
+	if (take_call_socket(c, req, &mh) == PASS) {
+		drop_call(c);
+		pass(s, req->id, 0);
+		return;
+	}
+	if ((c->conc = sl_conc_sections(s->shm.hdr, &c->m)) && (c->sock < 0 || s->diag < 0)) {
+		/* Its places are given back when its connection closes, which is seen
+		 * only through its socket: without one, it could never be given back. */
+		sup_refuse(c, "a concurrency limit, and its socket cannot be followed here");
+		drop_call(c);
+		return;
+	}
+	{
+		const struct sl_pending_ask a = {.m = &c->m, .d = &c->d, .self = s->self, .fallback = s->fallback,
+		                                 .default_errno = ECONNREFUSED, .places = 1};
+
+		sl_pending_start(&c->pr.p, s->shm.hdr, &a, c->asked_ns);
+	}
+	c->next = s->calls;
+	if (s->calls)
+		s->calls->prev = c;
+	s->calls = c;
+	ev_init(&c->timer, NULL); /* a blocking connect's SO_SNDTIMEO, once made */
+	c->timer.data = c;
+	sup_step(c);
+}
+
+void sup_on_notify(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct sl_supervisor *s = w->data;
+
+	(void)loop;
+	(void)revents;
+	struct pollfd p = {.fd = s->fd, .events = POLLIN};
+
+	/* RECV would block with nothing queued - as when every process under the
+	 * filter is gone, which the listener says with POLLHUP (Linux 5.8). */
+	if (poll(&p, 1, 0) != 1)
+		return;
+	if (!(p.revents & POLLIN)) {
+		if (p.revents & (POLLHUP | POLLERR)) {
+			ev_io_stop(s->loop, &s->io);
+			if (s->on_gone)
+				s->on_gone(s->gone_arg);
+		}
+		return;
+	}
+	/* One per wake-up: the loop comes back at once while more are queued, and the
+	 * timers of held calls get their turn between them. */
+	memset(s->req, 0, s->sizes.seccomp_notif);
+	if (ioctl(s->fd, SECCOMP_IOCTL_NOTIF_RECV, s->req) != 0)
+		return; /* ENOENT: its thread died before it was read; EINTR */
+	handle(s, s->req);
+}
