@@ -110,6 +110,15 @@ witnessed() {
 	python3 "$HELPERS/arrivals.py" "$file" "$@"
 }
 
+# expect_spaced FILE MS COUNT WHAT: COUNT arrivals in FILE (the destination's kernel
+# times), none closer than MS apart, or the test fails; FILE is emptied for the
+# next part.  Tests assert one way: a condition `|| fail WHY`, or a helper such as
+# this one that says what it saw and fails by itself.
+expect_spaced() {
+	witnessed "$1" --interval-ms "$2" --expect "$3" --what "$4" || fail "$4: spacing"
+	: >"$1"
+}
+
 # write_config FILE: the [sluice] section for this test, then stdin's sections.
 write_config() {
 	{

@@ -22,14 +22,14 @@ max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 start_syn_witness "$PORT" "$T/syns"
-check() { sleep 0.3; python3 "$HELPERS/answers_check.py" "$T/syns" "$T/server.log" "$@"; }
+answers_seen() { sleep 0.3; python3 "$HELPERS/answers_check.py" "$T/syns" "$T/server.log" "$@"; }
 
 # --- python3: libssl loaded RTLD_LOCAL ---
 "$SLUICE" run -c "$T/tls.ini" -- python3 "$HELPERS/answers_client.py" "https://127.0.0.1:$PORT" 5 --procs 3 \
 	--cafile "$T/cert.pem" --cue "1:/say/429?Retry-After=2&who=python" >"$T/client.out" 2>&1 ||
 	{ cat "$T/client.out"; fail "python3 over HTTPS failed"; }
 grep -q "libssl loaded locally" "$T/shim.log" || fail "python3's libssl was not found"
-check --pause "/say/429=2" --spread 4 || fail "python3 over HTTPS: the 429 did not pause the queue"
+answers_seen --pause "/say/429=2" --spread 4 || fail "python3 over HTTPS: the 429 did not pause the queue"
 
 # --- curl: its own BIO; a loop of curls in three processes, one sends the cue ---
 "$SLUICE" run -c "$T/tls.ini" -- bash -c '
@@ -45,7 +45,7 @@ check --pause "/say/429=2" --spread 4 || fail "python3 over HTTPS: the 429 did n
 grep -q "libssl in the global scope" "$T/shim.log" || fail "curl's libssl was not found"
 # curl reads its answer tens of milliseconds after the server wrote it (one run
 # here: 40 ms): what it let go meanwhile is on its way.
-check --pause "/say/429=2" --spread 4 --inflight-ms 60 || fail "curl over HTTPS: the 429 did not pause the queue"
+answers_seen --pause "/say/429=2" --spread 4 --inflight-ms 60 || fail "curl over HTTPS: the 429 did not pause the queue"
 [ "$(grep -c "answer on fd .*429 (retry-after): pause 2000ms" "$T/shim.log")" -ge 2 ] ||
 	fail "the two 429s were not both read"
 

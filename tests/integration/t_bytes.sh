@@ -20,7 +20,7 @@ export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 # The bytes as the server received them: kernel times of every payload segment.
 # A release covers 20 ms of the rate (src/shim/held.c, piece_for): 10,485 bytes.
 start_witness bytes "$PORT" "$T/arrivals"
-check() { # NAME BYTES
+bytes_seen() { # NAME BYTES
 	sleep 0.3
 	out=$(python3 "$HELPERS/bytes_check.py" "$T/arrivals" --rate $((512 * 1024)) \
 		--piece 10485 --expect-bytes "$2") || fail "$1: $out"
@@ -44,7 +44,7 @@ s.sendall(head + body)
 reply = s.makefile('rb').read()
 assert reply.endswith(b'got %d bytes\n' % n), reply[-60:]
 " "$PORT" $((1024 * 1024)) || fail "sendall"
-check "python3 sendall 1 MiB" $((1024 * 1024))
+bytes_seen "python3 sendall 1 MiB" $((1024 * 1024))
 
 # One blocking write of 1 MiB: released piece by piece inside the call, all of it
 # returned at once, as a blocking send would.
@@ -59,7 +59,7 @@ assert reply.endswith(b'got %d bytes\n' % n), reply[-60:]
 print('  one write of %d bytes took %.2f s' % (n, took))
 assert took > 1.5, 'not shaped'
 " "$PORT" $((1024 * 1024)) || fail "one blocking write"
-check "one blocking os.write" $((1024 * 1024))
+bytes_seen "one blocking os.write" $((1024 * 1024))
 
 # writev and sendmsg on a blocking socket: the same, whole vectors at once.
 "$SLUICE" run -c "$T/b.ini" -- python3 -c "$(post)
@@ -71,7 +71,7 @@ assert w == n - half, 'sendmsg returned %d' % w
 reply = s.makefile('rb').read()
 assert reply.endswith(b'got %d bytes\n' % n), reply[-60:]
 " "$PORT" $((512 * 1024)) || fail "writev/sendmsg"
-check "writev + sendmsg" $((512 * 1024))
+bytes_seen "writev + sendmsg" $((512 * 1024))
 
 # Non-blocking: asyncio; the loop ticks every 10 ms throughout.
 "$SLUICE" run -c "$T/b.ini" -- python3 -c '
@@ -96,12 +96,12 @@ async def main():
     assert max(gaps) < 0.25, "the event loop stalled"
 asyncio.run(main())
 ' "$PORT" $((768 * 1024)) || fail "asyncio upload"
-check "asyncio 768 KiB" $((768 * 1024))
+bytes_seen "asyncio 768 KiB" $((768 * 1024))
 
 # curl -T: a real uploader.
 head -c $((1024 * 1024)) /dev/urandom >"$T/up.bin"
 "$SLUICE" run -c "$T/b.ini" -- curl -sS -T "$T/up.bin" "http://127.0.0.1:$PORT/curl" >"$T/curl.out" ||
 	fail "curl -T"
 grep -q "got $((1024 * 1024)) bytes" "$T/curl.out" || fail "curl upload: $(cat "$T/curl.out")"
-check "curl -T 1 MiB" $((1024 * 1024))
+bytes_seen "curl -T 1 MiB" $((1024 * 1024))
 echo "ok"

@@ -13,11 +13,9 @@ rate = 10/s
 max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
-check() { # NAME COUNT [FILE]: connections spaced at the destination (FILE, by
+connects_spaced() { # NAME COUNT [FILE]: connections spaced at the destination (FILE, by
 	# default the HTTP server's), the right count
-	local file=${3:-$T/arrivals}
-	witnessed "$file" --interval-ms 100 --expect "$2" --what "$1 connects" || fail "$1: spacing"
-	: >"$file"
+	expect_spaced "${3:-$T/arrivals}" 100 "$2" "$1 connects"
 }
 start_witness syn "$PORT" "$T/arrivals"
 
@@ -37,21 +35,21 @@ command -v node >/dev/null || fail "node is missing (scripts/deps.sh installs no
 			}).on("error", e => { console.error(e); process.exit(1); });
 		setTimeout(() => { console.error("timed out"); process.exit(1); }, 20000);
 	' "$PORT" || fail "node client"
-	check node 8
+	connects_spaced node 8
 }
 
 "$SLUICE" run -c "$T/c.ini" -- sh -c '
 	for i in 1 2 3 4 5; do
 		[ "$(wget -q -O - "http://127.0.0.1:$1/w$i")" = "hello /w$i" ] || exit 1
 	done' _ "$PORT" || fail "wget"
-check wget 5
+connects_spaced wget 5
 
 urls=()
 for i in $(seq 8); do urls+=("http://127.0.0.1:$PORT/c$i"); done
 "$SLUICE" run -c "$T/c.ini" -- curl -sS --parallel --parallel-max 8 --no-keepalive \
 	-H "Connection: close" "${urls[@]}" >"$T/curl.out" || fail "curl --parallel"
 [ "$(grep -c '^hello /c' "$T/curl.out")" -eq 8 ] || fail "curl --parallel bodies: $(cat "$T/curl.out")"
-check "curl --parallel" 8
+connects_spaced "curl --parallel" 8
 
 # TLS: openssl s_server with a throw-away certificate, s_client four times.
 openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -days 1 \
@@ -72,4 +70,4 @@ EOF
 		printf "GET / HTTP/1.0\r\n\r\n" | openssl s_client -quiet -connect "127.0.0.1:$1" \
 			-servername localhost 2>>"$2/s_client.err" | grep -q "s_server" || exit 1
 	done' _ "$tls_port" "$T" || fail "openssl s_client: $(tail -5 "$T/s_client.err")"
-check "openssl s_client" 4 "$T/arrivals-tls"
+connects_spaced "openssl s_client" 4 "$T/arrivals-tls"

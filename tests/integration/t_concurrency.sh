@@ -17,22 +17,6 @@ max_wait = 1m
 EOF
 start_daemon "$T/c.ini"
 
-# overlap.py-like check, inline: intervals on stdin as "START END" (ns), max N.
-overlap() {
-	python3 -c '
-import sys
-n = int(sys.argv[1])
-iv = [tuple(map(int, l.split())) for l in sys.stdin if l.strip()]
-ev = sorted([(a, 1) for a, b in iv] + [(b, -1) for a, b in iv], key=lambda e: (e[0], e[1]))
-cur = peak = 0
-for t, d in ev:
-    cur += d
-    peak = max(peak, cur)
-print("  %d connections, at most %d open at once (limit %d)" % (len(iv), peak, n))
-sys.exit(0 if peak <= n and len(iv) else 1)
-' "$1"
-}
-
 # 1. Blocking connects from 5 threads and 2 processes.
 "$SLUICE" run -c "$T/c.ini" -- python3 - "$hport" >"$T/blocking.iv" <<'EOF' || fail "blocking clients"
 import os, socket, sys, threading, time
@@ -55,7 +39,7 @@ for t in ts: t.start()
 for t in ts: t.join()
 for p in pids: os.waitpid(p, 0)
 EOF
-overlap 2 <"$T/blocking.iv" || fail "blocking: more than 2 open at once"
+python3 "$HELPERS/overlap.py" 2 <"$T/blocking.iv" || fail "blocking: more than 2 open at once"
 [ "$(wc -l <"$T/blocking.iv")" -eq 7 ] || fail "blocking: $(wc -l <"$T/blocking.iv") of 7 connections"
 
 # 2. Non-blocking (asyncio): 6 at once, limit 2; the loop keeps ticking meanwhile.
@@ -84,7 +68,7 @@ async def main():
     assert max(gaps) < 0.25, "the event loop stalled"
 asyncio.run(main())
 EOF
-overlap 2 <"$T/async.iv" || fail "asyncio: more than 2 open at once"
+python3 "$HELPERS/overlap.py" 2 <"$T/async.iv" || fail "asyncio: more than 2 open at once"
 [ "$(wc -l <"$T/async.iv")" -eq 6 ] || fail "asyncio: $(wc -l <"$T/async.iv") of 6 connections"
 
 # 3. A freed place reaches the waiter at once; kill -9 of a holder frees its place

@@ -15,9 +15,8 @@ rate = 10/s
 max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
-check() { # NAME COUNT: connections spaced at the destination, the right count
-	witnessed "$T/arrivals" --interval-ms 100 --expect "$2" --what "$1 connects" || fail "$1: spacing"
-	: >"$T/arrivals"
+connects_spaced() { # NAME COUNT: connections spaced at the destination, the right count
+	expect_spaced "$T/arrivals" 100 "$2" "$1 connects"
 }
 start_witness syn "$PORT" "$T/arrivals"
 run() { "$SLUICE" run -c "$T/e.ini" -- "$@"; }
@@ -26,7 +25,7 @@ run() { "$SLUICE" run -c "$T/e.ini" -- "$@"; }
 run env -i /bin/sh -c 'for i in 1 2 3; do
 	[ "$(/usr/bin/curl -sS "http://127.0.0.1:$1/e$i")" = "hello /e$i" ] || exit 1
 done' _ "$PORT" || fail "env -i"
-check "env -i" 3
+connects_spaced "env -i" 3
 
 # python3 subprocess, env={}: _posixsubprocess's execve, in a vfork child.
 run python3 -c '
@@ -36,7 +35,7 @@ for i in range(3):
                          env={}, capture_output=True, check=True).stdout
     assert out == b"hello /s%d\n" % i, out
 ' "$PORT" || fail "python3 subprocess env={}"
-check "subprocess env={}" 3
+connects_spaced "subprocess env={}" 3
 
 # os.posix_spawn with an empty environment.
 run python3 -c '
@@ -47,7 +46,7 @@ for i in range(3):
     _, status = os.waitpid(pid, 0)
     assert status == 0, status
 ' "$PORT" || fail "posix_spawn"
-check "posix_spawn" 3
+connects_spaced "posix_spawn" 3
 
 # A program's own LD_PRELOAD is kept, the shim appended; its own SLUICE_* kept.
 got=$(run env -i LD_PRELOAD=libm.so.6 SLUICE_FALLBACK=open /bin/sh -c 'echo "$LD_PRELOAD|$SLUICE_FALLBACK|${SLUICE_CONFIG:-}"')

@@ -24,7 +24,7 @@ EOF2
 done
 sleep 2.5 # Redis started empty: the settling time
 WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
-check() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" "$@"; }
+fleet_syns() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" "$@"; }
 redis_field() {
 	machine_json "$1" - redis | python3 -c 'import ast, sys; print(ast.literal_eval(sys.stdin.read())[sys.argv[1]])' "$2"
 }
@@ -70,13 +70,13 @@ grep -q "shaping on the leases in hand" "$T/sluiced-1.log" || fail "no log line 
 
 python3 "$HELPERS/fleet_check.py" "$T/syn.log" --from "$t_late" --to "$t_late_end" --what "never leased" \
 	--share 127.0.2.1=10/5 || fail "a section never leased did not get its limit over hosts in the outage"
-check() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" --exclude 127.0.2.1 "$@"; }
-check --from $((t0 + 1000000000)) --to "$t1" --what "the whole run (api)" --max-per-second 102 ||
+fleet_syns() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" --exclude 127.0.2.1 "$@"; }
+fleet_syns --from $((t0 + 1000000000)) --to "$t1" --what "the whole run (api)" --max-per-second 102 ||
 	fail "a second above 102 around the outage"
-before=$(check --from $((t0 + 1000000000)) --to "$t_kill" --what "before" | sed -n 's/.* = \([0-9.]*\)\/s.*/\1/p')
-check --from "$t_kill" --to "$t_back" --what "Redis down" --rate "$before" --within 3 ||
+before=$(fleet_syns --from $((t0 + 1000000000)) --to "$t_kill" --what "before" | sed -n 's/.* = \([0-9.]*\)\/s.*/\1/p')
+fleet_syns --from "$t_kill" --to "$t_back" --what "Redis down" --rate "$before" --within 3 ||
 	fail "shaping did not go on as before while Redis was down"
-check --from $((t_back + 2000000000)) --to "$t1" --what "Redis back, 2 s on" --rate "$before" --within 2 \
+fleet_syns --from $((t_back + 2000000000)) --to "$t1" --what "Redis back, 2 s on" --rate "$before" --within 2 \
 	--share 127.0.1.1=33.17/6 --share 127.0.1.2=33.17/6 --share 127.0.1.3=33.17/6 ||
 	fail "not back within 2% of the rate before, 2 s after Redis came back empty"
 echo "ok"

@@ -28,7 +28,7 @@ EOF
 done
 sleep 2.5 # Redis started empty: the settling time (grants capped at what is held)
 WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
-check() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" "$@"; }
+fleet_syns() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" "$@"; }
 
 # --- equal demand, 30 s ---
 t0=$(now_ns)
@@ -52,7 +52,7 @@ sleep 0.3
 # 100/s the fleet comes is make bench's figure (item 14: 98.4-98.7/s, the shares'
 # 99.5% less late wake-ups), so here only a shortfall past 4% fails (a clean-clone
 # run on a busy two-core machine once gave 97.58/s).
-check --from $((t0 + 1000000000)) --to "$t1" --what "equal demand, 30 s" --rate 100 --within 4 \
+fleet_syns --from $((t0 + 1000000000)) --to "$t1" --what "equal demand, 30 s" --rate 100 --within 4 \
 	--max-per-second 102 --share 127.0.1.1=33.33/5 --share 127.0.1.2=33.33/5 --share 127.0.1.3=33.33/5 ||
 	fail "equal demand: the fleet's rate or shares are off"
 calls=$(machine_json 1 - redis | python3 -c 'import ast, sys; print(ast.literal_eval(sys.stdin.read())["calls"])')
@@ -66,7 +66,7 @@ offer 3 200 12
 wait "$O_PID_1" "$O_PID_2" "$O_PID_3"
 t1=$(now_ns)
 sleep 0.3
-check --from $((t0 + 3000000000)) --to "$t1" --what "skewed demand" --max-per-second 102 \
+fleet_syns --from $((t0 + 3000000000)) --to "$t1" --what "skewed demand" --max-per-second 102 \
 	--share 127.0.1.1=10/15 --share 127.0.1.2=44/10 --share 127.0.1.3=44/10 ||
 	fail "skewed demand: the light machine did not get what it asks and the others the rest"
 
@@ -79,13 +79,13 @@ wait "$O_PID_1" "$O_PID_2" "$O_PID_3"
 t1=$(now_ns)
 sleep 0.3
 step=$((t0 + 3000000000))
-check --from "$t0" --to "$t1" --what "demand step" --max-per-second 102 || fail "step: a second above 102"
+fleet_syns --from "$t0" --to "$t1" --what "demand step" --max-per-second 102 || fail "step: a second above 102"
 # From machine 3's first connection (its clients' start takes a moment).
 first=$(awk -v s="$t0" '$4 == "127.0.1.3" && $1 >= s { print $1; exit }' "$T/syn.log")
 [ -n "$first" ] || fail "step: machine 3 sent nothing"
-check --from "$first" --to "$t1" --what "from the step" --reached "127.0.1.3=33.2/${REBALANCE_S:-1.0}" ||
+fleet_syns --from "$first" --to "$t1" --what "from the step" --reached "127.0.1.3=33.2/${REBALANCE_S:-1.0}" ||
 	fail "step: machine 3 did not come to its third in time"
-check --from $((step + 1500000000)) --to "$t1" --what "after the step" \
+fleet_syns --from $((step + 1500000000)) --to "$t1" --what "after the step" \
 	--share 127.0.1.3=33.2/15 || fail "step: machine 3 did not keep its third"
 
 # --- machine 3's daemon killed -9 while its clients go on ---
@@ -99,9 +99,9 @@ kill_at=$(now_ns)
 wait "$O_PID_1" "$O_PID_2" "$O_PID_3"
 t1=$(now_ns)
 sleep 0.3
-check --from "$t0" --to "$t1" --what "a daemon killed" --max-per-second 102 ||
+fleet_syns --from "$t0" --to "$t1" --what "a daemon killed" --max-per-second 102 ||
 	fail "daemon killed: its clients' share and the others' overlapped"
-check --from $((kill_at + 1500000000)) --to "$t1" --what "after the kill" --share 127.0.1.3=0/0 \
+fleet_syns --from $((kill_at + 1500000000)) --to "$t1" --what "after the kill" --share 127.0.1.3=0/0 \
 	--share 127.0.1.1=49.75/10 --share 127.0.1.2=49.75/10 ||
 	fail "daemon killed: its share did not go to the others within 1.5 s"
 
@@ -113,7 +113,7 @@ for n in 1 2 3; do offer $n 200 8; done
 wait "$O_PID_1" "$O_PID_2" "$O_PID_3"
 t1=$(now_ns)
 sleep 0.3
-check --from $((t0 + 2000000000)) --to "$t1" --what "a clock 30 s ahead" --max-per-second 102 \
+fleet_syns --from $((t0 + 2000000000)) --to "$t1" --what "a clock 30 s ahead" --max-per-second 102 \
 	--share 127.0.1.1=33.17/5 --share 127.0.1.2=33.17/5 --share 127.0.1.3=33.17/5 ||
 	fail "a machine whose clock is 30 s ahead changed the shares"
 echo "ok"

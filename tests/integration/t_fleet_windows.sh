@@ -58,17 +58,8 @@ for n in 1 2 3; do
 done
 wait "$H_PID_1" "$H_PID_2" "$H_PID_3"
 for n in 1 2 3; do note "machine $n: $(wc -l <"$T/hold-$n.iv") connections held"; done
-cat "$T"/hold-*.iv | python3 -c '
-import sys
-iv = [tuple(map(int, l.split())) for l in sys.stdin if l.strip()]
-ev = sorted([(a, 1) for a, b in iv] + [(b, -1) for a, b in iv], key=lambda e: (e[0], e[1]))
-cur = peak = 0
-for t, d in ev:
-    cur += d
-    peak = max(peak, cur)
-print("  %d connections, at most %d open at once over three machines (limit 6)" % (len(iv), peak))
-sys.exit(0 if peak <= 6 and len(iv) >= 60 else 1)
-' || fail "more than 6 open at once across the machines (or too few made)"
+cat "$T"/hold-*.iv | python3 "$HELPERS/overlap.py" 6 --at-least 60 --what "connections over three machines" ||
+	fail "more than 6 open at once across the machines (or too few made)"
 for n in 1 2 3; do
 	[ "$(wc -l <"$T/hold-$n.iv")" -ge 10 ] || fail "machine $n was starved of places"
 done

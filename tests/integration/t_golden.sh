@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 cd "$ROOT" || fail "no repository"
-check() { # NAME CMD...: compare CMD's output with tests/golden/NAME
+golden() { # NAME CMD...: compare CMD's output with tests/golden/NAME
 	local name=$1
 	shift
 	"$@" >"$T/$name" 2>&1 || fail "$* failed: $(cat "$T/$name")"
@@ -19,7 +19,7 @@ check() { # NAME CMD...: compare CMD's output with tests/golden/NAME
 		fail "$* differs from tests/golden/$name:
 $(cat "$T/$name.diff")"
 }
-check keys.txt "$SLUICE" check --keys
-check check-sluice.ini.txt "$SLUICE" check -c conf/sluice.ini
-check check-webhooks.ini.txt "$SLUICE" check -c examples/webhooks.ini
+golden keys.txt "$SLUICE" check --keys
+golden check-sluice.ini.txt "$SLUICE" check -c conf/sluice.ini
+golden check-webhooks.ini.txt "$SLUICE" check -c examples/webhooks.ini
 echo "ok"

@@ -29,10 +29,10 @@ rate = 1000/s
 EOF
 start_daemon "$T/m.ini"
 scrape() { curl -sS --max-time 5 "http://127.0.0.1:$mport/metrics" >"$1" || fail "cannot scrape the metrics"; }
-check() { python3 "$HELPERS/prom_check.py" "$@" || { head -40 "$1"; fail "metrics: $*"; }; }
+metrics_show() { python3 "$HELPERS/prom_check.py" "$@" || { head -40 "$1"; fail "metrics: $*"; }; }
 
 scrape "$T/before.txt"
-check "$T/before.txt" --expect 'sluice_admitted_total{section="api"}=0' --expect 'sluice_daemon_up=1' \
+metrics_show "$T/before.txt" --expect 'sluice_admitted_total{section="api"}=0' --expect 'sluice_daemon_up=1' \
 	--expect 'sluice_rate_per_second{section="api"}=20'
 curl -sS -D - -o /dev/null "http://127.0.0.1:$mport/metrics" | grep -qi '^content-type: text/plain; version=0.0.4' ||
 	fail "not served as Prometheus text 0.0.4"
@@ -53,12 +53,12 @@ for i in range(30):
     socket.create_connection(("127.0.1.%d" % (1 + i % 12), port), timeout=30).close()
 PY
 scrape "$T/after.txt"
-check "$T/after.txt" --expect 'sluice_admitted_total{section="api"}=8' --expect 'sluice_held_total{section="api"}>5' \
+metrics_show "$T/after.txt" --expect 'sluice_admitted_total{section="api"}=8' --expect 'sluice_held_total{section="api"}>5' \
 	--expect 'sluice_wait_seconds_count{section="api"}=8' --expect 'sluice_admitted_total{section="per-host"}=30' \
 	--expect 'sluice_key_admitted_total{section="per-host",key="127.0.1.1"}=3' \
 	--max-series sluice_key_admitted_total=10
 "$SLUICE" stat --prometheus -c "$T/m.ini" >"$T/stat.txt" || fail "stat --prometheus"
-check "$T/stat.txt" --expect 'sluice_admitted_total{section="api"}=8' --expect 'sluice_refused_total{section="strict"}=7'
+metrics_show "$T/stat.txt" --expect 'sluice_admitted_total{section="api"}=8' --expect 'sluice_refused_total{section="strict"}=7'
 for _ in $(seq 60); do # the refusals' line comes within 10 s of them
 	grep -q "\[strict\]: 7 refused in the last 10 s" "$T/sluiced.log" && break
 	sleep 0.25

@@ -42,14 +42,12 @@ rate = 10/s
 max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
-check() { # NAME COUNT [FILE]: COUNT first writes spaced where they went (FILE, by
+first_writes_spaced() { # NAME COUNT [FILE]: COUNT first writes spaced where they went (FILE, by
 	# default the server's), each named by its first write
-	local file=${3:-$T/first}
-	witnessed "$file" --interval-ms 100 --expect "$2" --what "$1 first writes" || fail "$1: spacing"
+	expect_spaced "${3:-$T/first}" 100 "$2" "$1 first writes"
 	[ "$(grep -c 'first write names .*held as a new connection' "$T/shim.log")" -eq "$2" ] ||
 		fail "$1: not named by its first write: $(grep 'first write' "$T/shim.log" | head -3)"
 	: >"$T/shim.log"
-	: >"$file"
 }
 start_witness first "$PORT" "$T/first"
 start_witness first "$tls_port" "$T/first-tls"
@@ -60,11 +58,11 @@ run() { "$SLUICE" run -c "$T/n.ini" -- "$@"; }
 run sh -c 'for i in 1 2 3 4; do
 	[ "$(curl -sS -H "Host: hooks.named.test" "http://127.0.0.1:$1/h$i")" = "hello /h$i" ] || exit 1
 done' _ "$PORT" || fail "curl -H Host"
-check "curl -H Host" 4
+first_writes_spaced "curl -H Host" 4
 run sh -c 'for i in 1 2 3; do
 	[ "$(curl -sS --resolve "hooks.named.test:$1:127.0.0.1" "http://hooks.named.test:$1/r$i")" = "hello /r$i" ] || exit 1
 done' _ "$PORT" || fail "curl --resolve"
-check "curl --resolve" 3
+first_writes_spaced "curl --resolve" 3
 run python3 -c '
 import http.client, sys
 for i in range(3):
@@ -74,7 +72,7 @@ for i in range(3):
     assert body == b"hello /p%d\n" % i, body
     c.close()
 ' "$PORT" || fail "python3 http.client with Host"
-check "python3 http.client" 3
+first_writes_spaced "python3 http.client" 3
 
 # Names no section wants: nothing held, nothing broken.
 run sh -c 'for i in 1 2 3; do
@@ -89,21 +87,21 @@ run sh -c 'for i in 1 2 3; do
 	printf "GET / HTTP/1.0\r\n\r\n" | openssl s_client -quiet -connect "127.0.0.1:$1" \
 		-servername api.sni.test 2>>"$2/s_client.err" | grep -q "s_server" || exit 1
 done' _ "$tls_port" "$T" || fail "openssl s_client: $(tail -5 "$T/s_client.err")"
-check "openssl s_client -servername" 3 "$T/first-tls"
+first_writes_spaced "openssl s_client -servername" 3 "$T/first-tls"
 run sh -c 'for i in 1 2; do
 	curl -sS -k --resolve "api.sni.test:$1:127.0.0.1" "https://api.sni.test:$1/" | grep -q s_server || exit 1
 done' _ "$tls_port" || fail "curl https by SNI"
-check "curl https" 2 "$T/first-tls"
+first_writes_spaced "curl https" 2 "$T/first-tls"
 
 # Through a proxy: CONNECT tunnel.test:PORT, and GET http://plain.test:PORT/...
 run sh -c 'for i in 1 2 3; do
 	[ "$(curl -sS -p -x "http://127.0.0.1:$1" "http://tunnel.test:$2/t$i")" = "hello /t$i" ] || exit 1
 done' _ "$proxy" "$PORT" || fail "curl through CONNECT"
-check "curl -p (CONNECT)" 3 "$T/first-proxy"
+first_writes_spaced "curl -p (CONNECT)" 3 "$T/first-proxy"
 run sh -c 'for i in 1 2 3; do
 	[ "$(curl -sS -x "http://127.0.0.1:$1" "http://plain.test:$2/a$i")" = "hello /a$i" ] || exit 1
 done' _ "$proxy" "$PORT" || fail "curl through a proxy, absolute-form"
-check "curl -x (absolute-form)" 3 "$T/first-proxy"
+first_writes_spaced "curl -x (absolute-form)" 3 "$T/first-proxy"
 # A name found in the first write also brings sections metering requests: each
 # keep-alive request to req.named.test is held, on a connection made to an address.
 write_config "$T/req.ini" <<EOF

@@ -19,14 +19,13 @@ rate = 10/s
 max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
-check() { # NAME COUNT [CONNECTIONS]: COUNT request releases, spaced; the first
+requests_spaced() { # NAME COUNT [CONNECTIONS]: COUNT request releases, spaced; the first
 	# request of each of the CONNECTIONS (default 1) took its place with the connect
 	local conns=${3:-1}
-	witnessed "$T/arrivals" --interval-ms 100 --expect "$2" --what "$1 requests" || fail "$1: spacing"
+	expect_spaced "$T/arrivals" 100 "$2" "$1 requests"
 	[ "$(grep -c ' request .* go ' "$T/shim.log")" -eq $(($2 - conns)) ] || fail "$1: not held as requests"
 	[ "$(grep -c ' connect .* go ' "$T/shim.log")" -eq "$conns" ] || fail "$1: first request not taken at the connect"
 	: >"$T/shim.log"
-	: >"$T/arrivals"
 }
 start_witness request "$PORT" "$T/arrivals"
 run() { "$SLUICE" run -c "$T/r.ini" -- "$@"; }
@@ -42,14 +41,14 @@ for i in range(6):
     assert not r.will_close, "the server closed the connection"
 c.close()
 ' "$PORT" || fail "http.client keep-alive"
-check "http.client keep-alive" 6
+requests_spaced "http.client keep-alive" 6
 
 urls=()
 for i in 1 2 3 4; do urls+=("http://127.0.0.1:$PORT/u$i"); done
 run curl -sS -v "${urls[@]}" >"$T/curl.out" 2>"$T/curl.err" || fail "curl: $(cat "$T/curl.err")"
 [ "$(grep -c '^hello /u' "$T/curl.out")" -eq 4 ] || fail "curl bodies: $(cat "$T/curl.out")"
 [ "$(grep -ci 're-using existing connection' "$T/curl.err")" -eq 3 ] || fail "curl did not keep one connection"
-check "curl, one connection" 4
+requests_spaced "curl, one connection" 4
 
 run python3 -c '
 import socket, sys
@@ -63,7 +62,7 @@ while data.count(b"hello /p") < 4:
 for i in range(4):
     assert b"hello /p%d\n" % i in data, data
 ' "$PORT" || fail "pipelined requests"
-check "pipelined" 4
+requests_spaced "pipelined" 4
 
 run python3 -c '
 import http.client, sys
@@ -76,7 +75,7 @@ c.request("GET", "/after")
 body = c.getresponse().read()
 assert body == b"hello /after\n", body
 ' "$PORT" || fail "chunked upload"
-check "chunked upload + GET" 2
+requests_spaced "chunked upload + GET" 2
 
 # TLS through libssl, not HTTP/1 inside: turns, found in the plaintext - the
 # handshake takes none, the first ping the connect's place, 4 pings 4 more.

@@ -155,16 +155,9 @@ for t in ts: t.start()
 for t in ts: t.join()' "$hport" >"$T/python.iv" || fail "python3 beside the static client"
 wait $sc || fail "the static client holding places: $(cat "$T/static.iv")"
 grep -q "^done 6 0$" "$T/static.iv" || fail "the static client's connections: $(tail -1 "$T/static.iv")"
-grep -h '^[0-9]' "$T/static.iv" "$T/python.iv" | python3 -c '
-import sys
-iv = [tuple(map(int, l.split())) for l in sys.stdin]
-ev = sorted([(a, 1) for a, b in iv] + [(b, -1) for a, b in iv], key=lambda e: (e[0], e[1]))
-cur = peak = 0
-for t, d in ev:
-    cur += d
-    peak = max(peak, cur)
-print("  %d connections (static and shimmed), at most %d open at once (limit 2)" % (len(iv), peak))
-sys.exit(0 if peak <= 2 and len(iv) == 10 else 1)' || fail "concurrency under seccomp: more than 2 open at once"
+grep -h '^[0-9]' "$T/static.iv" "$T/python.iv" |
+	python3 "$HELPERS/overlap.py" 2 --count 10 --what "connections (static and shimmed)" ||
+	fail "concurrency under seccomp: more than 2 open at once"
 stop_daemon
 
 # --- a held connect made by the supervisor fails as the kernel fails it ---

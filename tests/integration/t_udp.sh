@@ -28,9 +28,8 @@ rate = 1/s
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 start_witness datagram "$uport" "$T/arrivals"
-check() { # NAME COUNT: COUNT datagrams, spaced at the sink (kernel times); COUNT arrived
-	witnessed "$T/arrivals" --interval-ms 50 --expect "$2" --what "$1 datagrams" || fail "$1: spacing"
-	: >"$T/arrivals"
+datagrams_spaced() { # NAME COUNT: COUNT datagrams, spaced at the sink (kernel times); COUNT arrived
+	expect_spaced "$T/arrivals" 50 "$2" "$1 datagrams"
 	[ "$(grep -c ' datagram .* go ' "$T/shim.log")" -eq "$2" ] || fail "$1: not held as datagrams"
 	for _ in $(seq 50); do [ "$(wc -l <"$UDP_LOG")" -ge "$2" ] && break; sleep 0.1; done
 	[ "$(wc -l <"$UDP_LOG")" -eq "$2" ] || fail "$1: $(wc -l <"$UDP_LOG") of $2 datagrams arrived"
@@ -47,7 +46,7 @@ for i in range(6):
 for i in range(4):
     s.sendmsg([b"msg", b"%d" % i], [], 0, ("127.0.0.1", int(sys.argv[1])))
 ' "$uport" || fail "python3 sendto/sendmsg"
-check "sendto+sendmsg" 10
+datagrams_spaced "sendto+sendmsg" 10
 
 run python3 -c '
 import socket, sys
@@ -56,7 +55,7 @@ s.connect(("127.0.0.1", int(sys.argv[1])))
 for i in range(5):
     s.send(b"c%d" % i)
 ' "$uport" || fail "python3 connected send"
-check "connected send" 5
+datagrams_spaced "connected send" 5
 
 # sendmmsg with 6 messages, each carrying the address: 6 places.
 run python3 -c '
@@ -85,7 +84,7 @@ while sent < 6:
     assert n > 0, ctypes.get_errno()
     sent += n
 ' "$uport" || fail "sendmmsg"
-check "sendmmsg" 6
+datagrams_spaced "sendmmsg" 6
 
 # Non-blocking: asyncio queues what the socket refuses (EAGAIN) and sends it when
 # epoll says writable, so nothing is lost and nothing goes early.
@@ -110,13 +109,13 @@ async def main():
     tr.close()
 asyncio.run(main())
 ' "$uport" || fail "asyncio datagrams"
-check "asyncio sendto (non-blocking)" 8
+datagrams_spaced "asyncio sendto (non-blocking)" 8
 
 # socat: UDP (connect + write) and UDP-DATAGRAM (sendto), one process per datagram.
 run sh -c 'for i in 1 2 3; do echo "s$i" | socat -u - "UDP:127.0.0.1:$1" || exit 1; done
 	for i in 4 5 6; do echo "s$i" | socat -u - "UDP-DATAGRAM:127.0.0.1:$1" || exit 1; done' _ "$uport" ||
 	fail "socat"
-check "socat" 6
+datagrams_spaced "socat" 6
 
 # Unmatched port: not held, all there.
 start=$(now_ms)
