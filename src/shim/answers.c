@@ -11,7 +11,11 @@
  * from then on, with a debug line.  Every function here runs under the record's
  * lock.
  */
+#include "answers.h"
 #include "fdtab.h"
+#include "held.h"
+#include "record.h"
+#include "tls.h"
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/pause.h"

@@ -3,7 +3,11 @@
  * holds each datagram; an unmatched TCP connection may be marked so its first
  * write can name it.  getsockopt(SO_ERROR) and shutdown() answer for a deferred
  * connect as for one under way. */
+#include "answers.h"
+#include "connect.h"
 #include "fdtab.h"
+#include "held.h"
+#include "record.h"
 #include "sluice/clock.h"
 #include "sluice/conc.h"
 #include "sluice/pending.h"

@@ -7,7 +7,10 @@
  * the kernel until it is made.  The wait hooks cut each wait short to wake at the
  * earliest release.  All of that masking lives here.
  */
+#include "epoll.h"
 #include "fdtab.h"
+#include "held.h"
+#include "record.h"
 #include "kicker.h"
 #include "sluice/clock.h"
 

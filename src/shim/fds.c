@@ -1,6 +1,8 @@
 /* fd bookkeeping: a held connection's record follows its fd through close, dup and
  * fcntl(F_DUPFD*), and goes (returning an unreleased place) when the last fd does. */
 #include "fdtab.h"
+#include "held.h"
+#include "record.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -14,6 +14,7 @@
  * mark by alloc_lock.
  */
 #include "fdtab.h"
+#include "record.h"
 
 #include <stdatomic.h>
 #include <string.h>

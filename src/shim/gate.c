@@ -6,7 +6,13 @@
  * socket and failing with EAGAIN on a non-blocking one, while the readiness hooks
  * (poll.c, epoll.c) show the socket not writable until its release is due.
  */
+#include "answers.h"
+#include "epoll.h"
 #include "fdtab.h"
+#include "gate.h"
+#include "held.h"
+#include "record.h"
+#include "stream.h"
 #include "kicker.h"
 #include "sluice/clock.h"
 #include "sluice/pending.h"

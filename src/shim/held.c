@@ -8,7 +8,14 @@
  * connection sits open and silent while it waits.  A happy-eyeballs loser closed
  * before its release gives its place back.  Writes are held in gate.c.
  */
+#include "answers.h"
+#include "connect.h"
+#include "epoll.h"
 #include "fdtab.h"
+#include "gate.h"
+#include "held.h"
+#include "record.h"
+#include "stream.h"
 #include "kicker.h"
 #include "sluice/clock.h"
 #include "sluice/pending.h"

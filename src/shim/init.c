@@ -16,6 +16,7 @@
 #include "shim.h"
 #include "sluice/config_keys.h"
 #include "fdtab.h"
+#include "record.h"
 #include "kicker.h"
 #include "slab.h"
 #include "sluice/config.h"

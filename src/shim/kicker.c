@@ -26,7 +26,10 @@
  * (its device and inode, noted then).  It keeps no descriptor of its own.  A fork child starts with
  * no kicker and an empty heap: the records it inherits are its parent's.
  */
+#include "epoll.h"
 #include "fdtab.h"
+#include "held.h"
+#include "record.h"
 #include "kicker.h"
 #include "sluice/clock.h"
 

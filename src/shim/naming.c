@@ -7,7 +7,11 @@
  * sections metering its requests or bytes follow it from there on. The bytes are only
  * read, never changed or kept.
  */
-#include "fdtab.h"
+#include "answers.h"
+#include "gate.h"
+#include "held.h"
+#include "naming.h"
+#include "record.h"
 #include "sluice/sniff.h"
 
 #include <arpa/inet.h>

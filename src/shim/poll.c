@@ -5,6 +5,8 @@
  * in the process (the usual case) each hook is one load and the real call.
  */
 #include "fdtab.h"
+#include "held.h"
+#include "record.h"
 #include "sluice/clock.h"
 
 #include <errno.h>

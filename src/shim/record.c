@@ -5,7 +5,8 @@
  * when no state needs it any more (docs/design.md, "What a socket costs").  All
  * under the record's lock.
  */
-#include "fdtab.h"
+#include "held.h"
+#include "record.h"
 
 #include <errno.h>
 #include <string.h>

@@ -9,6 +9,9 @@
  * connect under way does.
  */
 #include "fdtab.h"
+#include "held.h"
+#include "record.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <sys/socket.h>

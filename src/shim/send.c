@@ -11,7 +11,12 @@
  *    cookie does; the connect is made at the release, without the data, which the
  *    program then writes.
  */
+#include "connect.h"
 #include "fdtab.h"
+#include "gate.h"
+#include "held.h"
+#include "naming.h"
+#include "record.h"
 #include "sluice/wait.h"
 
 #include <errno.h>

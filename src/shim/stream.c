@@ -11,6 +11,9 @@
  * function runs under the record's lock.
  */
 #include "fdtab.h"
+#include "record.h"
+#include "stream.h"
+#include "tls.h"
 #include "sluice/sniff.h"
 
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * (into the caller's scratch when parked), feeds, and closes them (parked again
  * when it can be).  All under the record's lock.
  */
-#include "fdtab.h"
+#include "record.h"
 
 #include <errno.h>
 #include <string.h>

@@ -21,7 +21,11 @@
  * Programs that carry TLS of their own (Go, the official node binaries) never come
  * here: their answers stay unread, said once under SLUICE_DEBUG (answers.c).
  */
+#include "answers.h"
 #include "fdtab.h"
+#include "record.h"
+#include "stream.h"
+#include "tls.h"
 
 #include <dlfcn.h>
 #include <link.h>

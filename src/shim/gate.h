@@ -1,0 +1,39 @@
+/*
+ * gate.h - the write gate (gate.c): whether a write on a held or metered socket
+ * may go now, and how much of it.
+ */
+#ifndef SLUICE_SHIM_GATE_H
+#define SLUICE_SHIM_GATE_H
+
+#include "record.h"
+
+#include <sys/uio.h>
+
+/* A write on fd (dontwait: MSG_DONTWAIT, as a non-blocking socket): 0 when it may
+ * go now; -EAGAIN while its release is not due on a non-blocking socket (a
+ * blocking one sleeps until it is, up to SO_SNDTIMEO); -EINTR; or the refusal's
+ * -errno. */
+int sl_held_write(int fd, int dontwait);
+
+/* The same for a write of `iov` on a stream: *limit receives how many of its bytes
+ * may go (SIZE_MAX: all), *track what follows the stream (SL_TRACK_*: nonzero,
+ * sl_held_wrote must be told what went). */
+int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
+                       int *track);
+
+enum {
+	SL_TRACK_STREAM = 1, /* meter = requests */
+	SL_TRACK_BYTES = 2,  /* meter = bytes: a blocking write goes piece by piece, each
+	                      * released in turn, inside the one call */
+	SL_TRACK_SIGNALS = 8, /* its responses are read: the requests are followed */
+	SL_TRACK_MOVE = 4,   /* the write was held and released just now: once made, its
+	                      * release is moved on to that instant (sl_held_made) */
+};
+
+/* After the real write of a held write released just now (SL_TRACK_MOVE), made or
+ * failed: its sections' enforcement is moved on to now, so that whatever the
+ * write spent getting out (a preemption, a slow SYN) cannot bring the next release
+ * closer to it than an interval. */
+void sl_held_made(int fd);
+
+#endif
