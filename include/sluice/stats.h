@@ -10,6 +10,7 @@
 
 #include "sluice/shm-t.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -55,5 +56,27 @@ void sl_stats_format_lease(const struct sl_spec *s, const struct sl_state *st, i
  * number of series stays bounded).  Reads the segment's counters, never its lock:
  * scraping never touches the admission path. */
 void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t now, FILE *out);
+
+/* A state's counters (counters.def), for every view that shows them: stat's text
+ * and JSON, top, the metrics (src/progs/stats_print.c). */
+enum {
+#define SL_COUNTER(field, column, phrase, help) SL_COUNTER_##field,
+#include "sluice/counters.def"
+#undef SL_COUNTER
+	SL_NCOUNTERS
+};
+struct sl_counter {
+	const char *field;  /* its name in JSON, and in sluice_FIELD_total */
+	const char *column; /* a table's heading; NULL: a note, "N phrase", when not 0 */
+	const char *phrase;
+	const char *help;   /* Prometheus HELP */
+	size_t off;         /* its offset in struct sl_state */
+};
+extern const struct sl_counter sl_counters[SL_NCOUNTERS];
+
+static inline uint64_t sl_counter_of(const struct sl_state *st, unsigned c)
+{
+	return *(const uint64_t *)((const char *)st + sl_counters[c].off);
+}
 
 #endif

@@ -34,7 +34,8 @@ struct row {
 	char name[SL_SECTION_NAME_MAX];
 	char rate[32];
 	double achieved;       /* per second since the last refresh */
-	uint64_t queued, admitted, held, refused, open, limit;
+	uint64_t queued, open, limit;
+	uint64_t count[SL_NCOUNTERS]; /* the counters (counters.def) */
 	int64_t p50_ns, p99_ns, paused_ns;
 	int64_t late50_ns, late99_ns; /* releases after their slots, the daemon's window; -1: none */
 	unsigned idx;
@@ -139,11 +140,14 @@ static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **la
 			               sizeof(w->rate));
 		else
 			snprintf(w->rate, sizeof(w->rate), "-");
-		w->admitted = sec.state.admitted;
-		w->achieved = dt > 0 && (*last)[i] && w->admitted >= (*last)[i] ? (double)(w->admitted - (*last)[i]) / dt : 0;
-		(*last)[i] = w->admitted;
-		w->held = sec.state.held;
-		w->refused = sec.state.refused;
+		for (unsigned c = 0; c < SL_NCOUNTERS; c++)
+			w->count[c] = sl_counter_of(&sec.state, c);
+		{
+			uint64_t admitted = w->count[SL_COUNTER_admitted];
+
+			w->achieved = dt > 0 && (*last)[i] && admitted >= (*last)[i] ? (double)(admitted - (*last)[i]) / dt : 0;
+			(*last)[i] = admitted;
+		}
 		w->queued = sec.spec.per ? 0 : sl_limit_queued(&sec.spec, &sec.state, now, sl_sane_ns(h->wall_off_ns));
 		w->open = sec.state.conc_open;
 		w->limit = sec.spec.concurrency;
@@ -177,7 +181,11 @@ static int compare(const void *a, const void *b)
 	switch (sort_by) {
 	case 'a': return x->achieved < y->achieved ? 1 : x->achieved > y->achieved ? -1 : 0;
 	case 'b': return x->queued < y->queued ? 1 : x->queued > y->queued ? -1 : 0;
-	case 'r': return x->refused < y->refused ? 1 : x->refused > y->refused ? -1 : 0;
+	case 'r': {
+		uint64_t rx = x->count[SL_COUNTER_refused], ry = y->count[SL_COUNTER_refused];
+
+		return rx < ry ? 1 : rx > ry ? -1 : 0;
+	}
 	case 'w': return x->p99_ns < y->p99_ns ? 1 : x->p99_ns > y->p99_ns ? -1 : 0;
 	default: return strcmp(x->name, y->name);
 	}
@@ -208,8 +216,11 @@ static void print_table(const char *shm, const struct row *r, unsigned n)
 		if (names[i][0] == sort_by)
 			by = names[i + 1];
 	printf("sluice top - segment %s, %u sections, sorted by %s (keys n a b r w sort, q quits)\n\n", shm, n, by);
-	printf("%-20s %10s %9s %7s %9s %8s %8s %9s %9s %9s %9s %9s %s\n", "SECTION", "RATE", "ACHIEVED", "QUEUED",
-	       "ADMITTED", "HELD", "REFUSED", "WAIT_P50", "WAIT_P99", "LATE_P50", "LATE_P99", "OPEN", "PAUSED");
+	printf("%-20s %10s %9s %7s", "SECTION", "RATE", "ACHIEVED", "QUEUED");
+	for (unsigned c = 0; c < SL_NCOUNTERS; c++)
+		if (sl_counters[c].column)
+			printf(" %9s", sl_counters[c].column);
+	printf(" %9s %9s %9s %9s %9s %s\n", "WAIT_P50", "WAIT_P99", "LATE_P50", "LATE_P99", "OPEN", "PAUSED");
 	for (unsigned i = 0; i < n; i++) {
 		char open[24] = "-", paused[24] = "-", l50[16], l99[16];
 
@@ -220,10 +231,12 @@ static void print_table(const char *shm, const struct row *r, unsigned n)
 			snprintf(paused, sizeof(paused), "%.1fs", (double)r[i].paused_ns / 1e9);
 		late_cell(r[i].late50_ns, l50, sizeof(l50));
 		late_cell(r[i].late99_ns, l99, sizeof(l99));
-		printf("%-20s %10s %8.1f/s %7llu %9llu %8llu %8llu %7.1fms %7.1fms %9s %9s %9s %s\n", r[i].name, r[i].rate,
-		       r[i].achieved, (unsigned long long)r[i].queued, (unsigned long long)r[i].admitted,
-		       (unsigned long long)r[i].held, (unsigned long long)r[i].refused, (double)r[i].p50_ns / 1e6,
-		       (double)r[i].p99_ns / 1e6, l50, l99, open, paused);
+		printf("%-20s %10s %8.1f/s %7llu", r[i].name, r[i].rate, r[i].achieved, (unsigned long long)r[i].queued);
+		for (unsigned c = 0; c < SL_NCOUNTERS; c++)
+			if (sl_counters[c].column)
+				printf(" %9llu", (unsigned long long)r[i].count[c]);
+		printf(" %7.1fms %7.1fms %9s %9s %9s %s\n", (double)r[i].p50_ns / 1e6, (double)r[i].p99_ns / 1e6, l50, l99,
+		       open, paused);
 		if (r[i].fleet[0])
 			printf("  fleet: %s\n", r[i].fleet);
 		for (unsigned k = 0; k < r[i].nkeys; k++) {

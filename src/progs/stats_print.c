@@ -23,6 +23,17 @@
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
 
+/* The counters, from counters.def (stats.h). */
+const struct sl_counter sl_counters[SL_NCOUNTERS] = {
+#define SL_COUNTER(field, column, phrase, help) {#field, column, phrase, help, offsetof(struct sl_state, field)},
+#include "sluice/counters.def"
+#undef SL_COUNTER
+};
+#define SL_COUNTER(field, column, phrase, help) \
+	_Static_assert(sizeof(((struct sl_state *)0)->field) == sizeof(uint64_t), #field " is a uint64_t counter");
+#include "sluice/counters.def"
+#undef SL_COUNTER
+
 /* Its patterns as the config lists them, as many as fit in buf ("..." when
  * more do not).  Read from the segment: the range is clamped to the table. */
 static void format_match(struct sl_shm_header *h, const struct sl_spec *s, char *buf, size_t size)
@@ -436,9 +447,11 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			fprintf(out, "key table: %u of %u records in use\n", h->keys_used,
 			        sl_shm_nkeys(h));
 		render_redis(h, 0, now, out);
-		fprintf(out, "%-20s %-11s %-14s %-10s %7s %9s %9s %9s %9s %10s %10s %10s\n", "SECTION",
-		        "METER", "STRATEGY", "RATE", "QUEUED", "ADMITTED", "HELD", "REFUSED",
-		        "GAVE_UP", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
+		fprintf(out, "%-20s %-11s %-14s %-10s %7s", "SECTION", "METER", "STRATEGY", "RATE", "QUEUED");
+		for (size_t c = 0; c < SL_NCOUNTERS; c++)
+			if (sl_counters[c].column)
+				fprintf(out, " %9s", sl_counters[c].column);
+		fprintf(out, " %10s %10s %10s\n", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
 	}
 	gather_views(h, &va);
 	for (unsigned i = 0; i < va.nsections; i++) {
@@ -465,22 +478,20 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			json_string(out, match);
 			fprintf(out, ",\"meter\":\"%s\",\"strategy\":\"%s\",\"rate\":\"%s\","
 			        "\"amount\":%llu,\"window_ns\":%lld,\"burst\":%llu,\"mode\":\"%s\","
-			        "\"queued\":%llu,\"admitted\":%llu,\"held\":%llu,\"refused\":%llu,"
-			        "\"given_up\":%llu,\"observed\":%llu,\"wait_p50_us\":%lld,"
+			        "\"queued\":%llu,\"wait_p50_us\":%lld,"
 			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld,"
-			        "\"concurrency\":%u,\"open\":%llu,\"undecided\":%llu,\"repaired\":%llu",
+			        "\"concurrency\":%u,\"open\":%llu",
 			        sl_meter_name(sec.spec.meter), sl_strategy_name(sec.spec.strategy), rate,
 			        (unsigned long long)sec.spec.amount, (long long)sec.spec.window_ns,
 			        (unsigned long long)sec.spec.burst,
 			        sec.spec.mode == SL_MODE_OBSERVE ? "observe" : "enforce",
-			        (unsigned long long)queued, (unsigned long long)st->admitted,
-			        (unsigned long long)st->held, (unsigned long long)st->refused,
-			        (unsigned long long)st->given_up, (unsigned long long)st->observed,
+			        (unsigned long long)queued,
 			        (long long)(sl_stats_wait_quantile(st, 0.5) / 1000),
 			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
 			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
-			        sec.spec.concurrency, (unsigned long long)open, (unsigned long long)st->undecided,
-			        (unsigned long long)st->repaired);
+			        sec.spec.concurrency, (unsigned long long)open);
+			for (size_t c = 0; c < SL_NCOUNTERS; c++)
+				fprintf(out, ",\"%s\":%llu", sl_counters[c].field, (unsigned long long)sl_counter_of(st, (unsigned)c));
 			render_delivery(&sec, 1, out);
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 1, now, out);
@@ -493,22 +504,21 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
 			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(st, 0.99) / 1e6);
 			snprintf(max, sizeof(max), "%.1fms", (double)st->wait_max_ns / 1e6);
-			fprintf(out, "%-20s %-11s %-14s %-10s %7llu %9llu %9llu %9llu %9llu %10s %10s %10s\n",
-			        sec.spec.name, sl_meter_name(sec.spec.meter),
+			fprintf(out, "%-20s %-11s %-14s %-10s %7llu", sec.spec.name, sl_meter_name(sec.spec.meter),
 			        sec.spec.amount ? sl_strategy_name(sec.spec.strategy) : "-", rate,
-			        (unsigned long long)queued,
-			        (unsigned long long)st->admitted, (unsigned long long)st->held,
-			        (unsigned long long)st->refused, (unsigned long long)st->given_up,
-			        p50, p99, max);
+			        (unsigned long long)queued);
+			for (size_t c = 0; c < SL_NCOUNTERS; c++)
+				if (sl_counters[c].column)
+					fprintf(out, " %9llu", (unsigned long long)sl_counter_of(st, (unsigned)c));
+			fprintf(out, " %10s %10s %10s\n", p50, p99, max);
 			fprintf(out, "  match %s%s", match,
 			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
 			if (sec.spec.concurrency)
 				fprintf(out, "  concurrency %u%s, %llu open", sec.spec.concurrency,
 				        sec.spec.per ? " per key" : "", (unsigned long long)open);
-			if (st->undecided)
-				fprintf(out, "  %llu undecided (fallback applied)", (unsigned long long)st->undecided);
-			if (st->repaired)
-				fprintf(out, "  state reset %llu times (corrupt)", (unsigned long long)st->repaired);
+			for (size_t c = 0; c < SL_NCOUNTERS; c++)
+				if (!sl_counters[c].column && (unsigned long long)sl_counter_of(st, (unsigned)c))
+					fprintf(out, "  %llu %s", (unsigned long long)sl_counter_of(st, (unsigned)c), sl_counters[c].phrase);
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 0, now, out);
 			fputc('\n', out);
@@ -552,30 +562,6 @@ struct prom_family {
 	double (*pick)(const struct sl_section *sec, const struct key_view *kv, int64_t now, int64_t wall);
 	int fleet; /* only for fleet sections without keys (a keyed one's keys hold the leases) */
 };
-
-static double p_admitted(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
-{
-	(void)k, (void)n, (void)w;
-	return (double)s->state.admitted;
-}
-
-static double p_held(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
-{
-	(void)k, (void)n, (void)w;
-	return (double)s->state.held;
-}
-
-static double p_refused(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
-{
-	(void)k, (void)n, (void)w;
-	return (double)s->state.refused;
-}
-
-static double p_given_up(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
-{
-	(void)k, (void)n, (void)w;
-	return (double)s->state.given_up;
-}
 
 static double p_queued(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
 {
@@ -667,12 +653,6 @@ static double p_late99(const struct sl_section *s, const struct key_view *k, int
 }
 
 static const struct prom_family families[] = {
-	{"sluice_admitted_total", "counter", "Requests released (connections, requests, bytes or datagrams).",
-	 p_admitted, 0},
-	{"sluice_held_total", "counter", "Released requests that sluice made wait.", p_held, 0},
-	{"sluice_refused_total", "counter", "Requests refused: max_wait exceeded, no key room, fallback closed.",
-	 p_refused, 0},
-	{"sluice_given_up_total", "counter", "Reservations returned by callers that gave up.", p_given_up, 0},
 	{"sluice_queued", "gauge", "Requests waiting for their slot now.", p_queued, 0},
 	{"sluice_open", "gauge", "Connections holding a concurrency place now.", p_open, 0},
 	{"sluice_rate_per_second", "gauge", "The configured rate, per second (0: concurrency only).", p_rate, 0},
@@ -736,6 +716,20 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 	char match[8];
 
 	gather_views(h, &va);
+	/* The counters first, each sluice_FIELD_total. */
+	for (size_t c = 0; c < SL_NCOUNTERS; c++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "sluice_%s_total", sl_counters[c].field);
+		prom_head(out, name, "counter", sl_counters[c].help);
+		for (unsigned i = 0; i < va.nsections; i++) {
+			if (!snapshot(h, i, sec, match, sizeof(match)))
+				continue;
+			fprintf(out, "%s{section=\"", name);
+			prom_label(out, sec->spec.name);
+			fprintf(out, "\"} %llu\n", (unsigned long long)sl_counter_of(&sec->state, (unsigned)c));
+		}
+	}
 	for (size_t f = 0; f < SL_ARRAY_LEN(families); f++) {
 		prom_head(out, families[f].name, families[f].type, families[f].help);
 		for (unsigned i = 0; i < va.nsections; i++) {
