@@ -1,5 +1,7 @@
+#include "config-internal.h"
 #include "sluice/config.h"
 #include "sluice/config_keys.h"
+#include "sluice/config_types.h"
 #include "sluice/common.h"
 #include "sluice/match.h"
 #include "sluice/sys.h"
@@ -30,31 +32,6 @@ const struct sl_key_def sl_keys[SL_KEY_COUNT] = {
 #undef SL_GLOBAL
 #undef SL_LIMIT
 };
-
-static const char *const meter_names[] = {"connections", "requests", "bytes", "datagrams"};
-static const char *const strategy_names[] = {"leaky-bucket", "token-bucket", "fixed-window",
-                                              "sliding-window", "session-window"};
-static const char *const fallback_names[] = {"local", "open", "closed"};
-static const char *const level_names[] = {"error", "warning", "notice", "info", "debug"};
-static const char *const mode_names[] = {"enforce", "observe"};
-static const char *const scope_names[] = {"machine", "fleet"};
-static const char *const switch_names[] = {"off", "on"};
-
-const char *const *sl_key_choices(enum sl_key_type type, unsigned *n)
-{
-#define CHOICES(a) (*n = (unsigned)SL_ARRAY_LEN(a), a)
-	switch (type) {
-	case SL_KT_FALLBACK: return CHOICES(fallback_names);
-	case SL_KT_LOG_LEVEL: return CHOICES(level_names);
-	case SL_KT_METER: return CHOICES(meter_names);
-	case SL_KT_STRATEGY: return CHOICES(strategy_names);
-	case SL_KT_MODE: return CHOICES(mode_names);
-	case SL_KT_SCOPE: return CHOICES(scope_names);
-	case SL_KT_SWITCH: return CHOICES(switch_names);
-	default: *n = 0; return NULL;
-	}
-#undef CHOICES
-}
 
 #define RAW_MAX 4096 /* a value (match's, of any length, is kept apart: match_text) */
 
@@ -90,10 +67,7 @@ struct parse_state {
 	struct name_set names;
 };
 
-static void add_error(struct sl_config *cfg, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void add_error(struct sl_config *cfg, int line, const char *fmt, ...)
+void sl_config_error(struct sl_config *cfg, int line, const char *fmt, ...)
 {
 	char msg[SL_CONFIG_ERROR_LEN], full[SL_CONFIG_ERROR_LEN];
 	va_list ap;
@@ -159,52 +133,6 @@ static int find_key(const char *name, int global)
 	for (int k = 0; k < SL_KEY_COUNT; k++)
 		if (sl_keys[k].global == global && strcmp(sl_keys[k].name, name) == 0)
 			return k;
-	return -1;
-}
-
-int sl_key_choice(enum sl_key_type type, const char *s)
-{
-	unsigned n;
-	const char *const *names = sl_key_choices(type, &n);
-
-	for (unsigned i = 0; i < n; i++)
-		if (strcmp(names[i], s) == 0)
-			return (int)i;
-	return -1;
-}
-
-const char *sl_meter_name(unsigned m)
-{
-	return m < SL_ARRAY_LEN(meter_names) ? meter_names[m] : "?";
-}
-
-const char *sl_strategy_name(unsigned s)
-{
-	return s < SL_ARRAY_LEN(strategy_names) ? strategy_names[s] : "?";
-}
-
-const char *sl_fallback_name(int f)
-{
-	return f >= 0 && (size_t)f < SL_ARRAY_LEN(fallback_names) ? fallback_names[f] : "?";
-}
-
-/* Parse a value that must be one of key k's choices; report them otherwise. */
-static int parse_choice(struct sl_config *cfg, int line, const struct sl_key_def *k,
-                        const char *value)
-{
-	char choices[160] = "";
-	unsigned n;
-	const char *const *names = sl_key_choices(k->type, &n);
-	int v = sl_key_choice(k->type, value);
-
-	if (v >= 0)
-		return v;
-	for (unsigned i = 0; i < n; i++) {
-		strncat(choices, names[i], sizeof(choices) - strlen(choices) - 1);
-		if (i + 1 < n)
-			strncat(choices, " | ", sizeof(choices) - strlen(choices) - 1);
-	}
-	add_error(cfg, line, "bad %s '%s' (want %s)", k->name, value, choices);
 	return -1;
 }
 
@@ -302,24 +230,9 @@ const struct sl_pattern *sl_config_patterns(const struct sl_config *cfg, const s
 	return cfg->patterns + s->pattern_first;
 }
 
-static void store_int(void *base, const struct sl_key_def *k, uint64_t v)
-{
-	char *field = (char *)base + k->offset;
-
-	if (k->size == sizeof(uint64_t)) {
-		memcpy(field, &v, sizeof(v));
-	} else if (k->size == sizeof(uint32_t)) {
-		uint32_t x = (uint32_t)v;
-
-		memcpy(field, &x, sizeof(x));
-	} else if (k->size == sizeof(uint8_t)) {
-		*(uint8_t *)field = (uint8_t)v;
-	}
-}
-
 /* match: every pattern of the (space- or comma-separated) list, appended to the
  * config's pattern table; `text` is cut up. */
-static int compile_match(struct sl_config *cfg, char *text, int line, struct sl_spec *s)
+int sl_config_compile_match(struct sl_config *cfg, char *text, int line, struct sl_spec *s)
 {
 	char *save = NULL, *tok;
 	unsigned before = cfg->nerrors;
@@ -331,162 +244,30 @@ static int compile_match(struct sl_config *cfg, char *text, int line, struct sl_
 
 		if (grow((void **)&cfg->patterns, &cfg->patterns_cap, cfg->npatterns, sizeof(*cfg->patterns),
 		         SL_PATTERNS_MAX) < 0) {
-			add_error(cfg, line, cfg->npatterns >= SL_PATTERNS_MAX
+			sl_config_error(cfg, line, cfg->npatterns >= SL_PATTERNS_MAX
 			                     ? "too many patterns (a config holds at most %u)" : "out of memory (%u patterns)",
 			          (unsigned)SL_PATTERNS_MAX);
 			return -1;
 		}
 		if (sl_pattern_parse(&cfg->patterns[cfg->npatterns], tok, err, sizeof(err)) < 0) {
-			add_error(cfg, line, "match: %s", err);
+			sl_config_error(cfg, line, "match: %s", err);
 		} else {
 			cfg->npatterns++;
 			s->npatterns++;
 		}
 	}
 	if (s->npatterns == 0 && cfg->nerrors == before)
-		add_error(cfg, line, "match has no patterns");
+		sl_config_error(cfg, line, "match has no patterns");
 	return cfg->nerrors == before ? 0 : -1;
 }
 
 /* Key k's value `text` (which may be cut up) into `base`, the struct sl_global or
- * struct sl_spec its field belongs to; an error is reported at `line`.  0 or -1. */
+ * struct sl_spec its field belongs to, by its type's parser (config_types.c); an
+ * error is reported at `line`.  0 or -1. */
 static int parse_value(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line,
                        void *base)
 {
-	char err[200];
-
-	switch (k->type) {
-	case SL_KT_SHM_NAME:
-		if (text[0] != '/' || strchr(text + 1, '/') || text[1] == '\0' || strlen(text) > 250)
-			break;
-		sl_strlcpy((char *)base + k->offset, text, k->size);
-		return 0;
-	case SL_KT_PATH:
-		if (text[0] == '\0' || sl_strlcpy((char *)base + k->offset, text, k->size) < 0)
-			break;
-		return 0;
-	case SL_KT_OCTAL: {
-		char *end;
-		unsigned long m = strtoul(text, &end, 8);
-
-		if (*text < '0' || *text > '7' || *end != '\0' || m > k->max)
-			break;
-		store_int(base, k, m);
-		return 0;
-	}
-	case SL_KT_FALLBACK:
-	case SL_KT_LOG_LEVEL:
-	case SL_KT_METER:
-	case SL_KT_STRATEGY:
-	case SL_KT_MODE:
-	case SL_KT_SCOPE:
-	case SL_KT_SWITCH: {
-		int c = parse_choice(cfg, line, k, text);
-
-		if (c < 0)
-			return -1;
-		store_int(base, k, (uint64_t)c);
-		return 0;
-	}
-	case SL_KT_PATTERNS:
-		return compile_match(cfg, text, line, base);
-	case SL_KT_RATE: {
-		struct sl_spec *s = base;
-
-		if (sl_parse_rate(text, s->meter == SL_METER_BYTES, &s->amount, &s->window_ns, err,
-		                  sizeof(err)) == 0)
-			return 0;
-		add_error(cfg, line, "%s: %s", k->name, err);
-		return -1;
-	}
-	case SL_KT_COUNT: {
-		uint64_t n;
-
-		if (sl_parse_count(text, k->max, &n, err, sizeof(err)) == 0) {
-			store_int(base, k, n);
-			return 0;
-		}
-		add_error(cfg, line, "%s: %s", k->name, err);
-		return -1;
-	}
-	case SL_KT_DURATION: {
-		int64_t ns;
-
-		if (sl_parse_duration(text, 1, &ns, err, sizeof(err)) == 0) {
-			store_int(base, k, (uint64_t)ns);
-			return 0;
-		}
-		add_error(cfg, line, "%s: %s", k->name, err);
-		return -1;
-	}
-	case SL_KT_ERRNO: {
-		int e;
-
-		if (sl_parse_errno(text, &e, err, sizeof(err)) == 0) {
-			store_int(base, k, (uint64_t)(uint32_t)e);
-			return 0;
-		}
-		add_error(cfg, line, "%s: %s", k->name, err);
-		return -1;
-	}
-	case SL_KT_PER:
-		if (sl_parse_per(text, base, err, sizeof(err)) == 0)
-			return 0;
-		add_error(cfg, line, "%s: %s", k->name, err);
-		return -1;
-	case SL_KT_ENDPOINT:
-		if (strcmp(text, "none") == 0) {
-			((char *)base + k->offset)[0] = '\0';
-			return 0;
-		}
-		if (sl_endpoint_check(text, err, sizeof(err)) == 0 &&
-		    sl_strlcpy((char *)base + k->offset, text, k->size) == 0)
-			return 0;
-		add_error(cfg, line, "%s: %s", k->name, err[0] ? err : "too long");
-		return -1;
-	case SL_KT_NAME: {
-		size_t n = strlen(text);
-
-		if (strcmp(text, "auto") == 0) {
-			((char *)base + k->offset)[0] = '\0';
-			return 0;
-		}
-		if (n > 0 && n < k->size && strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		                                         "0123456789-_.") == n) {
-			memcpy((char *)base + k->offset, text, n + 1);
-			return 0;
-		}
-		add_error(cfg, line, "bad %s '%s' (letters, digits, '-', '_', '.'; at most %u)", k->name, text,
-		          (unsigned)k->size - 1);
-		return -1;
-	}
-	case SL_KT_ROOM:
-	case SL_KT_POW2: {
-		uint64_t n = 0;
-
-		if (k->type == SL_KT_ROOM && strcmp(text, "auto") == 0) {
-			store_int(base, k, 0);
-			return 0;
-		}
-		if (sl_parse_count(text, k->max, &n, err, sizeof(err)) == 0) {
-			if (k->type == SL_KT_POW2)
-				n = sl_pow2_at_least(n);
-			store_int(base, k, n);
-			return 0;
-		}
-		add_error(cfg, line, "%s: %s%s", k->name, err, k->type == SL_KT_ROOM ? " (or auto)" : "");
-		return -1;
-	}
-	}
-	/* The string kinds' errors. */
-	if (k->type == SL_KT_SHM_NAME)
-		add_error(cfg, line, "bad %s '%s' (want /name, one slash, at most 250 characters)", k->name, text);
-	else if (k->type == SL_KT_PATH)
-		add_error(cfg, line, "bad %s '%s' (want a path of at most %u bytes)", k->name, text,
-		          (unsigned)k->size - 1);
-	else
-		add_error(cfg, line, "bad %s '%s' (want octal permissions such as 0660)", k->name, text);
-	return -1;
+	return sl_key_types[k->type].parse(cfg, k, text, line, base);
 }
 
 /* A key's default, through its own parser (config_keys.def gives it as text). */
@@ -544,7 +325,7 @@ static void not_for(struct sl_config *cfg, const struct sl_key_def *k, int line,
 	unsigned n;
 
 	name_list(type, mask, list, sizeof(list));
-	add_error(cfg, line, "%s is for %s%s, not %s%s", k->name, prefix, list,
+	sl_config_error(cfg, line, "%s is for %s%s, not %s%s", k->name, prefix, list,
 	          sl_key_choices(type, &n)[value], why_of(k, why, sizeof(why)));
 }
 
@@ -554,7 +335,7 @@ static int applies(struct sl_config *cfg, const struct sl_key_def *k, const stru
                    const struct raw_value *raw, int line)
 {
 	if (k->needs != SL_NEEDS_NONE && !raw[k->needs].line) {
-		add_error(cfg, line, "%s needs a %s", k->name, sl_keys[k->needs].name);
+		sl_config_error(cfg, line, "%s needs a %s", k->name, sl_keys[k->needs].name);
 		return 0;
 	}
 	if (!(k->strategies & SL_BIT(s->strategy))) {
@@ -582,7 +363,7 @@ static void finish_section(struct parse_state *ps)
 		goto out;
 	if (grow((void **)&cfg->sections, &cfg->sections_cap, cfg->nsections, sizeof(*cfg->sections),
 	         SL_SECTIONS_MAX) < 0) {
-		add_error(cfg, ps->header_line, cfg->nsections >= SL_SECTIONS_MAX
+		sl_config_error(cfg, ps->header_line, cfg->nsections >= SL_SECTIONS_MAX
 		          ? "too many sections (a config holds at most %u)" : "out of memory (%u sections)",
 		          (unsigned)SL_SECTIONS_MAX);
 		goto out;
@@ -602,7 +383,7 @@ static void finish_section(struct parse_state *ps)
 			char why[200];
 
 			if (kd->flags & SL_KF_REQUIRED)
-				add_error(cfg, ps->header_line, "[%s] has no %s%s", s->name, kd->name,
+				sl_config_error(cfg, ps->header_line, "[%s] has no %s%s", s->name, kd->name,
 				          why_of(kd, why, sizeof(why)));
 			apply_default(cfg, kd, s);
 			continue;
@@ -613,13 +394,13 @@ static void finish_section(struct parse_state *ps)
 	/* What spans keys: a section limits something; burst's default follows the
 	 * strategy and the rate. */
 	if (!raw[SL_KEY_rate].line && !raw[SL_KEY_concurrency].line)
-		add_error(cfg, ps->header_line, "[%s] needs a rate (e.g. rate = 10/s) or a concurrency", s->name);
+		sl_config_error(cfg, ps->header_line, "[%s] needs a rate (e.g. rate = 10/s) or a concurrency", s->name);
 	if (!raw[SL_KEY_burst].line)
 		s->burst = s->strategy == SL_STRAT_TOKEN_BUCKET && s->amount ? s->amount : 1;
 
 	if (cfg->nerrors == before) {
 		if (names_add(ps, cfg->nsections) < 0)
-			add_error(cfg, ps->header_line, "out of memory (%u sections)", cfg->nsections);
+			sl_config_error(cfg, ps->header_line, "out of memory (%u sections)", cfg->nsections);
 		else
 			cfg->nsections++;
 	} else {
@@ -658,7 +439,7 @@ static void begin_section(struct parse_state *ps, const char *name)
 	}
 	ps->in_section = 1;
 	if (!valid_section_name(name)) {
-		add_error(cfg, ps->line, "bad section name [%s] (letters, digits, '-', '_', '.'; at most %d)",
+		sl_config_error(cfg, ps->line, "bad section name [%s] (letters, digits, '-', '_', '.'; at most %d)",
 		          name, SL_SECTION_NAME_MAX - 1);
 		ps->skip = 1;
 		return;
@@ -667,7 +448,7 @@ static void begin_section(struct parse_state *ps, const char *name)
 		int first = names_find(ps, name);
 
 		if (first >= 0) {
-			add_error(cfg, ps->line, "duplicate section [%s] (first at line %d)", name,
+			sl_config_error(cfg, ps->line, "duplicate section [%s] (first at line %d)", name,
 			          cfg->sections[first].line);
 			ps->skip = 1;
 		}
@@ -707,7 +488,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 
 	(void)section; /* the reader tracks sections itself, with their line numbers */
 	if (!ps->in_global && !ps->in_section) {
-		add_error(cfg, ps->line, "'%s' is outside any section (put it under [sluice] or a limit section)", name);
+		sl_config_error(cfg, ps->line, "'%s' is outside any section (put it under [sluice] or a limit section)", name);
 		return 1;
 	}
 	if (ps->skip)
@@ -717,10 +498,10 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	k = find_key(name, ps->in_global);
 	if (k < 0) {
 		if (find_key(name, !ps->in_global) >= 0)
-			add_error(cfg, ps->line, "'%s' belongs in %s, not in [%s]", name,
+			sl_config_error(cfg, ps->line, "'%s' belongs in %s, not in [%s]", name,
 			          ps->in_global ? "a limit section" : "[sluice]", ps->section);
 		else
-			add_error(cfg, ps->line, "unknown key '%s' in [%s] (did you mean '%s'?)", name,
+			sl_config_error(cfg, ps->line, "unknown key '%s' in [%s] (did you mean '%s'?)", name,
 			          ps->section, nearest_key(name, ps->in_global));
 		ps->last_key = -1;
 		return 1;
@@ -729,28 +510,28 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	if (ps->indented && ps->had_key && k == ps->last_key) {
 		/* A continuation line: inih hands it over as another value of the key. */
 		if (k != SL_KEY_match) {
-			add_error(cfg, ps->line, "only match may continue on an indented line");
+			sl_config_error(cfg, ps->line, "only match may continue on an indented line");
 			return 1;
 		}
 		if (match_append(ps, value) < 0)
-			add_error(cfg, ps->line, "match is too long");
+			sl_config_error(cfg, ps->line, "match is too long");
 		return 1;
 	}
 	ps->last_key = k;
 	if (r->line) {
-		add_error(cfg, ps->line, "duplicate key '%s' in [%s] (first at line %d)", name,
+		sl_config_error(cfg, ps->line, "duplicate key '%s' in [%s] (first at line %d)", name,
 		          ps->section, r->line);
 		return 1;
 	}
 	if (value[0] == '\0') {
-		add_error(cfg, ps->line, "'%s' has no value", name);
+		sl_config_error(cfg, ps->line, "'%s' has no value", name);
 		return 1;
 	}
 	r->line = ps->line;
 	if (k == SL_KEY_match) {
 		ps->match_len = 0;
 		if (match_append(ps, value) < 0) {
-			add_error(cfg, ps->line, "match is too long");
+			sl_config_error(cfg, ps->line, "match is too long");
 			r->line = 0;
 		}
 		return 1;
@@ -775,7 +556,7 @@ static void inspect_line(struct parse_state *ps, char *line, int num)
 
 	ps->line++;
 	if (len == (size_t)num - 1 && line[len - 1] != '\n') {
-		add_error(ps->cfg, ps->line, "line longer than %d characters (continue match on an indented line)",
+		sl_config_error(ps->cfg, ps->line, "line longer than %d characters (continue match on an indented line)",
 		          num - 2);
 		line[0] = '\0';
 		ps->truncated = 1; /* the reader skips the rest of the physical line */
@@ -871,24 +652,24 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 				already = 1;
 		}
 		if (!already)
-			add_error(cfg, rc, "syntax error (want '[section]', 'key = value' or a ; comment)");
+			sl_config_error(cfg, rc, "syntax error (want '[section]', 'key = value' or a ; comment)");
 	} else if (rc < 0) {
-		add_error(cfg, 0, "cannot parse (out of memory)");
+		sl_config_error(cfg, 0, "cannot parse (out of memory)");
 	}
 	if (cfg->nerrors == 0 && cfg->nsections == 0)
-		add_error(cfg, 0, "no limit sections: nothing to shape");
+		sl_config_error(cfg, 0, "no limit sections: nothing to shape");
 	/* What spans [sluice] and the sections: a fleet's limit needs the fleet's Redis. */
 	for (unsigned i = 0; i < cfg->nsections; i++)
 		if (cfg->sections[i].spec.scope == SL_SCOPE_FLEET && !cfg->global.redis[0]) {
-			add_error(cfg, cfg->sections[i].line, "[%s] has scope = fleet, but [sluice] names no usable "
+			sl_config_error(cfg, cfg->sections[i].line, "[%s] has scope = fleet, but [sluice] names no usable "
 			          "redis to share it through", cfg->sections[i].spec.name);
 			break;
 		}
 	if (cfg->global.refresh_ns < 10 * SL_NS_PER_MS || cfg->global.refresh_ns > 10 * SL_NS_PER_S)
-		add_error(cfg, 0, "refresh: want 10ms to 10s");
+		sl_config_error(cfg, 0, "refresh: want 10ms to 10s");
 	/* The daemon runs from /: a relative path would name another file there. */
 	if (cfg->global.redis_auth[0] && cfg->global.redis_auth[0] != '/')
-		add_error(cfg, 0, "redis_auth: want an absolute path, not '%s'", cfg->global.redis_auth);
+		sl_config_error(cfg, 0, "redis_auth: want an absolute path, not '%s'", cfg->global.redis_auth);
 	sort_errors(cfg);
 	return cfg->nerrors ? -EINVAL : 0;
 }
@@ -899,7 +680,7 @@ static int file_error(struct sl_config *cfg, const char *path, int rc, const cha
 	snprintf(cfg->path, sizeof(cfg->path), "%s", path);
 	sl_config_free(cfg);
 	cfg->nerrors = 0;
-	add_error(cfg, 0, "%s", what);
+	sl_config_error(cfg, 0, "%s", what);
 	return rc;
 }
 
@@ -976,7 +757,7 @@ int sl_config_load(struct sl_config *cfg, const char *path)
 		snprintf(cfg->path, sizeof(cfg->path), "%s", path);
 		sl_config_free(cfg);
 		cfg->nerrors = 0;
-		add_error(cfg, line, "a NUL byte in the line: a config is text");
+		sl_config_error(cfg, line, "a NUL byte in the line: a config is text");
 		free(text);
 		return -EINVAL;
 	}

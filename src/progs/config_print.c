@@ -6,6 +6,7 @@
 #include "sluice/common.h"
 #include "sluice/config.h"
 #include "sluice/config_keys.h"
+#include "sluice/config_types.h"
 #include "sluice/match.h"
 #include "sluice/units.h"
 
@@ -21,111 +22,11 @@ void sl_config_print_errors(const struct sl_config *cfg, FILE *out)
 		        cfg->nerrors - SL_CONFIG_MAX_ERRORS);
 }
 
-static uint64_t load_int(const void *base, const struct sl_key_def *k)
-{
-	const char *field = (const char *)base + k->offset;
-
-	if (k->size == sizeof(uint64_t)) {
-		uint64_t v;
-
-		memcpy(&v, field, sizeof(v));
-		return v;
-	}
-	if (k->size == sizeof(uint32_t)) {
-		uint32_t v;
-
-		memcpy(&v, field, sizeof(v));
-		return v;
-	}
-	if (k->size == sizeof(uint8_t))
-		return *(const uint8_t *)field;
-	return 0;
-}
-
 /* Key k's value in `base` (struct sl_global or struct sl_spec), as the config
- * would say it. */
+ * would say it, by its type's printer (config_types.c). */
 static void format_value(const struct sl_key_def *k, const void *base, char *buf, size_t size)
 {
-	uint64_t v = load_int(base, k);
-	unsigned n;
-
-	switch (k->type) {
-	case SL_KT_SHM_NAME:
-	case SL_KT_PATH: {
-		const char *v = (const char *)base + k->offset;
-
-		snprintf(buf, size, "%.*s", (int)k->size, v[0] ? v : "none");
-		return;
-	}
-	case SL_KT_ENDPOINT:
-	case SL_KT_NAME: {
-		const char *v = (const char *)base + k->offset;
-
-		snprintf(buf, size, "%.*s", (int)k->size, v[0] ? v : k->type == SL_KT_NAME ? "auto" : "none");
-		return;
-	}
-	case SL_KT_OCTAL:
-		snprintf(buf, size, "%04" PRIo64, v);
-		return;
-	case SL_KT_FALLBACK:
-	case SL_KT_LOG_LEVEL:
-	case SL_KT_METER:
-	case SL_KT_STRATEGY:
-	case SL_KT_MODE:
-	case SL_KT_SCOPE:
-	case SL_KT_SWITCH: {
-		const char *const *names = sl_key_choices(k->type, &n);
-
-		snprintf(buf, size, "%s", v < n ? names[v] : "?");
-		return;
-	}
-	case SL_KT_PATTERNS: /* printed one by one (sl_spec_dump): a match may be long */
-		break;
-	case SL_KT_RATE: {
-		const struct sl_spec *s = base;
-		char every[32];
-
-		sl_format_rate(s->amount, s->window_ns, s->meter == SL_METER_BYTES, buf, size);
-		if (s->amount && s->strategy < SL_STRAT_FIXED_WINDOW) {
-			sl_format_duration(s->window_ns / (int64_t)s->amount, every, sizeof(every));
-			strncat(buf, " (one every ", size - strlen(buf) - 1);
-			strncat(buf, every, size - strlen(buf) - 1);
-			strncat(buf, ")", size - strlen(buf) - 1);
-		}
-		return;
-	}
-	case SL_KT_COUNT:
-	case SL_KT_POW2:
-		snprintf(buf, size, "%" PRIu64, v);
-		return;
-	case SL_KT_ROOM:
-		if (v)
-			snprintf(buf, size, "%" PRIu64, v);
-		else
-			snprintf(buf, size, "auto");
-		return;
-	case SL_KT_PER:
-		sl_format_per(base, buf, size);
-		return;
-	case SL_KT_DURATION:
-		sl_format_duration((int64_t)v, buf, size);
-		return;
-	case SL_KT_ERRNO: {
-		const struct sl_spec *s = base;
-		int e = (int32_t)(uint32_t)v;
-
-		if (e && sl_errno_name(e))
-			snprintf(buf, size, "%s", sl_errno_name(e));
-		else if (e)
-			snprintf(buf, size, "%d", e);
-		else /* the call's own default, which depends on what is refused */
-			snprintf(buf, size, "%s", s->meter == SL_METER_DATAGRAMS
-			                              ? "ECONNREFUSED"
-			                              : "ECONNREFUSED (connect), ECONNRESET (first write)");
-		return;
-	}
-	}
-	snprintf(buf, size, "?");
+	sl_key_types[k->type].format(k, base, buf, size);
 }
 
 /* Whether `sluice check` shows limit key k for section s: it applies to the
@@ -135,9 +36,9 @@ static int shown(const struct sl_key_def *k, const struct sl_spec *s)
 {
 	if (!(k->strategies & SL_BIT(s->strategy % 32)) || !(k->meters & SL_BIT(s->meter % 32)))
 		return 0;
-	if (k->needs != SL_NEEDS_NONE && !load_int(s, &sl_keys[k->needs]))
+	if (k->needs != SL_NEEDS_NONE && !sl_key_load(s, &sl_keys[k->needs]))
 		return 0;
-	return !(k->flags & SL_KF_IF_SET) || load_int(s, k) != 0;
+	return !(k->flags & SL_KF_IF_SET) || sl_key_load(s, k) != 0;
 }
 
 /* The patterns of a match, as the config would list them. */

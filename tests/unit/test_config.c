@@ -7,6 +7,7 @@
 
 #include "sluice/config.h"
 #include "sluice/config_keys.h"
+#include "sluice/config_types.h"
 #include "sluice/common.h"
 
 #include <errno.h>
@@ -333,6 +334,59 @@ static void test_key_defaults_parse(void **state)
 		assert_true(sl_keys[k].def || sl_keys[k].def_doc);
 }
 
+/* Every kind of value has its operations (config_types.c), and what each key's
+ * default parses to is said again as the same value: format(parse(x)) parses to
+ * what x did. */
+static void test_every_kind_round_trips(void **state)
+{
+	static struct sl_config cfg, again;
+	char text[512], buf[600];
+
+	(void)state;
+	for (int t = 0; t < SL_KT_KINDS; t++) {
+		assert_non_null(sl_key_types[t].parse);
+		assert_non_null(sl_key_types[t].format);
+		for (unsigned c = 0; c < sl_key_types[t].nchoices; c++)
+			assert_int_equal(sl_key_choice((enum sl_key_type)t, sl_key_types[t].choices[c]), (int)c);
+	}
+	assert_int_equal(sl_key_choice(SL_KT_METER, "furlongs"), -1);
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini",
+	                                       "[sluice]\nshm_mode = 0640\nkeys = 5000\n"
+	                                       "[a]\nmatch = *\nrate = 5/s\nstrategy = token-bucket\n"
+	                                       "burst = 7\nmax_wait = 2m\nrefuse = ECONNRESET\nmode = observe\n"
+	                                       "per = address/24\n"), 0);
+	/* Said again, each limit key of the section parses to the same value. */
+	for (int k = 0; k < SL_KEY_COUNT; k++) {
+		const struct sl_key_def *d = &sl_keys[k];
+		const void *base = d->global ? (const void *)&cfg.global : (const void *)&cfg.sections[0].spec;
+
+		if (d->type == SL_KT_PATTERNS || d->type == SL_KT_RATE || d->type == SL_KT_PER)
+			continue; /* printed with more than their value (sl_spec_dump) */
+		sl_key_types[d->type].format(d, base, buf, sizeof(buf));
+		if (d->type == SL_KT_ERRNO && strchr(buf, '('))
+			continue; /* the call's own default, said in words */
+		if (d->global)
+			snprintf(text, sizeof(text), "[sluice]\n%s = %s\n[a]\nmatch = *\nrate = 5/s\n", d->name, buf);
+		else
+			snprintf(text, sizeof(text), "[a]\nmatch = *\nrate = 5/s\nstrategy = token-bucket\n%s = %s\n",
+			         d->name, buf);
+		if (buf[0] == '\0' || (!d->global && (sl_keys[k].strategies != SL_FOR_ANY ||
+		                                        sl_keys[k].meters != SL_FOR_ANY || d->needs != SL_NEEDS_NONE)))
+			continue; /* keys that need company are compiled in their own tests */
+		if (sl_config_load_string(&again, "t.ini", text) != 0)
+			fail_msg("%s = %s: %s", d->name, buf, again.nerrors ? again.errors[0] : "?");
+		{
+			const void *b2 = d->global ? (const void *)&again.global : (const void *)&again.sections[0].spec;
+			char buf2[600];
+
+			sl_key_types[d->type].format(d, b2, buf2, sizeof(buf2));
+			assert_string_equal(buf, buf2);
+		}
+		sl_config_free(&again);
+	}
+	sl_config_free(&cfg);
+}
+
 /* docs/config.md and conf/sluice.ini, the two places a user reads about keys,
  * mention every key of the table (run from the repository's top). */
 static void test_every_key_documented(void **state)
@@ -373,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_many_sections),
 		cmocka_unit_test(test_edit_distance),
 		cmocka_unit_test(test_key_defaults_parse),
+		cmocka_unit_test(test_every_kind_round_trips),
 		cmocka_unit_test(test_every_key_documented),
 	};
 
