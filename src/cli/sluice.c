@@ -9,6 +9,7 @@
  *   sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]
  */
 #include "cli.h"
+#include "sluice/common.h"
 #include "../daemon/fleet.h"
 #include "sluice/ctl.h"
 #include "sluice/log.h"
@@ -19,21 +20,56 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every command, its usage and what it does: `sluice --help` lists them all,
+ * `sluice CMD --help` (or -h) says one. */
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *usage; /* after "sluice " */
+	const char *what;
+};
+
+static const struct command commands[] = {
+	{"run", sl_cmd_run, "run [-c FILE] [-v] [--seccomp | --no-seccomp] -- CMD [ARG...]",
+	 "run CMD with its traffic shaped (-v: say what is held and why)"},
+	{"check", sl_cmd_check, "check [-c FILE] [--keys] [--redis]",
+	 "validate a config and print it compiled; --keys: every key; --redis: try the fleet's Redis"},
+	{"stat", sl_cmd_stat, "stat [-c FILE] [--shm NAME] [--json | --prometheus] [--top N]",
+	 "show every section's queue (and the N busiest keys)"},
+	{"top", sl_cmd_top, "top [-c FILE] [--shm NAME] [--interval S] [--count N]", "a live view of every queue"},
+	{"reload", sl_cmd_reload, "reload [-c FILE]", "make the daemon re-read its config"},
+	{"acquire", sl_cmd_acquire, "acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]",
+	 "wait for a place in the queue, for scripts"},
+};
+
+static void say_command(FILE *out, const struct command *c, const char *lead)
+{
+	fprintf(out, "%ssluice %s\n        %s\n", lead, c->usage, c->what);
+}
+
 static int usage(FILE *out, int status)
 {
-	fprintf(out,
-	        "usage: sluice run [-c FILE] [-v] -- CMD [ARG...]   run CMD with its traffic shaped\n"
-	        "       sluice check [-c FILE] [--keys] [--redis]  validate a config, print it compiled;\n"
-	        "                                                  --redis: try the fleet's Redis\n"
-	        "       sluice stat [-c FILE] [--shm NAME] [--json | --prometheus]\n"
-	        "                                                  show every section's queue\n"
-	        "       sluice top [-c FILE] [--shm NAME]          a live view of every queue\n"
-	        "       sluice reload [-c FILE]                    make the daemon re-read its config\n"
-	        "       sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]\n"
-	        "                                                  wait for a place in the queue\n"
-	        "       sluice --version\n"
-	        "FILE defaults to $SLUICE_CONFIG, then " SL_DEFAULT_CONFIG ".\n");
+	for (size_t i = 0; i < SL_ARRAY_LEN(commands); i++)
+		say_command(out, &commands[i], i ? "       " : "usage: ");
+	fprintf(out, "       sluice --version\n"
+	             "       sluice CMD --help\n"
+	             "FILE defaults to $SLUICE_CONFIG, then " SL_DEFAULT_CONFIG ".\n");
 	return status;
+}
+
+/* Whether a command's own options ask for help: those before "--" - and for run,
+ * before the program it runs (`sluice run curl --help` is curl's). */
+static int asks_help(const struct command *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 1;
+		if (c->run == sl_cmd_run && argv[i][0] != '-')
+			break;
+		if (c->run == sl_cmd_run && strcmp(argv[i], "-c") == 0)
+			i++; /* -c FILE */
+	}
+	return 0;
 }
 
 const char *sl_cli_config_path(const char *given)
@@ -133,18 +169,16 @@ int main(int argc, char **argv)
 	cmd = argv[1];
 	argc--;
 	argv++;
-	if (strcmp(cmd, "run") == 0)
-		return sl_cmd_run(argc, argv);
-	if (strcmp(cmd, "check") == 0)
-		return sl_cmd_check(argc, argv);
-	if (strcmp(cmd, "stat") == 0)
-		return sl_cmd_stat(argc, argv);
-	if (strcmp(cmd, "top") == 0)
-		return sl_cmd_top(argc, argv);
-	if (strcmp(cmd, "reload") == 0)
-		return sl_cmd_reload(argc, argv);
-	if (strcmp(cmd, "acquire") == 0)
-		return sl_cmd_acquire(argc, argv);
+	for (size_t i = 0; i < SL_ARRAY_LEN(commands); i++) {
+		if (strcmp(cmd, commands[i].name) != 0)
+			continue;
+		if (asks_help(&commands[i], argc, argv)) {
+			say_command(stdout, &commands[i], "usage: ");
+			fprintf(stdout, "FILE defaults to $SLUICE_CONFIG, then " SL_DEFAULT_CONFIG ".\n");
+			return SL_EXIT_OK;
+		}
+		return commands[i].run(argc, argv);
+	}
 	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
 		printf("sluice %s\n", SL_VERSION);
 		return SL_EXIT_OK;

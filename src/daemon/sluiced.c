@@ -44,10 +44,13 @@ static void notify(const char *state)
 	close(fd);
 }
 
-static void usage(void)
+static void usage(FILE *out, int status)
 {
-	fprintf(stderr, "usage: sluiced [-c FILE] [-f] [-n] | --version\n");
-	exit(2);
+	fprintf(out, "usage: sluiced [-c FILE] [-f] [-n] | --version | --help\n"
+	             "  -c FILE  the config (default " SL_DEFAULT_CONFIG ")\n"
+	             "  -f       stay in the foreground, logging to stderr\n"
+	             "  -n       check the config and exit\n");
+	exit(status);
 }
 
 static void detach(void)
@@ -87,16 +90,19 @@ int main(int argc, char **argv)
 		printf("sluiced %s\n", SL_VERSION);
 		return 0;
 	}
+	if (argc == 2 && strcmp(argv[1], "--help") == 0)
+		usage(stdout, 0);
 	while ((opt = getopt(argc, argv, "c:fnh")) != -1) {
 		switch (opt) {
 		case 'c': config = optarg; break;
 		case 'f': foreground = 1; break;
 		case 'n': check_only = 1; break;
-		default: usage();
+		case 'h': usage(stdout, 0); break;
+		default: usage(stderr, 2);
 		}
 	}
 	if (optind != argc)
-		usage();
+		usage(stderr, 2);
 	sl_log_init("sluiced", 1, SL_LOG_INFO);
 	if (check_only) {
 		static struct sl_config cfg;

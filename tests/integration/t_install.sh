@@ -73,4 +73,14 @@ wait "$npid"
 for _ in $(seq 50); do grep -q STOPPING=1 "$T/notified" && break; sleep 0.1; done
 grep -q STOPPING=1 "$T/notified" || fail "sluiced did not say STOPPING=1"
 note "installed: bin, lib, man, unit (verified), sysusers, tmpfiles, /etc/sluice/sluice.ini; READY=1 and STOPPING=1 said"
+# Every command says how it is used when asked, on stdout, and exits 0; the
+# program that `sluice run` starts keeps its own --help.
+for c in run check stat top reload acquire; do
+	out=$("$P/bin/sluice" "$c" --help) || fail "sluice $c --help failed"
+	grep -q "^usage: sluice $c " <<<"$out" || fail "sluice $c --help: $out"
+done
+"$P/bin/sluice" --help | grep -q "^       sluice CMD --help" || fail "sluice --help does not mention CMD --help"
+"$P/bin/sluiced" --help | grep -q "^usage: sluiced" || fail "sluiced --help"
+out=$("$P/bin/sluice" run -c /nonexistent/x.ini sh -c 'echo "$1"' sh --help 2>&1) || true
+grep -q "usage: sluice run" <<<"$out" && fail "sluice run took its program's --help: $out"
 echo "ok"
