@@ -123,5 +123,8 @@ int sl_format_per(const struct sl_spec *s, char *buf, size_t size);
 
 /* Edit distance, for "did you mean" hints. */
 unsigned sl_edit_distance(const char *a, const char *b);
+/* Of names[0..n-1], the one `s` most likely meant: one it begins (3 characters at
+ * least), one at most two edits away, or one it begins with; NULL when none is. */
+const char *sl_nearest_name(const char *s, const char *const *names, unsigned n);
 
 #endif

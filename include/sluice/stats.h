@@ -57,6 +57,10 @@ void sl_stats_format_lease(const struct sl_spec *s, const struct sl_state *st, i
  * scraping never touches the admission path. */
 void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t now, FILE *out);
 
+/* The running program's version, for sluice_build_info: set by the two mains (the
+ * only files rebuilt when the version changes). */
+extern const char *sl_stats_version;
+
 /* A state's counters (counters.def), for every view that shows them: stat's text
  * and JSON, top, the metrics (src/progs/stats_print.c). */
 enum {

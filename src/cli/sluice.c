@@ -13,6 +13,7 @@
 #include "../daemon/fleet.h"
 #include "sluice/ctl.h"
 #include "sluice/log.h"
+#include "sluice/stats.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -163,6 +164,7 @@ int main(int argc, char **argv)
 {
 	const char *cmd;
 
+	sl_stats_version = SL_VERSION;
 	sl_log_init("sluice", 1, SL_LOG_WARNING);
 	if (argc < 2)
 		return usage(stderr, SL_EXIT_USAGE);

@@ -108,6 +108,28 @@ unsigned sl_edit_distance(const char *a, const char *b)
 	return row[lb];
 }
 
+const char *sl_nearest_name(const char *s, const char *const *names, unsigned n)
+{
+	const char *near = NULL, *within = NULL;
+	unsigned best = 3; /* at most two edits away */
+	size_t len = strlen(s);
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t nlen = strlen(names[i]);
+		unsigned d;
+
+		if (len >= 3 && strncmp(names[i], s, len) == 0)
+			return names[i]; /* a word cut short: "leaky" for leaky-bucket */
+		if (nlen >= 3 && strncmp(s, names[i], nlen) == 0 && (!within || nlen > strlen(within)))
+			within = names[i]; /* a word run on: "hostname" for host */
+		if ((d = sl_edit_distance(s, names[i])) < best) {
+			best = d;
+			near = names[i];
+		}
+	}
+	return near ? near : within;
+}
+
 /* The valid key of the given scope nearest to `name`. */
 static const char *nearest_key(const char *name, int global)
 {
@@ -844,10 +866,17 @@ int sl_parse_per(const char *text, struct sl_spec *s, char *err, size_t errlen)
 	s->per_prefix4 = (uint8_t)v4;
 	s->per_prefix6 = (uint8_t)v6;
 	return 0;
-bad:
-	snprintf(err, errlen, "'%s': want none, host, host:port, address, address/N, address/N/M "
-	         "or address...:port", text);
+bad: {
+	static const char *const words[] = {"none", "host", "host:port", "address", "address:port"};
+	const char *near = sl_nearest_name(text, words, (unsigned)SL_ARRAY_LEN(words));
+	char hint[64] = "";
+
+	if (near)
+		snprintf(hint, sizeof(hint), " (did you mean '%s'?)", near);
+	snprintf(err, errlen, "'%s'%s: want none, host, host:port, address, address/N, address/N/M "
+	         "or address...:port", text, hint);
 	return -1;
+}
 }
 
 int sl_format_per(const struct sl_spec *s, char *buf, size_t size)

@@ -279,7 +279,14 @@ static int parse_choice(struct sl_config *cfg, const struct sl_key_def *k, char 
 		if (i + 1 < t->nchoices)
 			strncat(choices, " | ", sizeof(choices) - strlen(choices) - 1);
 	}
-	sl_config_error(cfg, line, "bad %s '%s' (want %s)", k->name, text, choices);
+	{
+		const char *near = sl_nearest_name(text, t->choices, t->nchoices);
+
+		if (near)
+			sl_config_error(cfg, line, "bad %s '%s' (did you mean %s? want %s)", k->name, text, near, choices);
+		else
+			sl_config_error(cfg, line, "bad %s '%s' (want %s)", k->name, text, choices);
+	}
 	return -1;
 }
 

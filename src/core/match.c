@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const uint8_t v4mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
@@ -157,6 +158,33 @@ static bool valid_name(const char *s, size_t len)
 	return label > 0;
 }
 
+/* A URL where a pattern belongs ("https://api.example.com/v1"): say what to write
+ * instead - its host, and the port its scheme implies. */
+static int url_given(const char *text, char *err, size_t errlen)
+{
+	static const struct {
+		const char *scheme;
+		int port;
+	} schemes[] = {{"http", 80}, {"https", 443}, {"ws", 80}, {"wss", 443}, {"ftp", 21}};
+	const char *sep = strstr(text, "://"), *host = sep + 3;
+	size_t hlen = strcspn(host, "/?#");
+	int port = 0;
+
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+		if ((size_t)(sep - text) == strlen(schemes[i].scheme) &&
+		    strncasecmp(text, schemes[i].scheme, (size_t)(sep - text)) == 0)
+			port = schemes[i].port;
+	if (hlen == 0 || hlen > 200)
+		return fail(err, errlen, "'%s' is a URL: match takes HOST[:PORT], not a URL", text);
+	if (memchr(host, ':', hlen) || !port) /* a port of its own, or a scheme we cannot tell */
+		snprintf(err, errlen, "'%s' is a URL: match takes HOST[:PORT] - write %.*s%s", text, (int)hlen, host,
+		         memchr(host, ':', hlen) ? "" : ":PORT");
+	else
+		snprintf(err, errlen, "'%s' is a URL: match takes HOST[:PORT] - write %.*s:%d", text, (int)hlen, host,
+		         port);
+	return -EINVAL;
+}
+
 int sl_pattern_parse(struct sl_pattern *p, const char *text, char *err, size_t errlen)
 {
 	char buf[SL_HOST_MAX + 32];
@@ -170,6 +198,8 @@ int sl_pattern_parse(struct sl_pattern *p, const char *text, char *err, size_t e
 		return fail(err, errlen, "empty pattern%s", "");
 	if (len >= sizeof(buf))
 		return fail(err, errlen, "pattern too long: '%.40s...'", text);
+	if (strstr(text, "://"))
+		return url_given(text, err, errlen);
 	memcpy(buf, text, len + 1);
 
 	if (buf[0] == '[') {

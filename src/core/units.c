@@ -1,4 +1,5 @@
 #include "sluice/units.h"
+#include "sluice/config.h"
 #include "sluice/common.h"
 
 #include <errno.h>
@@ -119,8 +120,17 @@ int sl_parse_rate(const char *s, int allow_size, uint64_t *amount, int64_t *wind
 			return reject(err, errlen, "K/M/G amounts are for meter = bytes only:", s);
 		num[n - 1] = '\0';
 	}
-	if (sl_parse_count(num, (1ULL << 40) / mult, &v, err, errlen) < 0)
-		return reject(err, errlen, "bad rate amount in", s);
+	if (sl_parse_count(num, (1ULL << 40) / mult, &v, err, errlen) < 0) {
+		char why[160];
+
+		/* Say why: a count of at least one request (or byte) a window. */
+		snprintf(why, sizeof(why), "%s", err);
+		snprintf(err, errlen, "bad rate amount in '%s': %s%s", s, why,
+		         strncmp(num, "0", 2) == 0 ? " (a rate lets at least one through each window; "
+		                                     "to refuse everything, give max_wait = 0 and a rate)"
+		                                   : "");
+		return -EINVAL;
+	}
 	/* WINDOW is a unit ("s") or a number and unit ("5m", "250ms"). */
 	{
 		char win[32];
@@ -219,6 +229,23 @@ int sl_parse_errno(const char *s, int *out, char *err, size_t errlen)
 	if (*s >= '1' && *s <= '9' && *end == '\0' && v > 0 && v < 4096) {
 		*out = (int)v;
 		return 0;
+	}
+	{
+		const char *near = NULL;
+		unsigned best = 3; /* at most two edits away */
+
+		for (size_t i = 0; i < SL_ARRAY_LEN(errno_names); i++) {
+			unsigned d = sl_edit_distance(s, errno_names[i].name);
+
+			if (d < best) {
+				best = d;
+				near = errno_names[i].name;
+			}
+		}
+		if (near) {
+			snprintf(err, errlen, "unknown errno name '%s' (did you mean %s?)", s, near);
+			return -EINVAL;
+		}
 	}
 	return reject(err, errlen, "unknown errno name (want e.g. ECONNREFUSED, ETIMEDOUT):", s);
 }

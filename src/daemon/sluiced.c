@@ -11,6 +11,7 @@
  */
 #include "sluice/daemon.h"
 #include "sluice/log.h"
+#include "sluice/stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -103,6 +104,7 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc)
 		usage(stderr, 2);
+	sl_stats_version = SL_VERSION;
 	sl_log_init("sluiced", 1, SL_LOG_INFO);
 	if (check_only) {
 		static struct sl_config cfg;

@@ -23,6 +23,8 @@
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
 
+const char *sl_stats_version = "unknown";
+
 /* The counters, from counters.def (stats.h). */
 const struct sl_counter sl_counters[SL_NCOUNTERS] = {
 #define SL_COUNTER(field, column, phrase, help) {#field, column, phrase, help, offsetof(struct sl_state, field)},
@@ -716,7 +718,24 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 	char match[8];
 
 	gather_views(h, &va);
-	/* The counters first, each sluice_FIELD_total. */
+	prom_head(out, "sluice_build_info", "gauge", "The running sluice's version (always 1).");
+	fprintf(out, "sluice_build_info{version=\"");
+	prom_label(out, sl_stats_version);
+	fprintf(out, "\"} 1\n");
+	/* What each section counts in: its meter (requests, connections, datagrams or
+	 * bytes - sluice_admitted_total counts bytes for a bytes section) and strategy,
+	 * to join with the counters on `section`. */
+	prom_head(out, "sluice_section_info", "gauge",
+	          "A section's meter (the unit of its counters) and strategy (always 1).");
+	for (unsigned i = 0; i < va.nsections; i++) {
+		if (!snapshot(h, i, sec, match, sizeof(match)))
+			continue;
+		fprintf(out, "sluice_section_info{section=\"");
+		prom_label(out, sec->spec.name);
+		fprintf(out, "\",meter=\"%s\",strategy=\"%s\"} 1\n", sl_meter_name(sec->spec.meter),
+		        sec->spec.amount ? sl_strategy_name(sec->spec.strategy) : "none");
+	}
+	/* The counters, each sluice_FIELD_total. */
 	for (size_t c = 0; c < SL_NCOUNTERS; c++) {
 		char name[64];
 

@@ -33,7 +33,11 @@ metrics_show() { python3 "$HELPERS/prom_check.py" "$@" || { head -40 "$1"; fail 
 
 scrape "$T/before.txt"
 metrics_show "$T/before.txt" --expect 'sluice_admitted_total{section="api"}=0' --expect 'sluice_daemon_up=1' \
-	--expect 'sluice_rate_per_second{section="api"}=20'
+	--expect 'sluice_rate_per_second{section="api"}=20' \
+	--expect 'sluice_section_info{section="api",meter="connections",strategy="leaky-bucket"}=1' \
+	--expect 'sluice_refused_total{section="api"}=0'
+grep -q '^sluice_build_info{version="'"$(cat "$ROOT/VERSION")"'"} 1$' "$T/before.txt" ||
+	fail "no sluice_build_info with this version: $(grep build_info "$T/before.txt")"
 curl -sS -D - -o /dev/null "http://127.0.0.1:$mport/metrics" | grep -qi '^content-type: text/plain; version=0.0.4' ||
 	fail "not served as Prometheus text 0.0.4"
 

@@ -217,6 +217,16 @@ static void test_bad_inputs(void **state)
 		{"", "no limit sections"},
 		{"[sluice]\n", "no limit sections"},
 		{"[a]\nmatch = *\nrate = 1/s\nburst = 99999999999\n", "burst: '99999999999' is larger"},
+		/* Errors that say what was meant. */
+		{"[a]\nmatch = https://api.example.com/v1\nrate=1/s\n",
+		 "'https://api.example.com/v1' is a URL: match takes HOST[:PORT] - write api.example.com:443"},
+		{"[a]\nmatch = http://10.0.0.1:8080/\nrate=1/s\n", "write 10.0.0.1:8080"},
+		{"[a]\nmatch = gopher://x.example/\nrate=1/s\n", "write x.example:PORT"},
+		{"[a]\nmatch = *\nrate = 0/s\n", "a rate lets at least one through each window"},
+		{"[a]\nmatch = *\nrate = 1/s\nrefuse = ECONNREFUSD\n", "(did you mean ECONNREFUSED?)"},
+		{"[a]\nmatch = *\nrate = 1/s\nper = hostname\n", "'hostname' (did you mean 'host'?)"},
+		{"[a]\nmatch = *\nrate = 1/s\nstrategy = leaky\n", "(did you mean leaky-bucket? want"},
+		{"[a]\nmatch = *\nrate = 1/s\nmeter = request\n", "(did you mean requests? want"},
 	};
 
 	(void)state;
