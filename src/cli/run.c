@@ -367,6 +367,8 @@ int sl_cmd_run(int argc, char **argv)
 	cfg = sl_cli_load(path);
 	if (!cfg)
 		return SL_EXIT_USAGE;
+	if (cfg->nsections == 0)
+		fprintf(stderr, "sluice: %s has no limit sections: nothing is shaped\n", path);
 	if (sl_realpath(path, config, sizeof(config)) != 0)
 		snprintf(config, sizeof(config), "%s", path);
 	if ((rc = find_shim(lib, sizeof(lib))) < 0) {

@@ -678,8 +678,9 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 	} else if (rc < 0) {
 		sl_config_error(cfg, 0, "cannot parse (out of memory)");
 	}
-	if (cfg->nerrors == 0 && cfg->nsections == 0)
-		sl_config_error(cfg, 0, "no limit sections: nothing to shape");
+	/* No limit sections is a config, not an error: the installed default has every
+	 * example commented out, and its daemon starts, shaping nothing until one is
+	 * added (sluice check, run and sluiced say so). */
 	/* What spans [sluice] and the sections: a fleet's limit needs the fleet's Redis. */
 	for (unsigned i = 0; i < cfg->nsections; i++)
 		if (cfg->sections[i].spec.scope == SL_SCOPE_FLEET && !cfg->global.redis[0]) {

@@ -279,6 +279,9 @@ static int load(struct sl_daemon *d, struct sl_config *cfg, FILE *errors)
 {
 	int rc = sl_config_load(cfg, d->config_path);
 
+	if (rc == 0 && cfg->nsections == 0)
+		sl_log_notice("%s has no limit sections: nothing is shaped until one is added (then reload)",
+		              d->config_path);
 	if (rc != 0) {
 		for (unsigned i = 0; i < SL_MIN(cfg->nerrors, (unsigned)SL_CONFIG_MAX_ERRORS); i++)
 			sl_log_warnx("%s", cfg->errors[i]);

@@ -75,8 +75,8 @@ void sl_config_dump(const struct sl_config *cfg, FILE *out)
 {
 	char value[SL_PATH_MAX + 16];
 
-	fprintf(out, "%s: OK, %u section%s\n", cfg->path, cfg->nsections,
-	        cfg->nsections == 1 ? "" : "s");
+	fprintf(out, "%s: OK, %u section%s%s\n", cfg->path, cfg->nsections, cfg->nsections == 1 ? "" : "s",
+	        cfg->nsections ? "" : " - nothing is shaped until a [section] with a match is added");
 	fprintf(out, "[sluice]\n");
 	for (int k = 0; k < SL_KEY_COUNT; k++) {
 		if (!sl_keys[k].global)

@@ -30,7 +30,13 @@ for f in lib/systemd/system/sluiced.service lib/sysusers.d/sluice.conf lib/tmpfi
 done
 E="$T/root/etc/sluice/sluice.ini"
 [ -e "$E" ] || fail "missing /etc/sluice/sluice.ini"
-"$P/bin/sluice" check -c "$E" >/dev/null || fail "the installed /etc/sluice/sluice.ini does not check"
+"$P/bin/sluice" check -c "$E" >"$T/check.out" || fail "the installed /etc/sluice/sluice.ini does not check"
+# Inert: [sluice] live, the examples commented out - nothing shaped until the
+# operator adds a section.  The reference sample in the docs keeps them live.
+grep -q "OK, 0 sections - nothing is shaped" "$T/check.out" || fail "the machine's config shapes: $(head -1 "$T/check.out")"
+grep -q '^;\[hooks-spacing\]' "$E" || fail "the machine's config lost its commented examples"
+"$P/bin/sluice" check -c "$P/share/doc/sluice/sluice.ini" | grep -q "OK, 1[0-9] sections" ||
+	fail "the reference sample lost its sections"
 grep -q '^control_socket = /run/sluice/sluice.sock' "$E" || fail "the machine's config keeps its socket elsewhere"
 grep -q '^shm_group      = sluice' "$E" || fail "the machine's config does not name the group sluice"
 grep -q "ExecStart=/opt/sluice/bin/sluiced -f -c /etc/sluice/sluice.ini" "$P/lib/systemd/system/sluiced.service" ||

@@ -170,6 +170,18 @@ static int has_error(const char *want)
 }
 
 /* Each bad input must fail with status -EINVAL, name the right line, and say why. */
+/* A config with no limit sections loads (the installed default is one): it
+ * shapes nothing, and [sluice] is still read. */
+static void test_no_sections(void **state)
+{
+	(void)state;
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", ""), 0);
+	assert_int_equal(cfg->nsections, 0);
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", "[sluice]\nshm_mode = 0640\n;[a]\n;match = *\n"), 0);
+	assert_int_equal(cfg->nsections, 0);
+	assert_int_equal(cfg->global.shm_mode, 0640);
+}
+
 static void test_bad_inputs(void **state)
 {
 	static const struct {
@@ -214,8 +226,6 @@ static void test_bad_inputs(void **state)
 		{"[bad name!]\nmatch = *\nrate=1/s\n", "t.ini:1: bad section name"},
 		{"[a]\nmatch =\nrate=1/s\n", "t.ini:2: 'match' has no value"},
 		{"[a]\nmatch = *\nrate = 1/s\n  2/s\n", "only match may continue"},
-		{"", "no limit sections"},
-		{"[sluice]\n", "no limit sections"},
 		{"[a]\nmatch = *\nrate = 1/s\nburst = 99999999999\n", "burst: '99999999999' is larger"},
 		/* Errors that say what was meant. */
 		{"[a]\nmatch = https://api.example.com/v1\nrate=1/s\n",
@@ -437,6 +447,7 @@ int main(void)
 		cmocka_unit_test(test_many_sections),
 		cmocka_unit_test(test_edit_distance),
 		cmocka_unit_test(test_key_defaults_parse),
+		cmocka_unit_test(test_no_sections),
 		cmocka_unit_test(test_every_kind_round_trips),
 		cmocka_unit_test(test_every_key_documented),
 	};
