@@ -13,7 +13,9 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make deb        a Debian package, build/sluice_VERSION_ARCH.deb (lintian-checked)
 #
-# The first three install missing Debian packages through scripts/deps.sh.
+# Each installs the missing Debian packages it needs through scripts/deps.sh: make
+# and make run only what building and the demo need (libev, inih, hiredis, a
+# compiler, python3, curl); the tests, bench, chaos, fuzz and deb their own tools.
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -92,7 +94,10 @@ $(BUILD)/man/sluice.ini.5: docs/config.md scripts/md2man.py | deps
 		"sluice(1)" "sluiced(1)" >$@.tmp && mv $@.tmp $@
 
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh build
+
+test-deps: | deps
+	@scripts/deps.sh test
 
 $(BUILD)/obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
@@ -156,7 +161,7 @@ $(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicesupervis
 		$(BUILD)/libsluicecore.a
 	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | deps
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | test-deps
 	@mkdir -p $(dir $@)
 	$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a \
 		$(CMOCKA_LIBS) $(INIH_LIBS) $(TEST_LIBS_$*)
@@ -181,18 +186,19 @@ $(BUILD)/bench/connect_loop_static: bench/connect_loop.c src/core/clock.c | deps
 $(BUILD)/tests/static_client: tests/integration/helpers/static_client.c | deps
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -static -pthread -o $@ $<
-$(BUILD)/tests/goclient: tests/integration/helpers/goclient/main.go | deps
+$(BUILD)/tests/goclient: tests/integration/helpers/goclient/main.go | test-deps
 	@mkdir -p $(dir $@)
 	cd $(dir $<) && CGO_ENABLED=0 GO111MODULE=off GOCACHE=$(abspath $(BUILD))/go-cache \
 		GOPATH=$(abspath $(BUILD))/gopath go build -o $(abspath $@) main.go
 
 run: all
+	@if [ -n "$(PLOT)" ]; then scripts/deps.sh plot; fi
 	@PLOT=$(PLOT) examples/demo.sh $(BUILD)
 
-test: all $(UNIT_BINS) $(BENCH_BINS) $(STATIC_BINS)
+test: test-deps all $(UNIT_BINS) $(BENCH_BINS) $(STATIC_BINS)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
 
-bench: all $(BENCH_BINS) $(STATIC_BINS)
+bench: test-deps all $(BENCH_BINS) $(STATIC_BINS)
 	@BUILD=$(BUILD) bench/run.sh
 
 asan:
@@ -203,7 +209,7 @@ asan:
 # start times where qemu does not fake them).
 CROSS_BUILD = build/arm64
 cross:
-	@scripts/deps.sh --cross
+	@scripts/deps.sh cross
 	@$(MAKE) --no-print-directory BUILD=$(CROSS_BUILD) CC=aarch64-linux-gnu-gcc AR=aarch64-linux-gnu-ar \
 		all $(addprefix $(CROSS_BUILD)/tests/,$(UNIT_TESTS))
 	@file $(CROSS_BUILD)/libsluice.so | grep -q aarch64
@@ -214,7 +220,7 @@ cross:
 	done
 
 # The chaos suite at full size (make test runs it small, as t_chaos).
-chaos: all $(BENCH_BINS)
+chaos: test-deps all $(BENCH_BINS)
 	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size full
 	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size overload
 	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size full --keyed
@@ -224,7 +230,7 @@ chaos: all $(BENCH_BINS)
 # FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
 FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
-fuzz: | deps
+fuzz: | test-deps
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-sniff $(BUILD)/fuzz/corpus-response
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/match.c \
@@ -266,7 +272,7 @@ install: all
 
 # The Debian package, in $(BUILD)/: its own hardened build under $(BUILD)/deb,
 # then lintian (errors fail; its findings are printed).
-deb: | deps
+deb: | test-deps
 	@deb=$$(scripts/mkdeb.sh $(BUILD)/deb $(BUILD)) && \
 	  lintian --fail-on error $$deb && \
 	  echo "built $$deb"
@@ -274,6 +280,6 @@ deb: | deps
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps run test bench asan chaos cross fuzz install deb clean
+.PHONY: all deps test-deps run test bench asan chaos cross fuzz install deb clean
 
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

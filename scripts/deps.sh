@@ -1,29 +1,39 @@
 #!/bin/sh
-# Install the Debian packages sluice needs to build and test, only those missing.
-#   scripts/deps.sh          check, and install what is missing (needs root or sudo)
-#   scripts/deps.sh --check  only check; exit 1 if something is missing
-#   scripts/deps.sh --cross  what `make cross` needs: Debian's arm64 cross compiler,
+# Install the Debian packages sluice needs, only those missing, by what is asked:
+#   scripts/deps.sh [build]  building sluice and running `make run`'s demo (the
+#                            default: what `make` and `make run` need, nothing more)
+#   scripts/deps.sh test     also every test, bench and packaging tool (`make test`,
+#                            `bench`, `chaos`, `asan`, `fuzz`, `deb`)
+#   scripts/deps.sh cross    what `make cross` needs: Debian's arm64 cross compiler,
 #                            the arm64 libraries (multiarch) and qemu-user
+#   scripts/deps.sh plot     build, and gnuplot for `make run PLOT=FILE.png`
+#   ... --check              only check; exit 1 if something is missing
+#   ... --list               print the group's packages, one a line
 # Fails loudly: a missing package that cannot be installed stops the build.
 set -eu
 
-# Package, and the file or command that shows it is present.  Past the build and
-# the core tests: the real clients and servers of the transparency matrix
-# (tests/integration/t_matrix.sh) and the programs that once broke (t_programs.sh);
-# the packaging and picture tools (`make deb`, lintian; gnuplot for the plots); the
-# static programs `sluice run --seccomp` is tested with (busybox-static and a Go
-# compiler; static C needs only gcc's libc6-dev).
-PACKAGES="
+# Package, and the file or command that shows it is present.  To build: a C
+# compiler, libev, inih and hiredis (what the .deb's Depends names at run time),
+# python3 for the man page; the demo adds curl.
+BUILD_PACKAGES="
 gcc:/usr/bin/gcc
 make:/usr/bin/make
 pkg-config:/usr/bin/pkg-config
 libev-dev:/usr/include/ev.h
 libinih-dev:/usr/include/ini.h
-libcmocka-dev:/usr/include/cmocka.h
 libhiredis-dev:/usr/include/hiredis/adapters/libev.h
-faketime:/usr/bin/faketime
-curl:/usr/bin/curl
 python3:/usr/bin/python3
+curl:/usr/bin/curl
+"
+
+# To test: cmocka; the real clients and servers of the transparency matrix
+# (tests/integration/t_matrix.sh) and the programs that once broke (t_programs.sh);
+# Redis for the fleet; the packaging and picture tools (`make deb`, lintian;
+# gnuplot for the plots); the static programs `sluice run --seccomp` is tested with
+# (busybox-static and a Go compiler; static C needs only gcc's libc6-dev).
+TEST_PACKAGES="
+libcmocka-dev:/usr/include/cmocka.h
+faketime:/usr/bin/faketime
 procps:/usr/bin/pkill
 strace:/usr/bin/strace
 wget:/usr/bin/wget
@@ -62,9 +72,14 @@ libcmocka-dev:arm64:/usr/lib/aarch64-linux-gnu/libcmocka.so
 libhiredis-dev:arm64:/usr/lib/aarch64-linux-gnu/libhiredis.so
 qemu-user:/usr/bin/qemu-aarch64
 "
-if [ "${1:-}" = "--cross" ]; then
-	PACKAGES=$CROSS_PACKAGES
-	shift
+PACKAGES=$BUILD_PACKAGES
+case "${1:-}" in
+build) shift ;;
+test) PACKAGES="$BUILD_PACKAGES $TEST_PACKAGES"; shift ;;
+plot) PACKAGES="$BUILD_PACKAGES gnuplot-nox:/usr/bin/gnuplot"; shift ;;
+cross | --cross) PACKAGES=$CROSS_PACKAGES; shift ;;
+esac
+if [ "$PACKAGES" = "$CROSS_PACKAGES" ]; then
 	# arm64 packages install beside amd64 ones only once dpkg knows the architecture.
 	if ! dpkg --print-foreign-architectures | grep -qx arm64; then
 		[ "$(id -u)" -eq 0 ] && dpkg --add-architecture arm64 ||
@@ -73,6 +88,11 @@ if [ "${1:-}" = "--cross" ]; then
 			exit 1
 		}
 	fi
+fi
+
+if [ "${1:-}" = "--list" ]; then
+	for entry in $PACKAGES; do echo "${entry%%:/*}"; done
+	exit 0
 fi
 
 missing=""

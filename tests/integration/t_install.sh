@@ -89,4 +89,18 @@ done
 "$P/bin/sluiced" --help | grep -q "^usage: sluiced" || fail "sluiced --help"
 out=$("$P/bin/sluice" run -c /nonexistent/x.ini sh -c 'echo "$1"' sh --help 2>&1) || true
 grep -q "usage: sluice run" <<<"$out" && fail "sluice run took its program's --help: $out"
+# What `make` and `make run` install is what building and the demo need, and no
+# test tool (README, "Dependencies"); the tests' own group has the rest.
+build_pkgs=$("$ROOT/scripts/deps.sh" build --list | tr '\n' ' ')
+for p in libcmocka-dev golang-go nodejs lintian gnuplot-nox php-cli ruby nghttp2-server busybox-static; do
+	case " $build_pkgs " in *" $p "*) fail "make installs the test tool $p: $build_pkgs" ;; esac
+	"$ROOT/scripts/deps.sh" test --list | grep -qx "$p" || fail "the tests' group lacks $p"
+done
+for p in libev-dev libinih-dev libhiredis-dev gcc; do
+	case " $build_pkgs " in *" $p "*) ;; *) fail "the build group lacks $p: $build_pkgs" ;; esac
+done
+for target in all run; do
+	calls=$(make -n -C "$ROOT" BUILD="$T/none" "$target" 2>/dev/null | grep -o '^scripts/deps.sh [a-z]*' | sort -u | tr '\n' ' ')
+	[ "$calls" = "scripts/deps.sh build " ] || fail "make $target asks deps.sh for: $calls"
+done
 echo "ok"
