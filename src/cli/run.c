@@ -14,6 +14,7 @@
  * whether or not it hosts the daemon.
  */
 #include "cli.h"
+#include "oneliner.h"
 #include "progkind.h"
 #include "sluice/supervise.h"
 #include "sluice/common.h"
@@ -342,14 +343,16 @@ fail:
 	return SL_EXIT_FAIL;
 }
 
+static int run_with(const char *path, struct how *hw, int seccomp, char **cmd);
+
 int sl_cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"seccomp", no_argument, NULL, 'S'},
-	                                         {"no-seccomp", no_argument, NULL, 'N'}, {0}};
+	                                         {"no-seccomp", no_argument, NULL, 'N'}, SL_ONELINER_OPTIONS, {0}};
 	const char *path = NULL;
-	char config[PATH_MAX], lib[PATH_MAX], shm[SL_PATH_MAX], prog[PATH_MAX];
+	char oneliner[PATH_MAX] = "";
+	struct sl_oneliner one = {0};
 	struct how how = {0};
-	struct sl_config *cfg;
 	int opt, rc, seccomp = -1; /* -1: as the program needs */
 
 	while ((opt = getopt_long(argc, argv, "+c:v", longopts, NULL)) != -1) {
@@ -358,11 +361,45 @@ int sl_cmd_run(int argc, char **argv)
 		case 'v': setenv("SLUICE_DEBUG", "1", 1); how.verbose = 1; break;
 		case 'S': seccomp = 1; break;
 		case 'N': seccomp = 0; break;
-		default: goto usage;
+		default:
+			switch (sl_oneliner_opt(&one, opt, optarg)) {
+			case 1: break;
+			case -1: return SL_EXIT_USAGE; /* said why */
+			default: goto usage;
+			}
+			break;
 		}
 	}
 	if (optind >= argc)
 		goto usage;
+	if (sl_oneliner_given(&one)) {
+		/* The limit from the command line, in a private config of its own. */
+		if (path) {
+			fprintf(stderr, "sluice run: -c and a one-liner (--match, --rate...) do not mix\n");
+			return SL_EXIT_USAGE;
+		}
+		if (sl_oneliner_file(&one, oneliner, sizeof(oneliner)) < 0)
+			return SL_EXIT_FAIL;
+		path = oneliner;
+	}
+	rc = run_with(path, &how, seccomp, argv + optind);
+	if (oneliner[0])
+		unlink(oneliner);
+	return rc;
+usage:
+	fprintf(stderr, "usage: sluice run [-c FILE | " SL_ONELINER_USAGE "] [-v] [--seccomp | --no-seccomp] -- CMD [ARG...]\n");
+	return SL_EXIT_USAGE;
+}
+
+/* sluice run's work once its options are read: cmd under config `path` (NULL: the
+ * default). */
+static int run_with(const char *path, struct how *hw, int seccomp, char **cmd)
+{
+	char config[PATH_MAX], lib[PATH_MAX], shm[SL_PATH_MAX], prog[PATH_MAX];
+	struct how how = *hw;
+	struct sl_config *cfg;
+	int rc;
+
 	path = sl_cli_config_path(path);
 	cfg = sl_cli_load(path);
 	if (!cfg)
@@ -379,12 +416,12 @@ int sl_cmd_run(int argc, char **argv)
 		goto fail;
 	if (seccomp < 0) {
 		/* What no preload reaches is held through seccomp, said once. */
-		int kind = sl_prog_kind(argv[optind], prog, sizeof(prog));
+		int kind = sl_prog_kind(cmd[0], prog, sizeof(prog));
 
 		seccomp = kind == SL_PROG_STATIC || kind == SL_PROG_GO;
 		if (seccomp)
 			fprintf(stderr, "sluice run: %s is %s: its connects are held through seccomp (--seccomp; "
-			        "--no-seccomp: not at all)\n", argv[optind],
+			        "--no-seccomp: not at all)\n", cmd[0],
 			        kind == SL_PROG_GO ? "a Go program" : "statically linked");
 	}
 	how = (struct how){.config = config, .lib = lib, .cfg = cfg, .seccomp = seccomp, .verbose = how.verbose};
@@ -395,11 +432,11 @@ int sl_cmd_run(int argc, char **argv)
 			free(cfg);
 			if (set_env(lib, config, shm) < 0)
 				return SL_EXIT_FAIL;
-			exec_command(argv + optind);
+			exec_command(cmd);
 		}
 		how.shm = shm;
 	}
-	rc = run_child(&how, argv + optind);
+	rc = run_child(&how, cmd);
 	sl_config_free(cfg);
 	free(cfg);
 	return rc;
@@ -407,7 +444,4 @@ fail:
 	sl_config_free(cfg);
 	free(cfg);
 	return SL_EXIT_FAIL;
-usage:
-	fprintf(stderr, "usage: sluice run [-c FILE] [-v] [--seccomp | --no-seccomp] -- CMD [ARG...]\n");
-	return SL_EXIT_USAGE;
 }

@@ -9,6 +9,7 @@
  *   sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]
  */
 #include "cli.h"
+#include "oneliner.h"
 #include "sluice/common.h"
 #include "../daemon/fleet.h"
 #include "sluice/ctl.h"
@@ -31,10 +32,13 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{"run", sl_cmd_run, "run [-c FILE] [-v] [--seccomp | --no-seccomp] -- CMD [ARG...]",
-	 "run CMD with its traffic shaped (-v: say what is held and why)"},
-	{"check", sl_cmd_check, "check [-c FILE] [--keys] [--redis]",
-	 "validate a config and print it compiled; --keys: every key; --redis: try the fleet's Redis"},
+	{"run", sl_cmd_run, "run [-c FILE | --match HOST[:PORT] --rate R ...] [-v] [--seccomp | --no-seccomp] -- CMD [ARG...]",
+	 "run CMD with its traffic shaped (-v: say what is held and why); a one-liner\n"
+	 "        (--match, --rate or --concurrency, --meter, --per, --strategy, --burst, --max-wait)\n"
+	 "        needs no file"},
+	{"check", sl_cmd_check, "check [-c FILE | --match ... --rate ...] [--keys] [--redis]",
+	 "validate a config and print it compiled (a one-liner: the section it makes);\n"
+	 "        --keys: every key; --redis: try the fleet's Redis"},
 	{"stat", sl_cmd_stat, "stat [-c FILE] [--shm NAME] [--json | --prometheus] [--top N]",
 	 "show every section's queue (and the N busiest keys)"},
 	{"top", sl_cmd_top, "top [-c FILE] [--shm NAME] [--interval S] [--count N]", "a live view of every queue"},
@@ -102,8 +106,9 @@ struct sl_config *sl_cli_load(const char *path)
 int sl_cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"keys", no_argument, NULL, 'k'},
-	                                         {"redis", no_argument, NULL, 'r'}, {0}};
+	                                         {"redis", no_argument, NULL, 'r'}, SL_ONELINER_OPTIONS, {0}};
 	const char *path = NULL;
+	struct sl_oneliner one = {0};
 	struct sl_config *cfg;
 	int opt, redis = 0, rc = SL_EXIT_OK;
 
@@ -112,11 +117,36 @@ int sl_cmd_check(int argc, char **argv)
 		case 'c': path = optarg; break;
 		case 'k': sl_config_list_keys(stdout); return SL_EXIT_OK;
 		case 'r': redis = 1; break;
-		default: return usage(stderr, SL_EXIT_USAGE);
+		default:
+			switch (sl_oneliner_opt(&one, opt, optarg)) {
+			case 1: break;
+			case -1: return SL_EXIT_USAGE; /* said why */
+			default: return usage(stderr, SL_EXIT_USAGE);
+			}
+			break;
 		}
 	}
 	if (optind != argc)
 		return usage(stderr, SL_EXIT_USAGE);
+	if (sl_oneliner_given(&one)) {
+		/* What `sluice run` would make of the same options: the section to paste
+		 * into a config, checked. */
+		static char text[4096];
+
+		if (path || sl_oneliner_section(&one, text, sizeof(text)) < 0)
+			return usage(stderr, SL_EXIT_USAGE);
+		if (!(cfg = calloc(1, sizeof(*cfg))))
+			return SL_EXIT_FAIL;
+		if (sl_config_load_string(cfg, "(command line)", text) != 0) {
+			sl_config_print_errors(cfg, stderr);
+			rc = SL_EXIT_USAGE;
+		} else {
+			fputs(text, stdout);
+		}
+		sl_config_free(cfg);
+		free(cfg);
+		return rc;
+	}
 	cfg = sl_cli_load(sl_cli_config_path(path));
 	if (!cfg)
 		return SL_EXIT_USAGE;
