@@ -121,6 +121,7 @@ class Chaos:
         self.lock = threading.Lock()
         self.daemon = None
         self.kills = self.daemon_restarts = self.reloads = self.scribbles = self.resizes = 0
+        self.scribbling = False  # phase 2 under way (bound)
         self.events = []  # (CLOCK_REALTIME ns, what the operator did)
 
     def write_config(self, form):
@@ -160,8 +161,15 @@ class Chaos:
 
     def bound(self):
         """How long a client may take: each connect waits behind every other client
-        at most, with a margin for a lock taken over or a daemon restart."""
-        return self.size["connects"] * (self.size["clients"] * INTERVAL_MS / 1000 + 2) + 10
+        at most, with a margin for a lock taken over or a daemon restart.  While the
+        segment is scribbled on, once more the sections' max_wait and its grace: a
+        state scribbled to a time that looks possible (a queue that deep could be
+        real) holds a connect as a real queue would - up to max_wait, then refused
+        (README, trust model: a writer can slow others, never hang them)."""
+        bound = self.size["connects"] * (self.size["clients"] * INTERVAL_MS / 1000 + 2) + 10
+        if self.scribbling:
+            bound += self.size["max_wait"] * 1.1 + 1
+        return bound
 
     def check_exits(self, final=False):
         """Reap what ended (what we killed only once its reap time came, so it is a
@@ -376,6 +384,7 @@ class Chaos:
                   "at most %d of %d places open at the destination"
                   % (self.size["clients"], self.size["holders"], self.kills, self.daemon_restarts,
                      self.reloads, most, CONCURRENCY), flush=True)
+            self.scribbling = True
             self.phase("scribbles", [lambda s, r=random.Random(2): self.scribbler(s, r)])
             print("phase 2 ok: %d scribbles of header, sections%s and lock word, %d resize attempts "
                   "refused; no client crashed or hung"
