@@ -709,15 +709,12 @@ static void key_paused(struct sl_shm_header *h, const struct view_arg *va, int64
 	}
 }
 
-void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t now, FILE *out)
+/* sluice_build_info, and each section's meter (the unit of its counters) and
+ * strategy. */
+static void prom_info(struct sl_shm_header *h, const struct view_arg *va, struct sl_section *sec, FILE *out)
 {
-	static struct sl_section copy; /* large: off the stack */
-	struct sl_section *sec = &copy;
-	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
-	int64_t wall = sl_sane_ns(h->wall_off_ns);
 	char match[8];
 
-	gather_views(h, &va);
 	prom_head(out, "sluice_build_info", "gauge", "The running sluice's version (always 1).");
 	fprintf(out, "sluice_build_info{version=\"");
 	prom_label(out, sl_stats_version);
@@ -727,7 +724,7 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 	 * to join with the counters on `section`. */
 	prom_head(out, "sluice_section_info", "gauge",
 	          "A section's meter (the unit of its counters) and strategy (always 1).");
-	for (unsigned i = 0; i < va.nsections; i++) {
+	for (unsigned i = 0; i < va->nsections; i++) {
 		if (!snapshot(h, i, sec, match, sizeof(match)))
 			continue;
 		fprintf(out, "sluice_section_info{section=\"");
@@ -735,13 +732,19 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 		fprintf(out, "\",meter=\"%s\",strategy=\"%s\"} 1\n", sl_meter_name(sec->spec.meter),
 		        sec->spec.amount ? sl_strategy_name(sec->spec.strategy) : "none");
 	}
-	/* The counters, each sluice_FIELD_total. */
+}
+
+/* The counters (counters.def), each sluice_FIELD_total. */
+static void prom_counters(struct sl_shm_header *h, const struct view_arg *va, struct sl_section *sec, FILE *out)
+{
+	char match[8];
+
 	for (size_t c = 0; c < SL_NCOUNTERS; c++) {
 		char name[64];
 
 		snprintf(name, sizeof(name), "sluice_%s_total", sl_counters[c].field);
 		prom_head(out, name, "counter", sl_counters[c].help);
-		for (unsigned i = 0; i < va.nsections; i++) {
+		for (unsigned i = 0; i < va->nsections; i++) {
 			if (!snapshot(h, i, sec, match, sizeof(match)))
 				continue;
 			fprintf(out, "%s{section=\"", name);
@@ -749,6 +752,19 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 			fprintf(out, "\"} %llu\n", (unsigned long long)sl_counter_of(&sec->state, (unsigned)c));
 		}
 	}
+}
+
+void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t now, FILE *out)
+{
+	static struct sl_section copy; /* large: off the stack */
+	struct sl_section *sec = &copy;
+	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
+	int64_t wall = sl_sane_ns(h->wall_off_ns);
+	char match[8];
+
+	gather_views(h, &va);
+	prom_info(h, &va, sec, out);
+	prom_counters(h, &va, sec, out);
 	for (size_t f = 0; f < SL_ARRAY_LEN(families); f++) {
 		prom_head(out, families[f].name, families[f].type, families[f].help);
 		for (unsigned i = 0; i < va.nsections; i++) {
