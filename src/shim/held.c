@@ -509,10 +509,14 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 	for (unsigned i = 1, high = atomic_load(&sl_records_high); i <= high; i++) {
 		struct sl_record *rec = sl_record_at(i);
 
-		if (!rec->refs || !sl_rec_places(rec))
+		/* refs is read unlocked only to skip free records; the places are read
+		 * under the lock - they live in the record's sections part, which another
+		 * thread may be replacing (sl_rec_add_sects) or freeing. */
+		if (!rec->refs)
 			continue;
 		sl_shim_lock(&rec->lock);
-		sl_held_put_places(rec);
+		if (rec->refs && sl_rec_places(rec))
+			sl_held_put_places(rec);
 		sl_shim_unlock(&rec->lock);
 	}
 }

@@ -37,6 +37,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -73,8 +74,12 @@ static struct sl_mutex heap_lock = SL_MUTEX_INIT;
 
 /* Bumped, and woken, when an entry earlier than the thread's deadline arrives. */
 static _Atomic uint32_t wake_word;
-/* 0: no thread; 1: starting or running; -1: could not be started (the hooks alone
- * kick, as before). */
+/* 0: no thread; STARTING: one caller is making the heap and the thread; 1:
+ * running; -1: could not be started (the hooks alone kick, as before).  The heap
+ * is used only once the state is 1: a second thread deferring its first connect
+ * while the first is still starting the kicker once wrote into a heap not yet
+ * mapped (make test, a python3 client with four threads: SIGSEGV). */
+#define STARTING 2
 static _Atomic int state;
 
 static void sift_up(unsigned i)
@@ -232,7 +237,7 @@ static void start(void)
 	pthread_t tid;
 	int rc;
 
-	if (!atomic_compare_exchange_strong(&state, &expected, 1))
+	if (!atomic_compare_exchange_strong(&state, &expected, STARTING))
 		return;
 	if (!heap) {
 		void *p = mmap(NULL, (size_t)SL_RECORDS * sizeof(struct entry), PROT_READ | PROT_WRITE,
@@ -258,6 +263,25 @@ static void start(void)
 		sl_debug("no kicker (pthread_create: %s): held sockets go when the program looks", strerror(rc));
 		return;
 	}
+	atomic_store_explicit(&state, 1, memory_order_release); /* the heap is there */
+}
+
+/* The kicker's state once no start is under way: another thread's start takes an
+ * mmap and a pthread_create, so it is waited for, briefly; past that bound this
+ * caller goes on without it (its socket goes when the program looks). */
+static int settled_state(void)
+{
+	int s;
+
+	for (unsigned spin = 0; (s = atomic_load_explicit(&state, memory_order_acquire)) == STARTING; spin++) {
+		if (spin >= 20000)
+			return STARTING;
+		if (spin < 64)
+			sl_cpu_relax();
+		else
+			sched_yield();
+	}
+	return s;
 }
 
 void sl_kicker_due(struct sl_record *rec)
@@ -269,7 +293,7 @@ void sl_kicker_due(struct sl_record *rec)
 		return;
 	if (atomic_load_explicit(&state, memory_order_acquire) == 0)
 		start();
-	if (atomic_load_explicit(&state, memory_order_acquire) != 1)
+	if (settled_state() != 1)
 		return;
 	sl_shim_lock(&heap_lock);
 	if (heap_len < SL_RECORDS) {

@@ -127,10 +127,14 @@ EOF
 rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 137 ] || fail "a client died with status $rc on a scribbled segment"
 wait $scribbler
-# The scribbled run may have spent the section's one connection a minute; the lock
-# test below starts from a fresh segment so that its connect is due at once.
+# The scribbled run may have spent the section's one connection a minute, and a
+# restarted daemon adopts the segment with its queues: the lock test below starts
+# from a new segment (the old one removed) so that its connect is due at once.
 stop_daemon
+python3 "$HELPERS/segment.py" remove "$SHM_NAME"
 start_daemon "$T/e.ini"
+admitted=$(json_field <("$SLUICE" stat -c "$T/e.ini" --json) api admitted)
+[ "$admitted" = 0 ] || fail "the new segment has admitted $admitted already"
 # A lock word naming a live process that never took it (pid 1, another start
 # stamp): known not to be the holder, so taken over at once (t_lock_owner has more).
 python3 - "$SHM_NAME" <<'EOF'
