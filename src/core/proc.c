@@ -61,24 +61,6 @@ static uint32_t stamp_of(unsigned long long start)
 	return (uint32_t)start ? (uint32_t)start : 1;
 }
 
-int sl_proc_owner(int32_t pid, uint32_t stamp)
-{
-	unsigned long long start = 0;
-	char state = 0;
-	int rc;
-
-	if (pid <= 0)
-		return SL_PROC_GONE;
-	rc = read_stat(pid, &state, &start);
-	if (rc == -2)
-		return SL_PROC_GONE;
-	if (rc < 0)
-		return kill(pid, 0) != 0 && errno == ESRCH ? SL_PROC_GONE : SL_PROC_UNKNOWN;
-	if (state == 'Z' || state == 'X' || state == 'x' || stamp == 0 || stamp_of(start) != stamp)
-		return SL_PROC_GONE;
-	return SL_PROC_ALIVE;
-}
-
 int sl_proc_check(int32_t pid, uint32_t stamp)
 {
 	unsigned long long start = 0;
@@ -113,4 +95,13 @@ uint32_t sl_proc_self_stamp(int32_t self)
 	stamp = read_stat(self, &state, &start) == 0 ? stamp_of(start) : 0;
 	atomic_store_explicit(&cache, (uint64_t)stamp << 32 | (uint32_t)self, memory_order_relaxed);
 	return stamp;
+}
+
+int sl_proc_owner(int32_t pid, uint32_t stamp)
+{
+	int rc = sl_proc_check(pid, stamp);
+
+	/* A live process proves no ownership of a word that holds no stamp: no locker
+	 * wrote it (docs/design.md, "Invariants"). */
+	return rc == SL_PROC_ALIVE && stamp == 0 ? SL_PROC_GONE : rc;
 }
