@@ -1,5 +1,5 @@
 /*
- * The parts of a hold record (fdtab.h): its sections, its destination's name, its
+ * The parts of a hold record (record.h): its sections, its destination's name, its
  * admission under way, what it follows of its writes, its parsers.  Each is a
  * piece from slab.c taken when the record's state first needs it and given back
  * when no state needs it any more (docs/design.md, "What a socket costs").  All

@@ -1,5 +1,5 @@
 /*
- * The parsers a record runs over its connection (fdtab.h, struct sl_rec_talk):
+ * The parsers a record runs over its connection (record.h, struct sl_rec_talk):
  * parked between calls - about fifty bytes for both - and whole, with their line
  * buffers, only while a line spans two calls.  A call that feeds them opens them
  * (into the caller's scratch when parked), feeds, and closes them (parked again
