@@ -9,6 +9,11 @@
 #   p99 behind    how far arrivals ran behind a schedule that never waits (the
 #                 first arrival plus k intervals), 99th percentile: lateness that
 #                 accumulates, as every late release delays the ones after it
+#   unshaped      the most connections the same client began in one second with
+#                 nothing shaping it (its own count, all at once): a cell far
+#                 below it is sluice's shortfall, not the client's.  Blocking
+#                 clients flood the server's backlog unshaped and stall on SYN
+#                 retries, so theirs is a floor, not their ceiling
 # and, in the same run, nginx's limit_req as an egress proxy (burst large enough
 # that it delays rather than refuses) as the reference.  A client that cannot
 # offer a rate (curl processes start a few hundred a second here) is not run at it.
@@ -97,9 +102,9 @@ print("%.2f%% %.3f %.1f" % (100 * got / rate, gap, behind[int(0.99 * (len(behind
 PY
 }
 
-row() { # row KIND RATE FILE [SKIP_S]
+row() { # row KIND RATE FILE [SKIP_S [CEILING]]
 	read -r pct gap behind < <(figures "$2" "$3" "${4:-0}")
-	printf '   %-24s %6s/s %9s %9s I %10s ms\n' "$1" "$2" "$pct" "$gap" "$behind"
+	printf '   %-24s %6s/s %9s %9s I %10s ms %8s/s\n' "$1" "$2" "$pct" "$gap" "$behind" "${5:--}"
 }
 
 # witness_run FILE CMD...: the SYNs to $PORT while CMD runs.
@@ -154,8 +159,48 @@ t0=$(now_ns)
 curl_client 160
 curl_max=$(awk -v a="$t0" -v b="$(now_ns)" 'BEGIN { printf "%d", 160 / ((b - a) / 1e9) }')
 
+# offered FILE: the most connections begun in any one second of a witness record
+# (a flood overruns the server's backlog and SYNs are sent again: a SYN from a
+# port seen in the last 3 s is such a retry, not a connection).
+offered() {
+	python3 - "$1" <<'PY'
+import bisect, sys
+seen, t = {}, []
+for ns, port in sorted((int(l.split()[0]), l.split()[2]) for l in open(sys.argv[1]) if l.strip()):
+    if port not in seen or ns - seen[port] > 3e9:
+        t.append(ns)
+    seen[port] = ns
+print(max(bisect.bisect_left(t, x + 1e9) - i for i, x in enumerate(t)) if t else "-")
+PY
+}
+
+# What each client offers with nothing shaping it, at the top rate's count: a
+# cell above most of it measures the client, not sluice.  The static program is
+# measured under the supervisor with nothing matched too: the trap's own cost.
+top=0
+for rate in $RATES; do [ "$rate" -gt "$top" ] && top=$rate; done
+n=$((top * SECS))
+each=$(((n + 7) / 8))
+cell_config u 1
+sed -i "s/^match = .*/match = 127.0.0.2:1/" "$T/u.ini"
+declare -A ceiling
+witness_run "$T/w" bash -c "$(declare -f procs); PORT=$PORT procs 8 $each $B/bench/connect_loop"
+ceiling[procs]=$(offered "$T/w")
+witness_run "$T/w" "$B/bench/connect_threads" 127.0.0.1 "$PORT" 8 "$each"
+ceiling[threads]=$(offered "$T/w")
+witness_run "$T/w" bash -c "$(declare -f asyncio_client); PORT=$PORT asyncio_client $n"
+ceiling[asyncio]=$(offered "$T/w")
+witness_run "$T/w" bash -c "$(declare -f node_client); PORT=$PORT node_client $n"
+ceiling[node]=$(offered "$T/w")
+witness_run "$T/w" "$B/sluice" run --seccomp -c "$T/u.ini" -- \
+	bash -c "$(declare -f procs); PORT=$PORT procs 8 $each $B/bench/connect_loop_static"
+ceiling[static]=$(offered "$T/w")
+ceiling[curl]=$curl_max
+ceiling[fleet]=-
+
 echo "18. delivered at the destination, a queue standing throughout (kernel SYN stamps)"
-printf '   %-24s %8s %9s %11s %13s\n' "client" "rate" "delivered" "smallest gap" "p99 behind"
+echo "    (unshaped: the most connections the client began in one second with nothing shaping it)"
+printf '   %-24s %8s %9s %11s %13s %10s\n' "client" "rate" "delivered" "smallest gap" "p99 behind" "unshaped"
 for rate in $RATES; do
 	n=$((rate * SECS))
 	[ "$n" -lt 40 ] && n=40
@@ -163,23 +208,23 @@ for rate in $RATES; do
 	cell_config c "$rate"
 	run() { "$B/sluice" run -c "$T/c.ini" -- "$@"; }
 	witness_run "$T/w" run bash -c "$(declare -f procs); PORT=$PORT procs 8 $each $B/bench/connect_loop"
-	row "C, 8 processes" "$rate" "$T/w"
+	row "C, 8 processes" "$rate" "$T/w" 0 "${ceiling[procs]}"
 	witness_run "$T/w" run "$B/bench/connect_threads" 127.0.0.1 "$PORT" 8 "$each"
-	row "C, 8 threads" "$rate" "$T/w"
+	row "C, 8 threads" "$rate" "$T/w" 0 "${ceiling[threads]}"
 	witness_run "$T/w" run bash -c "$(declare -f asyncio_client); PORT=$PORT asyncio_client $n"
-	row "python asyncio" "$rate" "$T/w"
+	row "python asyncio" "$rate" "$T/w" 0 "${ceiling[asyncio]}"
 	witness_run "$T/w" run bash -c "$(declare -f node_client); PORT=$PORT node_client $n"
-	row "node" "$rate" "$T/w"
+	row "node" "$rate" "$T/w" 0 "${ceiling[node]}"
 	if [ "$rate" -le $((curl_max * 3 / 4)) ]; then
 		witness_run "$T/w" run bash -c "$(declare -f curl_client); PORT=$PORT curl_client $((each * 8))"
-		row "curl, 8 process loops" "$rate" "$T/w"
+		row "curl, 8 process loops" "$rate" "$T/w" 0 "${ceiling[curl]}"
 	else
 		printf '   %-24s %6s/s   (not run: curl starts about %d processes a second here)\n' \
 			"curl, 8 process loops" "$rate" "$curl_max"
 	fi
 	witness_run "$T/w" "$B/sluice" run --seccomp -c "$T/c.ini" -- \
 		bash -c "$(declare -f procs); PORT=$PORT procs 8 $each $B/bench/connect_loop_static"
-	row "static C, --seccomp" "$rate" "$T/w"
+	row "static C, --seccomp" "$rate" "$T/w" 0 "${ceiling[static]}"
 done
 
 # A fleet of three daemons sharing each rate through a Redis of the bench's own.
