@@ -24,7 +24,7 @@
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
 #define SL_SHM_MAJOR 8           /* incompatible layout changes */
-#define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
+#define SL_SHM_MINOR 1           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
  * build reads (and a config asking for more is refused). */
@@ -349,7 +349,9 @@ struct sl_shm_header {
 	                          * from this one (shm.h, sl_shm_move): every admission
 	                          * here is refused the lock and follows the name */
 	uint32_t pad1;
-	uint8_t reserved[40];
+	char shm_name[40];       /* the name it was made under (shm_name), cut to 39
+	                          * bytes: for `sluice segments`, which sees only keys
+	                          * (minor 1; empty in older segments) */
 };
 
 enum sl_redis_state {

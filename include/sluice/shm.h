@@ -66,6 +66,13 @@ struct sl_shm_dims sl_shm_dims_of(const struct sl_shm_header *h);
  * of the name, never IPC_PRIVATE. */
 key_t sl_shm_key(const char *name);
 
+/* Whether a segment's first word says some sluice made it (any layout version,
+ * published or not). */
+int sl_shm_magic_is_ours(uint32_t magic);
+
+/* Note in the header the name the segment is made under (cut to fit). */
+void sl_shm_set_name(struct sl_shm_header *h, const char *name);
+
 /* Attach an existing segment read-write (shim) or read-only (stat).  Keeps no fd
  * open.  Returns 0, -errno from shmget/shmat (-ENOENT: none), or -EPROTO for a
  * layout we do not know (the caller passes traffic through). */

@@ -23,6 +23,7 @@
 #include "sluice/daemon.h"
 #include "sluice/log.h"
 #include "sluice/shm.h"
+#include "sluice/segments.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -34,9 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 struct run {
@@ -184,6 +187,34 @@ static int cannot_attach(const struct sl_config *cfg)
 	return 1;
 }
 
+/* A `sluice run` killed by SIGKILL cannot remove its private segment.  The next
+ * one does: a private segment nobody is attached to whose run (the pid in its
+ * name) is gone, and which this user may remove.  README "Segments". */
+#define SL_RUN_SHM_PREFIX "/sluice-run-"
+static int sweep_one(const struct sl_segment *s, void *arg)
+{
+	int64_t now_s = *(const int64_t *)arg;
+	const char *p = s->name + strlen(SL_RUN_SHM_PREFIX);
+	char *end;
+	long pid;
+
+	if (!sl_segment_unused(s, now_s) || strncmp(s->name, SL_RUN_SHM_PREFIX, strlen(SL_RUN_SHM_PREFIX)) != 0 ||
+	    (s->uid != geteuid() && geteuid() != 0))
+		return 0;
+	pid = strtol(p, &end, 10);
+	if (*p && !*end && pid > 0 && pid <= INT_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+		return 0; /* its run is alive (between its start and its daemon's attach) */
+	shmctl(s->shmid, IPC_RMID, NULL);
+	return 0;
+}
+
+static void sweep_private_segments(void)
+{
+	int64_t now_s = (int64_t)time(NULL);
+
+	sl_segments_each(sweep_one, &now_s);
+}
+
 static void on_child(struct ev_loop *loop, ev_child *w, int revents)
 {
 	struct run *r = w->data;
@@ -278,7 +309,8 @@ static int run_child(const struct how *how, char **cmd)
 		return SL_EXIT_FAIL;
 	}
 	if (embedded) {
-		snprintf(shm_name, sizeof(shm_name), "/sluice-run-%d", (int)getpid());
+		sweep_private_segments();
+		snprintf(shm_name, sizeof(shm_name), SL_RUN_SHM_PREFIX "%d", (int)getpid());
 		o.shm_name = shm_name;
 		switch (sl_daemon_start(&d, loop, &o)) {
 		case 0: break;

@@ -7,6 +7,7 @@
  *   sluice top [-c FILE] [--shm NAME] [--interval S] [--count N]
  *   sluice reload [-c FILE]
  *   sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]
+ *   sluice segments [--remove-unused] | --key NAME
  */
 #include "cli.h"
 #include "oneliner.h"
@@ -45,6 +46,9 @@ static const struct command commands[] = {
 	{"reload", sl_cmd_reload, "reload [-c FILE]", "make the daemon re-read its config"},
 	{"acquire", sl_cmd_acquire, "acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]",
 	 "wait for a place in the queue, for scripts"},
+	{"segments", sl_cmd_segments, "segments [--remove-unused] | --key NAME",
+	 "list sluice's shared-memory segments (key, shmid, owner, mode, users, config);\n"
+	 "        --remove-unused: remove those nobody is attached to; --key: the key of a shm_name"},
 };
 
 static void say_command(FILE *out, const struct command *c, const char *lead)

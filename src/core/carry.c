@@ -160,6 +160,7 @@ int sl_shm_open_or_create_dims(struct sl_shm *shm, const char *name, unsigned mo
 	}
 	sl_shm_detach(&old);
 set_mode:
+	sl_shm_set_name(shm->hdr, name);
 	/* The mode the config asks for, also on a segment made under another one. */
 	if (shmctl(shm->id, IPC_STAT, &ds) != 0 ||
 	    (ds.shm_perm.mode = (ds.shm_perm.mode & ~0777u) | (mode & 0777),
@@ -196,6 +197,7 @@ int sl_shm_move(struct sl_shm *shm, struct sl_shm *old, const char *name, unsign
 	}
 	sl_shm_init_header(shm->hdr, &want, 0);
 	sl_shm_note_attached(shm->hdr, &want);
+	sl_shm_set_name(shm->hdr, name);
 	if ((rc = sl_shm_lock(old->hdr, self, 2 * SL_NS_PER_S)) < 0)
 		goto fail;
 	carry_over(shm->hdr, old->hdr);

@@ -305,6 +305,14 @@ key_t sl_shm_key(const char *name)
 	return (key_t)h;
 }
 
+void sl_shm_set_name(struct sl_shm_header *h, const char *name)
+{
+	char cut[sizeof(h->shm_name)] = "";
+
+	snprintf(cut, sizeof(cut), "%s", name ? name : "");
+	memcpy(h->shm_name, cut, sizeof(cut));
+}
+
 int sl_shm_attach_id(struct sl_shm *shm, int id, int writable, size_t size)
 {
 	void *p = shmat(id, NULL, writable ? 0 : SHM_RDONLY);
@@ -372,6 +380,11 @@ int sl_shm_is_ours(int id)
 		return 0;
 	magic = atomic_load_explicit((_Atomic uint32_t *)p, memory_order_acquire);
 	shmdt(p);
+	return sl_shm_magic_is_ours(magic);
+}
+
+int sl_shm_magic_is_ours(uint32_t magic)
+{
 	return magic == SL_SHM_MAGIC || magic == SL_SHM_MAGIC_UNPUBLISHED;
 }
 
