@@ -179,8 +179,7 @@ int sl_cmd_acquire(int argc, char **argv)
 	if (segment_name(shm_opt, config, shm_name, sizeof(shm_name)) < 0)
 		return SL_EXIT_USAGE;
 	if ((rc = sl_shm_attach(&shm, shm_name, 1)) < 0) {
-		fprintf(stderr, "sluice: cannot attach segment %s: %s (is sluiced running?)\n",
-		        shm_name, rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+		sl_cli_segment_error("cannot attach", shm_name, rc);
 		return SL_EXIT_FAIL;
 	}
 	if ((idx = find_section(shm.hdr, target, &m.serial[0])) >= 0) {

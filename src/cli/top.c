@@ -291,8 +291,7 @@ int sl_cmd_top(int argc, char **argv)
 		shm_name = shm_buf;
 	}
 	if ((rc = sl_shm_attach(&shm, shm_name, 0)) < 0) {
-		fprintf(stderr, "sluice: cannot read segment %s: %s\n", shm_name,
-		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
+		sl_cli_segment_error("cannot read", shm_name, rc);
 		return SL_EXIT_FAIL;
 	}
 	signal(SIGINT, on_stop);

@@ -9,6 +9,7 @@
 #include "sluice/delivery.h"
 #include "sluice/golden.h"
 #include "sluice/shm.h"
+#include "sluice/segments.h"
 #include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/log.h"
@@ -315,8 +316,11 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	sl_config_dims(d->cfg, &want);
 	rc = sl_shm_open_or_create_dims(&d->shm, d->shm_name, d->cfg->global.shm_mode, &want, &reattached);
 	if (rc < 0) {
-		errno = -rc;
-		sl_log_warn("cannot create segment %s", d->shm_name);
+		char about[256], fix[256];
+
+		sl_segment_about(d->shm_name, about, sizeof(about));
+		sl_segment_fix(d->shm_name, rc, fix, sizeof(fix));
+		sl_log_warnx("cannot create %s: %s%s%s", about, strerror(-rc), fix[0] ? "; " : "", fix);
 		goto fail;
 	}
 	have = sl_shm_dims_of(d->shm.hdr);

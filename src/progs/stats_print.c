@@ -2,6 +2,7 @@
  * Rendering the segment's sections for `sluice stat` and the control socket, as text
  * or JSON.  Program-only: never linked into the shim.
  */
+#include "sluice/segments.h"
 #include "sluice/stats.h"
 #include "sluice/common.h"
 #include "sluice/config.h"
@@ -417,8 +418,34 @@ void sl_stats_key_views_free(struct sl_key_views *kv)
 	free(kv);
 }
 
+/* The name the segment was made under, when it says (minor 1 on). */
+static int segment_name(const struct sl_shm_header *h, char name[sizeof(h->shm_name)])
+{
+	if (h->minor < 1)
+		return 0;
+	memcpy(name, h->shm_name, sizeof(h->shm_name));
+	name[sizeof(h->shm_name) - 1] = '\0';
+	return name[0] != '\0';
+}
+
+/* ,"segment":{...}: the segment as `ipcs -m` and `sluice segments` name it. */
+static void render_segment_json(const struct sl_shm_header *h, FILE *out)
+{
+	char name[sizeof(h->shm_name)];
+	struct sl_segment s;
+
+	if (!segment_name(h, name) || sl_segment_find(name, &s) < 0)
+		return;
+	fprintf(out, ",\"segment\":{\"name\":");
+	json_string(out, name);
+	fprintf(out, ",\"key\":\"0x%08x\",\"shmid\":%d,\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\",\"attached\":%u}",
+	        (unsigned)s.key, s.shmid, (unsigned)s.uid, (unsigned)s.gid, s.mode, s.attached);
+}
+
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out)
 {
+	char name[sizeof(h->shm_name)];
+
 	static struct sl_section sec; /* large: keep it off the stack */
 	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
 	int32_t dpid = h->daemon_pid;
@@ -434,6 +461,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		memcpy(path, h->config_path, sizeof(path));
 		path[sizeof(path) - 1] = '\0';
 		json_string(out, path);
+		render_segment_json(h, out);
 		fprintf(out, ",\"daemon_pid\":%d,\"daemon_alive\":%s,\"heartbeat_age_ms\":%lld,"
 		        "\"lock_recoveries\":%llu,",
 		        dpid, alive ? "true" : "false", (long long)(age < 0 ? -1 : age / SL_NS_PER_MS),
@@ -445,6 +473,12 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		fprintf(out, "generation %llu, daemon %s (pid %d), lock recoveries %llu\n",
 		        (unsigned long long)h->generation, alive ? "alive" : "not running", dpid,
 		        (unsigned long long)h->lock_recoveries);
+		if (segment_name(h, name)) {
+			char about[256];
+
+			sl_segment_about(name, about, sizeof(about));
+			fprintf(out, "%s\n", about);
+		}
 		if (h->max_keys)
 			fprintf(out, "key table: %u of %u records in use\n", h->keys_used,
 			        sl_shm_nkeys(h));

@@ -2,6 +2,7 @@
  * supervisor.c - starting and stopping the seccomp supervisor (supervise.h;
  * docs/design.md, "Seccomp"); its parts are listed in internal.h.
  */
+#include "sluice/segments.h"
 #include "internal.h"
 
 struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *shm_name,
@@ -33,7 +34,10 @@ struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, con
 	s->sizes.seccomp_notif_resp = SL_MAX(s->sizes.seccomp_notif_resp, (uint16_t)sizeof(*s->resp));
 	snprintf(s->shm_name, sizeof(s->shm_name), "%s", shm_name);
 	if ((rc = sl_shm_attach(&s->shm, shm_name, 1)) < 0) {
-		fprintf(stderr, "sluice run: seccomp: cannot attach segment %s: %s\n", shm_name,
+		char about[256];
+
+		sl_segment_about(shm_name, about, sizeof(about));
+		fprintf(stderr, "sluice run: seccomp: cannot attach %s: %s\n", about,
 		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
 		goto fail;
 	}

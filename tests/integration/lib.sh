@@ -32,6 +32,13 @@ cleanup() {
 	wait
 	python3 "$HELPERS/segment.py" remove "$SHM_NAME"
 	for p in "${EXTRA_SHMS[@]}"; do python3 "$HELPERS/segment.py" remove "$p"; done
+	# And any other segment made from a config of this test (a `sluice run`
+	# killed before it could remove its private one): `sluice segments` says
+	# which config made each.
+	if [ -x "$BUILD_DIR/sluice" ]; then
+		"$BUILD_DIR/sluice" segments | awk -v t="$T/" 'index($NF, t) == 1 { print $2 }' |
+			while read -r p; do ipcrm -m "$p"; done
+	fi
 	if [ -n "${KEEP:-}" ]; then
 		echo "kept $T"
 	else

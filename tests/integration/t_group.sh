@@ -61,6 +61,12 @@ grep -q "may not use this machine's queues" "$T/err.$outsider" || fail "the outs
 grep -q "group $grp" "$T/err.$outsider" || fail "the message does not name the group"
 grep -q "usermod -aG $grp $outsider" "$T/err.$outsider" || fail "the message does not say how to fix it"
 
+# `sluice stat` by the outsider: not "no daemon answers" - it answers, to the group.
+runuser -u "$outsider" -- "$SLUICE" stat -c "$T/g.ini" >/dev/null 2>"$T/stat.$outsider"
+grep -qF "$outsider may not use the daemon's control socket $CTL (group $grp, mode 0660): sudo usermod -aG $grp $outsider" \
+	"$T/stat.$outsider" || fail "stat by the outsider: $(cat "$T/stat.$outsider")"
+grep -q "no daemon answers" "$T/stat.$outsider" && fail "stat by the outsider blamed the daemon"
+
 # --- with fallback = closed, the outsider's program is not started ---
 mkdir -m 777 "$T/w"
 sed -e "s/^shm_mode = 0660$/&\nfallback = closed/" "$T/g.ini" >"$T/closed.ini"

@@ -65,5 +65,16 @@ dpkg -P sluice >"$dir/dpkg-purge.log" 2>&1 || fail "dpkg -P: $(cat "$dir/dpkg-pu
 [ -e /etc/sluice/sluice.ini ] && fail "purge left the config"
 [ -e /etc/systemd/system/multi-user.target.wants/sluiced.service ] && fail "purge left the unit enabled"
 dpkg -s sluice >/dev/null 2>&1 && fail "dpkg still knows sluice after purge"
+ipcs -m | awk -v s="$segment" '$2 == s { found = 1 } END { exit !found }' &&
+	fail "purge left the service's segment: $(ipcs -m)"
 cp "$log" "$dir/systemctl.log"
+
+# --- without systemd (a container): installed, not started, and it says how ---
+rm -rf /run/systemd/system
+: >"$log"
+dpkg -i "$dir/sluice.deb" >"$dir/dpkg-nosystemd.log" 2>&1 || fail "dpkg -i without systemd: $(cat "$dir/dpkg-nosystemd.log")"
+grep -q "systemd is not running, so sluiced was not started. Start it as root with 'sluiced'" \
+	"$dir/dpkg-nosystemd.log" || fail "without systemd, the install did not say how to start sluiced: $(cat "$dir/dpkg-nosystemd.log")"
+grep -q "^start" "$log" && fail "without systemd, something was started: $(cat "$log")"
+dpkg -P sluice >"$dir/dpkg-purge2.log" 2>&1 || fail "dpkg -P without systemd: $(cat "$dir/dpkg-purge2.log")"
 echo "inside: ok"
