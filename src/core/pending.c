@@ -5,6 +5,7 @@
 #include "sluice/conc.h"
 #include "sluice/config.h"
 #include "sluice/limiter.h"
+#include "sluice/say.h"
 #include "sluice/shm.h"
 #include "sluice/wait.h"
 
@@ -113,6 +114,8 @@ static int refuse(struct sl_pending *p, struct sl_shm_header *h, int e, int sect
 	p->err = e ? e : p->ask.default_errno;
 	p->refusing_section = section;
 	p->why = why;
+	if (sl_say_on)
+		sl_say_refused(section, why, sl_clock_mono_ns());
 	return SL_PEND_REFUSED;
 }
 
@@ -171,6 +174,8 @@ static int step_places(struct sl_pending *p, struct sl_shm_header *h, int64_t no
 	rc = sl_wait_conc_take(h, p->ask.m, p->ask.self, &p->taken, &full, &seen);
 	now = SL_MAX(now, sl_clock_mono_ns()); /* the take may have waited for the lock */
 	if (rc == 0) {
+		if (sl_say_on && p->conc)
+			sl_say_held((int)p->ask.m->idx[__builtin_ctzll(p->conc)], now - p->asked_ns, now);
 		p->phase = SL_PEND_RESERVE;
 		p->at = now;
 		return NEXT;
@@ -248,6 +253,8 @@ static int step_reserve(struct sl_pending *p, struct sl_shm_header *h, int64_t n
 	if (!p->t.mask || went == 0)
 		return go(p, NULL); /* nothing to wait for, or released with the reservation */
 	p->phase = SL_PEND_RELEASE;
+	if (sl_say_on) /* said as it begins, not after it: a user held 20 s hears at once */
+		sl_say_held((int)p->ask.m->idx[__builtin_ctzll(p->t.mask)], p->t.slot_ns - p->asked_ns, now);
 	if (went < 0)
 		return NEXT; /* the release check could not be made yet: the next phase tries */
 	return wait_until(p, retry);

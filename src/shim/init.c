@@ -13,6 +13,7 @@
  *   SLUICE_DEBUG     1: log each decision to stderr
  *   SLUICE_LOG       file to append debug lines to instead of stderr
  */
+#include "sluice/say.h"
 #include "shim.h"
 #include "sluice/config_keys.h"
 #include "fdtab.h"
@@ -133,6 +134,7 @@ static void init_once_body(void)
 	sl_exec_capture();
 	sl_shim.pid = (int32_t)getpid();
 	sl_shim.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+	sl_say_setup(getenv(SL_SAY_ENV)); /* a bad name: silent, as the shim is */
 	if (log && sl_strlcpy(sl_shim.log_path, log, sizeof(sl_shim.log_path)) < 0)
 		sl_shim.log_path[0] = '\0';
 	pthread_atfork(NULL, NULL, at_fork_child);

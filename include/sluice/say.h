@@ -1,0 +1,39 @@
+/*
+ * say.h - held and refused calls told to `sluice run` (README "When a call is
+ * held").  The shim lives inside programs that do not expect its words, so it
+ * never writes their stderr: when `sluice run` asks (SLUICE_SAY names its
+ * socket), an admission held longer than SL_SAY_HELD_NS or refused sends one
+ * datagram there, and `sluice run` says it on its own stderr, once per section
+ * per few seconds.  Sending never blocks, never keeps a descriptor in the host
+ * program and never changes its errno; a full or absent listener loses the word.
+ *
+ * Datagrams, one line each:
+ *   H SECTION WAIT_MS PID         held: this call waits WAIT_MS before it goes
+ *   R SECTION COUNT WHY           COUNT calls refused (the shim sends 1 a call), why
+ */
+#ifndef SLUICE_SAY_H
+#define SLUICE_SAY_H
+
+#include <stdint.h>
+
+#define SL_SAY_ENV "SLUICE_SAY"
+#define SL_SAY_HELD_NS (1000 * 1000000LL) /* a hold shorter than this is not said */
+#define SL_SAY_NAME_MAX 100               /* the abstract socket's name, at most */
+
+/* Nonzero once sl_say_setup() was given a name: the admission stepper tells. */
+extern int sl_say_on;
+
+/* Speak to the abstract unix socket `name` (without its leading NUL); NULL or ""
+ * turns speaking off.  -EINVAL for a name that cannot be one. */
+int sl_say_setup(const char *name);
+
+/* A call of `section` given a slot `wait_ns` after it asked (>= SL_SAY_HELD_NS
+ * to be said: at most once per section every SL_SAY_EVERY_NS per process). */
+void sl_say_held(int section, int64_t wait_ns, int64_t now);
+
+/* A call of `section` (-1: none known) refused, for `why`. */
+void sl_say_refused(int section, const char *why, int64_t now);
+
+#define SL_SAY_EVERY_NS (2000 * 1000000LL)
+
+#endif

@@ -1,0 +1,90 @@
+/* Held and refused calls told to `sluice run` (include/sluice/say.h). */
+#include "sluice/say.h"
+#include "sluice/common.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int sl_say_on;
+static struct sockaddr_un say_addr;
+static socklen_t say_len;
+
+/* Per section (by index, folded onto SAY_SLOTS), when this process last said a
+ * hold.  Refusals are each sent: `sluice run` counts them (a listener whose
+ * queue is full loses some; its counts are "at least"). */
+#define SAY_SLOTS 64
+static _Atomic int64_t held_said[SAY_SLOTS];
+
+int sl_say_setup(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	sl_say_on = 0;
+	if (n == 0)
+		return 0;
+	if (n > SL_SAY_NAME_MAX || n + 1 > sizeof(say_addr.sun_path))
+		return -EINVAL;
+	memset(&say_addr, 0, sizeof(say_addr));
+	say_addr.sun_family = AF_UNIX;
+	memcpy(say_addr.sun_path + 1, name, n); /* abstract: no file to leave behind */
+	say_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	sl_say_on = 1;
+	return 0;
+}
+
+/* One datagram, by raw system calls (never the shim's own hooks), on a socket
+ * made and closed here: a descriptor kept across calls could be closed or reused
+ * by the host program, and the word would go to its socket. */
+static void say(const char *msg, size_t len)
+{
+	int saved = errno;
+	long fd = syscall(SYS_socket, AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd >= 0) {
+		syscall(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, &say_addr, say_len);
+		syscall(SYS_close, fd);
+	}
+	errno = saved;
+}
+
+/* Whether `slot` may speak at `now` again, `every` after it last did. */
+static int may_say(_Atomic int64_t *slot, int64_t now, int64_t every)
+{
+	int64_t last = atomic_load_explicit(slot, memory_order_relaxed);
+
+	return (last == 0 || now - last >= every) &&
+	       atomic_compare_exchange_strong_explicit(slot, &last, now, memory_order_relaxed,
+	                                               memory_order_relaxed);
+}
+
+void sl_say_held(int section, int64_t wait_ns, int64_t now)
+{
+	char msg[64];
+	int n;
+
+	if (!sl_say_on || wait_ns < SL_SAY_HELD_NS || section < 0 ||
+	    !may_say(&held_said[section % SAY_SLOTS], now, SL_SAY_EVERY_NS))
+		return;
+	n = snprintf(msg, sizeof(msg), "H %d %lld %d\n", section, (long long)(wait_ns / 1000000),
+	             (int)getpid());
+	say(msg, (size_t)n);
+}
+
+void sl_say_refused(int section, const char *why, int64_t now)
+{
+	char msg[160];
+	int n;
+
+	(void)now;
+	if (!sl_say_on)
+		return;
+	n = snprintf(msg, sizeof(msg), "R %d 1 %s\n", section, why ? why : "refused");
+	say(msg, (size_t)SL_MIN(n, (int)sizeof(msg) - 1));
+}
