@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "oneliner.h"
 #include "progkind.h"
+#include "speak.h"
 #include "sluice/supervise.h"
 #include "sluice/common.h"
 #include "sluice/seccomp.h"
@@ -258,6 +259,7 @@ struct how {
 	const char *config, *lib, *shm;
 	const struct sl_config *cfg;
 	int seccomp, verbose;
+	int quiet; /* -q, SLUICE_QUIET=1: held and refused calls are not said */
 };
 
 /* Whether some section meters datagrams: then sendto and sendmsg are trapped too. */
@@ -297,6 +299,7 @@ static int run_child(const struct how *how, char **cmd)
 	static struct sl_daemon d;
 	struct sl_supervisor *sup = NULL;
 	struct run r = {0};
+	static struct speaker speaker = {.fd = -1};
 	struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
 	char shm_name[SL_PATH_MAX];
 	const char *config = how->config;
@@ -321,6 +324,8 @@ static int run_child(const struct how *how, char **cmd)
 	} else {
 		snprintf(shm_name, sizeof(shm_name), "%s", how->shm);
 	}
+	if (!how->quiet && speaker_start(&speaker, loop, shm_name) < 0)
+		speaker.fd = -1; /* no socket: the run goes on, silent */
 	if (set_env(how->lib, config, shm_name) < 0 || (how->seccomp && setenv(SL_SECCOMP_ENV, "1", 1) != 0) ||
 	    (how->seccomp && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0))
 		goto fail;
@@ -364,12 +369,16 @@ static int run_child(const struct how *how, char **cmd)
 	for (int i = 0; i < 4; i++)
 		ev_signal_stop(loop, &r.forward[i]);
 	sl_supervise_stop(sup);
+	if (!how->quiet)
+		speaker_stop(&speaker, loop);
 	if (embedded)
 		sl_daemon_stop(&d);
 	if (WIFEXITED(r.status))
 		return WEXITSTATUS(r.status);
 	return WIFSIGNALED(r.status) ? 128 + WTERMSIG(r.status) : SL_EXIT_FAIL;
 fail:
+	if (!how->quiet)
+		speaker_stop(&speaker, loop);
 	if (embedded)
 		sl_daemon_stop(&d);
 	return SL_EXIT_FAIL;
@@ -387,9 +396,13 @@ int sl_cmd_run(int argc, char **argv)
 	struct how how = {0};
 	int opt, rc, seccomp = -1; /* -1: as the program needs */
 
-	while ((opt = getopt_long(argc, argv, "+c:v", longopts, NULL)) != -1) {
+	const char *quiet = getenv("SLUICE_QUIET");
+
+	how.quiet = quiet && *quiet && strcmp(quiet, "0") != 0;
+	while ((opt = getopt_long(argc, argv, "+c:vq", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
+		case 'q': how.quiet = 1; break;
 		case 'v': setenv("SLUICE_DEBUG", "1", 1); how.verbose = 1; break;
 		case 'S': seccomp = 1; break;
 		case 'N': seccomp = 0; break;
@@ -419,7 +432,7 @@ int sl_cmd_run(int argc, char **argv)
 		unlink(oneliner);
 	return rc;
 usage:
-	fprintf(stderr, "usage: sluice run [-c FILE | " SL_ONELINER_USAGE "] [-v] [--seccomp | --no-seccomp] -- CMD [ARG...]\n");
+	fprintf(stderr, "usage: sluice run [-c FILE | " SL_ONELINER_USAGE "] [-v] [-q] [--seccomp | --no-seccomp] -- CMD [ARG...]\n");
 	return SL_EXIT_USAGE;
 }
 
@@ -456,10 +469,12 @@ static int run_with(const char *path, struct how *hw, int seccomp, char **cmd)
 			        "--no-seccomp: not at all)\n", cmd[0],
 			        kind == SL_PROG_GO ? "a Go program" : "statically linked");
 	}
-	how = (struct how){.config = config, .lib = lib, .cfg = cfg, .seccomp = seccomp, .verbose = how.verbose};
+	how = (struct how){.config = config, .lib = lib, .cfg = cfg, .seccomp = seccomp, .verbose = how.verbose,
+	                   .quiet = how.quiet};
 	if (find_daemon(cfg, config, shm, sizeof(shm)) == 0 ||
 	    (find_segment(cfg, config) == 0 && sl_strlcpy(shm, cfg->global.shm_name, sizeof(shm)) == 0)) {
-		if (!seccomp) {
+		/* Nothing to host, supervise or listen to: the command replaces sluice. */
+		if (!seccomp && how.quiet) {
 			sl_config_free(cfg);
 			free(cfg);
 			if (set_env(lib, config, shm) < 0)

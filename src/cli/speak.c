@@ -1,0 +1,168 @@
+/* `sluice run` saying held and refused calls (speak.h). */
+#include "speak.h"
+#include "sluice/clock.h"
+#include "sluice/lease.h"
+#include "sluice/limiter.h"
+#include "sluice/say.h"
+#include "sluice/shm.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A section's name and its queue now, read from the segment (attached for the
+ * moment: the run may have joined the machine's, or host its own). */
+static void describe(const char *shm_name, int section, char *name, size_t nlen, char *queue, size_t qlen)
+{
+	struct sl_shm shm;
+	static struct sl_section copy; /* large: off the stack */
+	struct sl_section *sec;
+	struct timespec ts;
+
+	snprintf(name, nlen, "section %d", section);
+	queue[0] = '\0';
+	if (section < 0 || sl_shm_attach(&shm, shm_name, 0) < 0)
+		return;
+	if ((unsigned)section < shm.hdr->slots_used && (sec = sl_shm_section(shm.hdr, (unsigned)section))) {
+		const char *n = sl_section_name(shm.hdr, section);
+
+		if (n && *n)
+			snprintf(name, nlen, "%s", n);
+		memcpy(&copy, sec, sizeof(copy));
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if (copy.spec.per == SL_PER_NONE)
+			snprintf(queue, qlen, ", %llu queued",
+			         (unsigned long long)sl_limit_queued(&copy.spec, &copy.state,
+			                                             ts.tv_sec * 1000000000LL + ts.tv_nsec,
+			                                             sl_sane_ns(shm.hdr->wall_off_ns)));
+	}
+	sl_shm_detach(&shm);
+}
+
+/* Say the news in n that is due at `now` (all of it when `all`). */
+static void say_due(struct speaker *s, struct speaker_news *n, ev_tstamp now, int all)
+{
+	int section = n->section;
+	char name[96], queue[48];
+
+	if (!n->held_max_ms && !n->refused)
+		return;
+	describe(s->shm_name, section, name, sizeof(name), queue, sizeof(queue));
+	if (n->held_max_ms && (all || now - n->said_held >= SPEAK_EVERY_S)) {
+		fprintf(stderr, "sluice run: held %.1f s by [%s]%s\n", (double)n->held_max_ms / 1000, name, queue);
+		n->held_max_ms = 0;
+		n->said_held = now;
+	}
+	if (n->refused && (all || now - n->said_refused >= SPEAK_EVERY_S)) {
+		if (section < 0)
+			fprintf(stderr, "sluice run: refused: %s", n->why);
+		else
+			fprintf(stderr, "sluice run: refused by [%s]: %s", name, n->why);
+		if (n->refused > 1)
+			fprintf(stderr, " (%u calls)", n->refused);
+		fputc('\n', stderr);
+		n->refused = 0;
+		n->said_refused = now;
+	}
+}
+
+static void on_word(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct speaker *s = w->data;
+	char buf[256], why[96];
+	long long a, b;
+	int section;
+	ssize_t n;
+
+	(void)revents;
+	/* Bounded: what the socket holds now, at most 256 datagrams a wake-up. */
+	for (int i = 0; i < 256 && (n = recv(s->fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0; i++) {
+		struct speaker_news *news;
+		int held;
+
+		buf[n] = '\0';
+		held = sscanf(buf, "H %d %lld %lld", &section, &a, &b) == 3;
+		if (!held && sscanf(buf, "R %d %lld %95[^\n]", &section, &a, why) != 3)
+			continue; /* not ours to believe: anyone may send to the name */
+		if (section < -1 || a < 0)
+			continue;
+		news = &s->news[(unsigned)(section + 1) % SPEAK_SLOTS];
+		if (news->section != section) {
+			say_due(s, news, ev_now(loop), 1);
+			memset(news, 0, sizeof(*news));
+			news->section = section;
+		}
+		if (held && a > news->held_max_ms)
+			news->held_max_ms = a;
+		if (!held && a > 0) {
+			news->refused += (uint32_t)(a > 1000000 ? 1000000 : a);
+			snprintf(news->why, sizeof(news->why), "%s", why);
+		}
+		say_due(s, news, ev_now(loop), 0);
+	}
+}
+
+static void on_flush(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct speaker *s = w->data;
+
+	(void)revents;
+	for (int i = 0; i < SPEAK_SLOTS; i++)
+		say_due(s, &s->news[i], ev_now(loop), 0);
+}
+
+int speaker_start(struct speaker *s, struct ev_loop *loop, const char *shm_name)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	char name[SL_SAY_NAME_MAX];
+	unsigned rnd = 0;
+	int n;
+
+	memset(s, 0, sizeof(*s));
+	for (int i = 0; i < SPEAK_SLOTS; i++)
+		s->news[i].section = i - 1; /* each slot's own first section: nothing to say */
+	s->shm_name = shm_name;
+	if (getentropy(&rnd, sizeof(rnd)) != 0)
+		rnd = (unsigned)time(NULL);
+	n = snprintf(name, sizeof(name), "sluice-say-%d-%08x", (int)getpid(), rnd);
+	memcpy(a.sun_path + 1, name, (size_t)n);
+	s->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->fd < 0)
+		return -errno;
+	if (bind(s->fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 ||
+	    setenv(SL_SAY_ENV, name, 1) != 0) {
+		int e = errno;
+
+		close(s->fd);
+		s->fd = -1;
+		return -e;
+	}
+	sl_say_setup(name); /* the supervisor, in this process, says through it too */
+	ev_io_init(&s->io, on_word, s->fd, EV_READ);
+	s->io.data = s;
+	ev_io_start(loop, &s->io);
+	ev_timer_init(&s->flush, on_flush, SPEAK_EVERY_S, SPEAK_EVERY_S);
+	s->flush.data = s;
+	ev_timer_start(loop, &s->flush);
+	return 0;
+}
+
+void speaker_stop(struct speaker *s, struct ev_loop *loop)
+{
+	if (s->fd < 0)
+		return;
+	ev_io_stop(loop, &s->io);
+	ev_timer_stop(loop, &s->flush);
+	on_word(loop, &s->io, EV_READ); /* the last words in the socket */
+	for (int i = 0; i < SPEAK_SLOTS; i++)
+		say_due(s, &s->news[i], ev_now(loop), 1);
+	sl_say_setup(NULL);
+	close(s->fd);
+	s->fd = -1;
+}

@@ -1,0 +1,38 @@
+/* `sluice run` saying held and refused calls on its stderr (README "When a call
+ * is held"): it listens on an abstract unix socket named in SLUICE_SAY, which
+ * the shims and the seccomp supervisor send to (sluice/say.h), and says each
+ * section's news at most once every SPEAK_EVERY_S. */
+#ifndef SLUICE_CLI_SPEAK_H
+#define SLUICE_CLI_SPEAK_H
+
+#include <ev.h>
+#include <stdint.h>
+
+#define SPEAK_EVERY_S 3.0
+#define SPEAK_SLOTS 256 /* sections are kept by index modulo this (a second one
+                          * landing on a slot has the first's news said first) */
+
+struct speaker_news {
+	int section;            /* whose news (-1: no section known) */
+	int64_t held_max_ms;    /* the longest hold heard since it was last said */
+	uint32_t refused;       /* refusals heard since they were last said */
+	char why[96];           /* the last refusal's reason */
+	ev_tstamp said_held, said_refused; /* when each was last said (0: never) */
+};
+
+struct speaker {
+	int fd;
+	const char *shm_name;   /* the segment the sections are of, for their names */
+	ev_io io;
+	ev_timer flush;
+	struct speaker_news news[SPEAK_SLOTS];
+};
+
+/* Listen, and set SLUICE_SAY for the command and this process's supervisor.
+ * -errno when no socket could be made (the run goes on, silent). */
+int speaker_start(struct speaker *s, struct ev_loop *loop, const char *shm_name);
+
+/* Say what is still unsaid, and stop listening. */
+void speaker_stop(struct speaker *s, struct ev_loop *loop);
+
+#endif
