@@ -25,6 +25,11 @@ void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns, int held, uint64
  * clamped to the maximum seen. */
 int64_t sl_stats_wait_quantile(const struct sl_state *st, double q);
 
+/* How long from `now` until the slot a request asking now would get (0: it would
+ * go at once), for stat and top; -1 where there is no one queue to ask (no rate,
+ * a queue per key, observe only).  sec is a reader's copy: it may be changed. */
+int64_t sl_stats_next_slot_ns(struct sl_section *sec, int64_t now, int64_t wall_off);
+
 /* Print every section of the segment: a table, or JSON when `json` is set. */
 void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out);
 /* The same, listing the `top` busiest keys of each keyed section (by admissions;

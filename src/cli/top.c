@@ -35,6 +35,7 @@ struct row {
 	char rate[32];
 	double achieved;       /* per second since the last refresh */
 	uint64_t queued, open, limit;
+	int64_t next_ns; /* until a request asking now would go (-1: no one queue) */
 	uint64_t count[SL_NCOUNTERS]; /* the counters (counters.def) */
 	int64_t p50_ns, p99_ns, paused_ns;
 	int64_t late50_ns, late99_ns; /* releases after their slots, the daemon's window; -1: none */
@@ -149,6 +150,12 @@ static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **la
 			(*last)[i] = admitted;
 		}
 		w->queued = sec.spec.per ? 0 : sl_limit_queued(&sec.spec, &sec.state, now, sl_sane_ns(h->wall_off_ns));
+		{
+			static struct sl_section scratch; /* sl_stats_next_slot_ns may change it */
+
+			memcpy(&scratch, &sec, sizeof(scratch));
+			w->next_ns = sl_stats_next_slot_ns(&scratch, now, sl_sane_ns(h->wall_off_ns));
+		}
 		w->open = sec.state.conc_open;
 		w->limit = sec.spec.concurrency;
 		w->p50_ns = sl_stats_wait_quantile(&sec.state, 0.5);
@@ -220,9 +227,10 @@ static void print_table(const char *shm, const struct row *r, unsigned n)
 	for (unsigned c = 0; c < SL_NCOUNTERS; c++)
 		if (sl_counters[c].column)
 			printf(" %9s", sl_counters[c].column);
-	printf(" %9s %9s %9s %9s %9s %s\n", "WAIT_P50", "WAIT_P99", "LATE_P50", "LATE_P99", "OPEN", "PAUSED");
+	printf(" %9s %9s %9s %9s %9s %9s %s\n", "WAIT_P50", "WAIT_P99", "LATE_P50", "LATE_P99", "NEXT_SLOT", "OPEN",
+	       "PAUSED");
 	for (unsigned i = 0; i < n; i++) {
-		char open[24] = "-", paused[24] = "-", l50[16], l99[16];
+		char open[24] = "-", paused[24] = "-", l50[16], l99[16], next[16] = "-";
 
 		if (r[i].limit)
 			snprintf(open, sizeof(open), "%llu/%llu", (unsigned long long)r[i].open,
@@ -235,8 +243,10 @@ static void print_table(const char *shm, const struct row *r, unsigned n)
 		for (unsigned c = 0; c < SL_NCOUNTERS; c++)
 			if (sl_counters[c].column)
 				printf(" %9llu", (unsigned long long)r[i].count[c]);
-		printf(" %7.1fms %7.1fms %9s %9s %9s %s\n", (double)r[i].p50_ns / 1e6, (double)r[i].p99_ns / 1e6, l50, l99,
-		       open, paused);
+		if (r[i].next_ns >= 0)
+			snprintf(next, sizeof(next), "%.1fms", (double)r[i].next_ns / 1e6);
+		printf(" %7.1fms %7.1fms %9s %9s %9s %9s %s\n", (double)r[i].p50_ns / 1e6, (double)r[i].p99_ns / 1e6, l50,
+		       l99, next, open, paused);
 		if (r[i].fleet[0])
 			printf("  fleet: %s\n", r[i].fleet);
 		for (unsigned k = 0; k < r[i].nkeys; k++) {

@@ -2,6 +2,7 @@
 #include "sluice/strategy.h"
 #include "sluice/common.h"
 #include "sluice/config.h"
+#include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/match.h"
 #include "sluice/shm.h"
@@ -73,4 +74,14 @@ int64_t sl_stats_wait_quantile(const struct sl_state *st, double q)
 			return SL_MIN(sl_stats_bucket_upper_ns(b), (int64_t)st->wait_max_ns);
 	}
 	return (int64_t)st->wait_max_ns;
+}
+
+int64_t sl_stats_next_slot_ns(struct sl_section *sec, int64_t now, int64_t wall_off)
+{
+	int64_t slot;
+
+	if (!sec->spec.amount || sec->spec.per != SL_PER_NONE || sec->spec.mode == SL_MODE_OBSERVE)
+		return -1;
+	slot = sl_limit_slot(&sec->spec, &sec->state, now, 1, wall_off);
+	return slot > now ? slot - now : 0;
 }

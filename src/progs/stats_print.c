@@ -495,6 +495,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		const struct sl_state *st = &sec.state;
 		const struct key_view *kv = va.views && va.view_of[i] ? &va.views[va.view_of[i] - 1] : NULL;
 		uint64_t queued, open;
+		int64_t next;
 
 		if (!snapshot(h, i, &sec, match, sizeof(match)))
 			continue;
@@ -502,6 +503,12 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		queued = sec.spec.per ? (kv ? kv->queued : 0)
 		                      : sl_limit_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
 		open = sec.spec.per ? (kv ? kv->open : 0) : st->conc_open;
+		{
+			static struct sl_section scratch; /* sl_stats_next_slot_ns may change it */
+
+			memcpy(&scratch, &sec, sizeof(scratch));
+			next = sl_stats_next_slot_ns(&scratch, now, sl_sane_ns(h->wall_off_ns));
+		}
 		if (sec.spec.amount)
 			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, rate,
 			               sizeof(rate));
@@ -516,7 +523,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			        "\"amount\":%llu,\"window_ns\":%lld,\"burst\":%llu,\"mode\":\"%s\","
 			        "\"queued\":%llu,\"wait_p50_us\":%lld,"
 			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld,"
-			        "\"concurrency\":%u,\"open\":%llu",
+			        "\"concurrency\":%u,\"open\":%llu,\"next_slot_ms\":%.1f",
 			        sl_meter_name(sec.spec.meter), sl_strategy_name(sec.spec.strategy), rate,
 			        (unsigned long long)sec.spec.amount, (long long)sec.spec.window_ns,
 			        (unsigned long long)sec.spec.burst,
@@ -525,7 +532,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			        (long long)(sl_stats_wait_quantile(st, 0.5) / 1000),
 			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
 			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
-			        sec.spec.concurrency, (unsigned long long)open);
+			        sec.spec.concurrency, (unsigned long long)open, next < 0 ? -1.0 : (double)next / 1e6);
 			for (size_t c = 0; c < SL_NCOUNTERS; c++)
 				fprintf(out, ",\"%s\":%llu", sl_counters[c].field, (unsigned long long)sl_counter_of(st, (unsigned)c));
 			render_delivery(&sec, 1, out);
@@ -549,6 +556,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			fprintf(out, " %10s %10s %10s\n", p50, p99, max);
 			fprintf(out, "  match %s%s", match,
 			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
+			if (next > 0)
+				fprintf(out, "  next slot in %.1f ms", (double)next / 1e6);
 			if (sec.spec.concurrency)
 				fprintf(out, "  concurrency %u%s, %llu open", sec.spec.concurrency,
 				        sec.spec.per ? " per key" : "", (unsigned long long)open);
