@@ -90,6 +90,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--log")
+    ap.add_argument("--port", type=int, default=0, help="this port (default: any free one)")
     ap.add_argument("--ipv6", action="store_true")
     ap.add_argument("--lifetime", type=float, default=300)
     ap.add_argument("--dual", action="store_true",
@@ -108,7 +109,7 @@ def main():
         import ssl
         TLSServer.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         TLSServer.tls.load_cert_chain(*args.tls)
-    srv = cls(("::1" if args.ipv6 else "127.0.0.1", 0), Handler)
+    srv = cls(("::1" if args.ipv6 else "127.0.0.1", args.port), Handler)
     servers = [srv]
     if args.dual:
         servers.append(Server6(("::1", srv.server_address[1]), Handler))
