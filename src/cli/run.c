@@ -24,6 +24,7 @@
 #include "sluice/daemon.h"
 #include "sluice/log.h"
 #include "sluice/shm.h"
+#include "sluice/say.h"
 #include "sluice/segments.h"
 
 #include <errno.h>
@@ -399,6 +400,7 @@ int sl_cmd_run(int argc, char **argv)
 	const char *quiet = getenv("SLUICE_QUIET");
 
 	how.quiet = quiet && *quiet && strcmp(quiet, "0") != 0;
+	unsetenv(SL_SAY_ENV); /* an outer sluice run's: this one listens, or (-q) nobody */
 	while ((opt = getopt_long(argc, argv, "+c:vq", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
