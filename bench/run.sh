@@ -44,6 +44,9 @@
 #      nginx's limit_req at 100 and 1,000/s.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# The figures only: `sluice run` saying its held calls (README "When a call is
+# held") would come between them.
+export SLUICE_QUIET=1
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
