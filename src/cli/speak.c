@@ -30,11 +30,10 @@ static void describe(const char *shm_name, int section, char *name, size_t nlen,
 	if (section < 0 || sl_shm_attach(&shm, shm_name, 0) < 0)
 		return;
 	if ((unsigned)section < shm.hdr->slots_used && (sec = sl_shm_section(shm.hdr, (unsigned)section))) {
-		const char *n = sl_section_name(shm.hdr, section);
-
-		if (n && *n)
-			snprintf(name, nlen, "%s", n);
 		memcpy(&copy, sec, sizeof(copy));
+		/* The copy's name, bounded: the segment is anyone's to scribble. */
+		if (copy.spec.name[0])
+			snprintf(name, nlen, "%.*s", (int)sizeof(copy.spec.name), copy.spec.name);
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		if (copy.spec.per == SL_PER_NONE)
 			snprintf(queue, qlen, ", %llu queued",
