@@ -73,15 +73,41 @@ def host_of(payload):
     return "-"
 
 
-def port_filter(port, snap):
+def port_filter(port, snap, syn_only=False):
     """A classic BPF program: IPv4 or IPv6 (no extension headers, as on lo), TCP or
-    UDP, source or destination port `port`; `snap` bytes of each kept.  Jumps are
-    written by label and turned into the relative offsets BPF takes."""
-    ld_h, ld_b, ld_h_ind, ldx_msh, jeq, ret = 0x28, 0x30, 0x48, 0xB1, 0x15, 0x06
+    UDP, source or destination port `port`; `snap` bytes of each kept.  Loopback
+    shows each packet twice: the kernel drops the outgoing copy.  With `syn_only`,
+    only TCP SYNs (no ACK) to `port` are kept: at 5,000 connections a second the
+    other packets (some 40,000 a second) cost the witness a good part of a core,
+    taken from the programs it measures.  Jumps are written by label and turned
+    into the relative offsets BPF takes."""
+    ld_w, ld_h, ld_b, ld_h_ind, ld_b_ind, ldx_msh, jeq, ret = 0x20, 0x28, 0x30, 0x48, 0x50, 0xB1, 0x15, 0x06
+    alu_and = 0x54
+    pkttype = 0xFFFFF004  # SKF_AD_OFF + SKF_AD_PKTTYPE
+    v4syn = [
+        ("v4ports", ldx_msh, None, None, 14),    # X = IPv4 header length
+        ("", ld_h_ind, None, None, 16),          # destination port
+        ("", jeq, None, "drop", port),
+        ("", ld_b_ind, None, None, 27),          # TCP flags
+        ("", alu_and, None, None, 0x12),
+        ("", jeq, "accept", "drop", 0x02),       # SYN without ACK
+    ]
+    v6syn = [
+        ("v6ports", ld_h, None, None, 56),
+        ("", jeq, None, "drop", port),
+        ("", ld_b, None, None, 67),
+        ("", alu_and, None, None, 0x12),
+        ("", jeq, "accept", "drop", 0x02),
+    ]
     prog = [
+        ("", ld_w, None, None, pkttype),
+        ("", jeq, "drop", None, PACKET_OUTGOING),
         ("", ld_h, None, None, 12),              # ethertype
         ("", jeq, None, "v6", 0x0800),
         ("", ld_b, None, None, 23),              # IPv4 protocol
+    ] + ([
+        ("", jeq, "v4ports", "drop", 6),
+    ] + v4syn if syn_only else [
         ("", jeq, "v4ports", None, 6),
         ("", jeq, "v4ports", "drop", 17),
         ("v4ports", ldx_msh, None, None, 14),    # X = IPv4 header length
@@ -89,14 +115,19 @@ def port_filter(port, snap):
         ("", jeq, "accept", None, port),
         ("", ld_h_ind, None, None, 16),          # destination port
         ("", jeq, "accept", "drop", port),
+    ]) + [
         ("v6", jeq, None, "drop", 0x86DD),
         ("", ld_b, None, None, 20),              # IPv6 next header
+    ] + ([
+        ("", jeq, "v6ports", "drop", 6),
+    ] + v6syn if syn_only else [
         ("", jeq, "v6ports", None, 6),
         ("", jeq, "v6ports", "drop", 17),
         ("v6ports", ld_h, None, None, 54),
         ("", jeq, "accept", None, port),
         ("", ld_h, None, None, 56),
         ("", jeq, "accept", "drop", port),
+    ]) + [
         ("drop", ret, None, None, 0),
         ("accept", ret, None, None, snap),
     ]
@@ -108,9 +139,9 @@ def port_filter(port, snap):
     return b"".join(out), len(prog)
 
 
-def attach_filter(s, port, snap):
+def attach_filter(s, port, snap, syn_only=False):
     import ctypes
-    code, n = port_filter(port, snap)
+    code, n = port_filter(port, snap, syn_only)
     buf = ctypes.create_string_buffer(code)
     fprog = struct.pack("HL", n, ctypes.addressof(buf))
     s.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
@@ -208,7 +239,9 @@ def main():
     args = ap.parse_args()
     want = 4096 if args.key == "host" else 256  # headers suffice, but a Host is in the payload
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    keep = attach_filter(s, args.port, want)
+    # Only SYNs matter when SYNs alone are recorded (and no connection's end).
+    syn_only = args.what == "syn" and not args.ends_out
+    keep = attach_filter(s, args.port, want, syn_only)
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     s.bind(("lo", 0))
