@@ -58,4 +58,13 @@ int sl_clock_sleep_until_precise(int64_t deadline_ns);
 #define SL_CLOCK_SLICE_NS (100 * 1000)
 void sl_clock_prefer_wakeups(void);
 
+/* For the same threads: SCHED_FIFO at SL_CLOCK_RT_PRIORITY, the lowest realtime
+ * priority, where the process may have it (root, CAP_SYS_NICE or RLIMIT_RTPRIO of
+ * at least 1) and RLIMIT_RTTIME is unlimited, unless SLUICE_REALTIME=0.  Such a
+ * thread is not kept off a core by ordinary threads (docs/design.md, "Deferred
+ * connects on time"); it must sleep between its instants.  1 when granted; on
+ * refusal the thread stays as it was. */
+#define SL_CLOCK_RT_PRIORITY 1
+int sl_clock_prefer_realtime(void);
+
 #endif

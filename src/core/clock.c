@@ -2,12 +2,14 @@
 #include "sluice/common.h"
 
 #include <errno.h>
-#include <stdint.h>
-#include <string.h>
 #include <sched.h>
-#include <time.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static int64_t read_clock(clockid_t id)
@@ -74,6 +76,21 @@ void sl_clock_prefer_wakeups(void)
 
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	syscall(SYS_sched_setattr, 0, &sa, 0);
+}
+
+int sl_clock_prefer_realtime(void)
+{
+	struct sched_param sp = {.sched_priority = SL_CLOCK_RT_PRIORITY};
+	const char *no = getenv("SLUICE_REALTIME");
+	struct rlimit rl;
+
+	if (no && strcmp(no, "0") == 0)
+		return 0;
+	/* Under a finite RLIMIT_RTTIME the kernel sends SIGXCPU to a realtime thread
+	 * that runs that long without blocking: the program would die of it. */
+	if (getrlimit(RLIMIT_RTTIME, &rl) != 0 || rl.rlim_cur != RLIM_INFINITY)
+		return 0;
+	return sched_setscheduler(0, SCHED_FIFO, &sp) == 0; /* this thread only */
 }
 
 int64_t sl_clock_wall_offset_ns(void)
