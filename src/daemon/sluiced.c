@@ -54,29 +54,62 @@ static void usage(FILE *out, int status)
 	exit(status);
 }
 
+/* Detaching happens in two steps, so that what goes wrong while starting is seen
+ * by whoever started it: detach() forks, and the parent waits until the child
+ * says it serves (detached_ready) - then it exits 0 - or the child dies, having
+ * said why on the stderr both still share - then it exits 1. */
+static int ready_fd = -1;
+
 static void detach(void)
 {
-	int fd;
+	int p[2], fd;
+	ssize_t n;
+	char c;
 
+	if (pipe(p) != 0)
+		sl_fatal("pipe");
 	switch (fork()) {
 	case -1:
 		sl_fatal("fork");
 	case 0:
+		close(p[0]);
+		ready_fd = p[1];
 		break;
 	default:
-		_exit(0);
+		close(p[1]);
+		do
+			n = read(p[0], &c, 1);
+		while (n < 0 && errno == EINTR);
+		_exit(n == 1 ? 0 : 1);
 	}
 	setsid();
 	if (chdir("/") != 0)
 		sl_fatal("chdir /");
-	fd = open("/dev/null", O_RDWR);
+	fd = open("/dev/null", O_RDONLY);
 	if (fd >= 0) {
 		dup2(fd, 0);
+		if (fd > 0)
+			close(fd);
+	}
+}
+
+/* The detached daemon serves: its output goes to syslog from now on, and the
+ * parent waiting in detach() exits 0. */
+static void detached_ready(int log_level)
+{
+	int fd = open("/dev/null", O_RDWR);
+
+	if (fd >= 0) {
 		dup2(fd, 1);
 		dup2(fd, 2);
 		if (fd > 2)
 			close(fd);
 	}
+	sl_log_init("sluiced", 0, log_level);
+	if (write(ready_fd, "1", 1) != 1)
+		sl_log_warn("could not tell the parent it is ready");
+	close(ready_fd);
+	ready_fd = -1;
 }
 
 int main(int argc, char **argv)
@@ -123,8 +156,11 @@ int main(int argc, char **argv)
 			sl_config_print_errors(&cfg, stderr);
 			return 2;
 		}
+		/* The detached daemon runs in /: a relative path would name another
+		 * file there, at the start and at every reload. */
+		if (config[0] != '/' && !(config = realpath(config, NULL)))
+			sl_fatal("cannot resolve the config's path");
 		detach();
-		sl_log_init("sluiced", 0, cfg.global.log_level);
 	}
 	loop = ev_default_loop(EVFLAG_AUTO);
 	if (!loop)
@@ -141,6 +177,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sl_log_set_level(d.cfg->global.log_level);
+	if (ready_fd >= 0)
+		detached_ready(d.cfg->global.log_level);
 	notify("READY=1");
 	ev_run(loop, 0);
 	notify("STOPPING=1");

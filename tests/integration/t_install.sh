@@ -28,6 +28,16 @@ out=$(env -u SLUICE_LIB "$P/bin/sluice" run -c "$T/x.ini" -- sh -c 'echo "$LD_PR
 for f in lib/systemd/system/sluiced.service lib/sysusers.d/sluice.conf lib/tmpfiles.d/sluice.conf; do
 	[ -e "$P/$f" ] || fail "missing $f"
 done
+# The README's next step, `systemd-sysusers; systemd-tmpfiles --create`, on the
+# staging root (its entries named: they are under /opt here): the user and group
+# sluice, and the control socket's directory, theirs.
+systemd-sysusers --root="$T/root" "$P/lib/sysusers.d/sluice.conf" >"$T/sysusers.out" 2>&1 ||
+	fail "systemd-sysusers: $(cat "$T/sysusers.out")"
+grep -q '^sluice:' "$T/root/etc/passwd" || fail "systemd-sysusers made no user sluice"
+grep -q '^sluice:' "$T/root/etc/group" || fail "systemd-sysusers made no group sluice"
+systemd-tmpfiles --root="$T/root" --create "$P/lib/tmpfiles.d/sluice.conf" >"$T/tmpfiles.out" 2>&1 ||
+	fail "systemd-tmpfiles: $(cat "$T/tmpfiles.out")"
+[ -d "$T/root/run/sluice" ] || fail "systemd-tmpfiles made no /run/sluice"
 E="$T/root/etc/sluice/sluice.ini"
 [ -e "$E" ] || fail "missing /etc/sluice/sluice.ini"
 "$P/bin/sluice" check -c "$E" >"$T/check.out" || fail "the installed /etc/sluice/sluice.ini does not check"

@@ -3,15 +3,18 @@
 # namespaces of the test's own: a network namespace where hooks.example.com and
 # api.example.com are this loopback (an /etc/hosts bound over the machine's in a
 # mount namespace), an HTTPS server on 443 with a certificate curl is told to
-# trust, and an IPC namespace for the segments.  Nothing leaves the namespace.
+# trust, an IPC namespace for the segments, a /run of its own for the control
+# sockets, and a PID namespace: the daemon a README command starts (it detaches)
+# ends with the test.  Nothing leaves the namespaces.
 if [ -z "${SL_README_NS:-}" ]; then
 	[ "$(id -u)" -eq 0 ] || { echo "FAIL: needs root (namespaces)"; exit 1; }
-	exec env SL_README_NS=1 unshare --mount --net --ipc bash "$0" "$@"
+	exec env SL_README_NS=1 unshare --mount --net --ipc --pid --fork --mount-proc bash "$0" "$@"
 fi
 . "$(dirname "$0")/lib.sh"
 
 ip link set lo up || fail "no loopback in the namespace"
 mount --make-rprivate / || fail "mount --make-rprivate"
+mount -t tmpfs tmpfs /run || fail "no /run of its own"
 printf '127.0.0.1 localhost\n127.0.0.1 hooks.example.com api.example.com\n' >"$T/hosts"
 mount --bind "$T/hosts" /etc/hosts || fail "cannot bind a hosts file"
 openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=hooks.example.com \
@@ -31,4 +34,5 @@ PATH="$BUILD_DIR:$PATH" SLUICE_LIB="$PRELOAD" CURL_CA_BUNDLE="$T/cert.pem" \
 	fail "$(cat "$T/out")"
 note "$(cat "$T/out")"
 [ "$(grep -c '^ran `sluice run' "$T/out")" -ge 2 ] || fail "fewer sluice runs than the README has: $(cat "$T/out")"
+grep -q '^ran `for .*sluice acquire.*at the server=3 ' "$T/out" || fail "the acquire loop was not held to its rate: $(cat "$T/out")"
 echo "ok"

@@ -13,7 +13,10 @@ fail() {
 log=/var/log/fake-systemctl.log
 
 # --- install: user and group, runtime directory, enabled and started ---
-dpkg -i "$dir/sluice.deb" >"$dir/dpkg-install.log" 2>&1 || fail "dpkg -i: $(cat "$dir/dpkg-install.log")"
+# As the README has it (`sudo apt install ./build/sluice_*.deb`; root here, and
+# -y for no terminal).
+(cd "$dir" && apt install -y ./sluice.deb) >"$dir/dpkg-install.log" 2>&1 ||
+	fail "apt install: $(cat "$dir/dpkg-install.log")"
 getent passwd sluice >/dev/null || fail "install made no user sluice"
 getent group sluice >/dev/null || fail "install made no group sluice"
 [ -L /etc/systemd/system/multi-user.target.wants/sluiced.service ] || fail "install did not enable sluiced"
@@ -33,7 +36,8 @@ rate = 4/s
 max_wait = 1m
 EOF
 sluice reload >"$dir/reload" 2>&1 || fail "sluice reload: $(cat "$dir/reload")"
-useradd -M -G sluice sluicetester || fail "useradd"
+useradd -M sluicetester || fail "useradd"
+usermod -aG sluice sluicetester || fail "usermod -aG sluice (README, \"Running it on a machine\")"
 # The user's program: 40 connections at 4/s (10 s), across the upgrade below.
 runuser -u sluicetester -- sluice run -- python3 "$dir/fetch.py" "http://127.0.0.1:$port/deb" 40 \
 	>"$dir/client.out" 2>&1 &

@@ -6,7 +6,9 @@
 In the README's indented code blocks, a line "    $ CMD" is a command.  After
 "$ cat FILE" the block's next lines are FILE's content, written into WORKDIR
 before the commands run; after any other command they are output it must print
-(compared with every number free to differ).  Each command runs in WORKDIR under
+(compared with every number free to differ).  The operator's commands (a package
+installed, users made) are left to the tests that run them: OPERATOR says which,
+and a README command of that kind no test runs fails this one.  Each command runs in WORKDIR under
 bash and must exit 0.  A `sluice run` is also held to its rate at the
 destination: WITNESS is the SYN witness's record of the local server standing in
 for the README's names, and the arrivals during the command must keep the rate
@@ -18,18 +20,22 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ACQUIRE_SLACK_MS = 30.0
 
 
 def blocks(path):
-    """(command, following lines) for each `$` line of the indented blocks."""
-    out, cur = [], None
+    """(command, following lines) for each `$` line of the indented blocks (a
+    block inside a list item is indented further: its lines lose that indent)."""
+    out, cur, indent = [], None, 0
     for line in open(path, encoding="utf-8"):
         line = line.rstrip("\n")
-        if line.startswith("    $ "):
-            cur = (line[6:], [])
+        m = re.match(r"( {4,})\$ (.*)", line)
+        if m:
+            indent = len(m.group(1))
+            cur = (m.group(2), [])
             out.append(cur)
-        elif cur is not None and line.startswith("    ") and line.strip():
-            cur[1].append(line[4:])
+        elif cur is not None and line.startswith(" " * indent) and line.strip():
+            cur[1].append(line[indent:])
         else:
             cur = None
     return out
@@ -53,8 +59,57 @@ def rate_of(cmd, workdir):
     return 1000.0 / int(m.group(1)) if m else None
 
 
+# The operator's commands, which need root on the machine itself (a package
+# installed, users made): not `$` commands, so not run here, but each is run as
+# written - or as near as a throwaway root allows - by the test named, which
+# must still hold the text given.  None means not run anywhere, and why.
+OPERATOR = {
+    "make deb": ("t_deb.sh", "BUILD_DIR\" deb"),
+    "sudo apt install ./build/sluice_*.deb": ("helpers/deb_inside.sh", "apt install -y ./sluice.deb"),
+    "make install": ("t_install.sh", "install PREFIX="),
+    "make install PREFIX=/usr/local [DESTDIR=...]": ("t_install.sh", "install PREFIX=/opt/sluice DESTDIR="),
+    "systemd-sysusers; systemd-tmpfiles --create": ("t_install.sh", "systemd-tmpfiles --root="),
+    "systemctl daemon-reload && systemctl enable --now sluiced":
+        (None, "needs systemd as PID 1; t_install checks the unit with systemd-analyze verify"),
+    "groupadd sluice": ("t_group.sh", "groupadd \"$grp\""),
+    "usermod -aG sluice alice": ("helpers/deb_inside.sh", "usermod -aG sluice sluicetester"),
+}
+OPERATOR_WORDS = ("sudo ", "apt ", "apt-get ", "dpkg ", "systemctl ", "systemd-", "groupadd ", "useradd ",
+                  "usermod ", "make install", "make deb")
+
+
+def operator_lines(path):
+    """Lines of the indented blocks that are operator commands (comments cut)."""
+    out = []
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("    ") and line.strip().startswith(OPERATOR_WORDS):
+            out.append(line.split("#", 1)[0].strip())
+    return out
+
+
+def check_operator(readme):
+    """Every operator command of the README is in OPERATOR, and its test holds it."""
+    tests = os.path.dirname(HERE)
+    for cmd in operator_lines(readme):
+        if cmd not in OPERATOR:
+            print("FAIL: the README's `%s` is run by no test (add it to OPERATOR in %s)" % (cmd, __file__))
+            return 1
+        test, marker = OPERATOR[cmd]
+        if test is None:
+            print("not run: `%s` (%s)" % (cmd, marker))
+            continue
+        with open(os.path.join(tests, test), encoding="utf-8") as f:
+            if marker not in f.read():
+                print("FAIL: %s no longer runs the README's `%s` (no %r in it)" % (test, cmd, marker))
+                return 1
+        print("run by %s: `%s`" % (test, cmd))
+    return 0
+
+
 def main():
     readme, workdir, witness = sys.argv[1:4]
+    if check_operator(readme):
+        return 1
     cmds = blocks(readme)
     if not cmds:
         print("FAIL: no $ commands in %s" % readme)
@@ -78,7 +133,12 @@ def main():
                 print("FAIL: `%s` did not print a line like %r; it printed:\n%s" % (cmd, want, "\n".join(said)))
                 return 1
         note = ""
-        interval = rate_of(cmd, workdir) if cmd.startswith("sluice run") else None
+        # `sluice run` is held to the rate at the destination; a loop of `sluice
+        # acquire`s paces the releases, and each program starts a few ms after its
+        # own, so its arrivals are held to the rate with ACQUIRE_SLACK_MS of slack.
+        shaped = cmd.startswith("sluice run") or "sluice acquire" in cmd
+        interval = rate_of(cmd, workdir) if shaped else None
+        slack = ACQUIRE_SLACK_MS if "sluice acquire" in cmd else 1.0
         if interval:
             subprocess.run(["sleep", "0.3"])
             part = os.path.join(workdir, ".arrivals")
@@ -86,7 +146,8 @@ def main():
                 f.seek(seen)
                 g.write(f.read())
             a = subprocess.run([sys.executable, os.path.join(HERE, "arrivals.py"), part, "--interval-ms",
-                                "%g" % interval, "--at-least", "2", "--what", "at the server"],
+                                "%g" % interval, "--slack-ms", "%g" % slack, "--at-least", "2",
+                                "--what", "at the server"],
                                capture_output=True, text=True)
             if a.returncode != 0:
                 print("FAIL: `%s` at the destination: %s" % (cmd, a.stdout + a.stderr))
