@@ -60,10 +60,10 @@ void sl_clock_prefer_wakeups(void);
 
 /* For the same threads: SCHED_FIFO at SL_CLOCK_RT_PRIORITY, the lowest realtime
  * priority, where the process may have it (root, CAP_SYS_NICE or RLIMIT_RTPRIO of
- * at least 1) and RLIMIT_RTTIME is unlimited, unless SLUICE_REALTIME=0.  Such a
- * thread is not kept off a core by ordinary threads (docs/design.md, "Deferred
- * connects on time"); it must sleep between its instants.  1 when granted; on
- * refusal the thread stays as it was. */
+ * at least 1) and RLIMIT_RTTIME is unlimited.  Such a thread is not kept off a
+ * core by ordinary threads (docs/design.md, "Deferred connects on time"); it must
+ * sleep between its instants.  1 when granted; on refusal the thread stays as it
+ * was.  The caller asks only where SLUICE_REALTIME=0 was not said. */
 #define SL_CLOCK_RT_PRIORITY 1
 int sl_clock_prefer_realtime(void);
 

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -81,11 +80,8 @@ void sl_clock_prefer_wakeups(void)
 int sl_clock_prefer_realtime(void)
 {
 	struct sched_param sp = {.sched_priority = SL_CLOCK_RT_PRIORITY};
-	const char *no = getenv("SLUICE_REALTIME");
 	struct rlimit rl;
 
-	if (no && strcmp(no, "0") == 0)
-		return 0;
 	/* Under a finite RLIMIT_RTTIME the kernel sends SIGXCPU to a realtime thread
 	 * that runs that long without blocking: the program would die of it. */
 	if (getrlimit(RLIMIT_RTTIME, &rl) != 0 || rl.rlim_cur != RLIM_INFINITY)

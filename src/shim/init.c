@@ -126,6 +126,7 @@ static void init_once_body(void)
 	const char *shm_name = getenv("SLUICE_SHM");
 	const char *dbg = getenv("SLUICE_DEBUG");
 	const char *log = getenv("SLUICE_LOG");
+	const char *realtime = getenv("SLUICE_REALTIME");
 	struct sl_config *cfg = NULL;
 	int fallback = SL_FALLBACK_LOCAL, rc = -ENOENT, tried = 0;
 
@@ -134,6 +135,7 @@ static void init_once_body(void)
 	sl_exec_capture();
 	sl_shim.pid = (int32_t)getpid();
 	sl_shim.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
+	sl_kicker_allow_realtime(!(realtime && strcmp(realtime, "0") == 0));
 	sl_say_setup(getenv(SL_SAY_ENV)); /* a bad name: silent, as the shim is */
 	if (log && sl_strlcpy(sl_shim.log_path, log, sizeof(sl_shim.log_path)) < 0)
 		sl_shim.log_path[0] = '\0';

@@ -66,6 +66,7 @@
  * without a pause it rests KICK_REST_NS. */
 #define KICK_RUN_MAX_NS (2 * SL_NS_PER_MS)
 #define KICK_REST_NS (100 * SL_NS_PER_US)
+static int realtime_allowed = 1; /* SLUICE_REALTIME=0 at the start: 0 */
 static int realtime;
 
 struct entry {
@@ -252,7 +253,7 @@ static void *run(void *arg)
 	(void)arg;
 	prctl(PR_SET_NAME, "sluice-kicker", 0, 0, 0);
 	sl_clock_prefer_wakeups();
-	realtime = sl_clock_prefer_realtime();
+	realtime = realtime_allowed && sl_clock_prefer_realtime();
 	for (;;) {
 		uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
 		int64_t at = earliest(), now = sl_clock_mono_ns(), began;
@@ -369,6 +370,11 @@ void sl_kicker_due(struct sl_record *rec)
 		atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
 		futex_wake(&wake_word);
 	}
+}
+
+void sl_kicker_allow_realtime(int allowed)
+{
+	realtime_allowed = allowed;
 }
 
 int sl_kicker_running(void)

@@ -17,6 +17,11 @@ void sl_kicker_due(struct sl_record *rec);
  * the thread never acts on another that took the descriptor's number. */
 void sl_kicker_note_socket(struct sl_record *rec);
 
+/* Whether the thread may ask to be realtime (kicker.c): set once, at the shim's
+ * start, from SLUICE_REALTIME - read then, as the program's own threads may
+ * change the environment later. */
+void sl_kicker_allow_realtime(int allowed);
+
 /* Whether the thread runs (in this process): records with an entry are its. */
 int sl_kicker_running(void);
 
