@@ -115,6 +115,7 @@ idle_client() { # NAME CMD...: 15 requests, all must succeed, spaced at the dest
 	"$SLUICE" run -c "$T/idle.ini" -- "$@" >"$T/$name.out" 2>"$T/$name.err" || fail "$name: $(tail -5 "$T/$name.err")"
 	sleep 0.2
 	kill "$WITNESS_PID"
+	wait "$WITNESS_PID" # gone before the next client's witness opens the same file
 	[ "$(grep -c '^hello /' "$T/$name.out")" -eq 15 ] || fail "$name: $(grep -c '^hello /' "$T/$name.out") of 15 bodies"
 	spaced "$T/syn-idle.log" 200 15 "$name"
 }

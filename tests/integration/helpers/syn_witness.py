@@ -77,27 +77,38 @@ def port_filter(port, snap, syn_only=False):
     """A classic BPF program: IPv4 or IPv6 (no extension headers, as on lo), TCP or
     UDP, source or destination port `port`; `snap` bytes of each kept.  Loopback
     shows each packet twice: the kernel drops the outgoing copy.  With `syn_only`,
-    only TCP SYNs (no ACK) to `port` are kept: at 5,000 connections a second the
-    other packets (some 40,000 a second) cost the witness a good part of a core,
-    taken from the programs it measures.  Jumps are written by label and turned
-    into the relative offsets BPF takes."""
+    only TCP packets of `port` carrying SYN, FIN or RST are kept, SYN-ACKs not:
+    what tells a connection's first SYN from a retransmitted one (Witness).  At
+    5,000 connections a second the other packets (some 40,000 a second) cost the
+    witness a good part of a core, taken from the programs it measures.  Jumps
+    are written by label and turned into the relative offsets BPF takes."""
     ld_w, ld_h, ld_b, ld_h_ind, ld_b_ind, ldx_msh, jeq, ret = 0x20, 0x28, 0x30, 0x48, 0x50, 0xB1, 0x15, 0x06
     alu_and = 0x54
     pkttype = 0xFFFFF004  # SKF_AD_OFF + SKF_AD_PKTTYPE
     v4syn = [
         ("v4ports", ldx_msh, None, None, 14),    # X = IPv4 header length
-        ("", ld_h_ind, None, None, 16),          # destination port
-        ("", jeq, None, "drop", port),
         ("", ld_b_ind, None, None, 27),          # TCP flags
+        ("", alu_and, None, None, 0x07),
+        ("", jeq, "drop", None, 0),              # none of SYN, FIN, RST
+        ("", ld_b_ind, None, None, 27),
         ("", alu_and, None, None, 0x12),
-        ("", jeq, "accept", "drop", 0x02),       # SYN without ACK
+        ("", jeq, "drop", None, 0x12),           # a SYN-ACK
+        ("", ld_h_ind, None, None, 14),          # source port
+        ("", jeq, "accept", None, port),
+        ("", ld_h_ind, None, None, 16),          # destination port
+        ("", jeq, "accept", "drop", port),
     ]
     v6syn = [
-        ("v6ports", ld_h, None, None, 56),
-        ("", jeq, None, "drop", port),
+        ("v6ports", ld_b, None, None, 67),
+        ("", alu_and, None, None, 0x07),
+        ("", jeq, "drop", None, 0),
         ("", ld_b, None, None, 67),
         ("", alu_and, None, None, 0x12),
-        ("", jeq, "accept", "drop", 0x02),
+        ("", jeq, "drop", None, 0x12),
+        ("", ld_h, None, None, 54),
+        ("", jeq, "accept", None, port),
+        ("", ld_h, None, None, 56),
+        ("", jeq, "accept", "drop", port),
     ]
     prog = [
         ("", ld_w, None, None, pkttype),
@@ -171,12 +182,18 @@ class Witness:
     the first after the server has sent), as a server sees requests come; or
     datagrams; or every payload segment with its length (bytes)."""
 
+    # A SYN again from a client port whose connection has not ended, within this
+    # long of its first, is the kernel sending it again (no SYN-ACK came: the
+    # server's queue was full), not a new connection: not recorded.
+    RESENT_NS = 3_000_000_000
+
     def __init__(self, port, what, dst=None, key=None):
         self.port, self.what, self.dst, self.key = port, what, dst, key
         self.turn = {}  # (family, client port) -> the client is mid-turn
+        self.syn_at = {}  # (family, client port) -> its first SYN, until it ends
 
-    def see(self, frame, ends):
-        hit = self.see_packet(frame, ends)
+    def see(self, frame, ends, ns=0):
+        hit = self.see_packet(frame, ends, ns)
         if hit and hit[2] == "hit" and self.key:
             p = parse(frame)
             if self.key == "dst":
@@ -184,11 +201,13 @@ class Witness:
             return hit + (host_of(bytes(frame[p[7]:p[7] + p[5]])),)
         return hit
 
-    def see_packet(self, frame, ends):
+    def see_packet(self, frame, ends, ns=0):
         p = parse(frame)
         if not p:
             return None
         family, proto, sport, dport, flags, length, dst, _ = p
+        if proto == 6 and flags & 0x05:  # FIN or RST, either way: that connection ends
+            self.syn_at.pop((family, dport if sport == self.port else sport), None)
         if self.dst and sport != self.port and dst != self.dst:
             return None  # to another address on the same port
         if self.what == "datagram":
@@ -202,6 +221,10 @@ class Witness:
         if dport != self.port:
             return None
         if flags & 0x02 and not flags & 0x10:  # a SYN: a new connection from sport
+            first = self.syn_at.get((family, sport))
+            if first is not None and ns - first < self.RESENT_NS:
+                return None  # sent again
+            self.syn_at[(family, sport)] = ns
             # With TCP Fast Open the SYN carries the first request.
             data = length > 0 and self.what in ("first", "request")
             self.turn[(family, sport)] = data
@@ -248,45 +271,66 @@ def main():
     s.settimeout(0.5)
     drops(s)  # from here on, every drop counts
     stop = []
-    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+
+    def on_term(*_):
+        # Out at once, not at recvmsg's next timeout: a test that starts the next
+        # witness on the same file right after this one's kill saw this one, up to
+        # 0.5 s later, append the next client's first SYN there too.
+        if not stop:
+            stop.append(1)
+            raise Stopped()
+
+    signal.signal(signal.SIGTERM, on_term)
     with open(args.ready_file, "w") as f:
         f.write("ready\n")
     end = time.monotonic() + args.lifetime
     ends = open(args.ends_out, "a") if args.ends_out else None
     witness = Witness(args.port, args.what, args.dst, args.key)
-    checked = time.monotonic()
     with open(args.out, "a") as out:
-        while time.monotonic() < end and not stop:
-            if time.monotonic() - checked > 0.2:
-                checked = time.monotonic()
-                n = drops(s)
-                if n:
-                    with open(args.out + ".drops", "a") as d:
-                        d.write("%d\n" % n)
-            try:
-                frame, anc, _, addr = s.recvmsg(want, socket.CMSG_SPACE(16))
-            except (socket.timeout, InterruptedError):
-                continue
-            if addr[2] == PACKET_OUTGOING:
-                continue  # loopback shows each packet twice: keep the arrival
-            hit = witness.see(frame, ends is not None)
-            if not hit:
-                continue
-            ns = None
-            for level, kind, data in anc:
-                if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(data) >= 16:
-                    sec, nsec = struct.unpack_from("ll", data)
-                    ns = sec * 1_000_000_000 + nsec
-            if ns is None:
-                ns = time.time_ns()
-            to = out if hit[2] == "hit" else ends
-            to.write("%d %d %d%s\n" % (ns, hit[0], hit[1], "".join(" %s" % f for f in hit[3:])))
-            to.flush()
+        try:
+            watch(s, want, end, stop, witness, out, ends, args.out)
+        except Stopped:
+            pass
     n = drops(s)
     if n:
         with open(args.out + ".drops", "a") as d:
             d.write("%d\n" % n)
     del keep
+
+
+class Stopped(Exception):
+    """SIGTERM: the witness ends."""
+
+
+def watch(s, want, end, stop, witness, out, ends, out_path):
+    """Record what the witness sees until `end` or a stop."""
+    checked = time.monotonic()
+    while time.monotonic() < end and not stop:
+        if time.monotonic() - checked > 0.2:
+            checked = time.monotonic()
+            n = drops(s)
+            if n:
+                with open(out_path + ".drops", "a") as d:
+                    d.write("%d\n" % n)
+        try:
+            frame, anc, _, addr = s.recvmsg(want, socket.CMSG_SPACE(16))
+        except (socket.timeout, InterruptedError):
+            continue
+        if addr[2] == PACKET_OUTGOING:
+            continue  # loopback shows each packet twice: keep the arrival
+        ns = None
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(data) >= 16:
+                sec, nsec = struct.unpack_from("ll", data)
+                ns = sec * 1_000_000_000 + nsec
+        if ns is None:
+            ns = time.time_ns()
+        hit = witness.see(frame, ends is not None, ns)
+        if not hit:
+            continue
+        to = out if hit[2] == "hit" else ends
+        to.write("%d %d %d%s\n" % (ns, hit[0], hit[1], "".join(" %s" % f for f in hit[3:])))
+        to.flush()
 
 
 if __name__ == "__main__":
