@@ -6,10 +6,10 @@
 In the README's indented code blocks, a line "    $ CMD" is a command.  After
 "$ cat FILE" the block's next lines are FILE's content, written into WORKDIR
 before the commands run; after any other command they are output it must print
-(compared with every number free to differ).  The operator's commands (a package
-installed, users made) are left to the tests that run them: OPERATOR says which,
-and a README command of that kind no test runs fails this one.  Each command runs in WORKDIR under
-bash and must exit 0.  A `sluice run` is also held to its rate at the
+(compared with every number free to differ).  Each command runs in WORKDIR under
+bash and must exit 0.  The operator's commands (a package installed, users made)
+are left to the tests that run them: OPERATOR says which, and a README command of
+that kind that no test runs fails this one.  A `sluice run` is also held to its rate at the
 destination: WITNESS is the SYN witness's record of the local server standing in
 for the README's names, and the arrivals during the command must keep the rate
 (helpers/arrivals.py).  Prints one line a command; exits 1 on the first failure.
