@@ -326,6 +326,8 @@ row "blocking 64 KiB writes" 100 $((250 * 1024)) "$up" 127.0.0.1 "$uport" $((250
 row "blocking 64 KiB writes" 1024 $((2560 * 1024)) "$up" 127.0.0.1 "$uport" $((2560 * 1024)) 65536 block
 row "blocking 64 KiB writes" 10240 $((25600 * 1024)) "$up" 127.0.0.1 "$uport" $((25600 * 1024)) 65536 block
 row "blocking 64 KiB writes" 102400 $((256000 * 1024)) "$up" 127.0.0.1 "$uport" $((256000 * 1024)) 65536 block
+row "blocking 64 KiB writes" 1048576 $((2560 * 1024 * 1024)) "$up" 127.0.0.1 "$uport" $((2560 * 1024 * 1024)) 65536 block
+row "non-blocking on epoll" 102400 $((256000 * 1024)) "$up" 127.0.0.1 "$uport" $((256000 * 1024)) 65536 epoll
 row "one single 20 MB write" 10240 20000000 "$up" 127.0.0.1 "$uport" 20000000 20000000 single
 row "non-blocking on epoll" 1024 $((2560 * 1024)) "$up" 127.0.0.1 "$uport" $((2560 * 1024)) 65536 epoll
 cat >"$T/pysend.py" <<'PY'

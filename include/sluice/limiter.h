@@ -23,6 +23,22 @@ int64_t sl_gcra_increment(const struct sl_spec *s, uint64_t cost);
 /* T = (burst-1)*I. */
 int64_t sl_gcra_tolerance(const struct sl_spec *s);
 
+#define SL_BYTES_PIECE_MIN 1024u
+#define SL_BYTES_PIECE_MAX (256u * 1024u)
+
+/* meter = bytes: the most bytes one release may cover (a piece): 20 ms of the
+ * rate, between 1 KiB and 256 KiB; 256 KiB for a spec with no rate.  A connection
+ * shaped by several bytes sections takes pieces of the smallest of theirs. */
+uint64_t sl_bytes_piece(const struct sl_spec *s);
+
+/* meter = bytes: how much earlier than the last release's tat a piece of `cost`
+ * bytes may go, (piece - cost)/rate rounded down, 0 for any other meter.  A piece
+ * smaller than the largest may use the room the largest would have had: in any
+ * span S the releases then still hold at most rate*S + one piece (+ the burst's
+ * tolerance), the bound docs/design.md ("Bytes") states, while a write made a few
+ * microseconds after its slot does not push every later piece back by as much. */
+int64_t sl_bytes_slack(const struct sl_spec *s, uint64_t cost);
+
 /* Times read from the segment may be anything another process wrote there.  Clamped
  * to +-2^61 ns (73 years), any sum of three of them stays within int64_t, so the
  * arithmetic below never overflows, whatever the segment holds. */

@@ -27,6 +27,30 @@ int64_t sl_gcra_tolerance(const struct sl_spec *s)
 	return t > (unsigned __int128)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)t;
 }
 
+uint64_t sl_bytes_piece(const struct sl_spec *s)
+{
+	unsigned __int128 p;
+
+	if (!s->amount || s->window_ns <= 0)
+		return SL_BYTES_PIECE_MAX;
+	p = (unsigned __int128)s->amount * (20 * 1000 * 1000) / (uint64_t)s->window_ns;
+	return p > SL_BYTES_PIECE_MAX ? SL_BYTES_PIECE_MAX : p < SL_BYTES_PIECE_MIN ? SL_BYTES_PIECE_MIN : (uint64_t)p;
+}
+
+int64_t sl_bytes_slack(const struct sl_spec *s, uint64_t cost)
+{
+	uint64_t piece;
+	unsigned __int128 t;
+
+	if (s->meter != SL_METER_BYTES || !s->amount || s->window_ns <= 0)
+		return 0;
+	piece = sl_bytes_piece(s);
+	if (cost >= piece)
+		return 0;
+	t = (unsigned __int128)(piece - cost) * (uint64_t)s->window_ns / s->amount;
+	return t > (unsigned __int128)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)t;
+}
+
 uint64_t sl_gcra_queued(int64_t tat, int64_t tol, int64_t inc, int64_t now)
 {
 	/* The last slot handed out is tat - inc - tol; count those still ahead of now. */

@@ -33,13 +33,14 @@ static int64_t floor_div(int64_t a, int64_t b)
  * - never hold more than burst + W/interval in any span W (docs/design.md, "The queue"),
  * also while a backlog catches up after late wake-ups.  A late release makes the next
  * ones of a backlog as late (lateness is allowed, excess is not); new arrivals are
- * scheduled after it (sl_strategy_slot), so the lag ends with the backlog.  See
- * docs/design.md, "The queue". */
+ * scheduled after it (sl_strategy_slot), so the lag ends with the backlog.  A bytes
+ * piece smaller than the largest may also use what the largest would have spanned
+ * (sl_bytes_slack): the bound, rate x span + one piece, stays.  See
+ * docs/design.md, "The queue" and "Bytes". */
 static int64_t gcra_release_at(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                                uint64_t cost)
 {
-	(void)cost;
-	return sl_gcra_slot(st->rel_tat_ns, sl_gcra_tolerance(s), now);
+	return sl_gcra_slot(st->rel_tat_ns, sl_gcra_tolerance(s) + sl_bytes_slack(s, cost), now);
 }
 
 /* --- fixed-window: window k is [k*W - wall_off, (k+1)*W - wall_off) --- */

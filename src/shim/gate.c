@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -85,24 +86,43 @@ static void log_go(const char *what, struct sl_record *rec, const struct sl_matc
 /* Sleep until `at` the way a blocking send would wait: a handler installed with
  * SA_RESTART lets the wait go on, one without it ends the wait with -EINTR (a futex
  * wait is restarted by the kernel exactly in the first case, which a plain
- * clock_nanosleep is not).  Ends with -EAGAIN at `timeout_at` (SO_SNDTIMEO). */
+ * clock_nanosleep is not).  Ends with -EAGAIN at `timeout_at` (SO_SNDTIMEO).
+ *
+ * On time to a few microseconds, as a blocking connect's wait is (pending.c): the
+ * futex ends SL_CLOCK_SPIN_NS early under a 1 ns timer slack and the rest is spun.
+ * A release late by a wake-up is never made up - the next piece's slot follows
+ * the instant the last one went (docs/design.md, "The queue") - so 50 us of
+ * default slack and a timer's lateness on every 64 KiB piece cost a bytes section
+ * a tenth of its rate at 100 MiB/s. */
 static int sleep_like_send(int64_t at, int64_t timeout_at)
 {
 	static uint32_t never_woken;
 	int64_t until = timeout_at && timeout_at < at ? timeout_at : at;
-	struct timespec ts = {.tv_sec = until / SL_NS_PER_S, .tv_nsec = until % SL_NS_PER_S};
+	int64_t wake = until - SL_CLOCK_SPIN_NS;
+	int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), rc = 0;
 
-	for (;;) {
-		long rc = syscall(SYS_futex, &never_woken, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0,
-		                  &ts, NULL, FUTEX_BITSET_MATCH_ANY);
+	if (slack > 1)
+		prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	while (sl_clock_mono_ns() < wake) {
+		struct timespec ts = {.tv_sec = wake / SL_NS_PER_S, .tv_nsec = wake % SL_NS_PER_S};
+		long r = syscall(SYS_futex, &never_woken, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &ts,
+		                 NULL, FUTEX_BITSET_MATCH_ANY);
 
-		if (rc == -1 && errno == EINTR)
-			return -EINTR;
-		if (sl_clock_mono_ns() >= until)
-			return until == at ? 0 : -EAGAIN;
-		if (rc == -1 && errno != ETIMEDOUT && errno != EAGAIN)
-			return sl_clock_sleep_until(until) == 0 ? (until == at ? 0 : -EAGAIN) : -EINTR;
+		if (r == -1 && errno == EINTR) {
+			rc = -EINTR;
+			break;
+		}
+		if (r == -1 && errno != ETIMEDOUT && errno != EAGAIN) {
+			if (sl_clock_sleep_until(wake) != 0)
+				rc = -EINTR;
+			break;
+		}
 	}
+	if (rc == 0)
+		rc = sl_clock_sleep_until_precise(until) == 0 ? (until == at ? 0 : -EAGAIN) : -EINTR;
+	if (slack > 1)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+	return rc;
 }
 
 /* SO_SNDTIMEO as an absolute deadline from now, or 0 for none. */

@@ -18,6 +18,7 @@
 #include "stream.h"
 #include "kicker.h"
 #include "sluice/clock.h"
+#include "sluice/limiter.h"
 #include "sluice/pending.h"
 #include "sluice/wait.h"
 
@@ -521,27 +522,22 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 	}
 }
 
-/* The most bytes one release covers: 20 ms at the tightest bytes section's rate
- * (so a release never brings more than a burst of 20 ms), between 1 KiB and
- * 256 KiB. */
+/* The most bytes one release covers: 7/8 of the smallest piece of the bytes
+ * sections that apply (sl_bytes_piece: 20 ms of the rate, 1 KiB to 256 KiB), so a
+ * release never brings more than one piece of any of them, and even a write of
+ * the largest size keeps an eighth of a piece (2.5 ms at most rates) of slack for
+ * the writer's wake-up (sl_bytes_slack). */
 static uint64_t piece_for(const struct sl_match *bm)
 {
-	uint64_t piece = 256 * 1024;
+	uint64_t piece = SL_BYTES_PIECE_MAX;
 
 	for (uint64_t bits = bm->mask; bits; bits &= bits - 1) {
 		const struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, bm->idx[__builtin_ctzll(bits)]);
-		const struct sl_spec *sp;
-		unsigned __int128 p;
 
-		if (!sec)
-			continue;
-		sp = &sec->spec;
-		if (!sp->amount || sp->window_ns <= 0)
-			continue;
-		p = (unsigned __int128)sp->amount * (20 * SL_NS_PER_MS) / (uint64_t)sp->window_ns;
-		piece = SL_MIN(piece, (uint64_t)SL_MAX(p, (unsigned __int128)1024));
+		if (sec && sec->spec.amount && sec->spec.window_ns > 0)
+			piece = SL_MIN(piece, sl_bytes_piece(&sec->spec));
 	}
-	return piece;
+	return piece - piece / 8;
 }
 
 /* Under rec->lock: m's sections added for `use`, with the destination's name

@@ -357,6 +357,74 @@ static void test_session_opens_when_made(void **state)
 	assert_int_equal(st.rel_win, T0 + 40 * 1000);
 }
 
+/* meter = bytes: one writer takes pieces of random sizes up to the largest, wakes
+ * up to 3 ms late, and goes once the release check allows.  In any span between
+ * two releases the bytes never exceed rate x span + one piece (docs/design.md,
+ * "Bytes"); and a writer waking less late than a piece's slack loses nothing:
+ * every release lands on the slot the schedule gave it. */
+static void test_bytes_bound(void **state)
+{
+	struct sl_spec s = spec(SL_STRAT_LEAKY_BUCKET, 1024 * 1024, S);
+	uint64_t piece, cost[600];
+	int64_t rel[600];
+	struct sl_state st;
+
+	(void)state;
+	s.meter = SL_METER_BYTES;
+	piece = sl_bytes_piece(&s);
+	assert_int_equal(piece, 1024 * 1024 / 50);
+	assert_int_equal(sl_bytes_slack(&s, piece), 0);
+	assert_int_equal(sl_bytes_slack(&s, 2 * piece), 0);
+	assert_true(sl_bytes_slack(&s, piece - piece / 8) >= 2 * MS);
+	s.meter = SL_METER_CONNECTIONS;
+	assert_int_equal(sl_bytes_slack(&s, 1), 0);
+	s.meter = SL_METER_BYTES;
+
+	for (int round = 0; round < 20; round++) {
+		int64_t now = T0;
+
+		memset(&st, 0, sizeof(st));
+		for (int i = 0; i < 600; i++) {
+			struct sl_undo undo;
+			int64_t slot, may;
+
+			cost[i] = rnd(4) == 0 ? piece : 1 + rnd(piece);
+			slot = sl_strategy_slot(&s, &st, now, cost[i], 0);
+			sl_strategy_charge(&s, &st, slot, cost[i], 0, &undo);
+			now = slot + (int64_t)rnd(3 * MS);
+			while ((may = sl_strategy_release_at(&s, &st, now, cost[i], 0)) > now)
+				now = may + (int64_t)rnd(MS);
+			sl_strategy_released(&s, &st, now, cost[i], 0);
+			rel[i] = now;
+			now += (int64_t)rnd(200 * 1000); /* the write itself */
+		}
+		for (int i = 0; i < 600; i++) {
+			unsigned __int128 sum = 0;
+
+			for (int j = i; j < 600; j++) {
+				sum += cost[j];
+				/* sum <= amount x span / window + piece, in integers */
+				assert_true(sum * (uint64_t)s.window_ns <=
+				            (unsigned __int128)s.amount * (uint64_t)(rel[j] - rel[i]) +
+				                (unsigned __int128)piece * (uint64_t)s.window_ns);
+			}
+		}
+	}
+
+	/* Pieces of 7/8 of the largest, each write woken 1 ms late: on schedule. */
+	memset(&st, 0, sizeof(st));
+	for (int i = 0, c = (int)(piece - piece / 8); i < 100; i++) {
+		struct sl_undo undo;
+		int64_t slot = sl_strategy_slot(&s, &st, i ? rel[i - 1] + MS : T0, (uint64_t)c, 0);
+
+		sl_strategy_charge(&s, &st, slot, (uint64_t)c, 0, &undo);
+		rel[i] = SL_MAX(slot + MS, sl_strategy_release_at(&s, &st, slot + MS, (uint64_t)c, 0));
+		sl_strategy_released(&s, &st, rel[i], (uint64_t)c, 0);
+		if (i)
+			assert_int_equal(rel[i] - rel[i - 1], sl_gcra_increment(&s, (uint64_t)c));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +436,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_state),
 		cmocka_unit_test(test_repair_extreme_spec),
 		cmocka_unit_test(test_session_opens_when_made),
+		cmocka_unit_test(test_bytes_bound),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
