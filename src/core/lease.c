@@ -140,6 +140,16 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 	return sl_limit_wake(s, at, now);
 }
 
+/* The instant a release checked at `now` is charged from (SL_WAKE_SLACK_NS): a
+ * GCRA charges max(its tat, this) + the increment, so a check up to the slack
+ * behind its gate counts from the gate itself. */
+static int64_t charged_from(const struct sl_spec *r, uint64_t cost, int64_t now)
+{
+	if (!sl_strategy_is_gcra(r) || sl_gcra_increment(r, cost) >= SL_STRICT_INTERVAL_NS)
+		return now;
+	return now - SL_WAKE_SLACK_NS;
+}
+
 void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
                        int64_t wall_off)
 {
@@ -147,7 +157,7 @@ void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now
 	const struct sl_spec *r;
 
 	if (!sl_limit_fleet(s)) {
-		sl_strategy_released(s, st, now, cost, wall_off);
+		sl_strategy_released(s, st, charged_from(s, cost, now), cost, wall_off);
 		return;
 	}
 	if (is_window(s)) {
@@ -155,7 +165,7 @@ void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now
 		return;
 	}
 	if ((r = rate_spec(s, st, &tmp, now)))
-		sl_strategy_released(r, st, now, cost, wall_off);
+		sl_strategy_released(r, st, charged_from(r, cost, now), cost, wall_off);
 }
 
 void sl_limit_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
@@ -245,7 +255,7 @@ int64_t sl_limit_counted_from(const struct sl_spec *s, const struct sl_state *st
 		return end;
 	if (!sl_strategy_is_gcra(r) || sl_gcra_increment(r, cost) >= SL_STRICT_INTERVAL_NS)
 		return end;
-	return SL_MAX(checked, end - SL_CALL_SPREAD_NS);
+	return SL_MAX(charged_from(r, cost, checked), end - SL_CALL_SPREAD_NS);
 }
 
 uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st, int64_t now)

@@ -239,8 +239,8 @@ void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t fro
 {
 	uint64_t w = weight(s, cost);
 
-	if (s->amount == 0 || to <= from)
-		return;
+	if (s->amount == 0 || (to <= from && !sl_strategy_is_gcra(s)))
+		return; /* a GCRA only ever moves on to the later of the two (below) */
 	switch (s->strategy) {
 	case SL_STRAT_FIXED_WINDOW:
 		if (fixed_index(s, to, wall_off) != fixed_index(s, from, wall_off))

@@ -279,14 +279,38 @@ static void test_release_is_strict(void **state)
 	assert_int_equal(section("a")->state.wait_max_ns, 130 * MS);
 }
 
+/* At a short interval a release checked a little after its gate is charged from
+ * the gate: the next keeps its own (SL_WAKE_SLACK_NS); checked later than that,
+ * it is charged from the check less the slack, and the lag stays. */
+static void test_wake_slack(void **state)
+{
+	union sl_ticket_room rooms[3];
+	int64_t retry = 0, late = SL_WAKE_SLACK_NS / 2, later = 3 * SL_WAKE_SLACK_NS;
+	int32_t self = (int32_t)getpid();
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 1000/s\n");
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(reserve(T0, &rooms[i].t), T0 + i * MS);
+	assert_int_equal(sl_admit_release(shm.hdr, &rooms[0].t, T0 + late, self, &retry), 0);
+	assert_true(section("a")->state.rel_tat_ns <= T0 + MS); /* the next slot stands */
+	/* The second goes at its slot, T0 + 1 ms, not T0 + late + 1 ms; checked 3
+	 * slacks late itself. */
+	assert_int_equal(sl_admit_release(shm.hdr, &rooms[1].t, T0 + MS + later, self, &retry), 0);
+	/* Checked 3 slacks late: the third waits for that check less one slack. */
+	assert_int_equal(sl_admit_release(shm.hdr, &rooms[2].t, T0 + 2 * MS, self, &retry), 1);
+	assert_int_equal(retry, T0 + 2 * MS + later - SL_WAKE_SLACK_NS);
+}
+
 /* A backlog catching up after late wake-ups: whatever the lateness, release
- * instants never hold more than burst + W/interval in any span W (checked as GCRA
- * conformance of the instants), at 200/s with burst 1 and at burst 3. */
+ * instants never hold more than burst + (W + SL_WAKE_SLACK_NS)/interval in any
+ * span W (checked as GCRA conformance of the instants, the slack added to the
+ * tolerance), at 200/s with burst 1 and at burst 3. */
 static void check_catch_up(const char *cfg, int64_t interval, int burst)
 {
 	enum { N = 400 };
 	union sl_ticket_room t[N];
-	int64_t released[N], tat, tau = (burst - 1) * interval;
+	int64_t released[N], tat, tau = (burst - 1) * interval + SL_WAKE_SLACK_NS;
 	uint32_t seed = 12345;
 
 	load(cfg);
@@ -492,11 +516,13 @@ static int slow_call(void *arg)
 }
 
 /* The gate a release checked at `checked` must leave at `interval` on, by the
- * rule: from the check, or from the call's end less SL_CALL_SPREAD_NS when it
- * ran longer (this process may have been preempted inside it: the end read by
- * the release comes a little after the one noted here). */
+ * rule: from the check less SL_WAKE_SLACK_NS, or from the call's end less
+ * SL_CALL_SPREAD_NS when that is later (this process may have been preempted
+ * inside the call: the end read by the release comes a little after the one
+ * noted here). */
 static void assert_counted(int64_t gate, int64_t checked, int64_t interval)
 {
+	checked -= SL_WAKE_SLACK_NS;
 	assert_true(gate >= SL_MAX(checked, call_end - SL_CALL_SPREAD_NS) + interval);
 	assert_true(gate <= SL_MAX(checked, call_end + 5 * MS - SL_CALL_SPREAD_NS) + interval);
 }
@@ -543,7 +569,8 @@ static void test_counted_from_rule(void **state)
 
 	(void)state;
 	memset(&st, 0, sizeof(st));
-	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 + 50 * SL_NS_PER_US), T0);
+	/* A short call: from the check less the wake-up's slack. */
+	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 + 50 * SL_NS_PER_US), T0 - SL_WAKE_SLACK_NS);
 	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 + 3 * MS), T0 + 3 * MS - SL_CALL_SPREAD_NS);
 	assert_int_equal(sl_limit_counted_from(&s, &st, 1, T0, T0 - 5), T0); /* an end before: the check */
 	s.amount = 20; /* 50 ms: strict */
@@ -697,6 +724,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refund, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_reap_dead_waiter, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_release_is_strict, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_wake_slack, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_catch_up_never_exceeds, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_scribbled_state_repaired, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_reload_keeps_state, fresh_segment, drop_segment),
