@@ -133,9 +133,16 @@ procs() { # procs N EACH PROGRAM: N copies of PROGRAM connecting EACH times (in 
 # of the first EMFILE.  OPEN_MAX queued is 3 s of the fastest rate: a queue still
 # stands throughout.
 export OPEN_MAX=15000 # read by the clients run through bash -c
+# LOOP=uvloop: the same client on uvloop (libuv's loop), with Debian's python3,
+# where deps.sh installs it.
 asyncio_client() {
-	python3 -c '
-import asyncio, sys
+	local py=python3
+	[ "${LOOP:-}" = uvloop ] && py=/usr/bin/python3
+	"$py" -c '
+import asyncio, os, sys
+if os.environ.get("LOOP") == "uvloop":
+    import uvloop
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 port, n, most = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 async def one(i):
     r, w = await asyncio.open_connection("127.0.0.1", port)
@@ -209,6 +216,8 @@ witness_run "$T/w" "$B/bench/connect_threads" 127.0.0.1 "$PORT" 8 "$each"
 ceiling[threads]=$(offered "$T/w")
 witness_run "$T/w" bash -c "$(declare -f asyncio_client); PORT=$PORT asyncio_client $n"
 ceiling[asyncio]=$(offered "$T/w")
+witness_run "$T/w" bash -c "$(declare -f asyncio_client); LOOP=uvloop PORT=$PORT asyncio_client $n"
+ceiling[uvloop]=$(offered "$T/w")
 witness_run "$T/w" bash -c "$(declare -f node_client); PORT=$PORT node_client $n"
 ceiling[node]=$(offered "$T/w")
 witness_run "$T/w" "$B/sluice" run --seccomp -c "$T/u.ini" -- \
@@ -232,6 +241,8 @@ for rate in $RATES; do
 	row "C, 8 threads" "$rate" "$T/w" 0 "${ceiling[threads]}"
 	witness_run "$T/w" run bash -c "$(declare -f asyncio_client); PORT=$PORT asyncio_client $n"
 	row "python asyncio" "$rate" "$T/w" 0 "${ceiling[asyncio]}"
+	witness_run "$T/w" run bash -c "$(declare -f asyncio_client); LOOP=uvloop PORT=$PORT asyncio_client $n"
+	row "python uvloop" "$rate" "$T/w" 0 "${ceiling[uvloop]}"
 	witness_run "$T/w" run bash -c "$(declare -f node_client); PORT=$PORT node_client $n"
 	row "node" "$rate" "$T/w" 0 "${ceiling[node]}"
 	if [ "$rate" -le $((curl_max * 3 / 4)) ]; then

@@ -52,6 +52,7 @@ python3-requests:/usr/lib/python3/dist-packages/requests
 python3-aiohttp:/usr/lib/python3/dist-packages/aiohttp
 python3-httpx:/usr/lib/python3/dist-packages/httpx
 python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
+python3-uvloop:/usr/lib/python3/dist-packages/uvloop
 systemd:/usr/bin/systemd-analyze
 tmux:/usr/bin/tmux
 passwd:/usr/sbin/useradd

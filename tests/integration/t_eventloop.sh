@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Event loops never stall (docs/design.md, "Send paths and event loops"): python3 asyncio
-# (epoll, level-triggered) with many concurrent connections to a held destination keeps
+# and uvloop (epoll, level-triggered) with many concurrent connections to a held destination keeps
 # the spacing and keeps serving an unheld socket meanwhile; a deferred connect's
 # edge-triggered epoll registration gets its edge at release; select() with many fds shows
 # deferred sockets as not writable; a socket closed while deferred goes quietly; and a
@@ -16,12 +16,16 @@ max_wait = 1m
 EOF
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 
-# 1. asyncio: 15 connections at once, and an echo round trip on a socketpair every
-#    20 ms while they wait.  Every body intact; echoes served throughout.
-start_witness syn "$PORT" "$T/arrivals"
-"$SLUICE" run -c "$T/l.ini" -- python3 - "$PORT" <<'EOF' || fail "asyncio client"
-import asyncio, socket, sys, time
+# 1. asyncio, on python's own loop and on uvloop (libuv's, Debian's python3): 15
+#    connections at once, and an echo round trip on a socketpair every 20 ms
+#    while they wait.  Every body intact; echoes served throughout.
+/usr/bin/python3 -c 'import uvloop' || fail "python3-uvloop missing (scripts/deps.sh)"
+cat >"$T/loop.py" <<'EOF'
+import asyncio, os, socket, sys, time
 port = int(sys.argv[1])
+if os.environ.get("LOOP") == "uvloop":
+    import uvloop
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 async def fetch(i):
     r, w = await asyncio.open_connection("127.0.0.1", port)
@@ -54,13 +58,20 @@ async def main():
     stop.set()
     trips, worst = await e
     span = max(done) - t0
-    print("  asyncio: 15 fetches in %.2fs; %d echo round trips meanwhile, slowest %.1f ms"
-          % (span, trips, worst * 1000))
+    print("  %s: 15 fetches in %.2fs; %d echo round trips meanwhile, slowest %.1f ms"
+          % (os.environ.get("LOOP", "asyncio"), span, trips, worst * 1000))
     assert trips >= 20, "the event loop stalled"
 
 asyncio.run(main())
 EOF
-witnessed "$T/arrivals" --interval-ms 100 --expect 15 --what connects || fail "asyncio spacing"
+start_witness syn "$PORT" "$T/arrivals"
+for loop in asyncio uvloop; do
+	py=python3
+	[ "$loop" = uvloop ] && py=/usr/bin/python3
+	: >"$T/arrivals"
+	LOOP=$loop "$SLUICE" run -c "$T/l.ini" -- "$py" "$T/loop.py" "$PORT" || fail "$loop client"
+	witnessed "$T/arrivals" --interval-ms 100 --expect 15 --what "$loop connects" || fail "$loop spacing"
+done
 
 # 2. Edge-triggered epoll and select with many fds, in one process: a deferred
 #    connect shows nothing until its release, then its edge comes by itself.
