@@ -30,6 +30,11 @@ ulimit -n 65536 2>/dev/null || ulimit -n 20000
 
 PORT=$(free_port)
 for q in 100 1000; do eval "PROXY_$q=\$(free_port)"; done
+# A UDP sink for the datagrams row.
+python3 "$ROOT/tests/integration/helpers/udp_sink.py" --port-file "$T/uport" --log /dev/null --lifetime 7200 &
+BG_PIDS+=($!)
+for _ in $(seq 50); do [ -s "$T/uport" ] && break; sleep 0.1; done
+UPORT=$(cat "$T/uport")
 mkdir -p "$T/nginx"
 cat >"$T/nginx/nginx.conf" <<EOF
 daemon off;
@@ -50,6 +55,7 @@ http {
 		listen 127.0.1.1:$PORT backlog=8192;
 		listen 127.0.1.2:$PORT backlog=8192;
 		listen 127.0.1.3:$PORT backlog=8192;
+		keepalive_requests 1000000; # the requests row keeps one connection a process
 		location / { return 200 "ok\n"; }
 	}
 	# The reference: nginx as an egress proxy, limit_req holding it to a rate.
@@ -108,12 +114,13 @@ row() { # row KIND RATE FILE [SKIP_S [CEILING]]
 		"$([ "${CLIENT_RC:-0}" = 0 ] || echo "  (the client failed: exit $CLIENT_RC, see $T/clients.err)")"
 }
 
-# witness_run FILE CMD...: the SYNs to $PORT while CMD runs.
+# witness_run FILE CMD...: the SYNs to $PORT while CMD runs (WITNESS_WHAT and
+# WITNESS_PORT for other packets and ports).
 witness_run() {
 	local file=$1
 	shift
 	: >"$file"
-	start_syn_witness "$PORT" "$file"
+	start_syn_witness "${WITNESS_PORT:-$PORT}" "$file"
 	"$@" >/dev/null 2>>"$T/clients.err"
 	CLIENT_RC=$?
 	sleep 0.3
@@ -153,6 +160,34 @@ async def lane(k):
 async def main():
     await asyncio.gather(*(lane(k) for k in range(min(n, most))))
 asyncio.run(main())' "$PORT" "$1" "$OPEN_MAX"
+}
+
+# The other meters, from 8 blocking python3 processes: keep-alive GETs on one
+# connection each (the witness stamps each request's first segment), and
+# datagrams sent each with its address to a UDP sink.
+requests_client() { # requests_client EACH
+	local i
+	for i in $(seq 8); do
+		python3 -c '
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+for i in range(int(sys.argv[2])):
+    c.request("GET", "/r%d" % i)
+    c.getresponse().read()' "$PORT" "$1" &
+	done
+	wait
+}
+
+datagram_client() { # datagram_client UDP_PORT EACH
+	local i
+	for i in $(seq 8); do
+		python3 -c '
+import socket, sys
+s, a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), ("127.0.0.1", int(sys.argv[1]))
+for i in range(int(sys.argv[2])):
+    s.sendto(b"d%d" % i, a)' "$1" "$2" &
+	done
+	wait
 }
 
 node_client() {
@@ -255,6 +290,24 @@ for rate in $RATES; do
 	witness_run "$T/w" "$B/sluice" run --seccomp -c "$T/c.ini" -- \
 		bash -c "$(declare -f procs); PORT=$PORT procs 8 $each $B/bench/connect_loop_static"
 	row "static C, --seccomp" "$rate" "$T/w" 0 "${ceiling[static]}"
+	# A keyed section (one queue per address: the one key here), and the other
+	# meters.
+	cell_config k "$rate"
+	echo "per = address" >>"$T/k.ini"
+	witness_run "$T/w" "$B/sluice" run -c "$T/k.ini" -- \
+		bash -c "$(declare -f procs); PORT=$PORT procs 8 $each $B/bench/connect_loop"
+	row "C, 8 processes, keyed" "$rate" "$T/w"
+	cell_config r "$rate"
+	echo "meter = requests" >>"$T/r.ini"
+	WITNESS_WHAT=request witness_run "$T/w" "$B/sluice" run -c "$T/r.ini" -- \
+		bash -c "$(declare -f requests_client); PORT=$PORT requests_client $each"
+	row "requests, 8 python3" "$rate" "$T/w"
+	cell_config g "$rate"
+	sed -i "s/^match = .*/match = 127.0.0.1:$UPORT/" "$T/g.ini"
+	echo "meter = datagrams" >>"$T/g.ini"
+	WITNESS_WHAT=datagram WITNESS_PORT=$UPORT witness_run "$T/w" "$B/sluice" run -c "$T/g.ini" -- \
+		bash -c "$(declare -f datagram_client); datagram_client $UPORT $each"
+	row "datagrams, 8 python3" "$rate" "$T/w"
 done
 
 # A fleet of three daemons sharing each rate through a Redis of the bench's own.
