@@ -89,7 +89,8 @@ static void log_go(const char *what, struct sl_record *rec, const struct sl_matc
  * clock_nanosleep is not).  Ends with -EAGAIN at `timeout_at` (SO_SNDTIMEO).
  *
  * On time to a few microseconds, as a blocking connect's wait is (pending.c): the
- * futex ends SL_CLOCK_SPIN_NS early under a 1 ns timer slack and the rest is spun.
+ * futex ends SL_CLOCK_SPIN_NS early under a 1 ns timer slack and the rest is spun
+ * (a signal in those last 200 us runs its handler and the wait goes on).
  * A release late by a wake-up is never made up - the next piece's slot follows
  * the instant the last one went (docs/design.md, "The queue") - so 50 us of
  * default slack and a timer's lateness on every 64 KiB piece cost a bytes section
