@@ -255,7 +255,7 @@ int64_t sl_limit_counted_from(const struct sl_spec *s, const struct sl_state *st
 		return end;
 	if (!sl_strategy_is_gcra(r) || sl_gcra_increment(r, cost) >= SL_STRICT_INTERVAL_NS)
 		return end;
-	return SL_MAX(charged_from(r, cost, checked), end - SL_CALL_SPREAD_NS);
+	return SL_MAX(checked - SL_WAKE_SLACK_NS, end - SL_CALL_SPREAD_NS); /* as charged_from */
 }
 
 uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st, int64_t now)
