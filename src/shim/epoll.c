@@ -89,12 +89,23 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 typedef int (*wait_fn)(int epfd, struct epoll_event *evs, int max, int64_t timeout_ns,
                        const sigset_t *mask);
 
+/* The most events one wait hands out while the kicker has work.  The kernel hands
+ * them out holding the epoll set's mutex, which the kicker's epoll_ctl (putting a
+ * made connect's registrations back) must also take: node handing out 1,024 events
+ * a call kept it 400-700 us, python asyncio (as many as it has sockets, 12,000)
+ * 2-4 ms, and every release of the queue behind it waited as long (docs/design.md,
+ * "Why nothing is made up").  64 keeps it to tens of microseconds; a wait may
+ * always return fewer events than asked, and the rest stay ready for the next. */
+#define SL_EPOLL_BATCH_WHILE_KICKING 64
+
 /* Wait in slices that end when a masked registration is due, re-arming it then. */
 static int wait_held(int epfd, struct epoll_event *evs, int max, int64_t timeout_ns,
                      wait_fn real, const sigset_t *mask)
 {
 	int64_t deadline = timeout_ns < 0 ? INT64_MAX : sl_clock_mono_ns() + timeout_ns;
 
+	if (max > SL_EPOLL_BATCH_WHILE_KICKING && sl_kicker_has_work())
+		max = SL_EPOLL_BATCH_WHILE_KICKING;
 	for (;;) {
 		int64_t now = sl_clock_mono_ns();
 		int64_t earliest = sl_epoll_due(epfd, now), until = deadline;

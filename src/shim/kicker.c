@@ -85,6 +85,8 @@ static int before(const struct entry *a, const struct entry *b)
  * only what is used is ever touched).  Guarded by heap_lock. */
 static struct entry *heap;
 static unsigned heap_len;
+/* heap_len as the program's threads may read it without heap_lock (a hint). */
+static _Atomic unsigned queued;
 static struct sl_mutex heap_lock = SL_MUTEX_INIT;
 
 /* Bumped, and woken, when an entry earlier than the thread's deadline arrives. */
@@ -166,6 +168,7 @@ static int pop_due(int64_t now, struct entry *e)
 		*e = heap[0];
 		heap[0] = heap[--heap_len];
 		sift_down(0);
+		atomic_store_explicit(&queued, heap_len, memory_order_relaxed);
 		got = 1;
 	}
 	sl_shim_unlock(&heap_lock);
@@ -362,6 +365,7 @@ void sl_kicker_due(struct sl_record *rec)
 		heap[heap_len] = (struct entry){.at = at, .slot = rec->wait ? rec->wait->pend.t.slot_ns : at,
 		                                .index = rec->index};
 		sift_up(heap_len++);
+		atomic_store_explicit(&queued, heap_len, memory_order_relaxed);
 		rec->kick_at = at;
 		wake = heap[0].at == at;
 	}
@@ -382,6 +386,11 @@ int sl_kicker_running(void)
 	return atomic_load_explicit(&state, memory_order_relaxed) == 1;
 }
 
+int sl_kicker_has_work(void)
+{
+	return sl_kicker_running() && atomic_load_explicit(&queued, memory_order_relaxed) > 0;
+}
+
 void sl_kicker_note_socket(struct sl_record *rec)
 {
 	struct stat st;
@@ -397,6 +406,7 @@ void sl_kicker_after_fork(void)
 	/* The child has no kicker thread, and the entries are the parent's records'. */
 	sl_mutex_reset(&heap_lock);
 	heap_len = 0;
+	atomic_store(&queued, 0);
 	memset(gates, 0, sizeof(gates));
 	atomic_store(&state, 0);
 }

@@ -25,6 +25,10 @@ void sl_kicker_allow_realtime(int allowed);
 /* Whether the thread runs (in this process): records with an entry are its. */
 int sl_kicker_running(void);
 
+/* Whether the thread runs and has records to act on: an instant to come at which
+ * it may call epoll_ctl on one of the program's sets (a hint, read without lock). */
+int sl_kicker_has_work(void);
+
 /* In a fork child: no thread, nothing queued (the records are the parent's). */
 void sl_kicker_after_fork(void);
 
