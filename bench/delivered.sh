@@ -57,6 +57,7 @@ http {
 		listen 127.0.1.1:$PORT backlog=8192;
 		listen 127.0.1.2:$PORT backlog=8192;
 		listen 127.0.1.3:$PORT backlog=8192;
+		listen 127.0.2.1:$PORT backlog=8192; # the keyed fleet's endpoint
 		keepalive_requests 1000000; # the requests row keeps one connection a process
 		location / { return 200 "ok\n"; }
 	}
@@ -332,7 +333,9 @@ for rate in $RATES; do
 	row "datagrams, 8 python3" "$rate" "$T/w" 1
 done
 
-# A fleet of three daemons sharing each rate through a Redis of the bench's own.
+# A fleet of three daemons sharing each rate through a Redis of the bench's own,
+# and a keyed section of the same fleet (one queue per address) whose one
+# endpoint all three machines send to.
 start_redis
 for rate in $RATES; do
 	n=$((rate * SECS))
@@ -341,6 +344,13 @@ for rate in $RATES; do
 		fleet_config "$m" "$T/m$m-$rate.ini" <<EOF
 [dest]
 match = 127.0.1.0/24:$PORT
+rate = $rate/s
+scope = fleet
+max_wait = 10m
+
+[keyed]
+match = 127.0.2.1:$PORT
+per = address
 rate = $rate/s
 scope = fleet
 max_wait = 10m
@@ -356,11 +366,12 @@ EOF
 	# that finishes last runs alone at its third until the leases move its way,
 	# and the cell would measure that step (make bench item 14 times it) rather
 	# than what a standing fleet delivers.
-	fleet_clients() {
+	fleet_clients() { # fleet_clients [ADDR]: 4 processes a machine, to 127.0.1.M or ADDR
 		local m i pids=()
 		for m in 1 2 3; do
 			for i in 1 2 3 4; do
-				LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$m" "$B/bench/connect_loop" "127.0.1.$m" "$PORT" "$n" >/dev/null &
+				LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$m" "$B/bench/connect_loop" "${1:-127.0.1.$m}" \
+					"$PORT" "$n" >/dev/null &
 				pids+=($!)
 			done
 		done
@@ -370,6 +381,9 @@ EOF
 	# From its second second: each machine starts with its own burst of one, the
 	# fleet's documented excess at the start (docs/design.md, "Across machines").
 	row "fleet of 3 daemons" "$rate" "$T/w" 1
+	sleep 1 # the keyed item is leased once it is used: a period, then its shares
+	witness_run "$T/w" fleet_clients 127.0.2.1
+	row "fleet of 3, keyed" "$rate" "$T/w" 1
 	for m in 1 2 3; do eval "kill \$M_PID_$m"; done
 	sleep 0.5
 done
