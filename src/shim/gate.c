@@ -323,15 +323,21 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		settle_and_unlock(g->fd, rec);
 		return gate_done(g, rc);
 	}
-	if (p->t.mask) {
+	int64_t released = p->t.mask ? p->t.released_ns : 0;
+
+	if (released)
 		log_go(what, rec, want);
-		if (rec->kind == SL_KIND_CONNECTION)
-			move_when_made(g, p->t.released_ns, want);
-	} else {
+	else
 		sl_admission_said(p, rc, what); /* observe only, no rate, a fallback */
-	}
 	went(rec);
 	go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+	/* After go_limits, which sets what the send path is told: the release moves
+	 * on to when the write - a request, a datagram, a first write - is made.
+	 * Set before it, the flag was overwritten and no held write was ever
+	 * counted from when it went: a datagram sender held up between its check
+	 * and its sendto put the next datagram 30 ms after it at 20/s (t_udp). */
+	if (released)
+		move_when_made(g, released, want);
 	settle_and_unlock(g->fd, rec);
 	return gate_done(g, 0);
 }

@@ -376,7 +376,7 @@ int sl_held_shutdown(int fd, int *rc)
  * carries it while it waits (so a non-blocking retry finds its place, and poll and
  * epoll hide the socket meanwhile); a retry to other sections gives the place back
  * first.  A connected UDP socket sending elsewhere waits here, in place. */
-int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait)
+int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait, int *track)
 {
 	/* Twice: another thread may give fd its record between our look and ours. */
 	for (int tries = 0; tries < 2; tries++) {
@@ -385,7 +385,7 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 
 		if (!rec) {
 			if (sl_held_connect(fd, d, m, SL_KIND_DATAGRAM) == 0)
-				return sl_held_write(fd, dontwait);
+				return sl_held_write_data(fd, dontwait, NULL, 0, NULL, track);
 			continue;
 		}
 		sl_shim_lock(&rec->lock);
@@ -407,7 +407,7 @@ int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, 
 			}
 		}
 		sl_shim_unlock(&rec->lock);
-		return sl_held_write(fd, dontwait);
+		return sl_held_write_data(fd, dontwait, NULL, 0, NULL, track);
 	}
 	{
 		struct sl_match own = *m;

@@ -32,7 +32,9 @@ struct sl_record *sl_held_lock_record(int fd);
 
 int sl_held_connect(int fd, const struct sl_dest *d, const struct sl_match *m, int kind);
 
-int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait);
+/* One datagram to d (matched as m), held as a write is; *track gets SL_TRACK_MOVE
+ * when the caller is to call sl_held_made once it is sent. */
+int sl_held_datagram(int fd, const struct sl_dest *d, const struct sl_match *m, int dontwait, int *track);
 
 /* A released connection that holds concurrency places (`conc`) until it closes.
  * -ENOSPC when the pool is full. */

@@ -198,8 +198,8 @@ static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iov
 }
 
 /* A datagram to `addr`.  Returns 1 when no section meters it (the caller gates the
- * fd as usual), 0 to send it now, or -errno. */
-static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int dontwait)
+ * fd as usual), 0 to send it now (*track as the gate says), or -errno. */
+static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int dontwait, int *track)
 {
 	struct sl_dest d;
 	struct sl_match m;
@@ -211,7 +211,7 @@ static int datagram(int fd, const struct sockaddr *addr, socklen_t alen, int don
 	d.meter = SL_METER_DATAGRAMS;
 	if (sl_admission_match(&d, name, sizeof(name), &m) == 0 || sl_socket_type(fd) != SOCK_DGRAM)
 		return 1;
-	return sl_held_datagram(fd, &d, &m, dontwait);
+	return sl_held_datagram(fd, &d, &m, dontwait, track);
 }
 
 /* MSG_FASTOPEN: connect and first write at once.  Returns 1 when nothing holds it
@@ -271,16 +271,19 @@ SL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 static int gate_to(int fd, const struct sockaddr *addr, socklen_t alen, int flags,
                    const struct iovec *iov, int iovcnt, struct gate *g)
 {
-	int rc = sl_unlikely(flags & MSG_FASTOPEN) ? fastopen(fd, addr, alen, iov, iovcnt, flags)
-	                                           : datagram(fd, addr, alen, flags & MSG_DONTWAIT);
+	int rc;
 
+	g->limit = SIZE_MAX;
+	g->track = 0;
+	rc = sl_unlikely(flags & MSG_FASTOPEN) ? fastopen(fd, addr, alen, iov, iovcnt, flags)
+	                                       : datagram(fd, addr, alen, flags & MSG_DONTWAIT, &g->track);
 	if (rc == 1)
 		return gate_iov(fd, flags & MSG_DONTWAIT, iov, iovcnt, g);
 	if (rc < 0) {
 		errno = -rc;
 		return -1;
 	}
-	return 0;
+	return g->track != 0; /* 1: told once it went (sl_held_made) */
 }
 
 SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
@@ -379,10 +382,13 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 		int rc = h->msg_name ? gate_to(fd, h->msg_name, h->msg_namelen, flags, h->msg_iov,
 		                               (int)h->msg_iovlen, &g)
 		                     : gate_iov(fd, flags & MSG_DONTWAIT, h->msg_iov, (int)h->msg_iovlen, &g);
+		int went;
 
-		if (rc < 0 || (rc = real ? real(fd, &vec[sent], 1, flags)
-		                         : (int)syscall(SYS_sendmmsg, fd, &vec[sent], 1, flags)) < 1)
+		if (rc < 0 || (went = real ? real(fd, &vec[sent], 1, flags)
+		                           : (int)syscall(SYS_sendmmsg, fd, &vec[sent], 1, flags)) < 1)
 			return sent ? (int)sent : -1;
+		if (rc == 1)
+			wrote(fd, &g, h->msg_iov, (int)h->msg_iovlen, (ssize_t)vec[sent].msg_len);
 	}
 	return (int)sent;
 pass:

@@ -3,7 +3,8 @@
 # it carries its own address (sendto, sendmsg, sendmmsg) or goes over a connected
 # UDP socket (send, write).  Clients: python3 (blocking, connected, non-blocking
 # asyncio, ctypes sendmmsg) and socat (UDP: connect+write; UDP-DATAGRAM: sendto).
-# Asserted: releases never closer than the interval, every datagram arrives, a
+# Asserted: releases never closer than the interval (a sender held up between its
+# release and its send included), every datagram arrives, a
 # connections section on the same destination does not touch datagrams, an
 # unmatched port is not held, and a refusal fails the send with ECONNREFUSED.
 . "$(dirname "$0")/lib.sh"
@@ -47,6 +48,20 @@ for i in range(4):
     s.sendmsg([b"msg", b"%d" % i], [], 0, ("127.0.0.1", int(sys.argv[1])))
 ' "$uport" || fail "python3 sendto/sendmsg"
 datagrams_spaced "sendto+sendmsg" 10
+
+# A sender held up between its release and its sendto (an interposer between the
+# shim and libc sleeps 20 ms before every other datagram): the next release counts
+# from when the datagram went, not from its check - or it would reach the sink
+# 30 ms after the late one, at an interval of 50.
+cc -O1 -shared -fPIC -o "$T/slow_sendto.so" "$HELPERS/slow_sendto.c" -ldl ||
+	fail "cannot build the slow sendto interposer"
+LD_PRELOAD="$PRELOAD:$T/slow_sendto.so" run python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(6):
+    s.sendto(b"late%d" % i, ("127.0.0.1", int(sys.argv[1])))
+' "$uport" || fail "python3 sendto, held up before each other send"
+datagrams_spaced "sendto held up after its release" 6
 
 run python3 -c '
 import socket, sys
