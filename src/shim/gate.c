@@ -331,12 +331,14 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		sl_admission_said(p, rc, what); /* observe only, no rate, a fallback */
 	went(rec);
 	go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
-	/* After go_limits, which sets what the send path is told: the release moves
-	 * on to when the write - a request, a datagram, a first write - is made.
-	 * Set before it, the flag was overwritten and no held write was ever
-	 * counted from when it went: a datagram sender held up between its check
-	 * and its sendto put the next datagram 30 ms after it at 20/s (t_udp). */
-	if (released)
+	/* A datagram leaves whole inside its send call: its release moves on to
+	 * when the call returned, so a sender held up between its check and its
+	 * sendto (t_udp holds every other one 20 ms) does not bring the next one
+	 * closer than the interval.  After go_limits, which sets the flags the send
+	 * path is told and would clear this one.  A stream's write is not moved: its
+	 * first segment leaves as the call begins, and a long write's end (a large
+	 * body into a full buffer) says nothing of when (docs/design.md). */
+	if (released && rec->kind != SL_KIND_CONNECTION)
 		move_when_made(g, released, want);
 	settle_and_unlock(g->fd, rec);
 	return gate_done(g, 0);
