@@ -30,6 +30,9 @@ cleanup() {
 	exec 2>/dev/null
 	for p in "${BG_PIDS[@]}"; do kill -9 "$p"; done
 	wait
+	# A faketime wrapper killed so cannot remove the shared memory it keeps,
+	# named by its pid.
+	for p in "${BG_PIDS[@]}"; do rm -f "/dev/shm/faketime_shm_$p" "/dev/shm/sem.faketime_sem_$p"; done
 	python3 "$HELPERS/segment.py" remove "$SHM_NAME"
 	for p in "${EXTRA_SHMS[@]}"; do python3 "$HELPERS/segment.py" remove "$p"; done
 	# And any other segment made from a config of this test (a `sluice run`
