@@ -266,16 +266,20 @@ static int fleet(long iterations)
 }
 
 /* What a key costs: its record, and the segment's bytes per key slot (record and
- * tag, measured as two layouts' difference). */
+ * tag, measured as two layouts' difference) - plain, and with the more a keyed
+ * sliding window, fleet or signals section needs (shm-t.h). */
 static int sizes(void)
 {
-	struct sl_shm_dims a = {64, 1024, SL_HOLDERS_DEFAULT, 1000}, b = a;
-	struct sl_shm_layout la, lb;
+	for (uint32_t more = 0; more <= 1; more++) {
+		struct sl_shm_dims a = {64, 1024, SL_HOLDERS_DEFAULT, 1000, more}, b = a;
+		struct sl_shm_layout la, lb;
 
-	b.keys = 101000;
-	if (sl_shm_layout(&a, &la) < 0 || sl_shm_layout(&b, &lb) < 0)
-		return 1;
-	printf("%zu %.0f\n", sizeof(struct sl_key), (double)(lb.size - la.size) / 100000.0);
+		b.keys = 101000;
+		if (sl_shm_layout(&a, &la) < 0 || sl_shm_layout(&b, &lb) < 0)
+			return 1;
+		printf("%s%zu %.0f", more ? " " : "", sl_shm_key_size(&a), (double)(lb.size - la.size) / 100000.0);
+	}
+	printf("\n");
 	return 0;
 }
 

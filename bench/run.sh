@@ -78,8 +78,10 @@ for keys in 1000 100000; do
 		"$(awk -v c="$hot" -v f="$floor" 'BEGIN { printf "%.1f", c / f }')"
 done
 
-read -r keyrec keyslot < <("$B/bench/admit_bench" sizes)
+read -r keyrec keyslot morerec moreslot < <("$B/bench/admit_bench" sizes)
 printf '   %-34s %6s B   (%s B of segment per key slot)\n' "a key's record:" "$keyrec" "$keyslot"
+printf '   %-34s %6s B   (%s B per key slot: sliding window, fleet or signals)\n' "a key's record, with its more:" \
+	"$morerec" "$moreslot"
 
 python3 "$ROOT/tests/integration/helpers/sink.py" "$T/port" 600 &
 python3 "$ROOT/tests/integration/helpers/server.py" --port-file "$T/hport" --lifetime 600 &

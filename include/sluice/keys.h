@@ -59,6 +59,11 @@ struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl
  * `serial` (so a reference taken earlier is good), else NULL. */
 struct sl_key *sl_keys_ref(struct sl_shm_header *h, unsigned i, uint32_t slot, uint32_t serial);
 
+/* A copy of record k of h for a reader (no lock: it may be torn), with its more
+ * when the segment's key records carry one, else zeros: the copy's state has its
+ * more after it, as in the segment. */
+void sl_key_read(struct sl_shm_header *h, const struct sl_key *k, struct sl_key_more *out);
+
 /* Whether record k holds a key of a live section (its owner's serial unchanged). */
 int sl_key_live(struct sl_shm_header *h, const struct sl_key *k);
 

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 8           /* incompatible layout changes */
+#define SL_SHM_MAJOR 9           /* incompatible layout changes */
 #define SL_SHM_MINOR 1           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
@@ -35,6 +35,8 @@
 #define SL_HOST_MAX 256     /* 253 characters of DNS name, NUL, padding */
 #define SL_WAIT_BUCKETS 64  /* wait histogram, see sl_stats_bucket() */
 #define SL_SLIDE_BUCKETS 64 /* sliding-window resolution: WINDOW/63 per bucket */
+#define SL_KEYID_BYTES 32   /* a key's bytes: an address, a short name, or ... */
+#define SL_KEYID_NAME_HEAD 24 /* ... a long name's head, and its hash after it */
 #define SL_PATH_MAX 256
 
 /* Pattern kinds.  A zero kind is "no pattern". */
@@ -140,32 +142,35 @@ struct sl_slide {
 	uint64_t count[SL_SLIDE_BUCKETS];
 };
 
-/* A section's live state.  Each strategy keeps a scheduling part (which slot the
- * next request gets: what reservations are made against) and an enforcement part
- * (checked against actual release instants, so a late waker can never make the
- * limit looser than it is).  Both change under the segment lock only; the counters
- * are atomic and may be bumped without it. */
+/* A queue's live state: a section's, or (per = ...) one key's.  Each strategy keeps a
+ * scheduling part (which slot the next request gets: what reservations are made
+ * against) and an enforcement part (checked against actual release instants, so a
+ * late waker can never make the limit looser than it is).  Both change under the
+ * segment lock only; the counters are atomic and may be bumped without it.  It
+ * holds only what every queue needs; what some need (a sliding window's buckets, a
+ * lease, the destination's pause) is in struct sl_state_more, which follows it
+ * where it is kept (sl_state_more()). */
 struct sl_state {
 	/* leaky-bucket, token-bucket (GCRA) */
 	int64_t tat_ns;     /* scheduling: earliest slot the next request may get */
 	int64_t rel_tat_ns; /* enforcement: GCRA over actual release instants */
 	uint64_t admitted;  /* requests released (count) */
-	uint64_t held;      /* of those, requests that had to wait (count) */
-	uint64_t refused;   /* requests refused: max_wait exceeded or fallback closed */
-	uint64_t given_up;  /* reservations returned by callers that gave up */
-	uint64_t observed;  /* mode = observe: requests that would have waited */
-	uint64_t wait_max_ns;
-	uint64_t wait_sum_ns;
-	uint64_t wait_hist[SL_WAIT_BUCKETS]; /* counts per bucket of sl_stats_bucket() */
 	/* The last reservation handed out, so the daemon can return it when its holder
 	 * dies before its slot (docs/design.md, "The queue": a caller that gives up returns its
 	 * slot when it is still the last one handed out).  last_pid 0: nothing to return. */
-	int32_t last_pid;
-	uint32_t pad0;
-	uint64_t seq;          /* reservations handed out; unchanged = still the last */
-	uint64_t last_seq;     /* seq right after the last reservation */
 	int64_t last_slot;     /* its release time */
-	struct sl_undo {       /* what undoing it restores (strategy.c) */
+	int32_t last_pid;
+	uint32_t seq;          /* reservations handed out (wraps); unchanged = still the last */
+	uint32_t last_seq;     /* seq right after the last reservation */
+	/* concurrency: places taken now (each also counted in a holder entry, so the
+	 * daemon can give back what dead processes held); conc_futex is bumped at every
+	 * place given back, and waiters sleep on it */
+	uint32_t conc_open;
+	uint32_t conc_waiters;
+	uint32_t conc_futex;
+	uint32_t conc_recount; /* the daemon's scratch while it recounts places (conc.c) */
+	uint32_t pad0;
+	struct sl_undo {       /* what undoing the last reservation restores (strategy.c) */
 		int64_t tat_ns;
 		int64_t win;       /* fixed: window number; session: window start */
 		uint64_t win_used;
@@ -176,25 +181,35 @@ struct sl_state {
 	 * start, CLOCK_MONOTONIC); win_used = requests (or bytes) counted in it */
 	int64_t win, rel_win;
 	uint64_t win_used, rel_win_used;
-	/* sliding-window */
+	/* What the destination said (src/core/pause.c): written under the lock by the
+	 * shim that read the response, read by every admission under it.  signals = on
+	 * is the default, so every key keeps one. */
+	struct sl_pause {
+		int64_t until_ns;        /* CLOCK_MONOTONIC: nothing is released before it */
+		int64_t budget_until_ns; /* a budget (RateLimit r=R;t=T) lasts until then */
+		int64_t pace_until_ns;   /* after a pause, releases go one a pace apart
+		                          * until then (no herd of every waiter at once) */
+		int64_t sched_ns;        /* pacing: the next reservation's earliest slot */
+		int64_t cursor_ns;       /* pacing: the next release's earliest instant */
+		uint32_t budget_left;    /* ... and this many may still go in it */
+		uint32_t count;          /* pauses so far (count, wraps) */
+		uint16_t status;         /* the last pause's response status */
+		uint8_t kind;            /* its enum sl_signal_kind */
+		uint8_t streak;          /* bare 429s in a row: each doubles the back-off */
+		uint32_t adapt_ppm;      /* adapt: millionths of the rate in force (0: all) */
+	} pause;
+};
+_Static_assert(sizeof(struct sl_pause) == 56, "sl_pause is part of the shm ABI");
+_Static_assert(sizeof(struct sl_state) == 192, "sl_state is part of the shm ABI");
+
+/* What only some queues need, kept right after their struct sl_state: every
+ * section's (struct sl_section), and a key's only in a segment whose key records
+ * carry it (sl_shm_dims.key_more: some keyed section needs it, sl_spec_needs_more).
+ * Code reaches it through sl_state_more() and only for a spec that needs the part it
+ * reads - a key of any other section has none. */
+struct sl_state_more {
+	/* sliding-window (strategy = sliding-window) */
 	struct sl_slide slide, rel_slide;
-	/* concurrency: places taken now (each also counted in a holder entry, so the
-	 * daemon can give back what dead processes held); conc_futex is bumped at every
-	 * place given back, and waiters sleep on it */
-	uint32_t conc_open;
-	uint32_t conc_waiters;
-	uint32_t conc_futex;
-	uint32_t conc_recount; /* the daemon's scratch while it recounts places (conc.c) */
-	uint64_t undecided; /* calls the shared state could not decide (lock unavailable,
-	                     * holder table full, release check never agreeing): decided
-	                     * by the fallback policy instead, never simply let go (count) */
-	uint64_t repaired;  /* times this state was found further ahead than any
-	                     * admission can put it, and reset (sl_strategy_repair) */
-	/* A keyed section's own state carries no limit (its keys' states do), only the
-	 * counters above, summed over its keys, and these three about its keys: */
-	uint64_t keys;          /* keys held in the key table now */
-	uint64_t key_evictions; /* idle keys evicted to make room for new ones */
-	uint64_t key_full;      /* calls refused because every key slot it could use was busy */
 	/* scope = fleet: this machine's lease on the fleet's limit (src/core/lease.c),
 	 * written by the daemon from Redis's answers under the lock, read by every
 	 * admission under it.  Zero: no lease yet - nothing goes. */
@@ -222,29 +237,50 @@ struct sl_state {
 		                      * whose daemon died stops using its share before the
 		                      * fleet gives it to the others */
 	} lease;
-	/* What the destination said (src/core/pause.c): written under the lock by the
-	 * shim that read the response, read by every admission under it. */
-	struct sl_pause {
-		int64_t until_ns;        /* CLOCK_MONOTONIC: nothing is released before it */
-		int64_t budget_until_ns; /* a budget (RateLimit r=R;t=T) lasts until then */
-		uint64_t budget_left;    /* ... and this many may still go in it */
-		int64_t pace_until_ns;   /* after a pause, releases go one a pace apart
-		                          * until then (no herd of every waiter at once) */
-		int64_t sched_ns;        /* pacing: the next reservation's earliest slot */
-		int64_t cursor_ns;       /* pacing: the next release's earliest instant */
-		uint64_t count;          /* pauses so far (count) */
-		int64_t set_ns;          /* when the last pause was set (CLOCK_MONOTONIC) */
-		uint16_t status;         /* the last pause's response status */
-		uint8_t kind;            /* its enum sl_signal_kind */
-		uint8_t streak;          /* bare 429s in a row: each doubles the back-off */
-		uint32_t adapt_ppm;      /* adapt: millionths of the rate in force (0: all) */
-		uint32_t adapt_peak_ppm; /* adapt: the share in force at the last 429 */
-		uint32_t adapt_floor_ppm; /* adapt: the share the last 429 cut it to */
-		int64_t adapt_cut_ns;    /* adapt: when it was last cut */
-		int64_t adapt_at_ns;     /* adapt: when it last climbed */
-	} pause;
+	/* adapt = on: how the last cut and climb went (pause.c) */
+	struct sl_adapt {
+		uint32_t peak_ppm;  /* the share in force at the last 429 */
+		uint32_t floor_ppm; /* the share the last 429 cut it to */
+		int64_t cut_ns;     /* when it was last cut */
+		int64_t at_ns;      /* when it last climbed */
+	} adapt;
+	/* A section's own, never a key's: its counters (counters.def: a keyed
+	 * section's are summed over its keys), the last pause any of its queues took,
+	 * its waits (sl_stats_record_wait) and, when it is keyed, its keys. */
+	uint64_t held;      /* of those admitted, requests that had to wait (count) */
+	uint64_t refused;   /* requests refused: max_wait exceeded or fallback closed */
+	uint64_t given_up;  /* reservations returned by callers that gave up */
+	uint64_t observed;  /* mode = observe: requests that would have waited */
+	uint64_t undecided; /* calls the shared state could not decide (lock unavailable,
+	                     * holder table full, release check never agreeing): decided
+	                     * by the fallback policy instead, never simply let go (count) */
+	uint64_t repaired;  /* times a state of it was found further ahead than any
+	                     * admission can put it, and reset (sl_strategy_repair) */
+	int64_t pause_set_ns; /* when the last pause was set (CLOCK_MONOTONIC) */
+	uint64_t wait_max_ns;
+	uint64_t wait_sum_ns;
+	uint64_t wait_hist[SL_WAIT_BUCKETS]; /* counts per bucket of sl_stats_bucket() */
+	uint64_t keys;          /* keys held in the key table now */
+	uint64_t key_evictions; /* idle keys evicted to make room for new ones */
+	uint64_t key_full;      /* calls refused because every key slot it could use was busy */
 	uint8_t reserved[8];
 };
+_Static_assert(sizeof(struct sl_state_more) % 8 == 0, "sl_state_more keeps 8-byte alignment");
+
+/* Whether a queue of spec s reads its more: a sliding window, a fleet lease, adapt.
+ * A keyed section's keys carry one only in a segment whose key records have it;
+ * one that needs it and finds none is undecided (admit.c), never let go. */
+static inline int sl_spec_needs_more(const struct sl_spec *s)
+{
+	return s->strategy == SL_STRAT_SLIDING_WINDOW || s->scope == SL_SCOPE_FLEET || s->adapt;
+}
+
+/* The more that follows st: for a section's state always; for a key's only in a
+ * segment whose key records carry it (see above). */
+static inline struct sl_state_more *sl_state_more(const struct sl_state *st)
+{
+	return (struct sl_state_more *)(void *)((char *)(void *)(uintptr_t)st + sizeof(*st));
+}
 
 /* sl_lease.flags */
 #define SL_LEASE_RATE 1u     /* amount, window_ns and burst hold a rate share */
@@ -252,7 +288,6 @@ struct sl_state {
 #define SL_LEASE_PLACES 4u   /* places holds a concurrency share */
 #define SL_LEASE_OUTAGE 8u   /* the daemon cannot reach Redis: the last lease, or the
                               * fleet's limit over `hosts` when there was none */
-_Static_assert(sizeof(struct sl_state) % 8 == 0, "sl_state keeps 8-byte alignment");
 
 /* How a section delivers (src/core/delivery.c): each release's lateness after
  * its slot, counted by whoever releases it, and the daemon's figures over its last
@@ -284,8 +319,11 @@ struct sl_section {
 	                   * shim that matched under one serial charges only that one */
 	struct sl_spec spec;
 	struct sl_state state;
+	struct sl_state_more more; /* right after state: sl_state_more() */
 	struct sl_delivery delivery;
 };
+_Static_assert(offsetof(struct sl_section, more) == offsetof(struct sl_section, state) + sizeof(struct sl_state),
+               "a section's more follows its state");
 _Static_assert(offsetof(struct sl_section, spec) == 8, "sl_section ABI");
 _Static_assert(sizeof(struct sl_section) % 8 == 0, "sl_section keeps 8-byte alignment");
 
@@ -348,10 +386,11 @@ struct sl_shm_header {
 	uint32_t moved;          /* 1: a newer segment under the same name took over
 	                          * from this one (shm.h, sl_shm_move): every admission
 	                          * here is refused the lock and follows the name */
-	uint32_t pad1;
+	uint32_t key_size;       /* bytes of a key record: sizeof(struct sl_key), or with
+	                          * a struct sl_state_more after it (sl_shm_dims.key_more) */
 	char shm_name[40];       /* the name it was made under (shm_name), cut to 39
 	                          * bytes: for `sluice segments`, which sees only keys
-	                          * (minor 1; empty in older segments) */
+	                          * (from layout 8.1 on; empty in older segments) */
 };
 
 enum sl_redis_state {
@@ -416,10 +455,15 @@ struct sl_keyid {
 	uint8_t per;      /* enum sl_per it was made under */
 	uint8_t family;   /* AF_INET, AF_INET6, or 0 for a host name */
 	uint16_t port;    /* host order; 0 unless per includes the port */
-	uint16_t len;     /* bytes of bytes[] in use */
+	uint16_t len;     /* the address's bytes, or the whole name's length */
 	uint16_t pad;
-	uint8_t bytes[SL_HOST_MAX]; /* the name, or the address cut to its prefix */
+	/* The address cut to its prefix; or a name of up to SL_KEYID_BYTES bytes; or a
+	 * longer one's first SL_KEYID_NAME_HEAD bytes and a 64-bit hash of all of it
+	 * (keys.c: two names alike in length, head and hash share one queue - stricter
+	 * for both, never looser). */
+	uint8_t bytes[SL_KEYID_BYTES];
 };
+_Static_assert(sizeof(struct sl_keyid) == 40, "sl_keyid is part of the shm ABI");
 
 struct sl_key {
 	uint32_t in_use;         /* 1: holds a key of section `section` */
@@ -429,9 +473,19 @@ struct sl_key {
 	                          * older serial finds its key again by identity */
 	int64_t last_used_ns;    /* last admission: of idle keys, the least recent goes first */
 	struct sl_keyid id;
-	struct sl_state state;   /* the key's queue, counters and places */
+	struct sl_state state;   /* the key's queue, counters and places; in a segment
+	                          * whose key_size says so, its struct sl_state_more
+	                          * follows the record */
 };
-_Static_assert(sizeof(struct sl_key) % 8 == 0, "sl_key keeps 8-byte alignment");
+_Static_assert(sizeof(struct sl_key) == 256, "a key record is 256 bytes (docs/design.md, \"Keys\")");
+_Static_assert(offsetof(struct sl_key, state) + sizeof(struct sl_state) == sizeof(struct sl_key),
+               "a key's more follows its state");
+
+/* A key record that carries its more. */
+struct sl_key_more {
+	struct sl_key key;
+	struct sl_state_more more;
+};
 
 #define SL_SHM_SECTIONS_OFF 4096 /* sections start on their own page */
 #define SL_KEYS_DEFAULT 4096   /* `keys` when the config says nothing */
@@ -444,6 +498,7 @@ struct sl_shm_dims {
 	uint32_t patterns; /* pattern records (the index has twice as many slots, or more) */
 	uint32_t holders;  /* holder entries, a power of two */
 	uint32_t keys;     /* key records */
+	uint32_t key_more; /* 1: each key record carries a struct sl_state_more */
 };
 
 #endif

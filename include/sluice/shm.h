@@ -51,6 +51,12 @@ uint32_t sl_shm_index_size(uint32_t patterns);
  * beyond its maximum (SL_SECTIONS_MAX, ...) or holders is no power of two. */
 int sl_shm_layout(const struct sl_shm_dims *d, struct sl_shm_layout *out);
 
+/* The bytes of one key record in a segment of dims d. */
+static inline size_t sl_shm_key_size(const struct sl_shm_dims *d)
+{
+	return d->key_more ? sizeof(struct sl_key_more) : sizeof(struct sl_key);
+}
+
 /* Whether `base` (of `size` mapped bytes) holds a segment this build understands.
  * Returns 0 or -EPROTO (wrong magic/version/layout) / -EINVAL (too small). */
 int sl_shm_validate(const void *base, size_t size);

@@ -17,13 +17,13 @@
 unsigned sl_stats_bucket(int64_t wait_ns);
 int64_t sl_stats_bucket_upper_ns(unsigned bucket);
 
-/* Count one released request that waited `wait_ns` in all; `held` when sluice made
+/* Count one request of section sec released after waiting `wait_ns` in all; `held` when sluice made
  * it wait (rather than, say, the scheduler waking it late). */
-void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns, int held, uint64_t units);
+void sl_stats_record_wait(struct sl_section *sec, int64_t wait_ns, int held, uint64_t units);
 
-/* The q-quantile (0..1) of the waits recorded in `st`, as a bucket's upper bound,
+/* The q-quantile (0..1) of the waits recorded in sec, as a bucket's upper bound,
  * clamped to the maximum seen. */
-int64_t sl_stats_wait_quantile(const struct sl_state *st, double q);
+int64_t sl_stats_wait_quantile(const struct sl_section *sec, double q);
 
 /* How long from `now` until the slot a request asking now would get (0: it would
  * go at once), for stat and top; -1 where there is no one queue to ask (no rate,
@@ -69,7 +69,7 @@ extern const char *sl_stats_version;
 /* A state's counters (counters.def), for every view that shows them: stat's text
  * and JSON, top, the metrics (src/progs/stats_print.c). */
 enum {
-#define SL_COUNTER(field, column, phrase, help) SL_COUNTER_##field,
+#define SL_COUNTER(part, field, column, phrase, help) SL_COUNTER_##field,
 #include "sluice/counters.def"
 #undef SL_COUNTER
 	SL_NCOUNTERS
@@ -79,13 +79,13 @@ struct sl_counter {
 	const char *column; /* a table's heading; NULL: a note, "N phrase", when not 0 */
 	const char *phrase;
 	const char *help;   /* Prometheus HELP */
-	size_t off;         /* its offset in struct sl_state */
+	size_t off;         /* its offset in struct sl_section */
 };
 extern const struct sl_counter sl_counters[SL_NCOUNTERS];
 
-static inline uint64_t sl_counter_of(const struct sl_state *st, unsigned c)
+static inline uint64_t sl_counter_of(const struct sl_section *sec, unsigned c)
 {
-	return *(const uint64_t *)((const char *)st + sl_counters[c].off);
+	return *(const uint64_t *)((const char *)sec + sl_counters[c].off);
 }
 
 #endif

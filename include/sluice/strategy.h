@@ -76,7 +76,7 @@ void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, s
 
 /* State further ahead of `now` than any admission can put it (max_wait, or
  * SL_REPAIR_FOREVER_NS when the section waits for ever, plus a window and its
- * burst) is corrupt: reset to what holds no excess, counted in st->repaired.
+ * burst) is corrupt: reset to what holds no excess (admit.c counts it in the section's repaired).
  * Returns 1 when something was reset.  Under the segment lock. */
 #define SL_REPAIR_FOREVER_NS (24 * 3600 * 1000000000LL)
 int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off);

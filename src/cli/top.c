@@ -75,7 +75,8 @@ static void restore_terminal(void)
 static void keys_of(struct sl_shm_header *h, const struct sl_key_views *kv, const struct sl_section *sec,
                     struct row *r, int64_t now)
 {
-	static struct sl_key copy; /* large: off the stack */
+	static struct sl_key_more kc; /* large: off the stack */
+	struct sl_key *copy = &kc.key;
 	const struct sl_key_top *top;
 	unsigned n = sl_stats_busiest_keys(kv, r->idx, &top);
 
@@ -85,18 +86,17 @@ static void keys_of(struct sl_shm_header *h, const struct sl_key_views *kv, cons
 
 		if (!k)
 			continue;
-		memcpy(&copy, k, sizeof(copy));
-		if (copy.section != r->idx)
+		sl_key_read(h, k, &kc);
+		if (copy->section != r->idx)
 			continue; /* reused since the walk */
-		sl_keyid_format(&copy.id, w->name, sizeof(w->name));
-		w->admitted = copy.state.admitted;
-		w->paused_ns = sl_sane_ns(copy.state.pause.until_ns) > now ? sl_sane_ns(copy.state.pause.until_ns) - now : 0;
+		sl_keyid_format(&copy->id, w->name, sizeof(w->name));
+		w->admitted = copy->state.admitted;
+		w->paused_ns = sl_sane_ns(kc.key.state.pause.until_ns) > now ? sl_sane_ns(kc.key.state.pause.until_ns) - now : 0;
 		w->share[0] = '\0';
-		if (sl_limit_fleet(&sec->spec) && copy.state.lease.flags & SL_LEASE_RATE &&
-		    copy.state.lease.window_ns > 0)
+		if (sl_limit_fleet(&sec->spec) && kc.more.lease.flags & SL_LEASE_RATE && kc.more.lease.window_ns > 0)
 			snprintf(w->share, sizeof(w->share), "share %.2f",
-			         (double)copy.state.lease.amount * (double)sec->spec.window_ns /
-			         (double)copy.state.lease.window_ns);
+			         (double)kc.more.lease.amount * (double)sec->spec.window_ns /
+			         (double)kc.more.lease.window_ns);
 		r->nkeys++;
 	}
 }
@@ -142,7 +142,7 @@ static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **la
 		else
 			snprintf(w->rate, sizeof(w->rate), "-");
 		for (unsigned c = 0; c < SL_NCOUNTERS; c++)
-			w->count[c] = sl_counter_of(&sec.state, c);
+			w->count[c] = sl_counter_of(&sec, c);
 		{
 			uint64_t admitted = w->count[SL_COUNTER_admitted];
 
@@ -158,8 +158,8 @@ static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **la
 		}
 		w->open = sec.state.conc_open;
 		w->limit = sec.spec.concurrency;
-		w->p50_ns = sl_stats_wait_quantile(&sec.state, 0.5);
-		w->p99_ns = sl_stats_wait_quantile(&sec.state, 0.99);
+		w->p50_ns = sl_stats_wait_quantile(&sec, 0.5);
+		w->p99_ns = sl_stats_wait_quantile(&sec, 0.99);
 		{
 			struct sl_delivery_view dv;
 			int have = sl_delivery_view(&sec, &dv) && dv.releases;

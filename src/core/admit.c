@@ -50,6 +50,8 @@ static struct sl_state *limit_state(struct sl_shm_header *h, unsigned i, struct 
 
 	if (sec->spec.per == SL_PER_NONE)
 		return &sec->state;
+	if (sl_spec_needs_more(&sec->spec) && !sl_shm_dims_of(h).key_more)
+		return NULL; /* its keys would need more than their records hold (sl_shm_fits) */
 	if (ref->serial)
 		k = sl_keys_ref(h, i, ref->slot, ref->serial);
 	if (!k && (k = sl_keys_find(h, i, src, create, now))) {
@@ -68,6 +70,17 @@ static struct sl_state *ticket_state(struct sl_shm_header *h, struct sl_ticket *
 	return limit_state(h, t->sec[k].idx, sec, &t->src, &t->sec[k].key, create, now);
 }
 
+/* Reset st, section sec's own state or one of its keys', when it lies further
+ * ahead than any admission can put it (sl_strategy_repair), counted in the
+ * section's repaired; 1 when it did. */
+static int repair(struct sl_shm_header *h, struct sl_section *sec, struct sl_state *st, int64_t now)
+{
+	if (!sl_limit_repair(&sec->spec, st, now, wall_off(h)))
+		return 0;
+	atomic_fetch_add_explicit(A(&sec->more.repaired), 1, memory_order_relaxed);
+	return 1;
+}
+
 /* The ticket's section at position k if it is still the one reserved in. */
 static struct sl_section *ticket_section(struct sl_shm_header *h, const struct sl_ticket *t,
                                          unsigned k)
@@ -82,7 +95,7 @@ static void count_refused(struct sl_shm_header *h, const struct sl_ticket *t)
 		struct sl_section *sec = sl_shm_section(h, t->sec[__builtin_ctzll(bits)].idx);
 
 		if (sec)
-			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(A(&sec->more.refused), 1, memory_order_relaxed);
 	}
 }
 
@@ -123,7 +136,7 @@ static int ticket_refuse(struct sl_shm_header *h, struct sl_ticket *t, int i, in
 
 	count_refused(h, t);
 	if (sec && count_i)
-		atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(A(&sec->more.refused), 1, memory_order_relaxed);
 	t->mask = 0;
 	t->refusing_section = sec ? i : -1;
 	t->refuse_errno = sec ? sec->spec.refuse : 0;
@@ -139,9 +152,9 @@ static void observe(struct sl_section *sec, struct sl_state *st, int64_t slot, i
 	struct sl_undo ignored;
 
 	if (slot > now)
-		atomic_fetch_add_explicit(A(&sec->state.observed), 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(A(&sec->more.observed), 1, memory_order_relaxed);
 	if (sec->spec.max_wait_ns >= 0 && slot - now > sec->spec.max_wait_ns)
-		atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(A(&sec->more.refused), 1, memory_order_relaxed);
 	else
 		sl_limit_charge(&sec->spec, st, slot, cost, wall, &ignored);
 	atomic_fetch_add_explicit(A(&sec->state.admitted), 1, memory_order_relaxed);
@@ -183,7 +196,7 @@ static int plan_sections(struct sl_shm_header *h, const struct sl_match *m, int6
 			t->key_full = 1;
 			return ticket_refuse(h, t, (int)i, 1);
 		}
-		sl_limit_repair(&sec->spec, st, now, wall_off(h)); /* never sleep on a scribble */
+		repair(h, sec, st, now); /* never sleep on a scribble */
 		slot = sl_limit_slot(&sec->spec, st, now, cost_in(sec, t), wall_off(h));
 		if (sec->spec.mode == SL_MODE_OBSERVE) {
 			if (charge)
@@ -381,7 +394,7 @@ static void refuse_late(struct sl_shm_header *h, struct sl_ticket *t, int limiti
 {
 	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 0, t->arrival_ns);) {
 		give_back(&w.sec->spec, w.st, &t->sec[w.k]);
-		atomic_fetch_add_explicit(A(&w.sec->state.refused), 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(A(&w.sec->more.refused), 1, memory_order_relaxed);
 	}
 	t->refusing_section = limiting;
 	t->refuse_errno = limiting >= 0 && sl_shm_section(h, (unsigned)limiting)
@@ -405,7 +418,7 @@ static int64_t gate_of(struct sl_shm_header *h, struct sl_ticket *t, int64_t now
 
 		if (!w.st)
 			return -ETIMEDOUT;
-		sl_limit_repair(&w.sec->spec, w.st, now, wall_off(h));
+		repair(h, w.sec, w.st, now);
 		at = SL_MAX(sl_limit_release_at(&w.sec->spec, w.st, now, cost_in(w.sec, t), wall_off(h)),
 		            sl_pause_release_at(w.st, &w.sec->spec, now));
 		if (at > later) {
@@ -485,7 +498,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 	if (act)
 		make_call(h, t, now, act, arg);
 	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 0, now);) {
-		sl_stats_record_wait(&w.sec->state, now - t->arrival_ns, t->held, cost_in(w.sec, t));
+		sl_stats_record_wait(w.sec, now - t->arrival_ns, t->held, cost_in(w.sec, t));
 		sl_delivery_count(w.sec, now - sl_sane_ns(t->slot_ns));
 		if (w.st)
 			count_key(w.sec, w.st, cost_in(w.sec, t));
@@ -590,7 +603,7 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
 			st = k ? &k->state : NULL;
 		}
 		give_back(&sec->spec, st, &t->sec[k]);
-		atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(A(&sec->more.given_up), 1, memory_order_relaxed);
 	}
 	sl_shm_unlock(h, self);
 }
@@ -686,7 +699,7 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 		struct sl_section *sec = k ? sl_shm_section(h, k->section) : NULL;
 
 		if (sec && reap_state(&sec->spec, &k->state, now, is_dead)) {
-			atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(A(&sec->more.given_up), 1, memory_order_relaxed);
 			returned++;
 		}
 	}
@@ -695,7 +708,7 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 
 		if (!sec || !reap_state(&sec->spec, &sec->state, now, is_dead))
 			continue;
-		atomic_fetch_add_explicit(A(&sec->state.given_up), 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(A(&sec->more.given_up), 1, memory_order_relaxed);
 		returned++;
 	}
 	sl_shm_unlock(h, self);
@@ -723,7 +736,7 @@ unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uin
 	for (unsigned j = 0; j < secs.n; j++) {
 		struct sl_section *sec = live_section(h, secs.idx[j], secs.serial[j]);
 
-		if (sec && sl_limit_repair(&sec->spec, &sec->state, now, wall_off(h))) {
+		if (sec && repair(h, sec, &sec->state, now)) {
 			if (fixed < nout)
 				out[fixed] = secs.idx[j];
 			fixed++;
@@ -780,7 +793,7 @@ void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)
 		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
 
 		if (sec)
-			atomic_fetch_add_explicit(A(&sec->state.refused), 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(A(&sec->more.refused), 1, memory_order_relaxed);
 	}
 }
 
@@ -804,12 +817,13 @@ int sl_admit_signal(struct sl_shm_header *h, const struct sl_match *m, const str
 		if (!(st = limit_state(h, i, sec, &m->src, &ref, 0, now)))
 			continue;
 		did = sl_pause_apply(st, &sec->spec, sig, now);
+		if (did & SL_PAUSE_SET)
+			sec->more.pause_set_ns = now;
 		if ((did & SL_PAUSE_SET) && st != &sec->state) {
 			/* The section's own state counts its keys' pauses and shows the last. */
 			struct sl_pause *sp = &sec->state.pause;
 
 			sp->count++;
-			sp->set_ns = now;
 			sp->status = st->pause.status;
 			sp->kind = st->pause.kind;
 		}

@@ -62,12 +62,12 @@ static void grow_to_carry(struct sl_shm_dims *want, const struct sl_shm_header *
 static int same_dims(const struct sl_shm_dims *a, const struct sl_shm_dims *b)
 {
 	return a->sections == b->sections && a->patterns == b->patterns && a->holders == b->holders &&
-	       a->keys == b->keys;
+	       a->keys == b->keys && a->key_more == b->key_more;
 }
 
 int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached)
 {
-	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT};
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT, 1};
 
 	return sl_shm_open_or_create_dims(shm, name, mode, &d, reattached);
 }

@@ -43,6 +43,8 @@ static struct sl_state *places(struct sl_shm_header *h, unsigned i, struct sl_se
 	}
 	if (!(ref = sl_match_conc_key(m, i, create)))
 		return NULL; /* more keyed concurrency sections than a match keeps */
+	if (sl_spec_needs_more(&sec->spec) && !sl_shm_dims_of(h).key_more)
+		return NULL; /* its keys' leases would lie past their records (admit.c) */
 	if (ref->serial && (k = sl_keys_ref(h, i, ref->slot, ref->serial)))
 		k->last_used_ns = SL_MAX(k->last_used_ns, sl_clock_mono_ns()); /* asked for a place */
 	if (!k && create && (k = sl_keys_find(h, i, &m->src, 1, sl_clock_mono_ns()))) {

@@ -35,9 +35,9 @@ static int measure_flow(const struct sl_fleet_env *env, struct sl_fleet_memo *m,
 		/* Callers held for want of any share look again every SL_LEASE_RETRY_NS:
 		 * how many there are, from how often they looked.  A machine given nothing
 		 * admits nothing, and without this its demand would fade for good. */
-		m->waiting = m->at ? (double)(uint32_t)(st->lease.misses - m->misses) * (double)SL_LEASE_RETRY_NS /
+		m->waiting = m->at ? (double)(uint32_t)(sl_state_more(st)->lease.misses - m->misses) * (double)SL_LEASE_RETRY_NS /
 		                     elapsed : 0;
-		m->misses = st->lease.misses;
+		m->misses = sl_state_more(st)->lease.misses;
 		m->admitted = admitted;
 		m->refused = refused;
 		m->at = now;
@@ -48,7 +48,7 @@ static int measure_flow(const struct sl_fleet_env *env, struct sl_fleet_memo *m,
 /* An equal part of `amount` over the machines last seen (or `hosts`). */
 static double equal_part(const struct sl_fleet_env *env, const struct sl_state *st, double amount)
 {
-	return amount / SL_MAX(st->lease.machines, SL_MAX(env->hosts, 1u));
+	return amount / SL_MAX(sl_state_more(st)->lease.machines, SL_MAX(env->hosts, 1u));
 }
 
 /* A rate item's demand, thousandths per window. */
@@ -66,7 +66,7 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	 * more than an equal part while others want it. */
 	double rate_now = m->flow * (double)s->window_ns;
 	double backlog = (double)queued * (double)s->window_ns / (double)env->refresh_ns;
-	double share = st->lease.flags & SL_LEASE_RATE ? (double)st->lease.amount / SL_FLEET_SCALE : 0;
+	double share = sl_state_more(st)->lease.flags & SL_LEASE_RATE ? (double)sl_state_more(st)->lease.amount / SL_FLEET_SCALE : 0;
 	double want = rate_now + backlog > 0 ? rate_now * 1.1 + backlog + 0.5 : 0;
 
 	if (waiting > 0 || (queued > 0 && rate_now >= 0.9 * share))
@@ -75,7 +75,7 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	m->demand = SL_MAX(want, fresh ? m->demand * 0.7 : m->demand);
 	it->limit = s->amount * SL_FLEET_SCALE;
 	it->demand = (uint64_t)SL_MIN(m->demand * SL_FLEET_SCALE, (double)it->limit);
-	it->held = st->lease.flags & SL_LEASE_RATE ? st->lease.amount : 0;
+	it->held = sl_state_more(st)->lease.flags & SL_LEASE_RATE ? sl_state_more(st)->lease.amount : 0;
 }
 
 /* A window item's demand: what it would send before the round after next, beyond
@@ -87,7 +87,7 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 static void window_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it, const struct sl_spec *s,
                           const struct sl_state *st, double waiting, uint64_t queued, int64_t now)
 {
-	const struct sl_lease *l = &st->lease;
+	const struct sl_lease *l = &sl_state_more(st)->lease;
 	double want = it->memo->flow * 2.0 * (double)env->refresh_ns + (double)queued;
 	uint64_t left = (l->flags & SL_LEASE_CHUNK) && now < l->until_ns && l->amount > l->sched_used
 	                ? l->amount - l->sched_used : 0;
@@ -122,18 +122,18 @@ void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, 
 		it->demand = it->held = 0;
 		return;
 	}
-	fresh = measure_flow(env, m, st, st->admitted, keyed ? 0 : st->refused, now);
+	fresh = measure_flow(env, m, st, st->admitted, keyed ? 0 : sec->more.refused, now);
 	waiting = m->waiting;
 	/* Callers held on since the last round, however recent: the share binds. */
-	if (st->lease.misses != m->misses_seen && m->at)
+	if (sl_state_more(st)->lease.misses != m->misses_seen && m->at)
 		waiting = SL_MAX(waiting, 1.0);
-	m->misses_seen = st->lease.misses;
+	m->misses_seen = sl_state_more(st)->lease.misses;
 	if (it->kind == 'c') {
 		uint32_t open = st->conc_open, held_on = st->conc_waiters;
 
 		it->limit = s->concurrency;
 		it->demand = (uint64_t)open + held_on + (held_on ? 1 : 0);
-		it->held = SL_MAX((uint64_t)open, st->lease.flags & SL_LEASE_PLACES ? (uint64_t)st->lease.places : 0);
+		it->held = SL_MAX((uint64_t)open, sl_state_more(st)->lease.flags & SL_LEASE_PLACES ? (uint64_t)sl_state_more(st)->lease.places : 0);
 	} else if (it->kind == 'r') {
 		rate_demand(env, it, s, st, waiting, queued, fresh);
 	} else {

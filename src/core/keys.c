@@ -38,6 +38,26 @@ static void cut(uint8_t *out, const uint8_t *addr, unsigned len, unsigned bits)
 	}
 }
 
+/* FNV-1a over a name, then a 64-bit finaliser: what tells two long names with one
+ * head apart.  Two that still agree share a queue: stricter, never looser. */
+static uint64_t name_hash(const char *name, size_t len)
+{
+	uint64_t x = 0x84222325cbf29ce4ull;
+
+	for (size_t i = 0; i < len; i++)
+		x = (x ^ (uint8_t)name[i]) * 0x100000001b3ull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+/* Bytes of id->bytes in use (clamped: the record may have been scribbled on). */
+static unsigned stored(const struct sl_keyid *id)
+{
+	return SL_MIN((unsigned)id->len, (unsigned)SL_KEYID_BYTES);
+}
+
 void sl_keyid_make(struct sl_keyid *id, const struct sl_spec *s, const struct sl_keysrc *src)
 {
 	int by_name = (s->per == SL_PER_HOST || s->per == SL_PER_HOST_PORT) && src->name &&
@@ -48,8 +68,17 @@ void sl_keyid_make(struct sl_keyid *id, const struct sl_spec *s, const struct sl
 	id->per = s->per;
 	id->port = with_port ? src->port : 0;
 	if (by_name) {
-		memcpy(id->bytes, src->name, src->name_len);
 		id->len = src->name_len;
+		if (src->name_len <= SL_KEYID_BYTES) {
+			memcpy(id->bytes, src->name, src->name_len);
+		} else {
+			/* A long name: its head, for people, and a hash of all of it, for
+			 * telling keys apart (shm-t.h, struct sl_keyid). */
+			uint64_t x = name_hash(src->name, src->name_len);
+
+			memcpy(id->bytes, src->name, SL_KEYID_NAME_HEAD);
+			memcpy(id->bytes + SL_KEYID_NAME_HEAD, &x, sizeof(x));
+		}
 		return;
 	}
 	/* An address: per = address, or a host with no name known (the address is
@@ -71,7 +100,7 @@ void sl_keyid_make(struct sl_keyid *id, const struct sl_spec *s, const struct sl
 int sl_keyid_format(const struct sl_keyid *id, char *buf, size_t size)
 {
 	char addr[INET6_ADDRSTRLEN] = "?", port[8] = "";
-	unsigned len = SL_MIN((unsigned)id->len, (unsigned)SL_HOST_MAX - 1);
+	unsigned len = stored(id);
 
 	if (id->port)
 		snprintf(port, sizeof(port), ":%u", id->port);
@@ -87,20 +116,23 @@ int sl_keyid_format(const struct sl_keyid *id, char *buf, size_t size)
 			return snprintf(buf, size, "%s%s", addr, port);
 		return snprintf(buf, size, "%s/%u%s", addr, id->bytes[4], port);
 	}
-	/* A name: printed only up to its first byte that is no name's. */
+	/* A name: printed only up to its first byte that is no name's; a long one's
+	 * head and "...". */
 	{
-		unsigned n = 0;
+		unsigned n = 0, whole = id->len <= SL_KEYID_BYTES;
 
+		if (!whole)
+			len = SL_KEYID_NAME_HEAD;
 		while (n < len && id->bytes[n] > 0x20 && id->bytes[n] < 0x7f)
 			n++;
-		return snprintf(buf, size, "%.*s%s", (int)n, (const char *)id->bytes, port);
+		return snprintf(buf, size, "%.*s%s%s", (int)n, (const char *)id->bytes, whole ? "" : "...", port);
 	}
 }
 
 static uint64_t hash_of(const struct sl_keyid *id, unsigned section, uint32_t serial)
 {
 	uint64_t x = 0xcbf29ce484222325ull; /* FNV-1a, then a 64-bit finaliser */
-	unsigned len = SL_MIN((unsigned)id->len, (unsigned)SL_HOST_MAX);
+	unsigned len = stored(id);
 	uint8_t head[8] = {id->per, id->family, (uint8_t)id->port, (uint8_t)(id->port >> 8),
 	                   (uint8_t)section, (uint8_t)(section >> 8), (uint8_t)serial,
 	                   (uint8_t)(serial >> 8)};
@@ -119,12 +151,14 @@ static uint64_t hash_of(const struct sl_keyid *id, unsigned section, uint32_t se
 static int same_id(const struct sl_keyid *a, const struct sl_keyid *b)
 {
 	return a->per == b->per && a->family == b->family && a->port == b->port && a->len == b->len &&
-	       a->len <= SL_HOST_MAX && memcmp(a->bytes, b->bytes, a->len) == 0;
+	       memcmp(a->bytes, b->bytes, stored(a)) == 0;
 }
 
 uint32_t sl_key_slot(struct sl_shm_header *h, const struct sl_key *k)
 {
-	return (uint32_t)(k - sl_shm_key_at(h, 0));
+	struct sl_shm_dims d = sl_shm_dims_of(h);
+
+	return (uint32_t)((size_t)((const char *)k - (const char *)sl_shm_key_at(h, 0)) / sl_shm_key_size(&d));
 }
 
 int sl_key_live(struct sl_shm_header *h, const struct sl_key *k)
@@ -214,9 +248,9 @@ struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl
 	} else {
 		struct sl_section *owner = sl_shm_section(h, victim->section);
 
-		if (owner->state.keys)
-			owner->state.keys--;
-		owner->state.key_evictions++;
+		if (owner->more.keys)
+			owner->more.keys--;
+		owner->more.key_evictions++;
 		release_record(h, victim, victim_slot);
 	}
 	slot = victim_slot;
@@ -227,13 +261,15 @@ struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl
 	k->last_used_ns = now;
 	k->id = id;
 	memset(&k->state, 0, sizeof(k->state));
+	if (sl_shm_dims_of(h).key_more)
+		memset(sl_state_more(&k->state), 0, sizeof(struct sl_state_more));
 	k->in_use = 1;
 	tags[slot] = tag;
 	h->keys_used++;
-	sec->state.keys++;
+	sec->more.keys++;
 	return k;
 full:
-	sec->state.key_full++;
+	sec->more.key_full++;
 	return NULL;
 }
 
@@ -281,9 +317,10 @@ void sl_keys_carry(struct sl_shm_header *to, struct sl_shm_header *from)
 	uint32_t n = sl_shm_nkeys(from), m = sl_shm_nkeys(to);
 	const uint64_t *ftags = sl_shm_key_tags(from);
 	uint64_t *ttags = sl_shm_key_tags(to);
+	int more_from = sl_shm_dims_of(from).key_more, more_to = sl_shm_dims_of(to).key_more;
 
 	for (uint32_t i = 0, sections = sl_shm_dims_of(to).sections; i < sections; i++)
-		sl_shm_section(to, i)->state.keys = 0;
+		sl_shm_section(to, i)->more.keys = 0;
 	to->keys_used = 0;
 	for (uint32_t s = 0; s < n && m > 0; s++) {
 		struct sl_key *k;
@@ -300,10 +337,22 @@ void sl_keys_carry(struct sl_shm_header *to, struct sl_shm_header *from)
 			if (ttags[t])
 				continue;
 			*sl_shm_key_at(to, t) = *k;
+			if (more_to) /* a key's more comes along when both records have one */
+				*sl_state_more(&sl_shm_key_at(to, t)->state) =
+					more_from ? *sl_state_more(&k->state) : (struct sl_state_more){0};
 			ttags[t] = ftags[s];
 			to->keys_used++;
-			owner->state.keys++;
+			owner->more.keys++;
 			break;
 		}
 	}
+}
+
+void sl_key_read(struct sl_shm_header *h, const struct sl_key *k, struct sl_key_more *out)
+{
+	memcpy(&out->key, k, sizeof(out->key));
+	if (sl_shm_dims_of(h).key_more)
+		memcpy(&out->more, sl_state_more(&k->state), sizeof(out->more));
+	else
+		memset(&out->more, 0, sizeof(out->more));
 }

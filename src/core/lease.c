@@ -6,18 +6,25 @@
 
 #include <string.h>
 
+/* A fleet state's lease: in its more (sl_spec_needs_more), so only a fleet spec's
+ * state is asked for it. */
+static struct sl_lease *lease_of(const struct sl_state *st)
+{
+	return &sl_state_more(st)->lease;
+}
+
 /* The rate a fleet state holds, as a spec the strategies read: the section's, with
  * the lease's share for its amount, window and burst.  NULL when it holds none. */
 static const struct sl_spec *rate_spec(const struct sl_spec *s, const struct sl_state *st,
                                        struct sl_spec *tmp, int64_t now)
 {
-	if (!(st->lease.flags & SL_LEASE_RATE) || !st->lease.amount || st->lease.window_ns <= 0 ||
-	    now >= st->lease.valid_ns)
+	if (!(lease_of(st)->flags & SL_LEASE_RATE) || !lease_of(st)->amount || lease_of(st)->window_ns <= 0 ||
+	    now >= lease_of(st)->valid_ns)
 		return NULL;
 	*tmp = *s;
-	tmp->amount = st->lease.amount;
-	tmp->window_ns = st->lease.window_ns;
-	tmp->burst = st->lease.burst ? st->lease.burst : 1;
+	tmp->amount = lease_of(st)->amount;
+	tmp->window_ns = lease_of(st)->window_ns;
+	tmp->burst = lease_of(st)->burst ? lease_of(st)->burst : 1;
 	return tmp;
 }
 
@@ -25,7 +32,7 @@ static const struct sl_spec *rate_spec(const struct sl_spec *s, const struct sl_
  * it has nothing to show for), and looked at again shortly. */
 static int64_t missed(struct sl_state *st, int64_t now)
 {
-	st->lease.misses++;
+	lease_of(st)->misses++;
 	return now + SL_LEASE_RETRY_NS;
 }
 
@@ -38,7 +45,7 @@ static int is_window(const struct sl_spec *s)
 /* A fleet window state's chunk: usable at `now`, with `cost` left in `used`'s count. */
 static int chunk_has(const struct sl_state *st, int64_t now, uint64_t used, uint64_t cost)
 {
-	const struct sl_lease *l = &st->lease;
+	const struct sl_lease *l = lease_of(st);
 
 	return (l->flags & SL_LEASE_CHUNK) && now < l->until_ns && now < l->valid_ns && used <= l->amount &&
 	       cost <= l->amount - used;
@@ -50,9 +57,9 @@ static int chunk_has(const struct sl_state *st, int64_t now, uint64_t used, uint
  * that this machine wants more of the window than it holds. */
 static int64_t chunk_next(struct sl_state *st, int64_t now)
 {
-	const struct sl_lease *l = &st->lease;
+	const struct sl_lease *l = lease_of(st);
 
-	st->lease.misses++;
+	lease_of(st)->misses++;
 	if ((l->flags & SL_LEASE_CHUNK) && l->until_ns > now)
 		return SL_MIN(l->until_ns, now + SL_LEASE_RECHECK_NS);
 	return now + SL_LEASE_RETRY_NS;
@@ -72,7 +79,7 @@ int64_t sl_limit_slot(const struct sl_spec *s, struct sl_state *st, int64_t now,
 	if (!sl_limit_fleet(s))
 		return sl_strategy_slot(s, st, now, cost, wall_off);
 	if (is_window(s))
-		return chunk_has(st, now, st->lease.sched_used, cost) ? now : chunk_next(st, now);
+		return chunk_has(st, now, lease_of(st)->sched_used, cost) ? now : chunk_next(st, now);
 	if (!(r = rate_spec(s, st, &tmp, now)))
 		return missed(st, now);
 	return sl_strategy_slot(r, st, now, cost, wall_off);
@@ -93,9 +100,9 @@ void sl_limit_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, u
 	if (is_window(s)) {
 		/* Counted in the chunk it falls in; one that comes later is counted at its
 		 * release (the enforcement half never lets it past the chunk). */
-		if (chunk_has(st, at, st->lease.sched_used, cost)) {
-			st->lease.sched_used += cost;
-			undo->win = (int64_t)st->lease.chunk;
+		if (chunk_has(st, at, lease_of(st)->sched_used, cost)) {
+			lease_of(st)->sched_used += cost;
+			undo->win = (int64_t)lease_of(st)->chunk;
 			undo->cost = cost;
 		}
 		return;
@@ -111,8 +118,8 @@ void sl_limit_undo(const struct sl_spec *s, struct sl_state *st, const struct sl
 		return;
 	}
 	if (is_window(s)) {
-		if (undo->cost && (uint64_t)undo->win == st->lease.chunk && st->lease.sched_used >= undo->cost)
-			st->lease.sched_used -= undo->cost;
+		if (undo->cost && (uint64_t)undo->win == lease_of(st)->chunk && lease_of(st)->sched_used >= undo->cost)
+			lease_of(st)->sched_used -= undo->cost;
 		return;
 	}
 	st->tat_ns = undo->tat_ns; /* the GCRA's own undo, whatever the share */
@@ -128,7 +135,7 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 	if (!sl_limit_fleet(s))
 		return sl_strategy_release_at(s, st, now, cost, wall_off);
 	if (is_window(s))
-		return chunk_has(st, now, st->lease.rel_used, cost) ? now : chunk_next(st, now);
+		return chunk_has(st, now, lease_of(st)->rel_used, cost) ? now : chunk_next(st, now);
 	if (!(r = rate_spec(s, st, &tmp, now)))
 		return missed(st, now);
 	at = sl_strategy_release_at(r, st, now, cost, wall_off);
@@ -136,7 +143,7 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 	 * too small for it (the daemon asks for more).  A wait shorter than that is a
 	 * queue the daemon sees as one. */
 	if (at > now + SL_LEASE_RECHECK_NS)
-		st->lease.misses++;
+		lease_of(st)->misses++;
 	return sl_limit_wake(s, at, now);
 }
 
@@ -161,7 +168,7 @@ void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now
 		return;
 	}
 	if (is_window(s)) {
-		st->lease.rel_used += cost;
+		lease_of(st)->rel_used += cost;
 		return;
 	}
 	if ((r = rate_spec(s, st, &tmp, now)))
@@ -221,8 +228,8 @@ int sl_limit_idle(const struct sl_spec *s, const struct sl_state *st, int64_t no
 	none.amount = 0;
 	if (is_window(s))
 		return sl_strategy_idle(&none, st, now, wall_off) &&
-		       (!(st->lease.flags & SL_LEASE_CHUNK) || now >= st->lease.until_ns ||
-		        (!st->lease.sched_used && !st->lease.rel_used));
+		       (!(lease_of(st)->flags & SL_LEASE_CHUNK) || now >= lease_of(st)->until_ns ||
+		        (!lease_of(st)->sched_used && !lease_of(st)->rel_used));
 	if ((r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_idle(r, st, now, wall_off);
 	return sl_strategy_idle(&none, st, now, wall_off);
@@ -237,7 +244,7 @@ uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int
 	if (!sl_limit_fleet(s))
 		return sl_strategy_queued(s, st, now, wall_off);
 	if (is_window(s))
-		return st->lease.sched_used > st->lease.rel_used ? st->lease.sched_used - st->lease.rel_used : 0;
+		return lease_of(st)->sched_used > lease_of(st)->rel_used ? lease_of(st)->sched_used - lease_of(st)->rel_used : 0;
 	if ((r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_queued(r, st, now, wall_off);
 	return 0;
@@ -262,20 +269,20 @@ uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st, int
 {
 	if (!sl_limit_fleet(s))
 		return s->concurrency;
-	if (!s->concurrency || !(st->lease.flags & SL_LEASE_PLACES) || now >= st->lease.valid_ns)
+	if (!s->concurrency || !(lease_of(st)->flags & SL_LEASE_PLACES) || now >= lease_of(st)->valid_ns)
 		return 0; /* no limit to share, no lease, or one lapsed */
-	return SL_MIN(st->lease.places, s->concurrency);
+	return SL_MIN(lease_of(st)->places, s->concurrency);
 }
 
 void sl_lease_extend(struct sl_state *st, int64_t until)
 {
-	if (st->lease.flags && until > st->lease.valid_ns)
-		st->lease.valid_ns = until;
+	if (lease_of(st)->flags && until > lease_of(st)->valid_ns)
+		lease_of(st)->valid_ns = until;
 }
 
 int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 {
-	struct sl_lease *l = &st->lease;
+	struct sl_lease *l = lease_of(st);
 	int more = 0;
 
 	if (g->flags & SL_LEASE_RATE) {

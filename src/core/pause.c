@@ -55,15 +55,16 @@ static int64_t clamp(const struct sl_spec *s, int64_t ns)
 static int adapt_cut(struct sl_state *st, int64_t now)
 {
 	struct sl_pause *p = &st->pause;
+	struct sl_adapt *a = &sl_state_more(st)->adapt; /* adapt = on keeps a more */
 	uint32_t cur = sl_pause_adapt_ppm(st);
 
-	if (p->adapt_cut_ns && now - sl_sane_ns(p->adapt_cut_ns) < 500 * MS)
+	if (a->cut_ns && now - sl_sane_ns(a->cut_ns) < 500 * MS)
 		return 0;
-	p->adapt_peak_ppm = cur;
+	a->peak_ppm = cur;
 	p->adapt_ppm = cur / 2 > SL_ADAPT_FLOOR_PPM ? cur / 2 : SL_ADAPT_FLOOR_PPM;
-	p->adapt_floor_ppm = p->adapt_ppm;
-	p->adapt_cut_ns = now;
-	p->adapt_at_ns = now;
+	a->floor_ppm = p->adapt_ppm;
+	a->cut_ns = now;
+	a->at_ns = now;
 	return 1;
 }
 
@@ -73,22 +74,23 @@ static int adapt_cut(struct sl_state *st, int64_t now)
 static void adapt_climb(struct sl_state *st, int64_t now)
 {
 	struct sl_pause *p = &st->pause;
-	uint32_t cur = sl_pause_adapt_ppm(st), near = (uint32_t)((uint64_t)p->adapt_peak_ppm * 9 / 10);
-	int64_t dt = now - sl_sane_ns(p->adapt_at_ns);
+	struct sl_adapt *a = &sl_state_more(st)->adapt;
+	uint32_t cur = sl_pause_adapt_ppm(st), near = (uint32_t)((uint64_t)a->peak_ppm * 9 / 10);
+	int64_t dt = now - sl_sane_ns(a->at_ns);
 	uint64_t next;
 
 	if (cur >= FULL || dt <= 0)
 		return;
 	if (dt > 10 * 1000 * MS)
 		dt = 10 * 1000 * MS;
-	if (cur < near && near > p->adapt_floor_ppm)
-		next = cur + (uint64_t)((__int128)(near - p->adapt_floor_ppm) * dt / (1000 * MS)) + 1;
+	if (cur < near && near > a->floor_ppm)
+		next = cur + (uint64_t)((__int128)(near - a->floor_ppm) * dt / (1000 * MS)) + 1;
 	else
 		next = cur + (uint64_t)((__int128)(FULL / 100) * dt / (1000 * MS));
 	if (cur < near && next > near)
 		next = near;
 	p->adapt_ppm = next >= FULL ? FULL : (uint32_t)next;
-	p->adapt_at_ns = now;
+	a->at_ns = now;
 }
 
 /* A pause from now to `until`, asked for by `kind` with `status`. */
@@ -102,7 +104,6 @@ static void set_pause(struct sl_state *st, int64_t until, int64_t now, unsigned 
 	p->sched_ns = p->sched_ns > until ? p->sched_ns : until;
 	p->cursor_ns = p->cursor_ns > until ? p->cursor_ns : until;
 	p->count++;
-	p->set_ns = now;
 	p->status = (uint16_t)status;
 	p->kind = (uint8_t)kind;
 }
@@ -137,7 +138,7 @@ int sl_pause_apply(struct sl_state *st, const struct sl_spec *s, const struct sl
 		len = sig->pause_ms > NO_CLAMP_NS / MS ? NO_CLAMP_NS : sig->pause_ms * MS;
 	}
 	if (sig->budget > 0 && sig->budget_ms > 0) {
-		p->budget_left = (uint64_t)sig->budget;
+		p->budget_left = (uint64_t)sig->budget < UINT32_MAX ? (uint32_t)sig->budget : UINT32_MAX;
 		p->budget_until_ns = now + clamp(s, sig->budget_ms * MS);
 		done |= SL_PAUSE_BUDGET;
 	}
@@ -163,8 +164,9 @@ int sl_pause_fleet(struct sl_state *st, const struct sl_spec *s, int64_t until, 
 int64_t sl_pause_slot(struct sl_state *st, const struct sl_spec *s, int64_t slot, int64_t now, int charge)
 {
 	struct sl_pause *p = &st->pause;
-	int64_t until = sl_sane_ns(p->until_ns), pace;
+	int64_t until, pace;
 
+	until = sl_sane_ns(p->until_ns);
 	if (slot < until)
 		slot = until;
 	if (p->budget_left == 0 && now < sl_sane_ns(p->budget_until_ns) && slot < p->budget_until_ns)

@@ -51,12 +51,13 @@ int64_t sl_pending_max_wait(struct sl_shm_header *h, const struct sl_match *m, u
 	return w;
 }
 
+/* Count one in a section's counter at `field` (an offset in struct sl_state_more). */
 static void count_in(struct sl_shm_header *h, int section, size_t field)
 {
 	struct sl_section *sec = section >= 0 ? sl_shm_section(h, (unsigned)section) : NULL;
 
 	if (sec)
-		atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)&sec->state + field), 1,
+		atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)&sec->more + field), 1,
 		                          memory_order_relaxed);
 }
 
@@ -131,7 +132,7 @@ static int undecided(struct sl_pending *p, struct sl_shm_header *h, int64_t now,
 	now = SL_MAX(now, sl_clock_mono_ns());
 	if (!p->undecided)
 		for (uint64_t bits = m->mask; bits; bits &= bits - 1)
-			count_in(h, (int)m->idx[__builtin_ctzll(bits)], offsetof(struct sl_state, undecided));
+			count_in(h, (int)m->idx[__builtin_ctzll(bits)], offsetof(struct sl_state_more, undecided));
 	if (!p->undecided_why)
 		p->undecided_why = why;
 	p->undecided = 1;
@@ -183,7 +184,7 @@ static int step_places(struct sl_pending *p, struct sl_shm_header *h, int64_t no
 	if (rc == -EXDEV)
 		return moved(p, h, now);
 	if (rc == -EDQUOT) { /* no room for its key: refused, never let go */
-		count_in(h, full, offsetof(struct sl_state, refused));
+		count_in(h, full, offsetof(struct sl_state_more, refused));
 		return refuse(p, h, sl_section_refuse(h, full), full, "no room in the key table for its key");
 	}
 	if (rc == -ENOSPC || rc == -ETIMEDOUT) {
@@ -194,7 +195,7 @@ static int step_places(struct sl_pending *p, struct sl_shm_header *h, int64_t no
 		full = conc ? (int)p->ask.m->idx[__builtin_ctzll(conc)] : -1;
 		seen = full >= 0 ? sl_conc_seen(h, p->ask.m, (unsigned)full) : 0;
 		if (!p->undecided)
-			count_in(h, full, offsetof(struct sl_state, undecided));
+			count_in(h, full, offsetof(struct sl_state_more, undecided));
 		if (!p->undecided_why)
 			p->undecided_why = rc == -ENOSPC ? "holder table full" : "segment lock unavailable";
 		p->undecided = 1;
@@ -211,7 +212,7 @@ static int step_places(struct sl_pending *p, struct sl_shm_header *h, int64_t no
 		p->t.mask = 0;
 	}
 	if (now >= p->deadline_ns) {
-		count_in(h, full, offsetof(struct sl_state, refused));
+		count_in(h, full, offsetof(struct sl_state_more, refused));
 		return refuse(p, h, p->deadline_errno, full, "no concurrency place within max_wait");
 	}
 	p->at = SL_MIN(now + SL_PLACE_RECHECK_NS, p->deadline_ns);

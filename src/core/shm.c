@@ -39,7 +39,7 @@ int sl_shm_layout(const struct sl_shm_dims *d, struct sl_shm_layout *l)
 	size_t at;
 
 	if (d->sections > SL_SECTIONS_MAX || d->patterns > SL_PATTERNS_MAX || d->keys > SL_KEYS_MAX ||
-	    d->holders > SL_HOLDERS_MAX || (d->holders & (d->holders - 1)))
+	    d->holders > SL_HOLDERS_MAX || (d->holders & (d->holders - 1)) || d->key_more > 1)
 		return -EINVAL;
 	/* Each table on a cache line of its own; the key table on its own page. */
 	l->sections = SL_SHM_SECTIONS_OFF;
@@ -55,14 +55,20 @@ int sl_shm_layout(const struct sl_shm_dims *d, struct sl_shm_layout *l)
 	l->tags = up(at, 4096);
 	at = l->tags + (size_t)d->keys * sizeof(uint64_t);
 	l->keys = up(at, 64);
-	l->size = l->keys + (size_t)d->keys * sizeof(struct sl_key);
+	l->size = l->keys + (size_t)d->keys * sl_shm_key_size(d);
+	/* Records without a more end in one more's room: code that checked a spec
+	 * needing one (sl_spec_needs_more) and read it as a scribbler changed the spec
+	 * meanwhile reaches a neighbour's bytes, never past the segment. */
+	if (!d->key_more)
+		l->size += sizeof(struct sl_state_more);
 	return 0;
 }
 
 struct sl_shm_dims sl_shm_dims_in(const struct sl_shm_header *h)
 {
 	return (struct sl_shm_dims){.sections = h->max_sections, .patterns = h->max_patterns,
-	                            .holders = h->max_holders, .keys = h->max_keys};
+	                            .holders = h->max_holders, .keys = h->max_keys,
+	                            .key_more = h->key_size != sizeof(struct sl_key)};
 }
 
 int sl_shm_validate(const void *base, size_t size)
@@ -76,7 +82,8 @@ int sl_shm_validate(const void *base, size_t size)
 	if (atomic_load_explicit(A(&((struct sl_shm_header *)h)->magic), memory_order_acquire) !=
 	        SL_SHM_MAGIC ||
 	    h->major != SL_SHM_MAJOR || h->header_size != sizeof(*h) ||
-	    h->section_size != sizeof(struct sl_section) || h->sections_off != SL_SHM_SECTIONS_OFF)
+	    h->section_size != sizeof(struct sl_section) || h->sections_off != SL_SHM_SECTIONS_OFF ||
+	    (h->key_size != sizeof(struct sl_key) && h->key_size != sizeof(struct sl_key_more)))
 		return -EPROTO;
 	d = sl_shm_dims_in(h);
 	if (sl_shm_layout(&d, &l) < 0 || h->index_slots != sl_shm_index_size(d.patterns) ||
@@ -140,7 +147,7 @@ struct sl_shm_dims sl_shm_dims_of(const struct sl_shm_header *h)
 {
 	const struct sl_shm_view *v = sl_shm_view(h);
 
-	return v ? v->dims : (struct sl_shm_dims){0, 0, 0, 0};
+	return v ? v->dims : (struct sl_shm_dims){0, 0, 0, 0, 0};
 }
 
 uint32_t sl_shm_nkeys(const struct sl_shm_header *h)
@@ -163,7 +170,7 @@ struct sl_key *sl_shm_key_at(struct sl_shm_header *h, uint32_t i)
 
 	if (!v || i >= v->dims.keys)
 		return NULL;
-	return (struct sl_key *)((char *)h + v->at.keys) + i;
+	return (struct sl_key *)((char *)h + v->at.keys + (size_t)i * sl_shm_key_size(&v->dims));
 }
 
 struct sl_section *sl_shm_section(struct sl_shm_header *h, unsigned i)
@@ -243,6 +250,7 @@ void sl_shm_init_header(struct sl_shm_header *h, const struct sl_shm_dims *d, in
 	h->max_patterns = d->patterns;
 	h->max_holders = d->holders;
 	h->max_keys = d->keys;
+	h->key_size = (uint32_t)sl_shm_key_size(d);
 	h->index_slots = sl_shm_index_size(d->patterns);
 	atomic_store_explicit(A(&h->magic), SL_SHM_MAGIC_UNPUBLISHED, memory_order_release);
 }
@@ -261,6 +269,10 @@ void sl_config_dims(const struct sl_config *cfg, struct sl_shm_dims *out)
 	out->patterns = g->patterns ? g->patterns : SL_MIN(SL_MAX(1024u, cfg->npatterns * 2), (unsigned)SL_PATTERNS_MAX);
 	out->holders = g->holders ? g->holders : SL_HOLDERS_DEFAULT;
 	out->keys = g->keys;
+	out->key_more = 0;
+	for (unsigned i = 0; i < cfg->nsections; i++)
+		if (cfg->sections[i].spec.per != SL_PER_NONE && sl_spec_needs_more(&cfg->sections[i].spec))
+			out->key_more = 1;
 }
 
 int sl_shm_fits(const struct sl_shm_header *h, const struct sl_config *cfg, char *why, size_t len)
@@ -277,6 +289,13 @@ int sl_shm_fits(const struct sl_shm_header *h, const struct sl_config *cfg, char
 		         cfg->npatterns, d.patterns);
 		return -ENOSPC;
 	}
+	for (unsigned i = 0; i < cfg->nsections && !d.key_more; i++)
+		if (cfg->sections[i].spec.per != SL_PER_NONE && sl_spec_needs_more(&cfg->sections[i].spec)) {
+			snprintf(why, len, "section %s keeps more per key (a sliding window, a lease or the "
+			         "destination's signals) than the segment's key records hold",
+			         cfg->sections[i].spec.name);
+			return -ENOSPC;
+		}
 	return 0;
 }
 
@@ -423,7 +442,7 @@ int sl_shm_is_named(const struct sl_shm *shm, const char *name)
 
 int sl_shm_create_anonymous(struct sl_shm *shm)
 {
-	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT};
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT, 1};
 
 	return sl_shm_create_anonymous_dims(shm, &d);
 }

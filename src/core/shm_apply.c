@@ -118,6 +118,13 @@ static int plan_make(struct plan *p, const struct sl_shm_view *v, const struct s
 	return 0;
 }
 
+/* A section's state and its more, as a new one starts them. */
+static void clear_state(struct sl_section *sec)
+{
+	memset(&sec->state, 0, sizeof(sec->state));
+	memset(&sec->more, 0, sizeof(sec->more));
+}
+
 /* Pass 1: a section that stays (by name) keeps its slot, its serial - so waiters
  * admitted under the old config are released by the new one's checks - and its
  * state, converted to the new limit.  Only a new meter or new keys start it afresh:
@@ -137,7 +144,7 @@ static void keep_staying(struct sl_shm_header *h, const struct sl_config *cfg, s
 		if (j < 0 || p->slot_of[j]) {
 			sec->in_use = 0;
 			sec->serial++;
-			memset(&sec->state, 0, sizeof(sec->state));
+			clear_state(sec);
 			continue;
 		}
 		to = &cfg->sections[j].spec;
@@ -146,7 +153,7 @@ static void keep_staying(struct sl_shm_header *h, const struct sl_config *cfg, s
 			/* Counts of something else, or of other keys: start afresh (its
 			 * keys' records become free with the serial). */
 			sec->serial++;
-			memset(&sec->state, 0, sizeof(sec->state));
+			clear_state(sec);
 		} else if (sec->spec.per != SL_PER_NONE) {
 			p->old[j] = sec->spec; /* its keys are converted below, in one walk */
 			p->convert[j] = sec->spec.scope != to->scope ? 3 : 1;
@@ -155,7 +162,7 @@ static void keep_staying(struct sl_shm_header *h, const struct sl_config *cfg, s
 			/* A lease is the fleet's answer for this scope: another scope starts
 			 * without one (a fleet section waits for its first). */
 			if (sec->spec.scope != to->scope)
-				memset(&sec->state.lease, 0, sizeof(sec->state.lease));
+				memset(&sec->more.lease, 0, sizeof(sec->more.lease));
 		}
 		sec->spec = *to;
 		p->slot_of[j] = i + 1;
@@ -181,7 +188,7 @@ static void place_new(struct sl_shm_header *h, const struct sl_config *cfg, stru
 		if (i == nslots)
 			return; /* cannot be: sl_shm_fits() counted them */
 		sec->serial++;
-		memset(&sec->state, 0, sizeof(sec->state));
+		clear_state(sec);
 		sec->spec = cfg->sections[j].spec;
 		sec->in_use = 1;
 		p->slot_of[j] = ++i;
@@ -206,9 +213,13 @@ static int convert_key(struct sl_key *k, uint32_t slot, void *arg)
 	(void)slot;
 	if (!sec || (j = by_name_find(&c->p->names, c->cfg, sec->spec.name)) < 0 || !c->p->convert[j])
 		return 0;
+	/* An old spec that reads a more these records lack was scribbled on: the
+	 * key's state stays as it is rather than be converted past its record. */
+	if (sl_spec_needs_more(&c->p->old[j]) && !sl_shm_dims_of(c->h).key_more)
+		return 0;
 	sl_strategy_convert(&c->p->old[j], &c->cfg->sections[j].spec, &k->state, c->now, c->wall_off);
-	if (c->p->convert[j] == 3)
-		memset(&k->state.lease, 0, sizeof(k->state.lease));
+	if (c->p->convert[j] == 3 && sl_shm_dims_of(c->h).key_more) /* a fleet key has a more */
+		memset(&sl_state_more(&k->state)->lease, 0, sizeof(struct sl_lease));
 	return 0;
 }
 

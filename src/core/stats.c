@@ -40,25 +40,28 @@ int64_t sl_stats_bucket_upper_ns(unsigned b)
 	return (int64_t)(((b - 1) % 2 ? 2ULL << log2 : (3ULL << log2) / 2)) * 1000;
 }
 
-void sl_stats_record_wait(struct sl_state *st, int64_t wait_ns, int held, uint64_t units)
+void sl_stats_record_wait(struct sl_section *sec, int64_t wait_ns, int held, uint64_t units)
 {
+	struct sl_state *st = &sec->state;
+	struct sl_state_more *m = &sec->more;
 	uint64_t w = wait_ns > 0 ? (uint64_t)wait_ns : 0;
-	uint64_t max = atomic_load_explicit(A(&st->wait_max_ns), memory_order_relaxed);
+	uint64_t max = atomic_load_explicit(A(&m->wait_max_ns), memory_order_relaxed);
 
 	atomic_fetch_add_explicit(A(&st->admitted), units, memory_order_relaxed);
 	if (held)
-		atomic_fetch_add_explicit(A(&st->held), 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(A(&st->wait_sum_ns), w, memory_order_relaxed);
-	atomic_fetch_add_explicit(A(&st->wait_hist[sl_stats_bucket((int64_t)w)]), 1,
+		atomic_fetch_add_explicit(A(&m->held), 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(A(&m->wait_sum_ns), w, memory_order_relaxed);
+	atomic_fetch_add_explicit(A(&m->wait_hist[sl_stats_bucket((int64_t)w)]), 1,
 	                          memory_order_relaxed);
-	while (w > max && !atomic_compare_exchange_weak_explicit(A(&st->wait_max_ns), &max, w,
+	while (w > max && !atomic_compare_exchange_weak_explicit(A(&m->wait_max_ns), &max, w,
 	                                                         memory_order_relaxed,
 	                                                         memory_order_relaxed))
 		;
 }
 
-int64_t sl_stats_wait_quantile(const struct sl_state *st, double q)
+int64_t sl_stats_wait_quantile(const struct sl_section *sec, double q)
 {
+	const struct sl_state_more *st = &sec->more;
 	uint64_t total = 0, seen = 0, want;
 
 	for (unsigned b = 0; b < SL_WAIT_BUCKETS; b++)

@@ -118,6 +118,18 @@ int64_t sl_slide_width(const struct sl_spec *s)
 }
 
 /* The segment may hold anything: `newest` is clamped before any arithmetic. */
+/* A sliding window's counts, in the state's more: only a sliding spec's state is
+ * asked for them (sl_spec_needs_more). */
+static struct sl_slide *slide_of(const struct sl_state *st)
+{
+	return &sl_state_more(st)->slide;
+}
+
+static struct sl_slide *rel_slide_of(const struct sl_state *st)
+{
+	return &sl_state_more(st)->rel_slide;
+}
+
 static uint64_t slide_get(const struct sl_slide *sl, int64_t b)
 {
 	int64_t newest = sl_sane_ns(sl->newest);
@@ -206,7 +218,7 @@ int64_t sl_strategy_release_at(const struct sl_spec *s, const struct sl_state *s
 	case SL_STRAT_SESSION_WINDOW:
 		return session_fit(s, st->rel_win, st->rel_win_used, now, w);
 	case SL_STRAT_SLIDING_WINDOW:
-		return slide_fit(s, &st->rel_slide, now, w);
+		return slide_fit(s, rel_slide_of(st), now, w);
 	default:
 		return gcra_release_at(s, st, now, cost);
 	}
@@ -227,7 +239,7 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 		session_count(s, &st->rel_win, &st->rel_win_used, now, w);
 		break;
 	case SL_STRAT_SLIDING_WINDOW:
-		slide_add(&st->rel_slide, slide_bucket(s, now), w);
+		slide_add(rel_slide_of(st), slide_bucket(s, now), w);
 		break;
 	default:
 		st->rel_tat_ns = sl_gcra_charge(st->rel_tat_ns, now, sl_gcra_increment(s, cost));
@@ -258,7 +270,7 @@ void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t fro
 		break;
 	case SL_STRAT_SLIDING_WINDOW:
 		if (slide_bucket(s, to) != slide_bucket(s, from))
-			slide_add(&st->rel_slide, slide_bucket(s, to), w);
+			slide_add(rel_slide_of(st), slide_bucket(s, to), w);
 		break;
 	default: {
 		int64_t next = sl_sane_ns(to) + sl_gcra_increment(s, cost);
@@ -333,19 +345,19 @@ static int repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int
 		}
 		break;
 	case SL_STRAT_SLIDING_WINDOW:
-		if (slide_start(s, sl_sane_ns(st->slide.newest)) > limit) {
+		if (slide_start(s, sl_sane_ns(slide_of(st)->newest)) > limit) {
 			if (dry)
 				return 1;
-			memset(&st->slide, 0, sizeof(st->slide));
-			st->slide.newest = slide_bucket(s, now);
+			memset(slide_of(st), 0, sizeof(struct sl_slide));
+			slide_of(st)->newest = slide_bucket(s, now);
 			fixed = 1;
 		}
-		if (slide_start(s, sl_sane_ns(st->rel_slide.newest)) > limit) {
+		if (slide_start(s, sl_sane_ns(rel_slide_of(st)->newest)) > limit) {
 			if (dry)
 				return 1;
-			memset(&st->rel_slide, 0, sizeof(st->rel_slide));
-			st->rel_slide.newest = slide_bucket(s, now);
-			st->rel_slide.count[(uint64_t)st->rel_slide.newest % B] = s->amount;
+			memset(rel_slide_of(st), 0, sizeof(struct sl_slide));
+			rel_slide_of(st)->newest = slide_bucket(s, now);
+			rel_slide_of(st)->count[(uint64_t)rel_slide_of(st)->newest % B] = s->amount;
 			fixed = 1;
 		}
 		break;
@@ -363,8 +375,6 @@ static int repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int
 			fixed = 1;
 		}
 	}
-	if (fixed)
-		st->repaired++;
 	return fixed;
 }
 
@@ -437,8 +447,10 @@ void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, s
 	/* Across kinds of state nothing tells what went in the new window so far, so
 	 * take the most it could have been: a whole window's worth just now.  Callers
 	 * may wait up to one window more; the destination never sees more. */
-	memset(&st->slide, 0, sizeof(st->slide));
-	memset(&st->rel_slide, 0, sizeof(st->rel_slide));
+	if (from->strategy == SL_STRAT_SLIDING_WINDOW || to->strategy == SL_STRAT_SLIDING_WINDOW) {
+		memset(slide_of(st), 0, sizeof(struct sl_slide));
+		memset(rel_slide_of(st), 0, sizeof(struct sl_slide));
+	}
 	st->win = st->win_used = st->rel_win = st->rel_win_used = 0;
 	st->tat_ns = st->rel_tat_ns = 0;
 	switch (to->strategy) {
@@ -451,9 +463,9 @@ void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, s
 		st->win_used = st->rel_win_used = to->amount;
 		break;
 	case SL_STRAT_SLIDING_WINDOW:
-		st->slide.newest = st->rel_slide.newest = slide_bucket(to, now);
-		st->slide.count[(uint64_t)st->slide.newest % B] = to->amount;
-		st->rel_slide.count[(uint64_t)st->rel_slide.newest % B] = to->amount;
+		slide_of(st)->newest = rel_slide_of(st)->newest = slide_bucket(to, now);
+		slide_of(st)->count[(uint64_t)slide_of(st)->newest % B] = to->amount;
+		rel_slide_of(st)->count[(uint64_t)rel_slide_of(st)->newest % B] = to->amount;
 		break;
 	default:
 		st->tat_ns = st->rel_tat_ns = sl_sane_ns(now) + window(to) - sl_gcra_tolerance(to);
@@ -477,7 +489,7 @@ int64_t sl_strategy_slot(const struct sl_spec *s, const struct sl_state *st, int
 		break;
 	case SL_STRAT_SLIDING_WINDOW:
 		/* Queued after every reservation: none lies beyond the newest bucket. */
-		slot = slide_fit(s, &st->slide, SL_MAX(now, slide_start(s, sl_sane_ns(st->slide.newest))), w);
+		slot = slide_fit(s, slide_of(st), SL_MAX(now, slide_start(s, sl_sane_ns(slide_of(st)->newest))), w);
 		break;
 	default:
 		slot = sl_gcra_slot(st->tat_ns, sl_gcra_tolerance(s), now);
@@ -507,7 +519,7 @@ void sl_strategy_charge(const struct sl_spec *s, struct sl_state *st, int64_t at
 		session_count(s, &st->win, &st->win_used, at, w);
 		break;
 	case SL_STRAT_SLIDING_WINDOW:
-		slide_add(&st->slide, undo->slide_bucket, w);
+		slide_add(slide_of(st), undo->slide_bucket, w);
 		break;
 	default:
 		st->tat_ns = sl_gcra_charge(st->tat_ns, at, sl_gcra_increment(s, cost));
@@ -519,10 +531,10 @@ void sl_strategy_undo(const struct sl_spec *s, struct sl_state *st, const struct
 	if (is_gcra(s)) {
 		st->tat_ns = undo->tat_ns;
 	} else if (s->strategy == SL_STRAT_SLIDING_WINDOW) {
-		int64_t b = undo->slide_bucket, newest = sl_sane_ns(st->slide.newest);
+		int64_t b = undo->slide_bucket, newest = sl_sane_ns(slide_of(st)->newest);
 
 		if (b <= newest && b > newest - B) {
-			uint64_t *c = &st->slide.count[(uint64_t)b % B];
+			uint64_t *c = &slide_of(st)->count[(uint64_t)b % B];
 
 			*c -= undo->cost < *c ? undo->cost : *c;
 		}
@@ -550,9 +562,9 @@ uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, 
 	case SL_STRAT_SESSION_WINDOW:
 		return st->win > now ? st->win_used : 0;
 	case SL_STRAT_SLIDING_WINDOW:
-		for (int64_t b = SL_MAX(slide_bucket(s, now) + 1, sl_sane_ns(st->slide.newest) - B + 1);
-		     b <= sl_sane_ns(st->slide.newest); b++)
-			n += slide_get(&st->slide, b);
+		for (int64_t b = SL_MAX(slide_bucket(s, now) + 1, sl_sane_ns(slide_of(st)->newest) - B + 1);
+		     b <= sl_sane_ns(slide_of(st)->newest); b++)
+			n += slide_get(slide_of(st), b);
 		return n;
 	default:
 		return sl_gcra_queued(st->tat_ns, sl_gcra_tolerance(s), sl_gcra_increment(s, 1), now);
@@ -584,8 +596,8 @@ int sl_strategy_idle(const struct sl_spec *s, const struct sl_state *st, int64_t
 	case SL_STRAT_SLIDING_WINDOW: {
 		int64_t b = slide_bucket(s, now);
 
-		return sl_sane_ns(st->slide.newest) <= b && sl_sane_ns(st->rel_slide.newest) <= b &&
-		       slide_sum(&st->slide, b) == 0 && slide_sum(&st->rel_slide, b) == 0;
+		return sl_sane_ns(slide_of(st)->newest) <= b && sl_sane_ns(rel_slide_of(st)->newest) <= b &&
+		       slide_sum(slide_of(st), b) == 0 && slide_sum(rel_slide_of(st), b) == 0;
 	}
 	default:
 		return st->tat_ns <= now && st->rel_tat_ns <= now;

@@ -78,7 +78,7 @@ static void log_news(struct sl_daemon *d, int64_t now)
 			return;
 		for (uint32_t i = d->nseen; i < used; i++) { /* counted from now on */
 			more[i].pauses = sl_shm_section(h, i)->state.pause.count;
-			more[i].refused = sl_shm_section(h, i)->state.refused;
+			more[i].refused = sl_shm_section(h, i)->more.refused;
 		}
 		d->seen = more;
 		d->nseen = used;
@@ -88,7 +88,7 @@ static void log_news(struct sl_daemon *d, int64_t now)
 	for (uint32_t i = 0; i < used; i++) {
 		const struct sl_section *sec = sl_shm_section(h, i);
 		const struct sl_pause *p = &sec->state.pause;
-		uint64_t n = p->count, was = d->seen[i].pauses, refused = sec->state.refused;
+		uint64_t n = p->count, was = d->seen[i].pauses, refused = sec->more.refused;
 
 		if (tally) {
 			if (sec->in_use && refused > d->seen[i].refused)
@@ -344,7 +344,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		            have.sections, have.patterns, have.holders, have.keys);
 	} else {
 		if (have.sections != want.sections || have.patterns != want.patterns ||
-		    have.holders != want.holders || have.keys != want.keys)
+		    have.holders != want.holders || have.keys != want.keys || have.key_more != want.key_more)
 			sl_log_info("segment %s keeps its tables (%u sections, %u patterns, %u holders, %u keys; "
 			            "the config asks for %u, %u, %u, %u): programs still attached share it",
 			            d->shm_name, have.sections, have.patterns, have.holders, have.keys,
@@ -396,10 +396,12 @@ fail:
  * needed (more keys, holders, sections or patterns than its tables hold). */
 static int room_for(struct sl_daemon *d, const struct sl_config *next)
 {
-	struct sl_shm_dims have = sl_shm_dims_of(d->shm.hdr);
+	struct sl_shm_dims have = sl_shm_dims_of(d->shm.hdr), want;
 
+	sl_config_dims(next, &want);
 	return next->global.keys <= have.keys && next->global.holders <= have.holders &&
-	       next->nsections <= have.sections && next->npatterns <= have.patterns;
+	       next->nsections <= have.sections && next->npatterns <= have.patterns &&
+	       want.key_more <= have.key_more;
 }
 
 int sl_daemon_reload(struct sl_daemon *d, FILE *errors)

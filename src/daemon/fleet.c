@@ -305,6 +305,8 @@ static struct sl_state *item_state(struct fleet *f, const struct sl_fleet_item *
 		return NULL;
 	if (!it->key_serial)
 		return &sec->state;
+	if (!sl_shm_dims_of(h).key_more)
+		return NULL; /* a fleet key keeps its lease in a more (sl_shm_fits) */
 	k = sl_keys_ref(h, it->section, it->key_slot, it->key_serial);
 	return k ? &k->state : NULL;
 }
@@ -332,9 +334,11 @@ static void fleet_pause(struct fleet *f, const struct sl_fleet_item *it, long lo
 	if (end_ms <= rnow || !sec || !(st = item_state(f, it)))
 		return;
 	(void)rtt;
-	if (sl_pause_fleet(st, &sec->spec, now + (int64_t)(end_ms - rnow + 1) * SL_NS_PER_MS, now))
+	if (sl_pause_fleet(st, &sec->spec, now + (int64_t)(end_ms - rnow + 1) * SL_NS_PER_MS, now)) {
+		sec->more.pause_set_ns = now;
 		sl_log_debug("fleet %s: paused %.1f s, as another machine was asked", it->key,
 		             (double)(end_ms - rnow) / 1e3);
+	}
 }
 
 /* --- while Redis cannot be reached --- */
@@ -360,7 +364,7 @@ static void outage_shares(struct fleet *f)
 			continue;
 		/* This daemon is alive: what it holds stays usable while Redis is away. */
 		sl_lease_extend(st, now + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS);
-		if (!sl_fleet_outage_grant(it, &st->lease, hosts, now, rms, &g))
+		if (!sl_fleet_outage_grant(it, &sl_state_more(st)->lease, hosts, now, rms, &g))
 			continue;
 		g.valid_ns = now + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS;
 		write_grant(f, it, &g, now);
@@ -654,8 +658,8 @@ static void on_watch(struct ev_loop *loop, ev_timer *w, int revents)
 
 		if (it->kind != 'r' || !(st = item_state(f, it)) || !(m = memo_find(f, it->key)))
 			continue;
-		if (__atomic_load_n(&st->lease.misses, __ATOMIC_RELAXED) == m->misses_seen ||
-		    st->lease.amount * SL_MAX(h->redis_machines, 1u) * 10 >= it->limit * 9)
+		if (__atomic_load_n(&sl_state_more(st)->lease.misses, __ATOMIC_RELAXED) == m->misses_seen ||
+		    sl_state_more(st)->lease.amount * SL_MAX(h->redis_machines, 1u) * 10 >= it->limit * 9)
 			continue;
 		if (take_spare(f)) {
 			sl_log_debug("fleet %s: callers held on a small share: calling now", it->key);

@@ -28,12 +28,13 @@ const char *sl_stats_version = "unknown";
 
 /* The counters, from counters.def (stats.h). */
 const struct sl_counter sl_counters[SL_NCOUNTERS] = {
-#define SL_COUNTER(field, column, phrase, help) {#field, column, phrase, help, offsetof(struct sl_state, field)},
+#define SL_COUNTER(part, field, column, phrase, help) \
+	{#field, column, phrase, help, offsetof(struct sl_section, part.field)},
 #include "sluice/counters.def"
 #undef SL_COUNTER
 };
-#define SL_COUNTER(field, column, phrase, help) \
-	_Static_assert(sizeof(((struct sl_state *)0)->field) == sizeof(uint64_t), #field " is a uint64_t counter");
+#define SL_COUNTER(part, field, column, phrase, help) \
+	_Static_assert(sizeof(((struct sl_section *)0)->part.field) == sizeof(uint64_t), #field " is a uint64_t counter");
 #include "sluice/counters.def"
 #undef SL_COUNTER
 
@@ -116,19 +117,21 @@ struct view_arg {
 
 static int view_key(struct sl_key *k, uint32_t slot, void *arg)
 {
-	static struct sl_key copy; /* large: off the stack */
+	static struct sl_key_more kc; /* large: off the stack */
+	struct sl_key copy;
 	const struct view_arg *va = arg;
 	struct sl_section *sec;
 	struct key_view *v;
 	unsigned at;
 
-	memcpy(&copy, k, sizeof(copy));
+	sl_key_read(va->h, k, &kc);
+	copy = kc.key;
 	if (copy.section >= va->nsections || !va->view_of[copy.section] ||
 	    !(sec = sl_shm_section(va->h, copy.section)))
 		return 0;
 	v = &va->views[va->view_of[copy.section] - 1];
 	v->seen++;
-	v->queued += sl_limit_queued(&sec->spec, &copy.state, va->now, sl_sane_ns(va->h->wall_off_ns));
+	v->queued += sl_limit_queued(&sec->spec, &kc.key.state, va->now, sl_sane_ns(va->h->wall_off_ns));
 	v->open += copy.state.conc_open;
 	/* Insert into the (short) list of the busiest, by admissions. */
 	at = v->ntop;
@@ -155,7 +158,7 @@ struct lease_view {
 
 static struct lease_view lease_of(const struct sl_spec *s, const struct sl_state *st, int64_t now)
 {
-	const struct sl_lease *l = &st->lease;
+	const struct sl_lease *l = &sl_state_more(st)->lease;
 	struct lease_view v = {0, -1, l->places, l->machines, (l->flags & SL_LEASE_OUTAGE) != 0,
 	                       l->flags && sl_sane_ns(now) >= sl_sane_ns(l->valid_ns)};
 
@@ -255,7 +258,7 @@ static void render_pause(const struct sl_spec *s, const struct sl_state *st, int
 	else if (left)
 		fprintf(out, " paused %.1f s more (%u %s),", (double)left / 1e3, p->status, why);
 	else if (p->count)
-		fprintf(out, " last pause %.1f s ago (%u %s),", (double)(now - sl_sane_ns(p->set_ns)) / 1e9, p->status,
+		fprintf(out, " last pause %.1f s ago (%u %s),", (double)(now - sl_sane_ns(sl_state_more(st)->pause_set_ns)) / 1e9, p->status,
 		        why);
 	if (budget_ms)
 		fprintf(out, " %llu more allowed in %.1f s,", (unsigned long long)p->budget_left, (double)budget_ms / 1e3);
@@ -317,45 +320,44 @@ static void render_keys(struct sl_shm_header *h, const struct key_view *v,
 	sl_format_per(&sec->spec, per, sizeof(per));
 	if (json)
 		fprintf(out, ",\"per\":\"%s\",\"keys\":%llu,\"key_evictions\":%llu,\"key_full\":%llu,"
-		        "\"top\":[", per, (unsigned long long)sec->state.keys,
-		        (unsigned long long)sec->state.key_evictions,
-		        (unsigned long long)sec->state.key_full);
+		        "\"top\":[", per, (unsigned long long)sec->more.keys,
+		        (unsigned long long)sec->more.key_evictions,
+		        (unsigned long long)sec->more.key_full);
 	else
 		fprintf(out, "  per %s: %llu keys, %llu evicted idle, %llu refused (key table full)\n", per,
-		        (unsigned long long)sec->state.keys, (unsigned long long)sec->state.key_evictions,
-		        (unsigned long long)sec->state.key_full);
+		        (unsigned long long)sec->more.keys, (unsigned long long)sec->more.key_evictions,
+		        (unsigned long long)sec->more.key_full);
 	for (unsigned j = 0; j < v->ntop; j++) {
-		static struct sl_key copy;
+		static struct sl_key_more kc;
+		const struct sl_state *ks = &kc.key.state;
+		const struct sl_pause *kp = &kc.key.state.pause; /* zeros unless its spec keeps one */
 		struct sl_key *k = sl_shm_key_at(h, v->top[j].slot);
 		char name[SL_HOST_MAX + 64];
 
 		if (!k)
 			continue;
-		memcpy(&copy, k, sizeof(copy));
-		sl_keyid_format(&copy.id, name, sizeof(name));
+		sl_key_read(h, k, &kc);
+		sl_keyid_format(&kc.key.id, name, sizeof(name));
 		if (json) {
 			fprintf(out, "%s{\"key\":", j ? "," : "");
 			json_string(out, name);
 			fprintf(out, ",\"admitted\":%llu,\"queued\":%llu,\"open\":%u,\"pauses\":%llu,"
 			        "\"paused_ms\":%lld}",
-			        (unsigned long long)copy.state.admitted,
-			        (unsigned long long)sl_limit_queued(&sec->spec, &copy.state, now,
-			                                               sl_sane_ns(h->wall_off_ns)),
-			        copy.state.conc_open, (unsigned long long)copy.state.pause.count,
-			        sl_pause_active(&copy.state, now) && copy.state.pause.until_ns > now
-			        ? (long long)((copy.state.pause.until_ns - now) / SL_NS_PER_MS) : 0LL);
+			        (unsigned long long)ks->admitted,
+			        (unsigned long long)sl_limit_queued(&sec->spec, ks, now, sl_sane_ns(h->wall_off_ns)),
+			        ks->conc_open, (unsigned long long)kp->count,
+			        sl_pause_active(ks, now) && kp->until_ns > now
+			        ? (long long)((kp->until_ns - now) / SL_NS_PER_MS) : 0LL);
 		} else {
 			fprintf(out, "    %-40s admitted %llu, queued %llu, open %u", name,
-			        (unsigned long long)copy.state.admitted,
-			        (unsigned long long)sl_limit_queued(&sec->spec, &copy.state, now,
-			                                               sl_sane_ns(h->wall_off_ns)),
-			        copy.state.conc_open);
-			if (sl_sane_ns(copy.state.pause.until_ns) > now)
-				fprintf(out, ", paused %.1f s more (%u %s)",
-				        (double)(sl_sane_ns(copy.state.pause.until_ns) - now) / 1e9, copy.state.pause.status,
-				        sl_signal_name(copy.state.pause.kind));
-			else if (copy.state.pause.count)
-				fprintf(out, ", %llu pauses", (unsigned long long)copy.state.pause.count);
+			        (unsigned long long)ks->admitted,
+			        (unsigned long long)sl_limit_queued(&sec->spec, ks, now, sl_sane_ns(h->wall_off_ns)),
+			        ks->conc_open);
+			if (sl_sane_ns(kp->until_ns) > now)
+				fprintf(out, ", paused %.1f s more (%u %s)", (double)(sl_sane_ns(kp->until_ns) - now) / 1e9,
+				        kp->status, sl_signal_name(kp->kind));
+			else if (kp->count)
+				fprintf(out, ", %llu pauses", (unsigned long long)kp->count);
 			fputc('\n', out);
 		}
 	}
@@ -529,12 +531,12 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			        (unsigned long long)sec.spec.burst,
 			        sec.spec.mode == SL_MODE_OBSERVE ? "observe" : "enforce",
 			        (unsigned long long)queued,
-			        (long long)(sl_stats_wait_quantile(st, 0.5) / 1000),
-			        (long long)(sl_stats_wait_quantile(st, 0.99) / 1000),
-			        (long long)(st->wait_max_ns / 1000), (long long)st->tat_ns,
+			        (long long)(sl_stats_wait_quantile(&sec, 0.5) / 1000),
+			        (long long)(sl_stats_wait_quantile(&sec, 0.99) / 1000),
+			        (long long)(sec.more.wait_max_ns / 1000), (long long)st->tat_ns,
 			        sec.spec.concurrency, (unsigned long long)open, next < 0 ? -1.0 : (double)next / 1e6);
 			for (size_t c = 0; c < SL_NCOUNTERS; c++)
-				fprintf(out, ",\"%s\":%llu", sl_counters[c].field, (unsigned long long)sl_counter_of(st, (unsigned)c));
+				fprintf(out, ",\"%s\":%llu", sl_counters[c].field, (unsigned long long)sl_counter_of(&sec, (unsigned)c));
 			render_delivery(&sec, 1, out);
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 1, now, out);
@@ -544,15 +546,15 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 				render_keys(h, kv, &sec, 1, now, out);
 			fputc('}', out);
 		} else {
-			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(st, 0.5) / 1e6);
-			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(st, 0.99) / 1e6);
-			snprintf(max, sizeof(max), "%.1fms", (double)st->wait_max_ns / 1e6);
+			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(&sec, 0.5) / 1e6);
+			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(&sec, 0.99) / 1e6);
+			snprintf(max, sizeof(max), "%.1fms", (double)sec.more.wait_max_ns / 1e6);
 			fprintf(out, "%-20s %-11s %-14s %-10s %7llu", sec.spec.name, sl_meter_name(sec.spec.meter),
 			        sec.spec.amount ? sl_strategy_name(sec.spec.strategy) : "-", rate,
 			        (unsigned long long)queued);
 			for (size_t c = 0; c < SL_NCOUNTERS; c++)
 				if (sl_counters[c].column)
-					fprintf(out, " %9llu", (unsigned long long)sl_counter_of(st, (unsigned)c));
+					fprintf(out, " %9llu", (unsigned long long)sl_counter_of(&sec, (unsigned)c));
 			fprintf(out, " %10s %10s %10s\n", p50, p99, max);
 			fprintf(out, "  match %s%s", match,
 			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
@@ -562,8 +564,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 				fprintf(out, "  concurrency %u%s, %llu open", sec.spec.concurrency,
 				        sec.spec.per ? " per key" : "", (unsigned long long)open);
 			for (size_t c = 0; c < SL_NCOUNTERS; c++)
-				if (!sl_counters[c].column && (unsigned long long)sl_counter_of(st, (unsigned)c))
-					fprintf(out, "  %llu %s", (unsigned long long)sl_counter_of(st, (unsigned)c), sl_counters[c].phrase);
+				if (!sl_counters[c].column && (unsigned long long)sl_counter_of(&sec, (unsigned)c))
+					fprintf(out, "  %llu %s", (unsigned long long)sl_counter_of(&sec, (unsigned)c), sl_counters[c].phrase);
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 0, now, out);
 			fputc('\n', out);
@@ -641,7 +643,7 @@ static double p_paused(const struct sl_section *s, const struct key_view *k, int
 
 static double p_share(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
 {
-	const struct sl_lease *l = &s->state.lease;
+	const struct sl_lease *l = &s->more.lease;
 
 	(void)k, (void)n, (void)w;
 	return l->flags & SL_LEASE_RATE && l->window_ns > 0 ? (double)l->amount * 1e9 / (double)l->window_ns : 0;
@@ -650,19 +652,19 @@ static double p_share(const struct sl_section *s, const struct key_view *k, int6
 static double p_chunk(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
 {
 	(void)k, (void)n, (void)w;
-	return s->state.lease.flags & SL_LEASE_CHUNK ? (double)s->state.lease.amount : 0;
+	return s->more.lease.flags & SL_LEASE_CHUNK ? (double)s->more.lease.amount : 0;
 }
 
 static double p_machines(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
 {
 	(void)k, (void)n, (void)w;
-	return s->state.lease.flags ? s->state.lease.machines : 0;
+	return s->more.lease.flags ? s->more.lease.machines : 0;
 }
 
 static double p_lease_age(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
 {
 	(void)k, (void)w;
-	return s->state.lease.flags ? (double)(sl_sane_ns(n) - sl_sane_ns(s->state.lease.granted_ns)) / 1e9 : -1;
+	return s->more.lease.flags ? (double)(sl_sane_ns(n) - sl_sane_ns(s->more.lease.granted_ns)) / 1e9 : -1;
 }
 
 static double p_delivered(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
@@ -733,16 +735,16 @@ static void key_paused(struct sl_shm_header *h, const struct view_arg *va, int64
 		if (!kv || !snapshot(h, i, &sec, match, sizeof(match)))
 			continue;
 		for (unsigned j = 0; j < kv->ntop; j++) {
-			static struct sl_key key;
+			static struct sl_key_more key;
 			struct sl_key *k = sl_shm_key_at(h, kv->top[j].slot);
 			char name[SL_HOST_MAX + 64];
 			int64_t until;
 
 			if (!k)
 				continue;
-			memcpy(&key, k, sizeof(key));
-			until = sl_sane_ns(key.state.pause.until_ns);
-			sl_keyid_format(&key.id, name, sizeof(name));
+			sl_key_read(h, k, &key);
+			until = sl_sane_ns(key.key.state.pause.until_ns);
+			sl_keyid_format(&key.key.id, name, sizeof(name));
 			fprintf(out, "sluice_key_paused_seconds{section=\"");
 			prom_label(out, sec.spec.name);
 			fprintf(out, "\",key=\"");
@@ -792,7 +794,7 @@ static void prom_counters(struct sl_shm_header *h, const struct view_arg *va, st
 				continue;
 			fprintf(out, "%s{section=\"", name);
 			prom_label(out, sec->spec.name);
-			fprintf(out, "\"} %llu\n", (unsigned long long)sl_counter_of(&sec->state, (unsigned)c));
+			fprintf(out, "\"} %llu\n", (unsigned long long)sl_counter_of(sec, (unsigned)c));
 		}
 	}
 }
@@ -830,7 +832,7 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 		if (!snapshot(h, i, sec, match, sizeof(match)))
 			continue;
 		for (unsigned b = 0; b < SL_WAIT_BUCKETS; b++) {
-			cum += sec->state.wait_hist[b];
+			cum += sec->more.wait_hist[b];
 			if (b + 1 < SL_WAIT_BUCKETS && b % 2 == 1) { /* one bound per power of two: enough */
 				fprintf(out, "sluice_wait_seconds_bucket{section=\"");
 				prom_label(out, sec->spec.name);
@@ -843,7 +845,7 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 		fprintf(out, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
 		fprintf(out, "sluice_wait_seconds_sum{section=\"");
 		prom_label(out, sec->spec.name);
-		fprintf(out, "\"} %.9g\n", (double)sec->state.wait_sum_ns / 1e9);
+		fprintf(out, "\"} %.9g\n", (double)sec->more.wait_sum_ns / 1e9);
 		fprintf(out, "sluice_wait_seconds_count{section=\"");
 		prom_label(out, sec->spec.name);
 		fprintf(out, "\"} %llu\n", (unsigned long long)cum);

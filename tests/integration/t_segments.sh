@@ -85,7 +85,7 @@ done
 "$SLUICE" segments >"$T/list" || fail "sluice segments"
 note "$(cat "$T/list")"
 line() { awk -v n="$1" '$9 == n' "$T/list"; }
-line "$SHM_NAME" | grep -qE "^$key +$shmid +root:root +0600 +9\.[0-9]M +0 .* none +$SHM_NAME +$T/left.ini$" ||
+line "$SHM_NAME" | grep -qE "^$key +$shmid +root:root +0600 +[0-9]+\.[0-9]M +0 .* none +$SHM_NAME +$T/left.ini$" ||
 	fail "the segment left behind, as listed: $(line "$SHM_NAME")"
 line "$SHM_NAME-live" | grep -qE " 0660 .* 1 .* $DAEMON_PID +$SHM_NAME-live +$T/live.ini$" ||
 	fail "the live segment, as listed: $(line "$SHM_NAME-live")"

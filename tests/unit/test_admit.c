@@ -147,7 +147,7 @@ static void test_max_wait_refusal(void **state)
 	assert_int_equal(reserve(T0, t), -ECONNREFUSED); /* would wait 300 ms */
 	assert_int_equal(t->refuse_errno, ETIMEDOUT);
 	assert_int_equal(section("a")->state.tat_ns, tat); /* nothing consumed */
-	assert_int_equal(section("a")->state.refused, 1);
+	assert_int_equal(section("a")->more.refused, 1);
 	assert_int_equal(reserve(T0 + 60 * MS, t), T0 + 300 * MS); /* 240 ms: fits */
 
 	/* Reloaded to 10/m, a keeps its queue: 4 requests ahead are 24 s at 10/m. */
@@ -212,7 +212,7 @@ static void test_refund(void **state)
 	sl_admit_refund(shm.hdr, c, (int32_t)getpid());
 	assert_int_equal(section("a")->state.tat_ns, T0 + 200 * MS);
 	assert_int_equal(reserve(T0, c), T0 + 200 * MS);
-	assert_int_equal(section("a")->state.given_up, 2);
+	assert_int_equal(section("a")->more.given_up, 2);
 }
 
 static int32_t dead_pid;
@@ -248,7 +248,7 @@ static void test_reap_dead_waiter(void **state)
 	dead_pid = 1003;
 	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 10 * MS, (int32_t)getpid(), fake_is_dead), 1);
 	assert_int_equal(section("a")->state.tat_ns, T0 + 200 * MS);
-	assert_int_equal(section("a")->state.given_up, 1);
+	assert_int_equal(section("a")->more.given_up, 1);
 	assert_int_equal(sl_admit_reap_dead(shm.hdr, T0 + 20 * MS, (int32_t)getpid(), fake_is_dead), 0);
 	assert_int_equal(reserve(T0 + 20 * MS, c), T0 + 200 * MS); /* the next caller gets it */
 	/* A dead holder whose slot has come is not refunded (it may have gone). */
@@ -275,8 +275,8 @@ static void test_release_is_strict(void **state)
 	assert_int_equal(sl_admit_release(shm.hdr, b, T0 + 130 * MS - 1, (int32_t)getpid(), &retry), 1);
 	assert_int_equal(sl_admit_release(shm.hdr, b, T0 + 130 * MS, (int32_t)getpid(), &retry), 0);
 	assert_int_equal(section("a")->state.admitted, 2);
-	assert_int_equal(section("a")->state.held, 1); /* a's own lateness is not a hold */
-	assert_int_equal(section("a")->state.wait_max_ns, 130 * MS);
+	assert_int_equal(section("a")->more.held, 1); /* a's own lateness is not a hold */
+	assert_int_equal(section("a")->more.wait_max_ns, 130 * MS);
 }
 
 /* At a short interval a release checked a little after its gate is charged from
@@ -367,11 +367,11 @@ static void test_scribbled_state_repaired(void **state)
 		st = &section("a")->state;
 		st->tat_ns = st->rel_tat_ns = far;
 		st->win = st->rel_win = far;
-		st->slide.newest = st->rel_slide.newest = far;
+		sl_state_more(st)->slide.newest = sl_state_more(st)->rel_slide.newest = far;
 		slot = reserve(T0, t);
 		assert_true(slot >= T0);
 		assert_true(slot <= T0 + 2 * SL_NS_PER_S);
-		assert_true(st->repaired >= 1);
+		assert_true(section("a")->more.repaired >= 1);
 		/* and its release goes within that bound too */
 		while (sl_admit_release(shm.hdr, t, slot, (int32_t)getpid(), &retry) == 1) {
 			assert_true(retry <= T0 + 3 * SL_NS_PER_S);
@@ -634,27 +634,27 @@ static void test_observe(void **state)
 		assert_int_equal(reserve(T0, t), T0); /* nobody is held */
 		assert_int_equal(t->mask, 0);
 	}
-	assert_int_equal(section("o")->state.observed, 4);
+	assert_int_equal(section("o")->more.observed, 4);
 	assert_int_equal(section("o")->state.admitted, 5);
 }
 
 static void test_histogram(void **state)
 {
-	struct sl_state st;
+	static struct sl_section sec;
 
 	(void)state;
-	memset(&st, 0, sizeof(st));
+	memset(&sec, 0, sizeof(sec));
 	assert_int_equal(sl_stats_bucket(0), 0);
 	assert_true(sl_stats_bucket(1 * MS) < sl_stats_bucket(2 * MS));
 	for (int i = 1; i <= 100; i++)
-		sl_stats_record_wait(&st, i * MS, 1, 1);
-	assert_int_equal(st.admitted, 100);
-	assert_int_equal(st.held, 100);
-	assert_int_equal(st.wait_max_ns, 100 * MS);
+		sl_stats_record_wait(&sec, i * MS, 1, 1);
+	assert_int_equal(sec.state.admitted, 100);
+	assert_int_equal(sec.more.held, 100);
+	assert_int_equal(sec.more.wait_max_ns, 100 * MS);
 	/* Bucket bounds are within a factor 1.5 of the true quantile. */
-	assert_true(sl_stats_wait_quantile(&st, 0.5) >= 50 * MS);
-	assert_true(sl_stats_wait_quantile(&st, 0.5) <= 75 * MS);
-	assert_int_equal(sl_stats_wait_quantile(&st, 1.0), 100 * MS);
+	assert_true(sl_stats_wait_quantile(&sec, 0.5) >= 50 * MS);
+	assert_true(sl_stats_wait_quantile(&sec, 0.5) <= 75 * MS);
+	assert_int_equal(sl_stats_wait_quantile(&sec, 1.0), 100 * MS);
 }
 
 /* A section meters one kind of request: a connection never matches a datagram

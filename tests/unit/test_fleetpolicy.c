@@ -161,8 +161,7 @@ static void test_outage_shares(void **state)
 
 static void test_demand(void **state)
 {
-	struct sl_section sec = {0};
-	struct sl_state st = {0};
+	struct sl_section sec = {0}; /* its state, with the more after it */
 	struct sl_fleet_memo memo = {0};
 	struct sl_fleet_item it = item('r', 0, S);
 	struct sl_fleet_env env = {.refresh_ns = S, .hosts = 4};
@@ -172,23 +171,23 @@ static void test_demand(void **state)
 	sec.spec.window_ns = S;
 	sec.spec.scope = SL_SCOPE_FLEET;
 	it.memo = &memo;
-	sl_fleet_measure(&env, &it, &sec, &st, 0, 10 * S);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
 	assert_int_equal(it.demand, 0); /* nothing measured yet */
 	assert_int_equal(it.limit, 100000);
 	/* 40 a second went: a tenth more and half a request. */
-	st.admitted = 40;
-	sl_fleet_measure(&env, &it, &sec, &st, 0, 11 * S);
+	sec.state.admitted = 40;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S);
 	assert_int_equal(it.demand, 44500);
 	/* A lull of a round: falls by 30% at most. */
-	sl_fleet_measure(&env, &it, &sec, &st, 0, 12 * S);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 12 * S);
 	assert_int_equal(it.demand, 31150);
 	/* Callers held for want of a share: an equal part at least, at once. */
-	st.lease.misses = 20;
-	sl_fleet_measure(&env, &it, &sec, &st, 0, 13 * S);
+	sec.more.lease.misses = 20;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 13 * S);
 	assert_true(it.demand >= 25000);
 	/* No room to remember the item: it asks for nothing. */
 	it.memo = NULL;
-	sl_fleet_measure(&env, &it, &sec, &st, 0, 14 * S);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 14 * S);
 	assert_int_equal(it.demand, 0);
 }
 

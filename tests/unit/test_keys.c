@@ -26,9 +26,11 @@
 static void segment_with(struct sl_shm *a, const char *ini, uint32_t keys)
 {
 	static struct sl_config cfg; /* large */
-	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, keys};
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, keys, 0}, want;
 
 	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
+	sl_config_dims(&cfg, &want);
+	d.key_more = want.key_more; /* records with a more only when a section needs one */
 	assert_int_equal(sl_shm_create_anonymous_dims(a, &d), 0);
 	assert_int_equal(sl_shm_apply_config(a->hdr, &cfg, 1), 0);
 }
@@ -119,9 +121,77 @@ static void test_a_queue_per_key(void **state)
 	assert_int_equal(admit(s.hdr, &a, NOW), NOW + 100 * MS); /* the same: behind */
 	assert_int_equal(admit(s.hdr, &b, NOW + 10 * MS), NOW + 100 * MS);
 	assert_int_equal(s.hdr->keys_used, 2);
-	assert_int_equal(sl_shm_section(s.hdr, 0)->state.keys, 2);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->more.keys, 2);
 	/* The section's own counters are the sums. */
 	assert_int_equal(sl_shm_section(s.hdr, 0)->state.admitted, 4);
+	sl_shm_detach(&s);
+}
+
+/* A name longer than a key record keeps whole (SL_KEYID_BYTES) is kept as its head
+ * and a hash of all of it: two long names alike in their heads are two queues, the
+ * same long name one, and stat writes the head and "...". */
+static void test_long_names(void **state)
+{
+	static const char ini[] = "[per]\nmatch = *.example.com\nper = host\nrate = 10/s\n";
+	/* 45 bytes each, the same first 40 */
+	struct sl_dest a = named("hooks-eu-west-1-production.team-one.example.com"),
+	               b = named("hooks-eu-west-1-production.team-two.example.com"),
+	               c = named("hooks-eu-west-1-production.team-one.example.com");
+	struct sl_dest w = named("exactly-32-bytes-long.example.io");
+	struct sl_shm s;
+
+	(void)state;
+	assert_int_equal(strlen(a.name), strlen(b.name));
+	assert_true(strlen(a.name) > SL_KEYID_BYTES);
+	assert_int_equal(strlen(w.name), SL_KEYID_BYTES);
+	segment_with(&s, ini, 64);
+	assert_int_equal(sl_shm_dims_of(s.hdr).key_more, 0);
+	assert_int_equal(admit(s.hdr, &a, NOW), NOW);
+	assert_int_equal(admit(s.hdr, &b, NOW), NOW);            /* another key */
+	assert_int_equal(admit(s.hdr, &c, NOW), NOW + 100 * MS); /* a's own, again */
+	assert_int_equal(s.hdr->keys_used, 2);
+	format("host", a, "hooks-eu-west-1-producti...");
+	format("host:port", a, "hooks-eu-west-1-producti...:443");
+	format("host", w, "exactly-32-bytes-long.example.io"); /* whole: it fits */
+	sl_shm_detach(&s);
+}
+
+/* A key record is 256 bytes; its more (sliding buckets, lease, adapt) only in a
+ * segment where some keyed section needs it.  A config whose keys need one is
+ * refused by a segment whose records have none - and were such a spec found in
+ * one all the same (scribbled), its keys decide nothing rather than let go. */
+static void test_key_record_sizes(void **state)
+{
+	static const char plain[] = "[per]\nmatch = *.example.com\nper = host\nrate = 10/s\n";
+	static const char sliding[] = "[per]\nmatch = *.example.com\nper = host\nrate = 2/s\n"
+	                              "strategy = sliding-window\n";
+	static struct sl_config cfg;
+	struct sl_dest a = named("a.example.com");
+	struct sl_shm_dims d;
+	struct sl_shm s;
+
+	(void)state;
+	assert_int_equal(sizeof(struct sl_key), 256);
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", plain), 0);
+	sl_config_dims(&cfg, &d);
+	assert_int_equal(d.key_more, 0);
+	assert_int_equal(sl_shm_key_size(&d), 256);
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", sliding), 0);
+	sl_config_dims(&cfg, &d);
+	assert_int_equal(d.key_more, 1);
+	assert_int_equal(sl_shm_key_size(&d), sizeof(struct sl_key) + sizeof(struct sl_state_more));
+	/* sliding keys in a segment that has a more per key: two a second per key */
+	segment_with(&s, sliding, 64);
+	assert_int_equal(admit(s.hdr, &a, NOW), NOW);
+	assert_int_equal(admit(s.hdr, &a, NOW), NOW);
+	assert_true(admit(s.hdr, &a, NOW) >= NOW + 1000 * MS);
+	sl_shm_detach(&s);
+	/* plain records: the sliding config is refused */
+	segment_with(&s, plain, 64);
+	assert_int_equal(sl_shm_apply_config(s.hdr, &cfg, 1), -ENOSPC);
+	/* a spec turned sliding in place: nothing goes */
+	sl_shm_section(s.hdr, 0)->spec.strategy = SL_STRAT_SLIDING_WINDOW;
+	assert_true(admit(s.hdr, &a, NOW) < 0);
 	sl_shm_detach(&s);
 }
 
@@ -138,9 +208,9 @@ static void test_observe(void **state)
 	assert_int_equal(admit(s.hdr, &a, NOW), NOW);
 	assert_int_equal(admit(s.hdr, &a, NOW), NOW); /* would have waited: counted, let go */
 	assert_int_equal(admit(s.hdr, &b, NOW), NOW); /* another key: would not */
-	assert_int_equal(sl_shm_section(s.hdr, 0)->state.observed, 1);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->more.observed, 1);
 	assert_int_equal(sl_shm_section(s.hdr, 0)->state.admitted, 3);
-	assert_int_equal(sl_shm_section(s.hdr, 0)->state.keys, 2);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->more.keys, 2);
 	sl_shm_detach(&s);
 }
 
@@ -172,21 +242,21 @@ static void test_eviction(void **state)
 	assert_true(t->key_full);
 	assert_int_equal(t->refuse_errno, ECONNRESET);
 	assert_int_equal(t->mask, 0);
-	assert_int_equal(sl_shm_section(s.hdr, 0)->state.key_full, 1);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->more.key_full, 1);
 	/* Later, n0 and n1 idle, n2 asks again (busy once more): n4 takes the least
 	 * recently used idle record, n0's; n1 stays. */
 	assert_int_equal(admit(s.hdr, &d[2], NOW + 1500 * MS), NOW + 1500 * MS);
 	assert_int_equal(admit(s.hdr, &d[4], NOW + 1501 * MS), NOW + 1501 * MS);
-	assert_int_equal(sl_shm_section(s.hdr, 0)->state.key_evictions, 1);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->more.key_evictions, 1);
 	assert_int_equal(admit(s.hdr, &d[5], NOW + 1502 * MS), NOW + 1502 * MS); /* n1's */
-	assert_int_equal(sl_shm_section(s.hdr, 0)->state.key_evictions, 2);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->more.key_evictions, 2);
 	/* n2 is busy (its next slot is a second after 1.5 s): never evicted, its
 	 * spacing kept - and n3 (idle since 1.003 s) goes for n6. */
 	assert_int_equal(admit(s.hdr, &d[6], NOW + 1503 * MS), NOW + 1503 * MS);
 	assert_int_equal(admit(s.hdr, &d[2], NOW + 1600 * MS), NOW + 2500 * MS);
 	/* An evicted key that returns starts as a fresh key would: at once, as the
 	 * idle one it was would have let it. */
-	assert_int_equal(sl_shm_section(s.hdr, 0)->state.keys, 4);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->more.keys, 4);
 	assert_int_equal(admit(s.hdr, &d[0], NOW + 2600 * MS), NOW + 2600 * MS);
 	sl_shm_detach(&s);
 }
@@ -213,7 +283,7 @@ static void test_ticket_finds_its_key_again(void **state)
 	/* The waiter sleeps past its slot and past the key's idleness: b takes the
 	 * record. */
 	assert_int_equal(admit(s.hdr, &b, NOW + 2100 * MS), NOW + 2100 * MS);
-	assert_int_equal(sl_shm_section(s.hdr, 0)->state.key_evictions, 1);
+	assert_int_equal(sl_shm_section(s.hdr, 0)->more.key_evictions, 1);
 	/* a's waiter wakes: its key is made again (b's idle? no: b is busy) - no
 	 * record, so nothing is decided. */
 	assert_int_equal(sl_admit_release(s.hdr, t, NOW + 2200 * MS, 1, &retry), -ETIMEDOUT);
@@ -338,6 +408,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_key_identity),
 		cmocka_unit_test(test_a_queue_per_key),
+		cmocka_unit_test(test_long_names),
+		cmocka_unit_test(test_key_record_sizes),
 		cmocka_unit_test(test_observe),
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_ticket_finds_its_key_again),

@@ -144,10 +144,10 @@ static void test_share_grows(void **state)
 	assert_int_equal(sl_admit_release(a.hdr, &t[0].t, NOW, 1, &retry), 0);
 	for (int i = 1; i < 4; i++) /* slots 1, 2, 3 s away: each looks again in 100 ms */
 		assert_int_equal(reserve(a.hdr, NOW, &t[i].t), NOW + SL_LEASE_RECHECK_NS);
-	misses = st->lease.misses;
+	misses = sl_state_more(st)->lease.misses;
 	assert_int_equal(sl_admit_release(a.hdr, &t[1].t, NOW + SL_LEASE_RECHECK_NS, 1, &retry), 1);
 	assert_true(retry <= NOW + 2 * SL_LEASE_RECHECK_NS);
-	assert_true(st->lease.misses != misses);
+	assert_true(sl_state_more(st)->lease.misses != misses);
 	/* 100/s from now on: three queued are 30 ms of the new share. */
 	grant_at(a.hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 100, .window_ns = 1000 * MS},
 	         NOW + SL_LEASE_RECHECK_NS);

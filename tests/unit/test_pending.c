@@ -100,7 +100,7 @@ static void test_refused_by_max_wait(void **state)
 	assert_int_equal(b->err, ETIMEDOUT);
 	assert_int_equal(b->refusing_section, 0);
 	assert_string_equal(b->why, "the wait would exceed max_wait");
-	assert_int_equal(fixture_section("a")->state.refused, 1);
+	assert_int_equal(fixture_section("a")->more.refused, 1);
 }
 
 static void test_key_table_full(void **state)
@@ -114,7 +114,7 @@ static void test_key_table_full(void **state)
 	(void)state;
 	sl_shm_detach(&fx.shm);
 	{
-		struct sl_shm_dims dims = {64, 1024, SL_HOLDERS_DEFAULT, 2};
+		struct sl_shm_dims dims = {64, 1024, SL_HOLDERS_DEFAULT, 2, 1};
 
 		assert_int_equal(sl_shm_create_anonymous_dims(&fx.shm, &dims), 0);
 	}
@@ -196,7 +196,7 @@ static void test_place_refused_at_max_wait(void **state)
 	assert_string_equal(b->why, "no concurrency place within max_wait");
 	assert_int_equal(b->taken, 0);
 	assert_int_equal(fixture_section("c")->state.conc_open, 1); /* a's only */
-	assert_int_equal(fixture_section("c")->state.refused, 1);
+	assert_int_equal(fixture_section("c")->more.refused, 1);
 }
 
 /* The lock held by a live process that never lets go (our parent, stamped as it
@@ -222,12 +222,12 @@ static void test_undecided_fallbacks(void **state)
 	ask(p, &m, SL_FALLBACK_OPEN, 0);
 	assert_int_equal(step(p), SL_PEND_GO);
 	assert_string_equal(p->undecided_why, "segment lock unavailable");
-	assert_int_equal(fixture_section("a")->state.undecided, 1);
+	assert_int_equal(fixture_section("a")->more.undecided, 1);
 	/* closed: refused with the call's default. */
 	ask(p, &m, SL_FALLBACK_CLOSED, 0);
 	assert_int_equal(step(p), SL_PEND_REFUSED);
 	assert_int_equal(p->err, ECONNREFUSED);
-	assert_int_equal(fixture_section("a")->state.undecided, 2);
+	assert_int_equal(fixture_section("a")->more.undecided, 2);
 	/* local: asks again until max_wait (0 here: at once), never goes. */
 	ask(p, &m, SL_FALLBACK_LOCAL, 0);
 	assert_int_equal(step(p), SL_PEND_REFUSED);
@@ -255,7 +255,7 @@ static void test_undecided_local_retries(void **state)
 	sleep_until(p->at);
 	assert_int_equal(step(p), SL_PEND_GO);
 	assert_true(p->t.mask != 0);
-	assert_int_equal(fixture_section("a")->state.undecided, 1);
+	assert_int_equal(fixture_section("a")->more.undecided, 1);
 }
 
 /* A moved segment: MOVED until followed; never a go in the old one. */
@@ -324,7 +324,7 @@ static void test_cancel_gives_back(void **state)
 	sl_pending_cancel(b, fx.shm.hdr);
 	sl_pending_cancel(b, fx.shm.hdr); /* twice: harmless */
 	assert_int_equal(fixture_section("c")->state.conc_open, 1);
-	assert_int_equal(fixture_section("c")->state.given_up, 1);
+	assert_int_equal(fixture_section("c")->more.given_up, 1);
 	/* b's slot is had by the next one. */
 	ask(c, &mc, SL_FALLBACK_LOCAL, 1);
 	assert_int_equal(step(c), SL_PEND_WAIT);
@@ -346,7 +346,7 @@ static void test_refuse_all(void **state)
 	sl_pending_start(p, fx.shm.hdr, &a, sl_clock_mono_ns());
 	assert_int_equal(step(p), SL_PEND_REFUSED);
 	assert_int_equal(p->err, ECONNRESET);
-	assert_int_equal(fixture_section("a")->state.refused, 1);
+	assert_int_equal(fixture_section("a")->more.refused, 1);
 }
 
 /* A scribbled max_wait is clamped: the deadline never wraps into the past. */

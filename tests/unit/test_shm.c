@@ -92,7 +92,7 @@ static void test_create_and_reattach(void **state)
 /* The size of a segment of default tables. */
 static size_t default_size(void)
 {
-	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT};
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT, 1};
 	struct sl_shm_layout l;
 
 	assert_int_equal(sl_shm_layout(&d, &l), 0);

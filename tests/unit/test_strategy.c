@@ -47,65 +47,65 @@ static void test_fixed_window_edges(void **state)
 {
 	/* Windows of 1 s aligned so that one ends at T0 + 900 ms. */
 	struct sl_spec s = spec(SL_STRAT_FIXED_WINDOW, 5, S);
-	struct sl_state st = {0};
+	struct sl_section box = {0}; /* a state, with its more after it */
 	int64_t off = -(T0 + 900 * MS) % S + S; /* (T0 + 900ms + off) % S == 0 */
 	int64_t slot;
 
 	(void)state;
 	assert_int_equal((T0 + 900 * MS + off) % S, 0);
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(take(&s, &st, T0 + 500 * MS, off), T0 + 500 * MS);
+		assert_int_equal(take(&s, &box.state, T0 + 500 * MS, off), T0 + 500 * MS);
 	/* The window is full: the next go when it refills, at the boundary, not later. */
-	assert_int_equal(take(&s, &st, T0 + 500 * MS, off), T0 + 900 * MS);
-	assert_int_equal(take(&s, &st, T0 + 600 * MS, off), T0 + 900 * MS);
-	assert_int_equal(sl_strategy_queued(&s, &st, T0 + 600 * MS, off), 2);
+	assert_int_equal(take(&s, &box.state, T0 + 500 * MS, off), T0 + 900 * MS);
+	assert_int_equal(take(&s, &box.state, T0 + 600 * MS, off), T0 + 900 * MS);
+	assert_int_equal(sl_strategy_queued(&s, &box.state, T0 + 600 * MS, off), 2);
 	/* Three more fill that window; the next queue into the one after. */
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(take(&s, &st, T0 + 700 * MS, off), T0 + 900 * MS);
-	assert_int_equal(take(&s, &st, T0 + 700 * MS, off), T0 + 1900 * MS);
+		assert_int_equal(take(&s, &box.state, T0 + 700 * MS, off), T0 + 900 * MS);
+	assert_int_equal(take(&s, &box.state, T0 + 700 * MS, off), T0 + 1900 * MS);
 	/* Much later: a fresh window, at once. */
-	slot = take(&s, &st, T0 + 10 * S, off);
+	slot = take(&s, &box.state, T0 + 10 * S, off);
 	assert_int_equal(slot, T0 + 10 * S);
 	/* UTC alignment moves with the offset: the same instants, other windows. */
-	memset(&st, 0, sizeof(st));
+	memset(&box, 0, sizeof(box));
 	for (int i = 0; i < 5; i++)
-		take(&s, &st, T0 + 500 * MS, off + 300 * MS);
-	assert_int_equal(take(&s, &st, T0 + 500 * MS, off + 300 * MS), T0 + 600 * MS);
+		take(&s, &box.state, T0 + 500 * MS, off + 300 * MS);
+	assert_int_equal(take(&s, &box.state, T0 + 500 * MS, off + 300 * MS), T0 + 600 * MS);
 }
 
 static void test_session_window_edges(void **state)
 {
 	struct sl_spec s = spec(SL_STRAT_SESSION_WINDOW, 3, S);
-	struct sl_state st = {0};
+	struct sl_section box = {0}; /* a state, with its more after it */
 
 	(void)state;
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(take(&s, &st, T0 + 250 * MS, 0), T0 + 250 * MS);
+		assert_int_equal(take(&s, &box.state, T0 + 250 * MS, 0), T0 + 250 * MS);
 	/* The session began with the first request: full until T0 + 1250 ms. */
-	assert_int_equal(take(&s, &st, T0 + 900 * MS, 0), T0 + 1250 * MS);
-	assert_int_equal(take(&s, &st, T0 + 900 * MS, 0), T0 + 1250 * MS);
-	assert_int_equal(take(&s, &st, T0 + 900 * MS, 0), T0 + 1250 * MS);
-	assert_int_equal(take(&s, &st, T0 + 900 * MS, 0), T0 + 2250 * MS);
+	assert_int_equal(take(&s, &box.state, T0 + 900 * MS, 0), T0 + 1250 * MS);
+	assert_int_equal(take(&s, &box.state, T0 + 900 * MS, 0), T0 + 1250 * MS);
+	assert_int_equal(take(&s, &box.state, T0 + 900 * MS, 0), T0 + 1250 * MS);
+	assert_int_equal(take(&s, &box.state, T0 + 900 * MS, 0), T0 + 2250 * MS);
 	/* After a quiet spell the next request opens a new session at once. */
-	assert_int_equal(take(&s, &st, T0 + 9 * S, 0), T0 + 9 * S);
-	assert_int_equal(take(&s, &st, T0 + 9 * S + 999 * MS, 0), T0 + 9 * S + 999 * MS);
+	assert_int_equal(take(&s, &box.state, T0 + 9 * S, 0), T0 + 9 * S);
+	assert_int_equal(take(&s, &box.state, T0 + 9 * S + 999 * MS, 0), T0 + 9 * S + 999 * MS);
 }
 
 static void test_sliding_window_edges(void **state)
 {
 	struct sl_spec s = spec(SL_STRAT_SLIDING_WINDOW, 5, S);
-	struct sl_state st = {0};
+	struct sl_section box = {0}; /* a state, with its more after it */
 	int64_t slot, width = sl_slide_width(&s);
 
 	(void)state;
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(take(&s, &st, T0 + 100 * MS, 0), T0 + 100 * MS);
+		assert_int_equal(take(&s, &box.state, T0 + 100 * MS, 0), T0 + 100 * MS);
 	/* A sixth must wait until the first has left a whole window behind it - not
 	 * earlier, and no more than two buckets later. */
-	slot = take(&s, &st, T0 + 400 * MS, 0);
+	slot = take(&s, &box.state, T0 + 400 * MS, 0);
 	assert_true(slot >= T0 + 1100 * MS);
 	assert_true(slot <= T0 + 1100 * MS + 2 * width);
-	assert_int_equal(sl_strategy_queued(&s, &st, T0 + 400 * MS, 0), 1);
+	assert_int_equal(sl_strategy_queued(&s, &box.state, T0 + 400 * MS, 0), 1);
 }
 
 static void test_undo(void **state)
@@ -116,18 +116,18 @@ static void test_undo(void **state)
 	(void)state;
 	for (unsigned k = 0; k < SL_ARRAY_LEN(strategies); k++) {
 		struct sl_spec s = spec(strategies[k], 2, S);
-		struct sl_state st = {0};
+		struct sl_section box = {0}; /* a state, with its more after it */
 		struct sl_undo undo;
 		int64_t a, b, again;
 
-		a = take(&s, &st, T0, 0);
-		a = take(&s, &st, T0, 0);
-		b = sl_strategy_slot(&s, &st, T0, 1, 0);
-		sl_strategy_charge(&s, &st, b, 1, 0, &undo);
+		a = take(&s, &box.state, T0, 0);
+		a = take(&s, &box.state, T0, 0);
+		b = sl_strategy_slot(&s, &box.state, T0, 1, 0);
+		sl_strategy_charge(&s, &box.state, b, 1, 0, &undo);
 		assert_true(b > a);
 		/* Undone, the same request asking again gets the same slot. */
-		sl_strategy_undo(&s, &st, &undo);
-		again = sl_strategy_slot(&s, &st, T0, 1, 0);
+		sl_strategy_undo(&s, &box.state, &undo);
+		again = sl_strategy_slot(&s, &box.state, T0, 1, 0);
 		assert_int_equal(again, b);
 	}
 }
@@ -258,7 +258,7 @@ static void test_never_more_than_amount(void **state)
 	for (uint64_t seed = 1; seed <= 40; seed++) {
 		for (unsigned k = 0; k < SL_ARRAY_LEN(strategies); k++) {
 			struct sl_spec s;
-			struct sl_state st = {0};
+			struct sl_section box = {0}; /* a state, with its more after it */
 			int64_t t = T0, off;
 			int n;
 
@@ -272,7 +272,7 @@ static void test_never_more_than_amount(void **state)
 					t += (int64_t)rnd((uint64_t)(2 * s.window_ns / (int64_t)s.amount + 1));
 				r[i] = (struct req){.arrival = t};
 			}
-			simulate(&s, &st, r, n, off);
+			simulate(&s, &box.state, r, n, off);
 			for (int i = 0; i < n; i++) {
 				assert_true(r[i].released >= r[i].slot);
 				assert_true(r[i].slot >= r[i].arrival);
@@ -297,16 +297,16 @@ static void test_garbage_state(void **state)
 	for (unsigned k = 0; k < SL_ARRAY_LEN(strategies); k++) {
 		for (int fill = 0; fill < 3; fill++) {
 			struct sl_spec s = spec(strategies[k], 7, S);
-			struct sl_state st;
+			struct sl_section box; /* a state, with its more after it */
 			struct sl_undo undo;
 
-			memset(&st, fill == 0 ? 0xff : fill == 1 ? 0x7f : 0x80, sizeof(st));
-			sl_strategy_slot(&s, &st, T0, 1, INT64_MIN);
-			sl_strategy_release_at(&s, &st, T0, 1, INT64_MAX);
-			sl_strategy_charge(&s, &st, T0, 1, 0, &undo);
-			sl_strategy_released(&s, &st, T0, 1, 0);
-			sl_strategy_undo(&s, &st, &undo);
-			sl_strategy_queued(&s, &st, T0, 0);
+			memset(&box, fill == 0 ? 0xff : fill == 1 ? 0x7f : 0x80, sizeof(box));
+			sl_strategy_slot(&s, &box.state, T0, 1, INT64_MIN);
+			sl_strategy_release_at(&s, &box.state, T0, 1, INT64_MAX);
+			sl_strategy_charge(&s, &box.state, T0, 1, 0, &undo);
+			sl_strategy_released(&s, &box.state, T0, 1, 0);
+			sl_strategy_undo(&s, &box.state, &undo);
+			sl_strategy_queued(&s, &box.state, T0, 0);
 		}
 	}
 }
@@ -323,15 +323,15 @@ static void test_repair_extreme_spec(void **state)
 	(void)state;
 	for (unsigned k = 0; k < SL_ARRAY_LEN(strategies); k++) {
 		struct sl_spec s = spec(strategies[k], 7, S);
-		struct sl_state st;
+		struct sl_section box; /* a state, with its more after it */
 
 		s.max_wait_ns = INT64_MAX;
 		s.window_ns = INT64_MAX;
 		s.burst = UINT64_MAX;
-		memset(&st, 0, sizeof(st));
-		assert_int_equal(sl_strategy_repair(&s, &st, T0, 0), 0);
-		memset(&st, 0x7f, sizeof(st));
-		sl_strategy_repair(&s, &st, INT64_MAX, INT64_MAX);
+		memset(&box, 0, sizeof(box));
+		assert_int_equal(sl_strategy_repair(&s, &box.state, T0, 0), 0);
+		memset(&box, 0x7f, sizeof(box));
+		sl_strategy_repair(&s, &box.state, INT64_MAX, INT64_MAX);
 	}
 }
 
@@ -343,18 +343,18 @@ static void test_repair_extreme_spec(void **state)
 static void test_session_opens_when_made(void **state)
 {
 	struct sl_spec s = spec(SL_STRAT_SESSION_WINDOW, 3, S);
-	struct sl_state st;
+	struct sl_section box; /* a state, with its more after it */
 
 	(void)state;
-	memset(&st, 0, sizeof(st));
-	sl_strategy_released(&s, &st, T0, 1, 0);
-	sl_strategy_moved(&s, &st, T0, T0 + 40 * 1000, 1, 0); /* made 40 us later */
-	sl_strategy_released(&s, &st, T0 + 100 * MS, 1, 0);
-	sl_strategy_released(&s, &st, T0 + 200 * MS, 1, 0);
-	assert_true(sl_strategy_release_at(&s, &st, T0 + 300 * MS, 1, 0) >= T0 + S + 40 * 1000);
+	memset(&box, 0, sizeof(box));
+	sl_strategy_released(&s, &box.state, T0, 1, 0);
+	sl_strategy_moved(&s, &box.state, T0, T0 + 40 * 1000, 1, 0); /* made 40 us later */
+	sl_strategy_released(&s, &box.state, T0 + 100 * MS, 1, 0);
+	sl_strategy_released(&s, &box.state, T0 + 200 * MS, 1, 0);
+	assert_true(sl_strategy_release_at(&s, &box.state, T0 + 300 * MS, 1, 0) >= T0 + S + 40 * 1000);
 	/* A later release moved within the session leaves its start alone. */
-	sl_strategy_moved(&s, &st, T0 + 200 * MS, T0 + 200 * MS + 1000, 1, 0);
-	assert_int_equal(st.rel_win, T0 + 40 * 1000);
+	sl_strategy_moved(&s, &box.state, T0 + 200 * MS, T0 + 200 * MS + 1000, 1, 0);
+	assert_int_equal(box.state.rel_win, T0 + 40 * 1000);
 }
 
 /* meter = bytes: one writer takes pieces of random sizes up to the largest, wakes
@@ -367,7 +367,7 @@ static void test_bytes_bound(void **state)
 	struct sl_spec s = spec(SL_STRAT_LEAKY_BUCKET, 1024 * 1024, S);
 	uint64_t piece, cost[600];
 	int64_t rel[600];
-	struct sl_state st;
+	struct sl_section box; /* a state, with its more after it */
 
 	(void)state;
 	s.meter = SL_METER_BYTES;
@@ -383,18 +383,18 @@ static void test_bytes_bound(void **state)
 	for (int round = 0; round < 20; round++) {
 		int64_t now = T0;
 
-		memset(&st, 0, sizeof(st));
+		memset(&box, 0, sizeof(box));
 		for (int i = 0; i < 600; i++) {
 			struct sl_undo undo;
 			int64_t slot, may;
 
 			cost[i] = rnd(4) == 0 ? piece : 1 + rnd(piece);
-			slot = sl_strategy_slot(&s, &st, now, cost[i], 0);
-			sl_strategy_charge(&s, &st, slot, cost[i], 0, &undo);
+			slot = sl_strategy_slot(&s, &box.state, now, cost[i], 0);
+			sl_strategy_charge(&s, &box.state, slot, cost[i], 0, &undo);
 			now = slot + (int64_t)rnd(3 * MS);
-			while ((may = sl_strategy_release_at(&s, &st, now, cost[i], 0)) > now)
+			while ((may = sl_strategy_release_at(&s, &box.state, now, cost[i], 0)) > now)
 				now = may + (int64_t)rnd(MS);
-			sl_strategy_released(&s, &st, now, cost[i], 0);
+			sl_strategy_released(&s, &box.state, now, cost[i], 0);
 			rel[i] = now;
 			now += (int64_t)rnd(200 * 1000); /* the write itself */
 		}
@@ -412,14 +412,14 @@ static void test_bytes_bound(void **state)
 	}
 
 	/* Pieces of 7/8 of the largest, each write woken 1 ms late: on schedule. */
-	memset(&st, 0, sizeof(st));
+	memset(&box, 0, sizeof(box));
 	for (int i = 0, c = (int)(piece - piece / 8); i < 100; i++) {
 		struct sl_undo undo;
-		int64_t slot = sl_strategy_slot(&s, &st, i ? rel[i - 1] + MS : T0, (uint64_t)c, 0);
+		int64_t slot = sl_strategy_slot(&s, &box.state, i ? rel[i - 1] + MS : T0, (uint64_t)c, 0);
 
-		sl_strategy_charge(&s, &st, slot, (uint64_t)c, 0, &undo);
-		rel[i] = SL_MAX(slot + MS, sl_strategy_release_at(&s, &st, slot + MS, (uint64_t)c, 0));
-		sl_strategy_released(&s, &st, rel[i], (uint64_t)c, 0);
+		sl_strategy_charge(&s, &box.state, slot, (uint64_t)c, 0, &undo);
+		rel[i] = SL_MAX(slot + MS, sl_strategy_release_at(&s, &box.state, slot + MS, (uint64_t)c, 0));
+		sl_strategy_released(&s, &box.state, rel[i], (uint64_t)c, 0);
 		if (i)
 			assert_int_equal(rel[i] - rel[i - 1], sl_gcra_increment(&s, (uint64_t)c));
 	}
