@@ -129,7 +129,9 @@ struct sl_spec {
 	uint8_t adapt;       /* 1: 429s halve the rate, good answers climb back */
 	uint8_t pad1[2];
 	int64_t max_pause_ns; /* the longest pause a response may ask; <0: no clamp */
-	uint8_t reserved[8];
+	uint8_t calendar;     /* enum sl_calendar: the rate's window is a calendar week,
+	                       * month or year (window_ns its nominal length) */
+	uint8_t reserved[7];
 };
 _Static_assert(offsetof(struct sl_spec, amount) == 88, "sl_spec is part of the shm ABI");
 _Static_assert(sizeof(struct sl_spec) == 152, "sl_spec is part of the shm ABI");

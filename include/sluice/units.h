@@ -12,9 +12,11 @@
 int sl_parse_duration(const char *s, int allow_forever, int64_t *ns, char *err, size_t errlen);
 
 /* "10/s", "600/m", "3/5m", "1/250ms", "512K/s" (K, M, G are 1024-based and only
- * allowed when `allow_size` is set). */
+ * allowed when `allow_size` is set); "5000/mo", "100/w", "1M/y" are calendar
+ * windows (*calendar an enum sl_calendar, *window_ns the unit's nominal length;
+ * else *calendar is SL_CAL_NONE). */
 int sl_parse_rate(const char *s, int allow_size, uint64_t *amount, int64_t *window_ns,
-                  char *err, size_t errlen);
+                  unsigned *calendar, char *err, size_t errlen);
 
 /* A positive integer no larger than `max`. */
 int sl_parse_count(const char *s, uint64_t max, uint64_t *out, char *err, size_t errlen);
@@ -28,9 +30,9 @@ int sl_endpoint_parse(const char *s, char *host, size_t hostlen, int *port);
 int sl_parse_errno(const char *s, int *out, char *err, size_t errlen);
 const char *sl_errno_name(int e);
 
-/* Print a rate as the config writes it ("10/s", "3/5m"; with `bytes`, whole
- * multiples of 1024 as "512K/s", "10M/s"). */
-int sl_format_rate(uint64_t amount, int64_t window_ns, int bytes, char *buf, size_t size);
+/* Print a rate as the config writes it ("10/s", "3/5m", "5000/mo" for a calendar
+ * window; with `bytes`, whole multiples of 1024 as "512K/s", "10M/s"). */
+int sl_format_rate(uint64_t amount, int64_t window_ns, unsigned calendar, int bytes, char *buf, size_t size);
 
 /* Print a duration compactly ("250ms", "30s", "1h", "forever"). */
 int sl_format_duration(int64_t ns, char *buf, size_t size);

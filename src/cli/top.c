@@ -137,7 +137,7 @@ static unsigned gather(struct sl_shm_header *h, struct row **rows, uint64_t **la
 		memset(w, 0, sizeof(*w));
 		snprintf(w->name, sizeof(w->name), "%.*s", SL_SECTION_NAME_MAX - 1, sec.spec.name);
 		if (sec.spec.amount)
-			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, w->rate,
+			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.calendar, sec.spec.meter == SL_METER_BYTES, w->rate,
 			               sizeof(w->rate));
 		else
 			snprintf(w->rate, sizeof(w->rate), "-");

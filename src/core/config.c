@@ -419,6 +419,11 @@ static void finish_section(struct parse_state *ps)
 		sl_config_error(cfg, ps->header_line, "[%s] needs a rate (e.g. rate = 10/s) or a concurrency", s->name);
 	if (!raw[SL_KEY_burst].line)
 		s->burst = s->strategy == SL_STRAT_TOKEN_BUCKET && s->amount ? s->amount : 1;
+	/* The fleet lays its windows out by length on Redis's clock: a calendar's
+	 * months and years are not one length. */
+	if (s->calendar && s->scope == SL_SCOPE_FLEET)
+		sl_config_error(cfg, ps->header_line, "[%s]: a calendar window (/w, /mo, /y) is not shared by a fleet "
+		                "yet: scope = local, or a window in s, m, h or d", s->name);
 
 	if (cfg->nerrors == before) {
 		if (names_add(ps, cfg->nsections) < 0)

@@ -317,9 +317,12 @@ static int parse_rate(struct sl_config *cfg, const struct sl_key_def *k, char *t
 {
 	struct sl_spec *s = base;
 	char err[200];
+	unsigned calendar;
 
-	if (sl_parse_rate(text, s->meter == SL_METER_BYTES, &s->amount, &s->window_ns, err, sizeof(err)) == 0)
+	if (!sl_parse_rate(text, s->meter == SL_METER_BYTES, &s->amount, &s->window_ns, &calendar, err, sizeof(err))) {
+		s->calendar = (uint8_t)calendar;
 		return 0;
+	}
 	sl_config_error(cfg, line, "%s: %s", k->name, err);
 	return -1;
 }
@@ -330,7 +333,7 @@ static void format_rate(const struct sl_key_def *k, const void *base, char *buf,
 	char every[32];
 
 	(void)k;
-	sl_format_rate(s->amount, s->window_ns, s->meter == SL_METER_BYTES, buf, size);
+	sl_format_rate(s->amount, s->window_ns, s->calendar, s->meter == SL_METER_BYTES, buf, size);
 	if (s->amount && s->strategy < SL_STRAT_FIXED_WINDOW) {
 		sl_format_duration(s->window_ns / (int64_t)s->amount, every, sizeof(every));
 		strncat(buf, " (one every ", size - strlen(buf) - 1);

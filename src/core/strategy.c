@@ -1,6 +1,7 @@
 /* The strategies of docs/config.md over a section's state (strategy.h). */
 #include "sluice/strategy.h"
 #include "sluice/common.h"
+#include "sluice/calendar.h"
 #include "sluice/limiter.h"
 
 #include <string.h>
@@ -47,12 +48,15 @@ static int64_t gcra_release_at(const struct sl_spec *s, const struct sl_state *s
 
 static int64_t fixed_index(const struct sl_spec *s, int64_t t, int64_t wall_off)
 {
+	if (s->calendar) /* the calendar's week, month or year holding wall time t */
+		return sl_calendar_index(s->calendar, sl_sane_ns(t) + sl_sane_ns(wall_off));
 	return floor_div(sl_sane_ns(t) + sl_sane_ns(wall_off), window(s));
 }
 
 static int64_t fixed_start(const struct sl_spec *s, int64_t k, int64_t wall_off)
 {
-	__int128 v = (__int128)k * window(s) - sl_sane_ns(wall_off);
+	__int128 v = s->calendar ? (__int128)sl_calendar_start(s->calendar, k) - sl_sane_ns(wall_off)
+	                         : (__int128)k * window(s) - sl_sane_ns(wall_off);
 
 	return v > SL_SANE_NS ? SL_SANE_NS : v < -SL_SANE_NS ? -SL_SANE_NS : (int64_t)v;
 }
@@ -442,7 +446,7 @@ void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, s
 		st->rel_tat_ns = sl_gcra_rescale(st->rel_tat_ns, now, a, b);
 		return;
 	}
-	if (from->strategy == to->strategy && from->window_ns == to->window_ns)
+	if (from->strategy == to->strategy && from->window_ns == to->window_ns && from->calendar == to->calendar)
 		return; /* the same windows: their counts hold against the new AMOUNT */
 	/* Across kinds of state nothing tells what went in the new window so far, so
 	 * take the most it could have been: a whole window's worth just now.  Callers

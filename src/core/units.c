@@ -1,4 +1,5 @@
 #include "sluice/units.h"
+#include "sluice/calendar.h"
 #include "sluice/config.h"
 #include "sluice/common.h"
 
@@ -95,7 +96,7 @@ int sl_parse_count(const char *s, uint64_t max, uint64_t *out, char *err, size_t
 }
 
 int sl_parse_rate(const char *s, int allow_size, uint64_t *amount, int64_t *window_ns,
-                  char *err, size_t errlen)
+                  unsigned *calendar, char *err, size_t errlen)
 {
 	char num[32];
 	const char *slash = strchr(s, '/');
@@ -138,12 +139,29 @@ int sl_parse_rate(const char *s, int allow_size, uint64_t *amount, int64_t *wind
 
 		if (strlen(ws) + 2 > sizeof(win))
 			return reject(err, errlen, "bad rate window in", s);
+		/* A calendar unit ("mo", or "1mo"): one week, month or year, no more. */
+		*calendar = SL_CAL_NONE;
+		for (unsigned c = SL_CAL_WEEK; c <= SL_CAL_YEAR; c++) {
+			const char *u = sl_calendar_suffix(c);
+			size_t ul = strlen(u), wl = strlen(ws);
+
+			if (wl < ul || strcmp(ws + wl - ul, u) != 0 || (wl > ul && !(ws[0] >= '0' && ws[0] <= '9')))
+				continue;
+			if (wl > ul && !(wl == ul + 1 && ws[0] == '1'))
+				return reject(err, errlen, "a calendar window is one week, month or year (/w, /mo, /y):", s);
+			*calendar = c;
+		}
+		if (*calendar) {
+			*amount = v * mult;
+			*window_ns = sl_calendar_nominal_ns(*calendar);
+			return 0;
+		}
 		if (*ws >= 'a' && *ws <= 'z')
 			snprintf(win, sizeof(win), "1%s", ws);
 		else
 			snprintf(win, sizeof(win), "%s", ws);
 		if (parse_number_unit(win, 1, &w) < 0 || w <= 0)
-			return reject(err, errlen, "bad rate window (want s, m, h, d, 5m, 250ms) in", s);
+			return reject(err, errlen, "bad rate window (want s, m, h, d, 5m, 250ms, w, mo, y) in", s);
 	}
 	if (w / (int64_t)(v * mult) < 1 && mult == 1)
 		return reject(err, errlen, "rate faster than one per nanosecond:", s);
@@ -275,13 +293,16 @@ int sl_format_duration(int64_t ns, char *buf, size_t size)
 	return snprintf(buf, size, "%lldns", (long long)ns);
 }
 
-int sl_format_rate(uint64_t amount, int64_t window_ns, int bytes, char *buf, size_t size)
+int sl_format_rate(uint64_t amount, int64_t window_ns, unsigned calendar, int bytes, char *buf, size_t size)
 {
 	char win[32], n[32];
 	const char *suffix = "KMG";
 	int k = -1;
 
-	sl_format_duration(window_ns, win, sizeof(win));
+	if (sl_calendar_suffix(calendar))
+		snprintf(win, sizeof(win), "1%s", sl_calendar_suffix(calendar));
+	else
+		sl_format_duration(window_ns, win, sizeof(win));
 	/* Byte amounts come back in the K/M/G they were most likely written in. */
 	while (bytes && k < 2 && amount >= 1024 && amount % 1024 == 0) {
 		amount /= 1024;

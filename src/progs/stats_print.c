@@ -512,7 +512,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			next = sl_stats_next_slot_ns(&scratch, now, sl_sane_ns(h->wall_off_ns));
 		}
 		if (sec.spec.amount)
-			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.meter == SL_METER_BYTES, rate,
+			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.calendar, sec.spec.meter == SL_METER_BYTES, rate,
 			               sizeof(rate));
 		else
 			snprintf(rate, sizeof(rate), "-");

@@ -5,10 +5,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "sluice/calendar.h"
 #include "sluice/config.h"
 #include "sluice/config_keys.h"
 #include "sluice/config_types.h"
 #include "sluice/common.h"
+#include "sluice/units.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -144,21 +146,45 @@ static void test_rate_forms(void **state)
 		const char *rate;
 		uint64_t amount;
 		int64_t window;
+		unsigned calendar;
+		const char *back; /* as `sluice check` writes it */
 	} forms[] = {
-		{"10/s", 10, SL_NS_PER_S},           {"600/m", 600, 60 * SL_NS_PER_S},
-		{"5000/h", 5000, 3600 * SL_NS_PER_S}, {"10000/d", 10000, 86400 * SL_NS_PER_S},
-		{"3/5m", 3, 300 * SL_NS_PER_S},      {"1/250ms", 1, 250 * SL_NS_PER_MS},
-		{"7/1.5s", 7, 1500 * SL_NS_PER_MS},
+		{"10/s", 10, SL_NS_PER_S, 0, "10/s"},           {"600/m", 600, 60 * SL_NS_PER_S, 0, "600/m"},
+		{"5000/h", 5000, 3600 * SL_NS_PER_S, 0, "5000/h"}, {"10000/d", 10000, 86400 * SL_NS_PER_S, 0, "10000/d"},
+		{"3/5m", 3, 300 * SL_NS_PER_S, 0, "3/5m"},      {"1/250ms", 1, 250 * SL_NS_PER_MS, 0, "1/250ms"},
+		{"7/1.5s", 7, 1500 * SL_NS_PER_MS, 0, "7/1500ms"},
+		/* calendar windows: the unit's nominal length, and the calendar */
+		{"5000/mo", 5000, 30 * 86400 * SL_NS_PER_S, SL_CAL_MONTH, "5000/mo"},
+		{"100/w", 100, 7 * 86400 * SL_NS_PER_S, SL_CAL_WEEK, "100/w"},
+		{"1000000/y", 1000000, 365 * 86400 * SL_NS_PER_S, SL_CAL_YEAR, "1000000/y"},
+		{"3/1mo", 3, 30 * 86400 * SL_NS_PER_S, SL_CAL_MONTH, "3/mo"},
 	};
-	char text[256];
+	char text[256], err[200];
+	uint64_t amount;
+	int64_t window;
+	unsigned calendar;
 
 	(void)state;
 	for (size_t i = 0; i < SL_ARRAY_LEN(forms); i++) {
-		snprintf(text, sizeof(text), "[r]\nmatch = *\nrate = %s\n", forms[i].rate);
+		snprintf(text, sizeof(text), "[r]\nmatch = *\nrate = %s\nstrategy = fixed-window\n", forms[i].rate);
 		assert_int_equal(sl_config_load_string(cfg, "r.ini", text), 0);
 		assert_int_equal(section("r")->amount, forms[i].amount);
 		assert_int_equal(section("r")->window_ns, forms[i].window);
+		assert_int_equal(section("r")->calendar, forms[i].calendar);
+		sl_format_rate(section("r")->amount, section("r")->window_ns, section("r")->calendar, 0, text,
+		               sizeof(text));
+		assert_string_equal(text, forms[i].back);
 	}
+	/* More than one calendar unit is no calendar window: refused, saying so. */
+	assert_int_equal(sl_parse_rate("3/2mo", 0, &amount, &window, &calendar, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "one week, month or year"));
+	assert_int_equal(sl_parse_rate("3/10w", 0, &amount, &window, &calendar, err, sizeof(err)), -EINVAL);
+	assert_int_equal(sl_parse_rate("3/mon", 0, &amount, &window, &calendar, err, sizeof(err)), -EINVAL);
+	/* A fleet does not share calendar windows (yet). */
+	assert_int_equal(sl_config_load_string(cfg, "r.ini", "[sluice]\nredis = 127.0.0.1:6379\n"
+	                                                      "[r]\nmatch = *\nrate = 5/mo\nscope = fleet\n"),
+	                 -EINVAL);
+	assert_true(cfg->nerrors >= 1 && strstr(cfg->errors[0], "calendar window"));
 }
 
 static int has_error(const char *want)

@@ -9,6 +9,7 @@
 
 #include "sluice/common.h"
 #include "sluice/limiter.h"
+#include "sluice/calendar.h"
 #include "sluice/strategy.h"
 
 #include <stdio.h>
@@ -71,6 +72,31 @@ static void test_fixed_window_edges(void **state)
 	for (int i = 0; i < 5; i++)
 		take(&s, &box.state, T0 + 500 * MS, off + 300 * MS);
 	assert_int_equal(take(&s, &box.state, T0 + 500 * MS, off + 300 * MS), T0 + 600 * MS);
+}
+
+/* A calendar month (rate = 2/mo, fixed-window): the window ends where the month
+ * does - 2026-01-31 24:00 UTC, then February's 28 days - not 30 days on. */
+static void test_calendar_month(void **state)
+{
+	struct sl_spec s = spec(SL_STRAT_FIXED_WINDOW, 2, 30 * 86400 * S);
+	struct sl_section box = {0};
+	const int64_t jan31_235959 = 1769903999LL * S; /* 2026-01-31 23:59:59 UTC */
+	int64_t off = jan31_235959 - T0;                /* wall time = monotonic + off */
+
+	(void)state;
+	s.calendar = SL_CAL_MONTH;
+	assert_int_equal(take(&s, &box.state, T0, off), T0);
+	assert_int_equal(take(&s, &box.state, T0, off), T0);
+	assert_int_equal(take(&s, &box.state, T0, off), T0 + S);                  /* Feb 1, 00:00 */
+	assert_int_equal(take(&s, &box.state, T0, off), T0 + S);
+	assert_int_equal(take(&s, &box.state, T0, off), T0 + S + 28 * 86400 * S); /* Mar 1 */
+	/* An ISO week: from 2026-01-31, a Saturday, the next starts on Monday. */
+	memset(&box, 0, sizeof(box));
+	s.calendar = SL_CAL_WEEK;
+	s.window_ns = 7 * 86400 * S;
+	take(&s, &box.state, T0, off);
+	take(&s, &box.state, T0, off);
+	assert_int_equal(take(&s, &box.state, T0, off), T0 + S + 86400 * S);
 }
 
 static void test_session_window_edges(void **state)
@@ -429,6 +455,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fixed_window_edges),
+		cmocka_unit_test(test_calendar_month),
 		cmocka_unit_test(test_session_window_edges),
 		cmocka_unit_test(test_sliding_window_edges),
 		cmocka_unit_test(test_undo),
