@@ -86,6 +86,19 @@ int sl_strategy_repair(const struct sl_spec *s, struct sl_state *st, int64_t now
 int sl_strategy_needs_repair(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                              int64_t wall_off);
 
+/* A window strategy's current window, for stat (docs/config.md, "Calendar windows"):
+ * how much of AMOUNT went in it, how much is left to reserve, and when it ends
+ * (CLOCK_MONOTONIC; a session window not yet opened: -1, nothing used). */
+struct sl_window_now {
+	uint64_t used;   /* released in it (requests, or bytes) */
+	uint64_t left;   /* AMOUNT less what is released or reserved in it */
+	int64_t ends_ns;
+};
+
+/* 1 and *w for a fixed or session window with a rate; 0 for any other strategy. */
+int sl_strategy_window_now(const struct sl_spec *s, const struct sl_state *st, int64_t now, int64_t wall_off,
+                           struct sl_window_now *w);
+
 /* Reservations whose slot is still ahead of `now`: callers waiting in the queue. */
 uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                             int64_t wall_off);

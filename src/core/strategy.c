@@ -548,6 +548,39 @@ void sl_strategy_undo(const struct sl_spec *s, struct sl_state *st, const struct
 	}
 }
 
+int sl_strategy_window_now(const struct sl_spec *s, const struct sl_state *st, int64_t now, int64_t wall_off,
+                           struct sl_window_now *w)
+{
+	uint64_t used = 0, taken = 0;
+
+	if (s->amount == 0)
+		return 0;
+	if (s->strategy == SL_STRAT_FIXED_WINDOW) {
+		int64_t k = fixed_index(s, now, wall_off);
+
+		used = sl_sane_ns(st->rel_win) == k ? st->rel_win_used : 0;
+		/* reserved in this window, or queued into a later one: this one is full */
+		taken = sl_sane_ns(st->win) == k ? st->win_used : sl_sane_ns(st->win) > k ? s->amount : 0;
+		w->ends_ns = fixed_start(s, k + 1, wall_off);
+	} else if (s->strategy == SL_STRAT_SESSION_WINDOW) {
+		int64_t start = sl_sane_ns(st->rel_win);
+
+		if (st->rel_win_used && now < start + window(s)) {
+			used = st->rel_win_used;
+			w->ends_ns = start + window(s);
+		} else {
+			w->ends_ns = -1;
+		}
+		taken = sl_sane_ns(st->win) > now ? s->amount /* queued into the next: this one is full */
+		      : st->win_used && now < sl_sane_ns(st->win) + window(s) ? st->win_used : 0;
+	} else {
+		return 0;
+	}
+	w->used = SL_MIN(used, s->amount);
+	w->left = s->amount - SL_MIN(SL_MAX(used, taken), s->amount);
+	return 1;
+}
+
 uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                             int64_t wall_off)
 {

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
 
@@ -231,6 +232,44 @@ static void render_redis(const struct sl_shm_header *h, int json, int64_t now, F
 		fprintf(out, "redis: %s, no answer yet\n", state);
 	if (h->redis_state == SL_REDIS_DOWN)
 		fprintf(out, "redis: unreachable for %lld ms: shaping on the leases in hand\n", down);
+}
+
+/* A fixed or session window's use (sl_strategy_window_now): used, left and when
+ * it ends, in time and (text) as a UTC date - a quota's "resets at". */
+static void render_window(const struct sl_section *sec, int json, int64_t now, int64_t wall, FILE *out)
+{
+	struct sl_window_now w;
+	char when[64] = "", in[48];
+
+	if (sec->spec.per != SL_PER_NONE || sl_limit_fleet(&sec->spec) ||
+	    !sl_strategy_window_now(&sec->spec, &sec->state, now, wall, &w))
+		return;
+	if (w.ends_ns > now) {
+		time_t t = (time_t)((sl_sane_ns(w.ends_ns) + wall) / SL_NS_PER_S);
+		struct tm tm;
+		int64_t left_s = (w.ends_ns - now + SL_NS_PER_S - 1) / SL_NS_PER_S;
+
+		if (gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		if (left_s >= 86400)
+			snprintf(in, sizeof(in), "%lldd %lldh", (long long)(left_s / 86400), (long long)(left_s % 86400 / 3600));
+		else if (left_s >= 3600)
+			snprintf(in, sizeof(in), "%lldh %lldm", (long long)(left_s / 3600), (long long)(left_s % 3600 / 60));
+		else
+			snprintf(in, sizeof(in), "%llds", (long long)left_s);
+	}
+	if (json) {
+		fprintf(out, ",\"window\":{\"used\":%llu,\"left\":%llu,\"resets_in_ms\":%lld,\"resets_at\":\"%s\"}",
+		        (unsigned long long)w.used, (unsigned long long)w.left,
+		        w.ends_ns > now ? (long long)((w.ends_ns - now) / SL_NS_PER_MS) : -1LL, when);
+		return;
+	}
+	fprintf(out, "  window: %llu of %llu used, %llu left", (unsigned long long)w.used,
+	        (unsigned long long)sec->spec.amount, (unsigned long long)w.left);
+	if (w.ends_ns > now)
+		fprintf(out, ", resets in %s (%s)\n", in, when);
+	else
+		fprintf(out, ", the next request opens one\n");
 }
 
 /* What the destination said (pause.h): a pause in force and why, a budget, the
@@ -538,6 +577,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			for (size_t c = 0; c < SL_NCOUNTERS; c++)
 				fprintf(out, ",\"%s\":%llu", sl_counters[c].field, (unsigned long long)sl_counter_of(&sec, (unsigned)c));
 			render_delivery(&sec, 1, out);
+			render_window(&sec, 1, now, sl_sane_ns(h->wall_off_ns), out);
 			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
 				render_lease(&sec.spec, st, 1, now, out);
 			if (sec.spec.signals)
@@ -570,6 +610,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 				render_lease(&sec.spec, st, 0, now, out);
 			fputc('\n', out);
 			render_delivery(&sec, 0, out);
+			render_window(&sec, 0, now, sl_sane_ns(h->wall_off_ns), out);
 			if (sec.spec.signals)
 				render_pause(&sec.spec, st, 0, now, out);
 			if (sec.spec.per)
@@ -607,7 +648,9 @@ static void prom_head(FILE *out, const char *name, const char *type, const char 
 struct prom_family {
 	const char *name, *type, *help;
 	double (*pick)(const struct sl_section *sec, const struct key_view *kv, int64_t now, int64_t wall);
-	int fleet; /* only for fleet sections without keys (a keyed one's keys hold the leases) */
+	enum { ALL, ONLY_FLEET, ONLY_WINDOW } only; /* fleet: sections without keys (a keyed
+	                                             * one's keys hold the leases); window: local
+	                                             * fixed or session windows without keys */
 };
 
 static double p_queued(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
@@ -699,26 +742,54 @@ static double p_late99(const struct sl_section *s, const struct key_view *k, int
 	return p_late(s, 1);
 }
 
+static double p_window(const struct sl_section *s, int64_t n, int64_t w, int reset)
+{
+	struct sl_window_now v;
+
+	if (!sl_strategy_window_now(&s->spec, &s->state, n, w, &v))
+		return 0;
+	return reset ? (v.ends_ns > n ? (double)(v.ends_ns - n) / 1e9 : 0) : (double)v.left;
+}
+
+static double p_window_left(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k;
+	return p_window(s, n, w, 0);
+}
+
+static double p_window_reset(const struct sl_section *s, const struct key_view *k, int64_t n, int64_t w)
+{
+	(void)k;
+	return p_window(s, n, w, 1);
+}
+
 static const struct prom_family families[] = {
-	{"sluice_queued", "gauge", "Requests waiting for their slot now.", p_queued, 0},
-	{"sluice_open", "gauge", "Connections holding a concurrency place now.", p_open, 0},
-	{"sluice_rate_per_second", "gauge", "The configured rate, per second (0: concurrency only).", p_rate, 0},
+	{"sluice_queued", "gauge", "Requests waiting for their slot now.", p_queued, ALL},
+	{"sluice_open", "gauge", "Connections holding a concurrency place now.", p_open, ALL},
+	{"sluice_rate_per_second", "gauge", "The configured rate, per second (0: concurrency only).", p_rate, ALL},
 	{"sluice_delivered_per_second", "gauge",
-	 "What was released per second over the daemon's last window (5-10 s; 0: none yet).", p_delivered, 0},
+	 "What was released per second over the daemon's last window (5-10 s; 0: none yet).", p_delivered, ALL},
 	{"sluice_release_late_p50_seconds", "gauge",
-	 "Median lateness of releases after their slots over that window (a bucket's bound).", p_late50, 0},
+	 "Median lateness of releases after their slots over that window (a bucket's bound).", p_late50, ALL},
 	{"sluice_release_late_p99_seconds", "gauge",
-	 "99th percentile lateness of releases after their slots over that window (a bucket's bound).", p_late99, 0},
+	 "99th percentile lateness of releases after their slots over that window (a bucket's bound).", p_late99,
+	 ALL},
 	{"sluice_pauses_total", "counter", "Pauses the destination asked for (429, Retry-After, RateLimit).",
-	 p_pauses, 0},
-	{"sluice_paused_seconds", "gauge", "How long the section's pause still lasts (0: not paused).", p_paused, 0},
+	 p_pauses, ALL},
+	{"sluice_paused_seconds", "gauge", "How long the section's pause still lasts (0: not paused).", p_paused, ALL},
 	{"sluice_fleet_share_per_second", "gauge", "This machine's lease on a fleet rate, per second (0: none).",
-	 p_share, 1},
-	{"sluice_fleet_chunk", "gauge", "This machine's chunk of a fleet window's AMOUNT (0: none).", p_chunk, 1},
+	 p_share, ONLY_FLEET},
+	{"sluice_fleet_chunk", "gauge", "This machine's chunk of a fleet window's AMOUNT (0: none).", p_chunk,
+	 ONLY_FLEET},
 	{"sluice_fleet_machines", "gauge", "Machines sharing the fleet section, as its last lease said.", p_machines,
-	 1},
+	 ONLY_FLEET},
 	{"sluice_fleet_lease_age_seconds", "gauge", "Age of this machine's lease (-1: no lease yet).", p_lease_age,
-	 1},
+	 ONLY_FLEET},
+	{"sluice_window_remaining", "gauge",
+	 "A fixed or session window's AMOUNT not yet released or reserved in the current window.", p_window_left,
+	 ONLY_WINDOW},
+	{"sluice_window_reset_seconds", "gauge",
+	 "Seconds until the current fixed or session window ends (0: none open).", p_window_reset, ONLY_WINDOW},
 };
 
 /* The busiest keys' pauses: a destination that asked one key to wait. */
@@ -817,7 +888,11 @@ void sl_stats_render_prometheus(struct sl_shm_header *h, unsigned top, int64_t n
 
 			if (!snapshot(h, i, sec, match, sizeof(match)))
 				continue;
-			if (families[f].fleet && (!sl_limit_fleet(&sec->spec) || sec->spec.per != SL_PER_NONE))
+			if (families[f].only == ONLY_FLEET && (!sl_limit_fleet(&sec->spec) || sec->spec.per != SL_PER_NONE))
+				continue;
+			if (families[f].only == ONLY_WINDOW &&
+			    (sl_limit_fleet(&sec->spec) || sec->spec.per != SL_PER_NONE || !sec->spec.amount ||
+			     (sec->spec.strategy != SL_STRAT_FIXED_WINDOW && sec->spec.strategy != SL_STRAT_SESSION_WINDOW)))
 				continue;
 			fprintf(out, "%s{section=\"", families[f].name);
 			prom_label(out, sec->spec.name);

@@ -5,7 +5,8 @@
 # shim: two connects go at once, the third is held to the month's end - at the
 # destination not one before it - the fourth goes in February's window with it,
 # and the fifth, a month away, is refused at once (max_wait 20 s).  A 30-day
-# window would have ended at neither.
+# window would have ended at neither.  Then stat, its JSON and the metrics say
+# the window is used up until 2026-03-01 00:00 UTC.
 . "$(dirname "$0")/lib.sh"
 
 FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
@@ -62,5 +63,21 @@ mapfile -t syns < <(awk '{ print $1 }' "$T/syns")
 [ "${syns[1]}" -lt "$boundary" ] || fail "the second arrived after the month's end"
 [ "${syns[2]}" -ge "$boundary" ] || fail "the third arrived $(((boundary - syns[2]) / 1000000)) ms before the month's end"
 [ "${syns[2]}" -lt $((boundary + 3000000000)) ] || fail "the third came more than 3 s after the month's end"
-"$SLUICE" stat -c "$T/c.ini" | grep -q "2/mo" || fail "sluice stat does not show the rate as 2/mo"
+# What stat says of the window: all of February's used, and when March begins.
+"$SLUICE" stat -c "$T/c.ini" >"$T/stat.txt"
+note "$(grep -E "month|window:" "$T/stat.txt")"
+grep -q "2/mo" "$T/stat.txt" || fail "sluice stat does not show the rate as 2/mo"
+grep -qE "window: 2 of 2 used, 0 left, resets in 2[78]d [0-9]+h \(2026-03-01T00:00:00Z\)" "$T/stat.txt" ||
+	fail "sluice stat does not say February's window is used up until March"
+"$SLUICE" stat -c "$T/c.ini" --json >"$T/stat.json"
+python3 - "$T/stat.json" <<'EOF2' || fail "sluice stat --json: the window's figures are wrong: $(cat "$T/stat.json")"
+import json, sys
+w = json.load(open(sys.argv[1]))["sections"][0]["window"]
+assert w["used"] == 2 and w["left"] == 0 and w["resets_at"] == "2026-03-01T00:00:00Z", w
+assert 27 * 86400 * 1000 < w["resets_in_ms"] <= 28 * 86400 * 1000, w
+EOF2
+"$SLUICE" stat -c "$T/c.ini" --prometheus >"$T/metrics"
+grep -q '^sluice_window_remaining{section="month"} 0$' "$T/metrics" || fail "no sluice_window_remaining of 0"
+awk '$1 == "sluice_window_reset_seconds{section=\"month\"}" && $2 > 27 * 86400 && $2 <= 28 * 86400 { f = 1 }
+	END { exit !f }' "$T/metrics" || fail "sluice_window_reset_seconds is not February's rest"
 echo ok
