@@ -291,9 +291,8 @@ int sl_shm_fits(const struct sl_shm_header *h, const struct sl_config *cfg, char
 	}
 	for (unsigned i = 0; i < cfg->nsections && !d.key_more; i++)
 		if (cfg->sections[i].spec.per != SL_PER_NONE && sl_spec_needs_more(&cfg->sections[i].spec)) {
-			snprintf(why, len, "section %s keeps more per key (a sliding window, a lease or the "
-			         "destination's signals) than the segment's key records hold",
-			         cfg->sections[i].spec.name);
+			snprintf(why, len, "section %s keeps more per key (a sliding window, a fleet lease or "
+			         "adapt) than the segment's key records hold", cfg->sections[i].spec.name);
 			return -ENOSPC;
 		}
 	return 0;
