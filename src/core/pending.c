@@ -247,7 +247,10 @@ static int step_reserve(struct sl_pending *p, struct sl_shm_header *h, int64_t n
 			return undecided(p, h, now, "sections changed");
 		p->conc = p->ask.places ? sl_conc_sections(h, p->ask.m) : 0;
 		p->phase = p->conc ? SL_PEND_PLACES : SL_PEND_RESERVE;
-		return wait_until(p, now);
+		/* On at once with the new match: a caller that keeps its sections
+		 * elsewhere (a deferred connect's record) would hand the stale ones
+		 * back at its next step, so this step must take the reservation. */
+		return NEXT;
 	}
 	if (rc < 0)
 		return segment_failed(p, h, now, rc, "segment lock unavailable");
