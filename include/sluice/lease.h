@@ -64,6 +64,12 @@ void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now
                        int64_t wall_off);
 void sl_limit_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
                     uint64_t cost, int64_t wall_off);
+
+/* A GCRA's enforcement instant after a release of `cost` made at `to`, were it
+ * rel_tat before: what sl_limit_moved would leave in rel_tat_ns, computed without
+ * writing it, so a caller can put it in place of a guard in one store. */
+int64_t sl_limit_moved_tat(const struct sl_spec *s, const struct sl_state *st, int64_t rel_tat, int64_t to,
+                           uint64_t cost);
 int sl_limit_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off);
 int sl_limit_needs_repair(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                           int64_t wall_off);

@@ -190,6 +190,19 @@ void sl_limit_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, 
 		sl_strategy_moved(r, st, from, to, cost, wall_off);
 }
 
+int64_t sl_limit_moved_tat(const struct sl_spec *s, const struct sl_state *st, int64_t rel_tat, int64_t to,
+                           uint64_t cost)
+{
+	struct sl_spec tmp;
+	const struct sl_spec *r = s;
+	int64_t next;
+
+	if (s->amount == 0 || (sl_limit_fleet(s) && !(r = rate_spec(s, st, &tmp, to))))
+		return rel_tat;
+	next = sl_sane_ns(to) + sl_gcra_increment(r, cost);
+	return next > sl_sane_ns(rel_tat) ? next : rel_tat;
+}
+
 int sl_limit_repair(const struct sl_spec *s, struct sl_state *st, int64_t now, int64_t wall_off)
 {
 	struct sl_spec tmp;
