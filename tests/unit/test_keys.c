@@ -342,43 +342,44 @@ static void test_idle(void **state)
 	struct sl_spec slide = {.amount = 2, .window_ns = 630 * MS, .strategy = SL_STRAT_SLIDING_WINDOW};
 	struct sl_spec session = {.amount = 2, .window_ns = 1000 * MS, .strategy = SL_STRAT_SESSION_WINDOW};
 	struct sl_spec places = {.concurrency = 1};
-	static struct sl_state st;
+	static struct sl_section box; /* a state, with its more after it */
+	struct sl_state *const st = &box.state;
 	struct sl_undo undo;
 
 	(void)state;
-	memset(&st, 0, sizeof(st));
-	assert_true(sl_strategy_idle(&gcra, &st, NOW, 0));
-	sl_strategy_charge(&gcra, &st, NOW, 1, 0, &undo);
-	sl_strategy_released(&gcra, &st, NOW, 1, 0);
-	assert_false(sl_strategy_idle(&gcra, &st, NOW + 999 * MS, 0));
-	assert_true(sl_strategy_idle(&gcra, &st, NOW + 1000 * MS, 0));
+	memset(&box, 0, sizeof(box));
+	assert_true(sl_strategy_idle(&gcra, st, NOW, 0));
+	sl_strategy_charge(&gcra, st, NOW, 1, 0, &undo);
+	sl_strategy_released(&gcra, st, NOW, 1, 0);
+	assert_false(sl_strategy_idle(&gcra, st, NOW + 999 * MS, 0));
+	assert_true(sl_strategy_idle(&gcra, st, NOW + 1000 * MS, 0));
 
-	memset(&st, 0, sizeof(st));
-	sl_strategy_charge(&fixed, &st, NOW, 1, 0, &undo);
-	sl_strategy_released(&fixed, &st, NOW, 1, 0);
-	assert_false(sl_strategy_idle(&fixed, &st, NOW + 1, 0)); /* same window */
-	assert_true(sl_strategy_idle(&fixed, &st, NOW + 1000 * MS, 0));
+	memset(&box, 0, sizeof(box));
+	sl_strategy_charge(&fixed, st, NOW, 1, 0, &undo);
+	sl_strategy_released(&fixed, st, NOW, 1, 0);
+	assert_false(sl_strategy_idle(&fixed, st, NOW + 1, 0)); /* same window */
+	assert_true(sl_strategy_idle(&fixed, st, NOW + 1000 * MS, 0));
 
-	memset(&st, 0, sizeof(st));
-	sl_strategy_charge(&slide, &st, NOW, 1, 0, &undo);
-	sl_strategy_released(&slide, &st, NOW, 1, 0);
-	assert_false(sl_strategy_idle(&slide, &st, NOW + 600 * MS, 0));
-	assert_true(sl_strategy_idle(&slide, &st, NOW + 700 * MS, 0));
+	memset(&box, 0, sizeof(box));
+	sl_strategy_charge(&slide, st, NOW, 1, 0, &undo);
+	sl_strategy_released(&slide, st, NOW, 1, 0);
+	assert_false(sl_strategy_idle(&slide, st, NOW + 600 * MS, 0));
+	assert_true(sl_strategy_idle(&slide, st, NOW + 700 * MS, 0));
 
-	memset(&st, 0, sizeof(st));
-	sl_strategy_charge(&session, &st, NOW, 1, 0, &undo);
-	sl_strategy_released(&session, &st, NOW, 1, 0);
-	assert_false(sl_strategy_idle(&session, &st, NOW + 999 * MS, 0));
-	assert_true(sl_strategy_idle(&session, &st, NOW + 1000 * MS, 0));
+	memset(&box, 0, sizeof(box));
+	sl_strategy_charge(&session, st, NOW, 1, 0, &undo);
+	sl_strategy_released(&session, st, NOW, 1, 0);
+	assert_false(sl_strategy_idle(&session, st, NOW + 999 * MS, 0));
+	assert_true(sl_strategy_idle(&session, st, NOW + 1000 * MS, 0));
 
-	memset(&st, 0, sizeof(st));
-	st.conc_open = 1;
-	assert_false(sl_strategy_idle(&places, &st, NOW, 0));
-	st.conc_open = 0;
-	st.conc_waiters = 1;
-	assert_false(sl_strategy_idle(&places, &st, NOW, 0));
-	st.conc_waiters = 0;
-	assert_true(sl_strategy_idle(&places, &st, NOW, 0));
+	memset(&box, 0, sizeof(box));
+	st->conc_open = 1;
+	assert_false(sl_strategy_idle(&places, st, NOW, 0));
+	st->conc_open = 0;
+	st->conc_waiters = 1;
+	assert_false(sl_strategy_idle(&places, st, NOW, 0));
+	st->conc_waiters = 0;
+	assert_true(sl_strategy_idle(&places, st, NOW, 0));
 }
 
 /* A scribbled key table: lengths read from the segment never take a reader past
