@@ -80,7 +80,7 @@ done
 
 read -r keyrec keyslot morerec moreslot < <("$B/bench/admit_bench" sizes)
 printf '   %-34s %6s B   (%s B of segment per key slot)\n' "a key's record:" "$keyrec" "$keyslot"
-printf '   %-34s %6s B   (%s B per key slot: sliding window, fleet or signals)\n' "a key's record, with its more:" \
+printf '   %-34s %6s B   (%s B per key slot: sliding window, fleet or adapt)\n' "a key's record, with its more:" \
 	"$morerec" "$moreslot"
 
 python3 "$ROOT/tests/integration/helpers/sink.py" "$T/port" 600 &
