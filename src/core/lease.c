@@ -18,13 +18,14 @@ static struct sl_lease *lease_of(const struct sl_state *st)
 static const struct sl_spec *rate_spec(const struct sl_spec *s, const struct sl_state *st,
                                        struct sl_spec *tmp, int64_t now)
 {
-	if (!(lease_of(st)->flags & SL_LEASE_RATE) || !lease_of(st)->amount || lease_of(st)->window_ns <= 0 ||
-	    now >= lease_of(st)->valid_ns)
+	const struct sl_lease *l = lease_of(st);
+
+	if (!(l->flags & SL_LEASE_RATE) || !l->amount || l->window_ns <= 0 || now >= l->valid_ns)
 		return NULL;
 	*tmp = *s;
-	tmp->amount = lease_of(st)->amount;
-	tmp->window_ns = lease_of(st)->window_ns;
-	tmp->burst = lease_of(st)->burst ? lease_of(st)->burst : 1;
+	tmp->amount = l->amount;
+	tmp->window_ns = l->window_ns;
+	tmp->burst = l->burst ? l->burst : 1;
 	return tmp;
 }
 
@@ -118,8 +119,10 @@ void sl_limit_undo(const struct sl_spec *s, struct sl_state *st, const struct sl
 		return;
 	}
 	if (is_window(s)) {
-		if (undo->cost && (uint64_t)undo->win == lease_of(st)->chunk && lease_of(st)->sched_used >= undo->cost)
-			lease_of(st)->sched_used -= undo->cost;
+		struct sl_lease *l = lease_of(st);
+
+		if (undo->cost && (uint64_t)undo->win == l->chunk && l->sched_used >= undo->cost)
+			l->sched_used -= undo->cost;
 		return;
 	}
 	st->tat_ns = undo->tat_ns; /* the GCRA's own undo, whatever the share */
@@ -239,10 +242,12 @@ int sl_limit_idle(const struct sl_spec *s, const struct sl_state *st, int64_t no
 	 * for: the strategies answer that for a spec without a rate. */
 	none = *s;
 	none.amount = 0;
-	if (is_window(s))
+	if (is_window(s)) {
+		const struct sl_lease *l = lease_of(st);
+
 		return sl_strategy_idle(&none, st, now, wall_off) &&
-		       (!(lease_of(st)->flags & SL_LEASE_CHUNK) || now >= lease_of(st)->until_ns ||
-		        (!lease_of(st)->sched_used && !lease_of(st)->rel_used));
+		       (!(l->flags & SL_LEASE_CHUNK) || now >= l->until_ns || (!l->sched_used && !l->rel_used));
+	}
 	if ((r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_idle(r, st, now, wall_off);
 	return sl_strategy_idle(&none, st, now, wall_off);
@@ -256,8 +261,11 @@ uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int
 
 	if (!sl_limit_fleet(s))
 		return sl_strategy_queued(s, st, now, wall_off);
-	if (is_window(s))
-		return lease_of(st)->sched_used > lease_of(st)->rel_used ? lease_of(st)->sched_used - lease_of(st)->rel_used : 0;
+	if (is_window(s)) {
+		const struct sl_lease *l = lease_of(st);
+
+		return l->sched_used > l->rel_used ? l->sched_used - l->rel_used : 0;
+	}
 	if ((r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_queued(r, st, now, wall_off);
 	return 0;
@@ -280,17 +288,22 @@ int64_t sl_limit_counted_from(const struct sl_spec *s, const struct sl_state *st
 
 uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st, int64_t now)
 {
+	const struct sl_lease *l;
+
 	if (!sl_limit_fleet(s))
 		return s->concurrency;
-	if (!s->concurrency || !(lease_of(st)->flags & SL_LEASE_PLACES) || now >= lease_of(st)->valid_ns)
+	l = lease_of(st);
+	if (!s->concurrency || !(l->flags & SL_LEASE_PLACES) || now >= l->valid_ns)
 		return 0; /* no limit to share, no lease, or one lapsed */
-	return SL_MIN(lease_of(st)->places, s->concurrency);
+	return SL_MIN(l->places, s->concurrency);
 }
 
 void sl_lease_extend(struct sl_state *st, int64_t until)
 {
-	if (lease_of(st)->flags && until > lease_of(st)->valid_ns)
-		lease_of(st)->valid_ns = until;
+	struct sl_lease *l = lease_of(st);
+
+	if (l->flags && until > l->valid_ns)
+		l->valid_ns = until;
 }
 
 int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)

@@ -121,7 +121,6 @@ int64_t sl_slide_width(const struct sl_spec *s)
 	return w > 0 ? w : 1;
 }
 
-/* The segment may hold anything: `newest` is clamped before any arithmetic. */
 /* A sliding window's counts, in the state's more: only a sliding spec's state is
  * asked for them (sl_spec_needs_more). */
 static struct sl_slide *slide_of(const struct sl_state *st)
@@ -134,6 +133,7 @@ static struct sl_slide *rel_slide_of(const struct sl_state *st)
 	return &sl_state_more(st)->rel_slide;
 }
 
+/* The segment may hold anything: `newest` is clamped before any arithmetic. */
 static uint64_t slide_get(const struct sl_slide *sl, int64_t b)
 {
 	int64_t newest = sl_sane_ns(sl->newest);
