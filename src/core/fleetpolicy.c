@@ -18,6 +18,12 @@ char sl_fleet_kind(const struct sl_spec *s)
 	}
 }
 
+/* A fleet state's lease (in its more: every fleet state has one). */
+static const struct sl_lease *lease_of(const struct sl_state *st)
+{
+	return &sl_state_more(st)->lease;
+}
+
 /* Requests asked for per ns, and callers held with no share, measured over a half
  * period at least: a round sent at once to report a smaller share would otherwise
  * measure nothing over a few microseconds and shrink the demand on noise.
@@ -35,9 +41,9 @@ static int measure_flow(const struct sl_fleet_env *env, struct sl_fleet_memo *m,
 		/* Callers held for want of any share look again every SL_LEASE_RETRY_NS:
 		 * how many there are, from how often they looked.  A machine given nothing
 		 * admits nothing, and without this its demand would fade for good. */
-		m->waiting = m->at ? (double)(uint32_t)(sl_state_more(st)->lease.misses - m->misses) * (double)SL_LEASE_RETRY_NS /
+		m->waiting = m->at ? (double)(uint32_t)(lease_of(st)->misses - m->misses) * (double)SL_LEASE_RETRY_NS /
 		                     elapsed : 0;
-		m->misses = sl_state_more(st)->lease.misses;
+		m->misses = lease_of(st)->misses;
 		m->admitted = admitted;
 		m->refused = refused;
 		m->at = now;
@@ -48,7 +54,7 @@ static int measure_flow(const struct sl_fleet_env *env, struct sl_fleet_memo *m,
 /* An equal part of `amount` over the machines last seen (or `hosts`). */
 static double equal_part(const struct sl_fleet_env *env, const struct sl_state *st, double amount)
 {
-	return amount / SL_MAX(sl_state_more(st)->lease.machines, SL_MAX(env->hosts, 1u));
+	return amount / SL_MAX(lease_of(st)->machines, SL_MAX(env->hosts, 1u));
 }
 
 /* A rate item's demand, thousandths per window. */
@@ -66,7 +72,7 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	 * more than an equal part while others want it. */
 	double rate_now = m->flow * (double)s->window_ns;
 	double backlog = (double)queued * (double)s->window_ns / (double)env->refresh_ns;
-	double share = sl_state_more(st)->lease.flags & SL_LEASE_RATE ? (double)sl_state_more(st)->lease.amount / SL_FLEET_SCALE : 0;
+	double share = lease_of(st)->flags & SL_LEASE_RATE ? (double)lease_of(st)->amount / SL_FLEET_SCALE : 0;
 	double want = rate_now + backlog > 0 ? rate_now * 1.1 + backlog + 0.5 : 0;
 
 	if (waiting > 0 || (queued > 0 && rate_now >= 0.9 * share))
@@ -75,7 +81,7 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	m->demand = SL_MAX(want, fresh ? m->demand * 0.7 : m->demand);
 	it->limit = s->amount * SL_FLEET_SCALE;
 	it->demand = (uint64_t)SL_MIN(m->demand * SL_FLEET_SCALE, (double)it->limit);
-	it->held = sl_state_more(st)->lease.flags & SL_LEASE_RATE ? sl_state_more(st)->lease.amount : 0;
+	it->held = lease_of(st)->flags & SL_LEASE_RATE ? lease_of(st)->amount : 0;
 }
 
 /* A window item's demand: what it would send before the round after next, beyond
@@ -87,7 +93,7 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 static void window_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it, const struct sl_spec *s,
                           const struct sl_state *st, double waiting, uint64_t queued, int64_t now)
 {
-	const struct sl_lease *l = &sl_state_more(st)->lease;
+	const struct sl_lease *l = lease_of(st);
 	double want = it->memo->flow * 2.0 * (double)env->refresh_ns + (double)queued;
 	uint64_t left = (l->flags & SL_LEASE_CHUNK) && now < l->until_ns && l->amount > l->sched_used
 	                ? l->amount - l->sched_used : 0;
@@ -125,15 +131,16 @@ void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, 
 	fresh = measure_flow(env, m, st, st->admitted, keyed ? 0 : sec->more.refused, now);
 	waiting = m->waiting;
 	/* Callers held on since the last round, however recent: the share binds. */
-	if (sl_state_more(st)->lease.misses != m->misses_seen && m->at)
+	if (lease_of(st)->misses != m->misses_seen && m->at)
 		waiting = SL_MAX(waiting, 1.0);
-	m->misses_seen = sl_state_more(st)->lease.misses;
+	m->misses_seen = lease_of(st)->misses;
 	if (it->kind == 'c') {
 		uint32_t open = st->conc_open, held_on = st->conc_waiters;
 
 		it->limit = s->concurrency;
 		it->demand = (uint64_t)open + held_on + (held_on ? 1 : 0);
-		it->held = SL_MAX((uint64_t)open, sl_state_more(st)->lease.flags & SL_LEASE_PLACES ? (uint64_t)sl_state_more(st)->lease.places : 0);
+		it->held = SL_MAX((uint64_t)open,
+		                  lease_of(st)->flags & SL_LEASE_PLACES ? (uint64_t)lease_of(st)->places : 0);
 	} else if (it->kind == 'r') {
 		rate_demand(env, it, s, st, waiting, queued, fresh);
 	} else {

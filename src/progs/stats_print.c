@@ -119,31 +119,30 @@ struct view_arg {
 static int view_key(struct sl_key *k, uint32_t slot, void *arg)
 {
 	static struct sl_key_more kc; /* large: off the stack */
-	struct sl_key copy;
+	const struct sl_key *copy = &kc.key;
 	const struct view_arg *va = arg;
 	struct sl_section *sec;
 	struct key_view *v;
 	unsigned at;
 
 	sl_key_read(va->h, k, &kc);
-	copy = kc.key;
-	if (copy.section >= va->nsections || !va->view_of[copy.section] ||
-	    !(sec = sl_shm_section(va->h, copy.section)))
+	if (copy->section >= va->nsections || !va->view_of[copy->section] ||
+	    !(sec = sl_shm_section(va->h, copy->section)))
 		return 0;
-	v = &va->views[va->view_of[copy.section] - 1];
+	v = &va->views[va->view_of[copy->section] - 1];
 	v->seen++;
-	v->queued += sl_limit_queued(&sec->spec, &kc.key.state, va->now, sl_sane_ns(va->h->wall_off_ns));
-	v->open += copy.state.conc_open;
+	v->queued += sl_limit_queued(&sec->spec, &copy->state, va->now, sl_sane_ns(va->h->wall_off_ns));
+	v->open += copy->state.conc_open;
 	/* Insert into the (short) list of the busiest, by admissions. */
 	at = v->ntop;
-	while (at > 0 && v->top[at - 1].admitted < copy.state.admitted)
+	while (at > 0 && v->top[at - 1].admitted < copy->state.admitted)
 		at--;
 	if (at >= va->top)
 		return 0;
 	if (v->ntop < va->top)
 		v->ntop++;
 	memmove(&v->top[at + 1], &v->top[at], (v->ntop - 1 - at) * sizeof(v->top[0]));
-	v->top[at] = (struct sl_key_top){slot, copy.state.admitted};
+	v->top[at] = (struct sl_key_top){slot, copy->state.admitted};
 	return 0;
 }
 
@@ -297,8 +296,8 @@ static void render_pause(const struct sl_spec *s, const struct sl_state *st, int
 	else if (left)
 		fprintf(out, " paused %.1f s more (%u %s),", (double)left / 1e3, p->status, why);
 	else if (p->count)
-		fprintf(out, " last pause %.1f s ago (%u %s),", (double)(now - sl_sane_ns(sl_state_more(st)->pause_set_ns)) / 1e9, p->status,
-		        why);
+		fprintf(out, " last pause %.1f s ago (%u %s),",
+		        (double)(now - sl_sane_ns(sl_state_more(st)->pause_set_ns)) / 1e9, p->status, why);
 	if (budget_ms)
 		fprintf(out, " %llu more allowed in %.1f s,", (unsigned long long)p->budget_left, (double)budget_ms / 1e3);
 	if (s->adapt && share < 1.0)
@@ -369,7 +368,7 @@ static void render_keys(struct sl_shm_header *h, const struct key_view *v,
 	for (unsigned j = 0; j < v->ntop; j++) {
 		static struct sl_key_more kc;
 		const struct sl_state *ks = &kc.key.state;
-		const struct sl_pause *kp = &kc.key.state.pause; /* zeros unless its spec keeps one */
+		const struct sl_pause *kp = &kc.key.state.pause;
 		struct sl_key *k = sl_shm_key_at(h, v->top[j].slot);
 		char name[SL_HOST_MAX + 64];
 
@@ -551,8 +550,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			next = sl_stats_next_slot_ns(&scratch, now, sl_sane_ns(h->wall_off_ns));
 		}
 		if (sec.spec.amount)
-			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.calendar, sec.spec.meter == SL_METER_BYTES, rate,
-			               sizeof(rate));
+			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.calendar, sec.spec.meter == SL_METER_BYTES,
+			               rate, sizeof(rate));
 		else
 			snprintf(rate, sizeof(rate), "-");
 		if (json) {
