@@ -48,6 +48,8 @@ struct sl_global {
 	uint32_t hosts;               /* machines in the fleet: each's part while none
 	                               * has a lease */
 	char metrics[SL_PATH_MAX];    /* Prometheus endpoint "HOST:PORT"; "" off */
+	char state_dir[SL_PATH_MAX];  /* where quotas are kept (quota.h): a directory,
+	                               * "auto" (sluiced -S says), or "" none */
 	uint32_t pad0;
 };
 

@@ -31,6 +31,7 @@ enum sl_key_type {
 	SL_KT_NAME,     /* letters, digits, '-', '_', '.', fitting its field; auto: "" */
 	SL_KT_SCOPE,    /* choices: enum sl_scope */
 	SL_KT_SWITCH,   /* choices: off (0) | on (1) */
+	SL_KT_DIR,      /* auto | none ("") | an absolute directory fitting its field */
 	SL_KT_KINDS     /* how many kinds there are */
 };
 

@@ -22,6 +22,7 @@ struct sl_daemon_opts {
 	int control;            /* serve the config's control socket */
 	int unlink_shm_on_exit; /* embedded daemons remove their private segment */
 	int handle_signals;     /* SIGHUP reloads, SIGTERM/SIGINT stop */
+	const char *state_dir;  /* what state_dir = auto means (sluiced -S); NULL: none */
 };
 
 struct sl_daemon {
@@ -41,6 +42,8 @@ struct sl_daemon {
 	ev_signal sig_hup, sig_term, sig_int;
 	struct fleet *fleet; /* leases through Redis (fleet.c); NULL with no fleet section */
 	struct sl_metrics *metrics; /* the Prometheus endpoint (metrics.c); NULL: off */
+	char quota_dir[SL_PATH_MAX]; /* where durable quotas are kept ("" none), fixed at start */
+	struct sl_quotas *quotas;    /* their state file (quotas.c); NULL: none kept */
 	/* What the log has said, per section slot (log_news in daemon.c): */
 	struct sl_section_seen {
 		uint64_t pauses;    /* its pause count when last logged */

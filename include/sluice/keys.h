@@ -54,6 +54,9 @@ int sl_keyid_format(const struct sl_keyid *id, char *buf, size_t size);
  * idleness (with the segment's wall_off) and is the key's last use. */
 struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl_keysrc *src,
                             int create, int64_t now);
+/* The same for a key already made into its id (a saved quota restored: quota.h). */
+struct sl_key *sl_keys_find_id(struct sl_shm_header *h, unsigned i, const struct sl_keyid *id,
+                               int create, int64_t now);
 
 /* Under the lock: the record `slot` if it still holds section i's key it held at
  * `serial` (so a reference taken earlier is good), else NULL. */

@@ -24,7 +24,7 @@
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
 #define SL_SHM_MAJOR 9           /* incompatible layout changes */
-#define SL_SHM_MINOR 1           /* compatible additions inside reserved space */
+#define SL_SHM_MINOR 2           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
  * build reads (and a config asking for more is refused). */
@@ -131,7 +131,9 @@ struct sl_spec {
 	int64_t max_pause_ns; /* the longest pause a response may ask; <0: no clamp */
 	uint8_t calendar;     /* enum sl_calendar: the rate's window is a calendar week,
 	                       * month or year (window_ns its nominal length) */
-	uint8_t reserved[7];
+	uint8_t durable;      /* 1: a quota the daemon keeps on disk (quota.h): releases
+	                       * spend quota_left, granted only after a save */
+	uint8_t reserved[6];
 };
 _Static_assert(offsetof(struct sl_spec, amount) == 88, "sl_spec is part of the shm ABI");
 _Static_assert(sizeof(struct sl_spec) == 152, "sl_spec is part of the shm ABI");
@@ -171,7 +173,8 @@ struct sl_state {
 	uint32_t conc_waiters;
 	uint32_t conc_futex;
 	uint32_t conc_recount; /* the daemon's scratch while it recounts places (conc.c) */
-	uint32_t pad0;
+	uint32_t quota_left;   /* spec.durable: what releases may still spend (requests, or
+	                        * bytes) before the daemon's next save (quota.h) */
 	struct sl_undo {       /* what undoing the last reservation restores (strategy.c) */
 		int64_t tat_ns;
 		int64_t win;       /* fixed: window number; session: window start */
@@ -349,7 +352,8 @@ struct sl_shm_header {
 	uint32_t has_names;    /* some section matches by host name */
 	int64_t heartbeat_ns;  /* CLOCK_MONOTONIC of the daemon's last beat */
 	uint32_t fallback;     /* the config's fallback, for information */
-	uint32_t pad0;
+	uint32_t quota_want;   /* 1: a durable state's quota_left ran low; the daemon saves
+	                        * and grants more (quota.h; from layout 9.2 on) */
 	uint64_t lock_recoveries; /* times a dead holder's lock was taken over (count) */
 	char config_path[SL_PATH_MAX]; /* config the daemon loaded, for `sluice run` */
 	uint32_t slots_used;   /* sections at index >= this are all unused: readers stop

@@ -74,6 +74,11 @@ void sl_strategy_wall_step(const struct sl_spec *s, struct sl_state *st, int64_t
 void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, struct sl_state *st,
                          int64_t now, int64_t wall_off);
 
+/* st as if a whole window's worth of `to` had just gone at `now` (what a
+ * conversion across kinds takes, and a quota whose saved count is lost: quota.h).
+ * Under the lock. */
+void sl_strategy_exhaust(const struct sl_spec *to, struct sl_state *st, int64_t now, int64_t wall_off);
+
 /* State further ahead of `now` than any admission can put it (max_wait, or
  * SL_REPAIR_FOREVER_NS when the section waits for ever, plus a window and its
  * burst) is corrupt: reset to what holds no excess (admit.c counts it in the section's repaired).

@@ -13,6 +13,7 @@ int sl_cmd_check(int argc, char **argv);
 int sl_cmd_stat(int argc, char **argv);
 int sl_cmd_top(int argc, char **argv);
 int sl_cmd_reload(int argc, char **argv);
+int sl_cmd_quota(int argc, char **argv);
 int sl_cmd_acquire(int argc, char **argv);
 int sl_cmd_segments(int argc, char **argv);
 

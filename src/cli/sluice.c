@@ -6,6 +6,7 @@
  *   sluice stat [-c FILE] [--shm NAME] [--json]
  *   sluice top [-c FILE] [--shm NAME] [--interval S] [--count N]
  *   sluice reload [-c FILE]
+ *   sluice quota reset [-c FILE] SECTION
  *   sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]
  *   sluice segments [--remove-unused] | --key NAME
  */
@@ -13,6 +14,8 @@
 #include "oneliner.h"
 #include "sluice/common.h"
 #include "../daemon/fleet.h"
+#include "../daemon/quotas.h"
+#include "sluice/quota.h"
 #include "sluice/ctl.h"
 #include "sluice/log.h"
 #include "sluice/stats.h"
@@ -47,6 +50,8 @@ static const struct command commands[] = {
 	{"reload", sl_cmd_reload, "reload [-c FILE]", "make the daemon re-read its config"},
 	{"acquire", sl_cmd_acquire, "acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]",
 	 "wait for a place in the queue, for scripts"},
+	{"quota", sl_cmd_quota, "quota reset [-c FILE] SECTION",
+	 "start a durable quota's count afresh (a lost or bad state file, a plan upgrade)"},
 	{"segments", sl_cmd_segments, "segments [--remove-unused] | --key NAME",
 	 "list sluice's shared-memory segments (key, shmid, owner, mode, users, config);\n"
 	 "        --remove-unused: remove those nobody is attached to; --key: the key of a shm_name"},
@@ -108,6 +113,38 @@ struct sl_config *sl_cli_load(const char *path)
 	return cfg;
 }
 
+/* Which state file keeps the config's quotas (README, "Quotas"), for check. */
+static void say_quotas(const struct sl_config *cfg, FILE *out)
+{
+	char names[512] = "", dir[SL_PATH_MAX], file[SL_PATH_MAX + 64];
+	size_t len = 0;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < cfg->nsections; i++) {
+		if (!sl_quota_kept(&cfg->sections[i].spec))
+			continue;
+		if (len < sizeof(names) - 8)
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", n ? ", " : "",
+			                        cfg->sections[i].spec.name);
+		n++;
+	}
+	if (!n)
+		return;
+	if (strcmp(cfg->global.state_dir, "auto") == 0) {
+		sl_quotas_file(SL_SERVICE_STATE_DIR, cfg->global.shm_name, file, sizeof(file));
+		fprintf(out, "# quotas (%s): state_dir = auto - the packaged service (sluiced -S %s) keeps them in "
+		        "%s; a bare sluiced or sluice run keeps none\n", names, SL_SERVICE_STATE_DIR, file);
+		return;
+	}
+	sl_quotas_dir(cfg, NULL, dir, sizeof(dir));
+	if (!dir[0]) {
+		fprintf(out, "# quotas (%s): state_dir = none - not kept: a new segment starts them afresh\n", names);
+		return;
+	}
+	sl_quotas_file(dir, cfg->global.shm_name, file, sizeof(file));
+	fprintf(out, "# quotas (%s): kept in %s\n", names, file);
+}
+
 int sl_cmd_check(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"keys", no_argument, NULL, 'k'},
@@ -156,6 +193,7 @@ int sl_cmd_check(int argc, char **argv)
 	if (!cfg)
 		return SL_EXIT_USAGE;
 	sl_config_dump(cfg, stdout);
+	say_quotas(cfg, stdout);
 	/* Tried after the config is known good: what the daemon would meet. */
 	if (redis && sl_fleet_probe(cfg, 3000, stdout) != 0)
 		rc = SL_EXIT_FAIL;
@@ -189,6 +227,44 @@ int sl_cmd_reload(int argc, char **argv)
 	}
 	fputs(reply, strncmp(reply, "ok", 2) == 0 ? stdout : stderr);
 	rc = strncmp(reply, "ok", 2) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
+	free(reply);
+	sl_config_free(cfg);
+	free(cfg);
+	return rc;
+}
+
+int sl_cmd_quota(int argc, char **argv)
+{
+	const char *path = NULL;
+	struct sl_config *cfg;
+	char *reply = NULL, cmd[128];
+	int opt, rc;
+
+	if (argc < 2 || strcmp(argv[1], "reset") != 0)
+		return usage(stderr, SL_EXIT_USAGE);
+	argc--;
+	argv++;
+	while ((opt = getopt(argc, argv, "c:")) != -1) {
+		if (opt != 'c')
+			return usage(stderr, SL_EXIT_USAGE);
+		path = optarg;
+	}
+	if (optind != argc - 1 || strlen(argv[optind]) >= SL_SECTION_NAME_MAX)
+		return usage(stderr, SL_EXIT_USAGE);
+	cfg = sl_cli_load(sl_cli_config_path(path));
+	if (!cfg)
+		return SL_EXIT_USAGE;
+	snprintf(cmd, sizeof(cmd), "quota reset %s", argv[optind]);
+	rc = sl_ctl_request(cfg->global.control_socket, cmd, &reply, 10000);
+	if (rc < 0) {
+		fprintf(stderr, "sluice: no daemon answers on %s: %s\n", cfg->global.control_socket,
+		        strerror(-rc));
+		sl_config_free(cfg);
+		free(cfg);
+		return SL_EXIT_FAIL;
+	}
+	fputs(reply, strncmp(reply, "ok", 2) == 0 ? stdout : stderr);
+	rc = strncmp(reply, "ok", 2) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
 	free(reply);
 	sl_config_free(cfg);
 	free(cfg);

@@ -8,6 +8,7 @@
 #include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/pause.h"
+#include "sluice/quota.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
 #include "sluice/strategy.h"
@@ -408,11 +409,13 @@ static void refuse_late(struct sl_shm_header *h, struct sl_ticket *t, int limiti
  * it is latest in (*limiting; -1 if none).  -ETIMEDOUT when a key evicted since
  * the reservation (it went idle: the caller woke that late) finds no room to be
  * made again: with no state to check, nothing is decided. */
-static int64_t gate_of(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int *limiting)
+static int64_t gate_of(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int *limiting,
+                       int64_t *saving)
 {
 	int64_t later = now;
 
 	*limiting = -1;
+	*saving = now;
 	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 1, now);) {
 		int64_t at;
 
@@ -421,6 +424,7 @@ static int64_t gate_of(struct sl_shm_header *h, struct sl_ticket *t, int64_t now
 		repair(h, w.sec, w.st, now);
 		at = SL_MAX(sl_limit_release_at(&w.sec->spec, w.st, now, cost_in(w.sec, t), wall_off(h)),
 		            sl_pause_release_at(w.st, &w.sec->spec, now));
+		*saving = SL_MAX(*saving, sl_quota_release_at(h, &w.sec->spec, w.st, now, cost_in(w.sec, t)));
 		if (at > later) {
 			later = at;
 			*limiting = (int)t->sec[w.k].idx;
@@ -475,17 +479,26 @@ static void make_call(struct sl_shm_header *h, struct sl_ticket *t, int64_t now,
 static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t now,
                           int64_t *retry_ns, sl_act_fn act, void *arg)
 {
-	int64_t later;
+	int64_t later, saving;
 	int limiting;
 
 	if (now == SL_ADMIT_NOW)
 		now = sl_clock_mono_ns();
-	if ((later = gate_of(h, t, now, &limiting)) < 0)
+	if ((later = gate_of(h, t, now, &limiting, &saving)) < 0)
 		return (int)later;
 	if (later > now && later > t->give_up_ns) {
 		refuse_late(h, t, limiting);
 		return -ECONNREFUSED;
 	}
+	/* A durable quota's save is not the limit's wait: a call the limit lets go
+	 * waits for it past max_wait (even 0), up to SL_QUOTA_SAVE_GRACE_NS - more
+	 * means the daemon is not saving, and nothing uncounted goes (quota.h). */
+	if (saving > now && t->give_up_ns < INT64_MAX - SL_QUOTA_SAVE_GRACE_NS &&
+	    now > t->give_up_ns + SL_QUOTA_SAVE_GRACE_NS) {
+		refuse_late(h, t, -1);
+		return -ECONNREFUSED;
+	}
+	later = SL_MAX(later, saving);
 	if (later > now) {
 		t->held = 1;
 		*retry_ns = later;
@@ -500,6 +513,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 			continue;
 		sl_limit_released(&w.sec->spec, w.st, now, cost_in(w.sec, t), wall_off(h));
 		sl_pause_released(w.st, &w.sec->spec, now);
+		sl_quota_released(h, &w.sec->spec, w.st, cost_in(w.sec, t));
 	}
 	if (act)
 		make_call(h, t, now, act, arg);

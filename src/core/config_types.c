@@ -117,6 +117,21 @@ static void format_path(const struct sl_key_def *k, const void *base, char *buf,
 	format_str(k, base, buf, size, "none");
 }
 
+/* state_dir: "auto" kept as written (the daemon decides: quota.h), none as "". */
+static int parse_dir(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
+{
+	if (strcmp(text, "none") == 0) {
+		field_str(base, k)[0] = '\0';
+		return 0;
+	}
+	if ((strcmp(text, "auto") != 0 && text[0] != '/') || sl_strlcpy(field_str(base, k), text, k->size) < 0) {
+		sl_config_error(cfg, line, "bad %s '%s' (want auto, none or an absolute directory of at most %u bytes)",
+		                k->name, text, (unsigned)k->size - 1);
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_endpoint(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
 {
 	char err[200] = "";
@@ -381,4 +396,5 @@ const struct sl_key_type_ops sl_key_types[SL_KT_KINDS] = {
 	[SL_KT_NAME] = {parse_name, format_name, NULL, 0},
 	[SL_KT_SCOPE] = CHOICE(scope_names),
 	[SL_KT_SWITCH] = CHOICE(switch_names),
+	[SL_KT_DIR] = {parse_dir, format_path, NULL, 0},
 };

@@ -189,9 +189,21 @@ struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl
                             int create, int64_t now)
 {
 	struct sl_section *sec = sl_shm_section(h, i);
+	struct sl_keyid id;
+
+	if (!sec || !sec->in_use)
+		return NULL;
+	sl_keyid_make(&id, &sec->spec, src);
+	return sl_keys_find_id(h, i, &id, create, now);
+}
+
+struct sl_key *sl_keys_find_id(struct sl_shm_header *h, unsigned i, const struct sl_keyid *idp,
+                               int create, int64_t now)
+{
+	struct sl_section *sec = sl_shm_section(h, i);
 	uint32_t n = sl_shm_nkeys(h), probe, start, slot;
 	uint64_t *tags = sl_shm_key_tags(h), tag;
-	struct sl_keyid id;
+	struct sl_keyid id = *idp;
 	struct sl_key *k, *victim = NULL;
 	int64_t victim_used = INT64_MAX;
 	uint32_t victim_slot = 0;
@@ -201,7 +213,6 @@ struct sl_key *sl_keys_find(struct sl_shm_header *h, unsigned i, const struct sl
 		return NULL;
 	if (n == 0)
 		goto full;
-	sl_keyid_make(&id, &sec->spec, src);
 	tag = hash_of(&id, i, sec->serial);
 	probe = SL_MIN(n, (uint32_t)SL_KEY_PROBE);
 	start = (uint32_t)(tag % n);

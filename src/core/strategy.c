@@ -451,7 +451,14 @@ void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, s
 	/* Across kinds of state nothing tells what went in the new window so far, so
 	 * take the most it could have been: a whole window's worth just now.  Callers
 	 * may wait up to one window more; the destination never sees more. */
-	if (from->strategy == SL_STRAT_SLIDING_WINDOW || to->strategy == SL_STRAT_SLIDING_WINDOW) {
+	sl_strategy_exhaust(to, st, now, wall_off);
+}
+
+void sl_strategy_exhaust(const struct sl_spec *to, struct sl_state *st, int64_t now, int64_t wall_off)
+{
+	if (to->amount == 0)
+		return;
+	if (to->strategy == SL_STRAT_SLIDING_WINDOW) {
 		memset(slide_of(st), 0, sizeof(struct sl_slide));
 		memset(rel_slide_of(st), 0, sizeof(struct sl_slide));
 	}

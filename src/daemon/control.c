@@ -7,6 +7,7 @@
  * which does not go through the daemon at all.
  */
 #include "control.h"
+#include "quotas.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/ctl.h"
@@ -153,8 +154,13 @@ static void handle(struct sl_daemon *d, int fd, char *cmd, char **out, size_t *o
 				fclose(ef);
 			free(errs);
 		}
+	} else if (strncmp(cmd, "quota reset ", 12) == 0) {
+		if (!may_change(fd))
+			fprintf(f, "error: only root or the daemon's user may reset a quota\n");
+		else
+			sl_quotas_reset(d, cmd + 12, f);
 	} else {
-		fprintf(f, "error: unknown command '%.60s' (ping, info, stat, stat json, reload)\n", cmd);
+		fprintf(f, "error: unknown command '%.60s' (ping, info, stat, stat json, reload, quota reset)\n", cmd);
 	}
 	fclose(f);
 }

@@ -3,6 +3,7 @@
 #include "control.h"
 #include "fleet.h"
 #include "metrics.h"
+#include "quotas.h"
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
@@ -309,6 +310,9 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		return -ENOMEM;
 	if ((rc = load(d, d->cfg, NULL)) != 0)
 		goto fail;
+	/* `sluice run`'s private daemon keeps quotas only where its config says. */
+	sl_quotas_dir(d->cfg, o->unlink_shm_on_exit ? NULL : o->state_dir, d->quota_dir, sizeof(d->quota_dir));
+	sl_quotas_mark(d->cfg, d->quota_dir);
 	snprintf(d->shm_name, sizeof(d->shm_name), "%s", o->shm_name ? o->shm_name : d->cfg->global.shm_name);
 
 	if (o->control && (rc = sl_control_open(d)) < 0)
@@ -357,6 +361,9 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	}
 	if ((rc = apply_group(d)) < 0 || (rc = sl_metrics_start(d)) < 0)
 		goto fail;
+	/* A new segment gets the saved quotas before any program can see it. */
+	if ((rc = sl_quotas_start(d, !reattached)) < 0)
+		goto fail;
 	sl_shm_publish(d->shm.hdr);
 	beat(d);
 	if ((rc = sl_fleet_start(d)) < 0) {
@@ -381,6 +388,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	}
 	return 0;
 fail:
+	sl_quotas_stop(d);
 	sl_control_close(d);
 	sl_shm_detach(&d->shm);
 	sl_config_free(d->cfg);
@@ -419,6 +427,10 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 	}
 	if (strcmp(next->global.shm_name, d->cfg->global.shm_name) != 0)
 		sl_log_warnx("shm_name changed to %s: takes effect at restart", next->global.shm_name);
+	if (strcmp(next->global.state_dir, d->cfg->global.state_dir) != 0)
+		sl_log_warnx("state_dir changed: takes effect at restart (quotas stay in %s)",
+		             d->quota_dir[0] ? d->quota_dir : "none");
+	sl_quotas_mark(next, d->quota_dir);
 	if (!room_for(d, next)) {
 		/* More room than the segment has: a larger one takes over from it, the
 		 * shaped programs moving to it at their next admission (sl_shm_move). */
@@ -473,6 +485,7 @@ void sl_daemon_stop(struct sl_daemon *d)
 	if (!d->cfg)
 		return;
 	ev_timer_stop(d->loop, &d->heartbeat);
+	sl_quotas_stop(d);
 	sl_golden_free(d->golden);
 	d->golden = NULL;
 	free(d->seen);

@@ -47,10 +47,12 @@ static void notify(const char *state)
 
 static void usage(FILE *out, int status)
 {
-	fprintf(out, "usage: sluiced [-c FILE] [-f] [-n] | --version | --help\n"
+	fprintf(out, "usage: sluiced [-c FILE] [-f] [-n] [-S DIR] | --version | --help\n"
 	             "  -c FILE  the config (default " SL_DEFAULT_CONFIG ")\n"
 	             "  -f       stay in the foreground, logging to stderr\n"
-	             "  -n       check the config and exit\n");
+	             "  -n       check the config and exit\n"
+	             "  -S DIR   where quotas are kept when the config says state_dir = auto\n"
+	             "           (the packaged service: /var/lib/sluice; default none)\n");
 	exit(status);
 }
 
@@ -114,7 +116,7 @@ static void detached_ready(int log_level)
 
 int main(int argc, char **argv)
 {
-	const char *config = SL_DEFAULT_CONFIG;
+	const char *config = SL_DEFAULT_CONFIG, *state_dir = NULL;
 	int foreground = 0, check_only = 0, opt;
 	struct sl_daemon_opts o = {0};
 	static struct sl_daemon d;
@@ -126,9 +128,10 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && strcmp(argv[1], "--help") == 0)
 		usage(stdout, 0);
-	while ((opt = getopt(argc, argv, "c:fnh")) != -1) {
+	while ((opt = getopt(argc, argv, "c:fnhS:")) != -1) {
 		switch (opt) {
 		case 'c': config = optarg; break;
+		case 'S': state_dir = optarg; break;
 		case 'f': foreground = 1; break;
 		case 'n': check_only = 1; break;
 		case 'h': usage(stdout, 0); break;
@@ -137,6 +140,10 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc)
 		usage(stderr, 2);
+	if (state_dir && state_dir[0] != '/') {
+		fprintf(stderr, "sluiced: -S %s: want an absolute directory\n", state_dir);
+		return 2;
+	}
 	sl_stats_version = SL_VERSION;
 	sl_log_init("sluiced", 1, SL_LOG_INFO);
 	if (check_only) {
@@ -168,6 +175,7 @@ int main(int argc, char **argv)
 	o.config_path = config;
 	o.control = 1;
 	o.handle_signals = 1;
+	o.state_dir = state_dir;
 	switch (sl_daemon_start(&d, loop, &o)) {
 	case 0:
 		break;

@@ -49,7 +49,7 @@ grep -q '^;\[hooks-spacing\]' "$E" || fail "the machine's config lost its commen
 	fail "the reference sample lost its sections"
 grep -q '^control_socket = /run/sluice/sluice.sock' "$E" || fail "the machine's config keeps its socket elsewhere"
 grep -q '^shm_group      = sluice' "$E" || fail "the machine's config does not name the group sluice"
-grep -q "ExecStart=/opt/sluice/bin/sluiced -f -c /etc/sluice/sluice.ini" "$P/lib/systemd/system/sluiced.service" ||
+grep -q "ExecStart=/opt/sluice/bin/sluiced -f -c /etc/sluice/sluice.ini -S /var/lib/sluice" "$P/lib/systemd/system/sluiced.service" ||
 	fail "the unit does not start the installed sluiced"
 # systemd reads the unit without complaint (its commands swapped for /bin/true:
 # the install is not under /).

@@ -1,0 +1,567 @@
+/*
+ * The daemon's half of durable quotas (quota.h; docs/design.md, "Durable quotas").
+ *
+ * Every SL_QUOTA_PASS_NS it looks whether a shim asked (h->quota_want).  A pass
+ * snapshots every durable state under the segment lock together with what it still
+ * holds (quota_left) and the grant it is to get, writes the file counting both as
+ * spent (write, fsync, rename, fsync of the directory), and only then adds the
+ * grants to the states - those still the same state (serial).  A file that cannot
+ * be written grants nothing: the quota waits rather than go uncounted.  Keys are
+ * snapshotted KEY_BATCH at a time, so the lock is never held for a whole table.
+ */
+#include "quotas.h"
+#include "sluice/clock.h"
+#include "sluice/common.h"
+#include "sluice/daemon.h"
+#include "sluice/keys.h"
+#include "sluice/limiter.h"
+#include "sluice/lock.h"
+#include "sluice/log.h"
+#include "sluice/quota.h"
+#include "sluice/shm.h"
+#include "sluice/strategy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KEY_BATCH 1024u
+#define LOCK_WAIT_NS (2 * SL_NS_PER_S)
+
+/* A section whose file was lost or bad: granted nothing until `until` (wall ns). */
+struct block {
+	char name[SL_SECTION_NAME_MAX];
+	int64_t until;
+};
+
+/* A grant of a pass, applied once its file is on disk. */
+struct grant {
+	uint32_t where;  /* section index, or key slot | SL_HOLDER_KEY */
+	uint32_t serial; /* the section's or key record's serial at the snapshot */
+	uint32_t section;
+	uint32_t amount;
+};
+
+struct sl_quotas {
+	char path[SL_PATH_MAX + 64], tmp[SL_PATH_MAX + 72], lock_path[SL_PATH_MAX + 72];
+	int lock_fd;
+	ev_timer timer;
+	struct block *blocks;
+	unsigned nblocks;
+	struct grant *grants;
+	size_t ngrants, grants_cap;
+	int failing;        /* the last save failed: said once until one succeeds */
+	uint64_t saves;
+};
+
+enum pass_mode { PASS_GRANT, PASS_STOP, PASS_SAVE };
+
+void sl_quotas_dir(const struct sl_config *cfg, const char *fallback_dir, char *dir, size_t size)
+{
+	const char *d = cfg->global.state_dir;
+
+	if (strcmp(d, "auto") == 0)
+		d = fallback_dir ? fallback_dir : "";
+	snprintf(dir, size, "%s", d);
+}
+
+void sl_quotas_file(const char *dir, const char *shm_name, char *path, size_t size)
+{
+	snprintf(path, size, "%s/%s.quota", dir, shm_name[0] == '/' ? shm_name + 1 : shm_name);
+}
+
+void sl_quotas_mark(struct sl_config *cfg, const char *dir)
+{
+	for (unsigned i = 0; i < cfg->nsections; i++)
+		cfg->sections[i].spec.durable = dir[0] && sl_quota_kept(&cfg->sections[i].spec);
+}
+
+static int64_t wall_now(void)
+{
+	return sl_clock_real_ns();
+}
+
+static struct block *block_of(struct sl_quotas *q, const char *name)
+{
+	for (unsigned i = 0; i < q->nblocks; i++)
+		if (strncmp(q->blocks[i].name, name, SL_SECTION_NAME_MAX) == 0)
+			return &q->blocks[i];
+	return NULL;
+}
+
+/* The wall time a block of section `name` lasts until, 0 when none (or past). */
+static int64_t blocked_until(struct sl_quotas *q, const char *name, int64_t wall)
+{
+	struct block *b = block_of(q, name);
+
+	return b && b->until > wall ? b->until : 0;
+}
+
+static void block(struct sl_quotas *q, const char *name, int64_t until)
+{
+	struct block *b = block_of(q, name), *more;
+
+	if (!b) {
+		if (!(more = realloc(q->blocks, (q->nblocks + 1) * sizeof(*more))))
+			return;
+		q->blocks = more;
+		b = &q->blocks[q->nblocks++];
+		snprintf(b->name, sizeof(b->name), "%s", name);
+		b->until = 0;
+	}
+	b->until = SL_MAX(b->until, until);
+}
+
+static void add_grant(struct sl_quotas *q, uint32_t where, uint32_t serial, uint32_t section, uint32_t amount)
+{
+	if (q->ngrants == q->grants_cap) {
+		size_t cap = q->grants_cap ? q->grants_cap * 2 : 64;
+		struct grant *g = realloc(q->grants, cap * sizeof(*g));
+
+		if (!g)
+			return; /* not granted: asked again */
+		q->grants = g;
+		q->grants_cap = cap;
+	}
+	q->grants[q->ngrants++] = (struct grant){where, serial, section, amount};
+}
+
+/* Under the lock: st's record in the pass, and its grant.  A state is granted
+ * when less than half a chunk is left, up to a chunk. */
+static void take(struct sl_quotas *q, struct sl_quota_buf *b, enum pass_mode mode, const struct sl_section *sec,
+                 const struct sl_keyid *key, struct sl_state *st, uint32_t where, uint32_t serial,
+                 uint32_t section, int64_t blocked)
+{
+	uint32_t chunk = sl_quota_chunk(&sec->spec), g = 0;
+
+	if (mode == PASS_STOP)
+		st->quota_left = 0; /* nothing more goes until the next daemon grants it */
+	else if (mode == PASS_GRANT && !blocked && st->quota_left <= chunk / 2 &&
+	         (key || sec->spec.per == SL_PER_NONE))
+		g = chunk - st->quota_left;
+	sl_quota_buf_add(b, sec->spec.name, key, &sec->spec, st, (uint64_t)st->quota_left + g, blocked);
+	if (g)
+		add_grant(q, where, serial, section, g);
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The file on disk, atomically: the old one or the new one, never half of one. */
+static int write_file(struct sl_quotas *q, const char *dir, const struct sl_quota_buf *b)
+{
+	int fd = open(q->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), dfd, e;
+
+	if (fd < 0)
+		return -errno;
+	if (write_all(fd, b->p, b->len) != 0 || fsync(fd) != 0) {
+		e = errno ? errno : EIO;
+		close(fd);
+		unlink(q->tmp);
+		return -e;
+	}
+	if (close(fd) != 0 || rename(q->tmp, q->path) != 0) {
+		e = errno;
+		unlink(q->tmp);
+		return -e;
+	}
+	/* The rename itself survives a power loss only once its directory is synced. */
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		e = fsync(dfd) != 0 ? -errno : 0;
+		close(dfd);
+		return e;
+	}
+	return -errno;
+}
+
+/* Under the lock: the grants of the pass just saved, to the states still the same. */
+static void apply_grants(struct sl_quotas *q, struct sl_shm_header *h)
+{
+	for (size_t i = 0; i < q->ngrants; i++) {
+		const struct grant *g = &q->grants[i];
+		struct sl_state *st = NULL;
+
+		if (g->where & SL_HOLDER_KEY) {
+			struct sl_key *k = sl_shm_key_at(h, g->where & ~SL_HOLDER_KEY);
+
+			if (k && k->serial == g->serial && k->section == g->section && sl_key_live(h, k))
+				st = &k->state;
+		} else {
+			struct sl_section *sec = sl_shm_section(h, g->where);
+
+			if (sec && sec->in_use && sec->serial == g->serial)
+				st = &sec->state;
+		}
+		if (st)
+			st->quota_left = (uint32_t)SL_MIN((uint64_t)st->quota_left + g->amount, (uint64_t)UINT32_MAX);
+	}
+}
+
+/* One pass: snapshot, save, grant.  0, or -errno (nothing granted). */
+static int pass(struct sl_daemon *d, enum pass_mode mode)
+{
+	struct sl_quotas *q = d->quotas;
+	struct sl_shm_header *h = d->shm.hdr;
+	int32_t self = (int32_t)getpid();
+	struct sl_quota_buf b;
+	int64_t wall = wall_now();
+	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections), nkeys = sl_shm_nkeys(h);
+	uint64_t *tags = sl_shm_key_tags(h);
+	int any = 0, rc;
+
+	q->ngrants = 0;
+	sl_quota_buf_begin(&b);
+	if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0) {
+		free(b.p);
+		return -EDEADLK;
+	}
+	for (uint32_t i = 0; i < used; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+
+		if (!sec->in_use || !sec->spec.durable)
+			continue;
+		any = 1;
+		take(q, &b, mode, sec, NULL, &sec->state, i, sec->serial, i, blocked_until(q, sec->spec.name, wall));
+	}
+	sl_shm_unlock(h, self);
+	for (uint32_t s = 0; any && s < nkeys; s += KEY_BATCH) {
+		if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0) {
+			free(b.p);
+			return -EDEADLK;
+		}
+		for (uint32_t j = s; j < SL_MIN(s + KEY_BATCH, nkeys); j++) {
+			struct sl_key *k;
+			const struct sl_section *sec;
+
+			if (!tags[j] || !sl_key_live(h, (k = sl_shm_key_at(h, j))) ||
+			    !(sec = sl_shm_section(h, k->section)) || !sec->spec.durable)
+				continue;
+			take(q, &b, mode, sec, &k->id, &k->state, j | SL_HOLDER_KEY, k->serial, k->section,
+			     blocked_until(q, sec->spec.name, wall));
+		}
+		sl_shm_unlock(h, self);
+	}
+	if ((rc = sl_quota_buf_end(&b, sl_sane_ns(h->wall_off_ns) ? h->wall_off_ns : sl_clock_wall_offset_ns(),
+	                           wall)) == 0)
+		rc = write_file(q, d->quota_dir, &b);
+	free(b.p);
+	if (rc < 0) {
+		if (!q->failing)
+			sl_log_warnx("state file %s cannot be written (%s): durable quotas wait until it can",
+			             q->path, strerror(-rc));
+		q->failing = 1;
+		return rc;
+	}
+	if (q->failing)
+		sl_log_info("state file %s written again", q->path);
+	q->failing = 0;
+	q->saves++;
+	if (q->ngrants) {
+		if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0)
+			return -EDEADLK;
+		apply_grants(q, h);
+		sl_shm_unlock(h, self);
+	}
+	return 0;
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sl_daemon *d = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (!d->shm.hdr ||
+	    !atomic_exchange_explicit((_Atomic uint32_t *)&d->shm.hdr->quota_want, 0, memory_order_relaxed))
+		return;
+	pass(d, PASS_GRANT);
+}
+
+/* The end of the window in force for s at `now` (CLOCK_MONOTONIC): a fixed
+ * window's end, or a window from now. */
+static int64_t window_end(const struct sl_spec *s, struct sl_state *scratch, int64_t now, int64_t wall_off)
+{
+	struct sl_window_now w;
+
+	memset(scratch, 0, sizeof(*scratch));
+	if (s->strategy == SL_STRAT_FIXED_WINDOW && sl_strategy_window_now(s, scratch, now, wall_off, &w) && w.ends_ns > 0)
+		return w.ends_ns;
+	return now + s->window_ns;
+}
+
+/* No file to trust: every durable section starts as used up for its window in
+ * force, and is granted nothing until it ends or an operator resets it. */
+static void block_all(struct sl_daemon *d, const char *why)
+{
+	struct sl_shm_header *h = d->shm.hdr;
+	int64_t now = sl_clock_mono_ns(), off = sl_clock_wall_offset_ns();
+	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
+	struct {
+		struct sl_state st;
+		struct sl_state_more more;
+	} scratch;
+
+	for (uint32_t i = 0; i < used; i++) {
+		struct sl_section *sec = sl_shm_section(h, i);
+		int64_t end;
+
+		if (!sec->in_use || !sec->spec.durable)
+			continue;
+		end = window_end(&sec->spec, &scratch.st, now, off);
+		block(d->quotas, sec->spec.name, end + off);
+		if (sec->spec.per == SL_PER_NONE) /* so stat says so too */
+			sl_strategy_exhaust(&sec->spec, &sec->state, now, off);
+		{
+			time_t t = (time_t)((end + off) / SL_NS_PER_S);
+			struct tm tm;
+			char at[32] = "?";
+
+			if (gmtime_r(&t, &tm))
+				strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+			sl_log_warnx("[%s]: %s: used up until its window ends (%s), or `sluice quota reset %s`",
+			             sec->spec.name, why, at, sec->spec.name);
+		}
+	}
+}
+
+static int read_whole(const char *path, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	char *p;
+	size_t got = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) != 0 || sb.st_size < 0 || sb.st_size > (1LL << 34) ||
+	    !(p = malloc((size_t)sb.st_size + 1))) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (got < (size_t)sb.st_size) {
+		ssize_t n = read(fd, p + got, (size_t)sb.st_size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	*out = p;
+	*len = got;
+	return 0;
+}
+
+/* The file's records into the new segment (not yet published: no shim reads it). */
+static void restore(struct sl_daemon *d, int had_file)
+{
+	struct sl_quotas *q = d->quotas;
+	struct sl_shm_header *h = d->shm.hdr;
+	struct sl_quota_head head;
+	struct sl_quota_rec r;
+	struct sl_slide slides[2];
+	char *p = NULL, why[160], bad[SL_PATH_MAX + 80];
+	size_t len = 0, off = sizeof(head);
+	int64_t now = sl_clock_mono_ns(), wall_off = sl_clock_wall_offset_ns();
+	unsigned states = 0, dropped = 0;
+	int rc = read_whole(q->path, &p, &len);
+
+	if (rc == -ENOENT) {
+		if (had_file)
+			block_all(d, "its state file is gone");
+		return;
+	}
+	if (rc < 0 || sl_quota_check(p, len, &head, why, sizeof(why)) != 0) {
+		if (rc < 0)
+			snprintf(why, sizeof(why), "%s", strerror(-rc));
+		snprintf(bad, sizeof(bad), "%s.bad", q->path);
+		if (rename(q->path, bad) == 0)
+			sl_log_warnx("state file %s refused (%s): kept as %s", q->path, why, bad);
+		else
+			sl_log_warnx("state file %s refused (%s)", q->path, why);
+		block_all(d, "its state file was refused");
+		free(p);
+		return;
+	}
+	if (sl_shm_lock(h, (int32_t)getpid(), LOCK_WAIT_NS) < 0) {
+		block_all(d, "the segment lock was not to be had to restore it");
+		free(p);
+		return;
+	}
+	while (sl_quota_next(p, len, &off, &r, slides)) {
+		static const struct sl_keyid none;
+		uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections), i;
+		struct sl_section *sec = NULL;
+		struct sl_state *st = NULL;
+
+		for (i = 0; i < used; i++) {
+			sec = sl_shm_section(h, i);
+			if (sec->in_use && sec->spec.durable && strncmp(sec->spec.name, r.section, SL_SECTION_NAME_MAX) == 0)
+				break;
+		}
+		if (i == used) {
+			dropped++; /* the section is gone from the config, or no longer a quota */
+			continue;
+		}
+		if (memcmp(&r.key, &none, sizeof(none)) == 0) {
+			if (r.blocked_until > wall_now())
+				block(q, sec->spec.name, r.blocked_until);
+			if (sec->spec.per == SL_PER_NONE)
+				st = &sec->state;
+		} else if (sec->spec.per != SL_PER_NONE) {
+			struct sl_key *k = sl_keys_find_id(h, i, &r.key, 1, now);
+
+			if (k)
+				st = &k->state;
+			else
+				sl_log_warnx("[%s]: no room in the key table for a saved key: it starts afresh "
+				             "(keys = in [sluice])", sec->spec.name);
+		}
+		if (!st)
+			continue;
+		sl_quota_restore(&sec->spec, st, &r, slides, head.wall_off_ns - wall_off, now, wall_off);
+		states++;
+	}
+	sl_shm_unlock(h, (int32_t)getpid());
+	sl_log_info("restored %u quota state%s from %s, saved %.0f s ago%s", states, states == 1 ? "" : "s",
+	            q->path, (double)(wall_now() - head.saved_ns) / 1e9,
+	            dropped ? " (records of sections no longer quotas dropped)" : "");
+	free(p);
+}
+
+int sl_quotas_start(struct sl_daemon *d, int created)
+{
+	struct sl_quotas *q;
+	struct stat sb;
+	int had_file, rc;
+
+	if (!d->quota_dir[0])
+		return 0;
+	if (!(q = calloc(1, sizeof(*q))))
+		return -ENOMEM;
+	d->quotas = q;
+	q->lock_fd = -1;
+	sl_quotas_file(d->quota_dir, d->cfg->global.shm_name, q->path, sizeof(q->path));
+	snprintf(q->tmp, sizeof(q->tmp), "%s.tmp", q->path);
+	snprintf(q->lock_path, sizeof(q->lock_path), "%s.lock", q->path);
+	if (mkdir(d->quota_dir, 0700) != 0 && errno != EEXIST) {
+		rc = -errno;
+		sl_log_warnx("state_dir %s cannot be made: %s", d->quota_dir, strerror(errno));
+		goto fail;
+	}
+	/* The lock file stays once made: with it there and no state file, the state
+	 * file was lost (nothing is to be handed out afresh). */
+	had_file = stat(q->lock_path, &sb) == 0;
+	if ((q->lock_fd = open(q->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+		rc = -errno;
+		sl_log_warnx("state file lock %s: %s", q->lock_path, strerror(errno));
+		goto fail;
+	}
+	if (flock(q->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = -EADDRINUSE;
+		sl_log_warnx("state file %s belongs to another running sluiced", q->path);
+		goto fail;
+	}
+	if (created)
+		restore(d, had_file);
+	if ((rc = pass(d, PASS_SAVE)) < 0) {
+		sl_log_warnx("state file %s: %s", q->path, strerror(-rc));
+		goto fail;
+	}
+	ev_timer_init(&q->timer, on_timer, (double)SL_QUOTA_PASS_NS / 1e9, (double)SL_QUOTA_PASS_NS / 1e9);
+	q->timer.data = d;
+	ev_timer_start(d->loop, &q->timer);
+	sl_log_info("durable quotas kept in %s", q->path);
+	return 0;
+fail:
+	if (q->lock_fd >= 0)
+		close(q->lock_fd);
+	free(q);
+	d->quotas = NULL;
+	return rc;
+}
+
+void sl_quotas_stop(struct sl_daemon *d)
+{
+	struct sl_quotas *q = d->quotas;
+
+	if (!q)
+		return;
+	ev_timer_stop(d->loop, &q->timer);
+	if (d->shm.hdr && pass(d, PASS_STOP) == 0)
+		sl_log_info("quotas saved to %s", q->path);
+	close(q->lock_fd);
+	free(q->blocks);
+	free(q->grants);
+	free(q);
+	d->quotas = NULL;
+}
+
+int sl_quotas_reset(struct sl_daemon *d, const char *name, FILE *out)
+{
+	struct sl_shm_header *h = d->shm.hdr;
+	int32_t self = (int32_t)getpid();
+	uint32_t used, nkeys, i, keys = 0;
+	struct sl_section *sec = NULL;
+	struct block *b;
+	int rc;
+
+	if (!d->quotas) {
+		fprintf(out, "error: no state_dir: quotas are not kept, nothing to reset\n");
+		return -ENOENT;
+	}
+	if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0) {
+		fprintf(out, "error: the segment lock is not to be had\n");
+		return -EDEADLK;
+	}
+	used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
+	for (i = 0; i < used; i++) {
+		sec = sl_shm_section(h, i);
+		if (sec->in_use && sec->spec.durable && strncmp(sec->spec.name, name, SL_SECTION_NAME_MAX) == 0)
+			break;
+	}
+	if (i == used) {
+		sl_shm_unlock(h, self);
+		fprintf(out, "error: no durable section [%.64s] (a quota: rate window of 1h or more)\n", name);
+		return -ENOENT;
+	}
+	sl_quota_reset_state(&sec->spec, &sec->state);
+	nkeys = sl_shm_nkeys(h);
+	for (uint32_t s = 0; s < nkeys; s++) {
+		struct sl_key *k = sl_shm_key_at(h, s);
+
+		if (sl_shm_key_tags(h)[s] && sl_key_live(h, k) && k->section == i) {
+			sl_quota_reset_state(&sec->spec, &k->state);
+			keys++;
+		}
+	}
+	sl_shm_unlock(h, self);
+	if ((b = block_of(d->quotas, name)))
+		b->until = 0;
+	if ((rc = pass(d, PASS_SAVE)) < 0) {
+		fprintf(out, "error: reset, but the state file cannot be written: %s\n", strerror(-rc));
+		return rc;
+	}
+	sl_log_notice("[%s]: quota reset by `sluice quota reset` (%u keys)", name, keys);
+	fprintf(out, "ok [%s] reset (%u keys), saved to %s\n", name, keys, d->quotas->path);
+	return 0;
+}
