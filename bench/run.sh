@@ -78,6 +78,13 @@ for keys in 1000 100000; do
 		"$(awk -v c="$hot" -v f="$floor" 'BEGIN { printf "%.1f", c / f }')"
 done
 
+# Durable quotas (README, "Quotas"): the admission of a durable fixed window
+# against a plain one, and a save of 100,000 keys (snapshot, write, fsync, rename).
+read -r plain durable save_ms save_bytes < <("$B/bench/admit_bench" quota "$T" 1000000)
+printf '   %-34s %6s ns  (a plain one: %s ns)\n' "durable quota section:" "$durable" "$plain"
+printf '   %-34s %6s ms  (a file of %s MB, fsynced)\n' "a save of 100,000 quota keys:" "$save_ms" \
+	"$(awk -v b="$save_bytes" 'BEGIN { printf "%.1f", b / 1e6 }')"
+
 read -r keyrec keyslot morerec moreslot < <("$B/bench/admit_bench" sizes)
 printf '   %-34s %6s B   (%s B of segment per key slot)\n' "a key's record:" "$keyrec" "$keyslot"
 printf '   %-34s %6s B   (%s B per key slot: sliding window, fleet or adapt)\n' "a key's record, with its more:" \

@@ -131,6 +131,47 @@ int sl_quota_next(const void *p, size_t len, size_t *off, struct sl_quota_rec *r
 void sl_quota_restore(const struct sl_spec *s, struct sl_state *st, const struct sl_quota_rec *r,
                       const struct sl_slide slides[2], int64_t shift_ns, int64_t now, int64_t wall_off);
 
+/* --- a pass over the segment: snapshot, save, grant (src/core/quota_save.c) --- */
+
+/* The state file of a segment named shm_name in dir (DIR/NAME.quota) and the
+ * names written beside it. */
+struct sl_quota_files {
+	char dir[SL_PATH_MAX];
+	char path[SL_PATH_MAX + 64];
+	char tmp[SL_PATH_MAX + 72];
+};
+void sl_quota_files(struct sl_quota_files *f, const char *dir, const char *shm_name);
+
+/* The file written atomically: to f->tmp, fsync, renamed over f->path, the
+ * directory fsynced.  0, or -errno (the old file stays whole). */
+int sl_quota_write(const struct sl_quota_files *f, const struct sl_quota_buf *b);
+
+/* What a pass does to the states it saves. */
+enum sl_quota_mode {
+	SL_QUOTA_SAVE,  /* save what they hold */
+	SL_QUOTA_GRANT, /* and grant up to a chunk to those with half a chunk or less */
+	SL_QUOTA_STOP,  /* take every grant back first: the exact counts (a clean stop) */
+};
+
+/* A pass's grants, applied once its file is on disk (reused across passes). */
+struct sl_quota_grants {
+	struct sl_quota_grant {
+		uint32_t where;  /* section index, or key slot | SL_HOLDER_KEY */
+		uint32_t serial; /* its serial at the snapshot: another state is not granted */
+		uint32_t section;
+		uint32_t amount;
+	} *g;
+	size_t n, cap;
+};
+
+/* Snapshot every durable state of h (each with what it holds and its grant, under
+ * the lock; keys a batch at a time), write the file, then grant.  `blocked` says
+ * until when (wall ns) a section may be granted nothing (0: it may).  0, or
+ * -errno: nothing granted. */
+int sl_quota_pass(struct sl_shm_header *h, int32_t self, enum sl_quota_mode mode,
+                  int64_t (*blocked)(const char *section, void *arg), void *arg,
+                  const struct sl_quota_files *f, struct sl_quota_grants *g);
+
 /* The strategy's part of st back to nothing (`sluice quota reset`): its places,
  * counters and quota_left stay. */
 void sl_quota_reset_state(const struct sl_spec *s, struct sl_state *st);

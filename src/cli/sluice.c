@@ -116,7 +116,8 @@ struct sl_config *sl_cli_load(const char *path)
 /* Which state file keeps the config's quotas (README, "Quotas"), for check. */
 static void say_quotas(const struct sl_config *cfg, FILE *out)
 {
-	char names[512] = "", dir[SL_PATH_MAX], file[SL_PATH_MAX + 64];
+	char names[512] = "", dir[SL_PATH_MAX];
+	struct sl_quota_files f;
 	size_t len = 0;
 	unsigned n = 0;
 
@@ -131,9 +132,9 @@ static void say_quotas(const struct sl_config *cfg, FILE *out)
 	if (!n)
 		return;
 	if (strcmp(cfg->global.state_dir, "auto") == 0) {
-		sl_quotas_file(SL_SERVICE_STATE_DIR, cfg->global.shm_name, file, sizeof(file));
+		sl_quota_files(&f, SL_SERVICE_STATE_DIR, cfg->global.shm_name);
 		fprintf(out, "# quotas (%s): state_dir = auto - the packaged service (sluiced -S %s) keeps them in "
-		        "%s; a bare sluiced or sluice run keeps none\n", names, SL_SERVICE_STATE_DIR, file);
+		        "%s; a bare sluiced or sluice run keeps none\n", names, SL_SERVICE_STATE_DIR, f.path);
 		return;
 	}
 	sl_quotas_dir(cfg, NULL, dir, sizeof(dir));
@@ -141,8 +142,8 @@ static void say_quotas(const struct sl_config *cfg, FILE *out)
 		fprintf(out, "# quotas (%s): state_dir = none - not kept: a new segment starts them afresh\n", names);
 		return;
 	}
-	sl_quotas_file(dir, cfg->global.shm_name, file, sizeof(file));
-	fprintf(out, "# quotas (%s): kept in %s\n", names, file);
+	sl_quota_files(&f, dir, cfg->global.shm_name);
+	fprintf(out, "# quotas (%s): kept in %s\n", names, f.path);
 }
 
 int sl_cmd_check(int argc, char **argv)

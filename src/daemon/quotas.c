@@ -1,13 +1,10 @@
 /*
- * The daemon's half of durable quotas (quota.h; docs/design.md, "Durable quotas").
- *
- * Every SL_QUOTA_PASS_NS it looks whether a shim asked (h->quota_want).  A pass
- * snapshots every durable state under the segment lock together with what it still
- * holds (quota_left) and the grant it is to get, writes the file counting both as
- * spent (write, fsync, rename, fsync of the directory), and only then adds the
- * grants to the states - those still the same state (serial).  A file that cannot
- * be written grants nothing: the quota waits rather than go uncounted.  Keys are
- * snapshotted KEY_BATCH at a time, so the lock is never held for a whole table.
+ * The daemon's half of durable quotas (quota.h; docs/config.md, "Quotas that
+ * outlive the segment"): every SL_QUOTA_PASS_NS it looks whether a shim asked
+ * (h->quota_want) and runs a pass (sl_quota_pass: snapshot, save, grant); it
+ * restores the file into a new segment, keeps the blocks of a lost or bad file,
+ * and resets a section on `sluice quota reset`.  A file that cannot be written
+ * grants nothing: the quota waits rather than go uncounted.
  */
 #include "quotas.h"
 #include "sluice/clock.h"
@@ -31,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KEY_BATCH 1024u
 #define LOCK_WAIT_NS (2 * SL_NS_PER_S)
 
 /* A section whose file was lost or bad: granted nothing until `until` (wall ns). */
@@ -40,27 +36,16 @@ struct block {
 	int64_t until;
 };
 
-/* A grant of a pass, applied once its file is on disk. */
-struct grant {
-	uint32_t where;  /* section index, or key slot | SL_HOLDER_KEY */
-	uint32_t serial; /* the section's or key record's serial at the snapshot */
-	uint32_t section;
-	uint32_t amount;
-};
-
 struct sl_quotas {
-	char path[SL_PATH_MAX + 64], tmp[SL_PATH_MAX + 72], lock_path[SL_PATH_MAX + 72];
+	struct sl_quota_files files;
+	char lock_path[SL_PATH_MAX + 72];
 	int lock_fd;
 	ev_timer timer;
 	struct block *blocks;
 	unsigned nblocks;
-	struct grant *grants;
-	size_t ngrants, grants_cap;
-	int failing;        /* the last save failed: said once until one succeeds */
-	uint64_t saves;
+	struct sl_quota_grants grants;
+	int failing; /* the last save failed: said once until one succeeds */
 };
-
-enum pass_mode { PASS_GRANT, PASS_STOP, PASS_SAVE };
 
 void sl_quotas_dir(const struct sl_config *cfg, const char *fallback_dir, char *dir, size_t size)
 {
@@ -69,11 +54,6 @@ void sl_quotas_dir(const struct sl_config *cfg, const char *fallback_dir, char *
 	if (strcmp(d, "auto") == 0)
 		d = fallback_dir ? fallback_dir : "";
 	snprintf(dir, size, "%s", d);
-}
-
-void sl_quotas_file(const char *dir, const char *shm_name, char *path, size_t size)
-{
-	snprintf(path, size, "%s/%s.quota", dir, shm_name[0] == '/' ? shm_name + 1 : shm_name);
 }
 
 void sl_quotas_mark(struct sl_config *cfg, const char *dir)
@@ -118,168 +98,27 @@ static void block(struct sl_quotas *q, const char *name, int64_t until)
 	b->until = SL_MAX(b->until, until);
 }
 
-static void add_grant(struct sl_quotas *q, uint32_t where, uint32_t serial, uint32_t section, uint32_t amount)
+static int64_t blocked_cb(const char *name, void *arg)
 {
-	if (q->ngrants == q->grants_cap) {
-		size_t cap = q->grants_cap ? q->grants_cap * 2 : 64;
-		struct grant *g = realloc(q->grants, cap * sizeof(*g));
-
-		if (!g)
-			return; /* not granted: asked again */
-		q->grants = g;
-		q->grants_cap = cap;
-	}
-	q->grants[q->ngrants++] = (struct grant){where, serial, section, amount};
+	return blocked_until(arg, name, wall_now());
 }
 
-/* Under the lock: st's record in the pass, and its grant.  A state is granted
- * when less than half a chunk is left, up to a chunk. */
-static void take(struct sl_quotas *q, struct sl_quota_buf *b, enum pass_mode mode, const struct sl_section *sec,
-                 const struct sl_keyid *key, struct sl_state *st, uint32_t where, uint32_t serial,
-                 uint32_t section, int64_t blocked)
-{
-	uint32_t chunk = sl_quota_chunk(&sec->spec), g = 0;
-
-	if (mode == PASS_STOP)
-		st->quota_left = 0; /* nothing more goes until the next daemon grants it */
-	else if (mode == PASS_GRANT && !blocked && st->quota_left <= chunk / 2 &&
-	         (key || sec->spec.per == SL_PER_NONE))
-		g = chunk - st->quota_left;
-	sl_quota_buf_add(b, sec->spec.name, key, &sec->spec, st, (uint64_t)st->quota_left + g, blocked);
-	if (g)
-		add_grant(q, where, serial, section, g);
-}
-
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* The file on disk, atomically: the old one or the new one, never half of one. */
-static int write_file(struct sl_quotas *q, const char *dir, const struct sl_quota_buf *b)
-{
-	int fd = open(q->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), dfd, e;
-
-	if (fd < 0)
-		return -errno;
-	if (write_all(fd, b->p, b->len) != 0 || fsync(fd) != 0) {
-		e = errno ? errno : EIO;
-		close(fd);
-		unlink(q->tmp);
-		return -e;
-	}
-	if (close(fd) != 0 || rename(q->tmp, q->path) != 0) {
-		e = errno;
-		unlink(q->tmp);
-		return -e;
-	}
-	/* The rename itself survives a power loss only once its directory is synced. */
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		e = fsync(dfd) != 0 ? -errno : 0;
-		close(dfd);
-		return e;
-	}
-	return -errno;
-}
-
-/* Under the lock: the grants of the pass just saved, to the states still the same. */
-static void apply_grants(struct sl_quotas *q, struct sl_shm_header *h)
-{
-	for (size_t i = 0; i < q->ngrants; i++) {
-		const struct grant *g = &q->grants[i];
-		struct sl_state *st = NULL;
-
-		if (g->where & SL_HOLDER_KEY) {
-			struct sl_key *k = sl_shm_key_at(h, g->where & ~SL_HOLDER_KEY);
-
-			if (k && k->serial == g->serial && k->section == g->section && sl_key_live(h, k))
-				st = &k->state;
-		} else {
-			struct sl_section *sec = sl_shm_section(h, g->where);
-
-			if (sec && sec->in_use && sec->serial == g->serial)
-				st = &sec->state;
-		}
-		if (st)
-			st->quota_left = (uint32_t)SL_MIN((uint64_t)st->quota_left + g->amount, (uint64_t)UINT32_MAX);
-	}
-}
-
-/* One pass: snapshot, save, grant.  0, or -errno (nothing granted). */
-static int pass(struct sl_daemon *d, enum pass_mode mode)
+/* One pass: snapshot, save, grant (sl_quota_pass).  0, or -errno (nothing granted). */
+static int pass(struct sl_daemon *d, enum sl_quota_mode mode)
 {
 	struct sl_quotas *q = d->quotas;
-	struct sl_shm_header *h = d->shm.hdr;
-	int32_t self = (int32_t)getpid();
-	struct sl_quota_buf b;
-	int64_t wall = wall_now();
-	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections), nkeys = sl_shm_nkeys(h);
-	uint64_t *tags = sl_shm_key_tags(h);
-	int any = 0, rc;
+	int rc = sl_quota_pass(d->shm.hdr, (int32_t)getpid(), mode, blocked_cb, q, &q->files, &q->grants);
 
-	q->ngrants = 0;
-	sl_quota_buf_begin(&b);
-	if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0) {
-		free(b.p);
-		return -EDEADLK;
-	}
-	for (uint32_t i = 0; i < used; i++) {
-		struct sl_section *sec = sl_shm_section(h, i);
-
-		if (!sec->in_use || !sec->spec.durable)
-			continue;
-		any = 1;
-		take(q, &b, mode, sec, NULL, &sec->state, i, sec->serial, i, blocked_until(q, sec->spec.name, wall));
-	}
-	sl_shm_unlock(h, self);
-	for (uint32_t s = 0; any && s < nkeys; s += KEY_BATCH) {
-		if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0) {
-			free(b.p);
-			return -EDEADLK;
-		}
-		for (uint32_t j = s; j < SL_MIN(s + KEY_BATCH, nkeys); j++) {
-			struct sl_key *k;
-			const struct sl_section *sec;
-
-			if (!tags[j] || !sl_key_live(h, (k = sl_shm_key_at(h, j))) ||
-			    !(sec = sl_shm_section(h, k->section)) || !sec->spec.durable)
-				continue;
-			take(q, &b, mode, sec, &k->id, &k->state, j | SL_HOLDER_KEY, k->serial, k->section,
-			     blocked_until(q, sec->spec.name, wall));
-		}
-		sl_shm_unlock(h, self);
-	}
-	if ((rc = sl_quota_buf_end(&b, sl_sane_ns(h->wall_off_ns) ? h->wall_off_ns : sl_clock_wall_offset_ns(),
-	                           wall)) == 0)
-		rc = write_file(q, d->quota_dir, &b);
-	free(b.p);
 	if (rc < 0) {
 		if (!q->failing)
 			sl_log_warnx("state file %s cannot be written (%s): durable quotas wait until it can",
-			             q->path, strerror(-rc));
+			             q->files.path, strerror(-rc));
 		q->failing = 1;
 		return rc;
 	}
 	if (q->failing)
-		sl_log_info("state file %s written again", q->path);
+		sl_log_info("state file %s written again", q->files.path);
 	q->failing = 0;
-	q->saves++;
-	if (q->ngrants) {
-		if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0)
-			return -EDEADLK;
-		apply_grants(q, h);
-		sl_shm_unlock(h, self);
-	}
 	return 0;
 }
 
@@ -292,7 +131,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 	if (!d->shm.hdr ||
 	    !atomic_exchange_explicit((_Atomic uint32_t *)&d->shm.hdr->quota_want, 0, memory_order_relaxed))
 		return;
-	pass(d, PASS_GRANT);
+	pass(d, SL_QUOTA_GRANT);
 }
 
 /* The end of the window in force for s at `now` (CLOCK_MONOTONIC): a fixed
@@ -383,7 +222,7 @@ static void restore(struct sl_daemon *d, int had_file)
 	size_t len = 0, off = sizeof(head);
 	int64_t now = sl_clock_mono_ns(), wall_off = sl_clock_wall_offset_ns();
 	unsigned states = 0, dropped = 0;
-	int rc = read_whole(q->path, &p, &len);
+	int rc = read_whole(q->files.path, &p, &len);
 
 	if (rc == -ENOENT) {
 		if (had_file)
@@ -393,11 +232,11 @@ static void restore(struct sl_daemon *d, int had_file)
 	if (rc < 0 || sl_quota_check(p, len, &head, why, sizeof(why)) != 0) {
 		if (rc < 0)
 			snprintf(why, sizeof(why), "%s", strerror(-rc));
-		snprintf(bad, sizeof(bad), "%s.bad", q->path);
-		if (rename(q->path, bad) == 0)
-			sl_log_warnx("state file %s refused (%s): kept as %s", q->path, why, bad);
+		snprintf(bad, sizeof(bad), "%s.bad", q->files.path);
+		if (rename(q->files.path, bad) == 0)
+			sl_log_warnx("state file %s refused (%s): kept as %s", q->files.path, why, bad);
 		else
-			sl_log_warnx("state file %s refused (%s)", q->path, why);
+			sl_log_warnx("state file %s refused (%s)", q->files.path, why);
 		block_all(d, "its state file was refused");
 		free(p);
 		return;
@@ -443,7 +282,7 @@ static void restore(struct sl_daemon *d, int had_file)
 	}
 	sl_shm_unlock(h, (int32_t)getpid());
 	sl_log_info("restored %u quota state%s from %s, saved %.0f s ago%s", states, states == 1 ? "" : "s",
-	            q->path, (double)(wall_now() - head.saved_ns) / 1e9,
+	            q->files.path, (double)(wall_now() - head.saved_ns) / 1e9,
 	            dropped ? " (records of sections no longer quotas dropped)" : "");
 	free(p);
 }
@@ -460,9 +299,8 @@ int sl_quotas_start(struct sl_daemon *d, int created)
 		return -ENOMEM;
 	d->quotas = q;
 	q->lock_fd = -1;
-	sl_quotas_file(d->quota_dir, d->cfg->global.shm_name, q->path, sizeof(q->path));
-	snprintf(q->tmp, sizeof(q->tmp), "%s.tmp", q->path);
-	snprintf(q->lock_path, sizeof(q->lock_path), "%s.lock", q->path);
+	sl_quota_files(&q->files, d->quota_dir, d->cfg->global.shm_name);
+	snprintf(q->lock_path, sizeof(q->lock_path), "%s.lock", q->files.path);
 	if (mkdir(d->quota_dir, 0700) != 0 && errno != EEXIST) {
 		rc = -errno;
 		sl_log_warnx("state_dir %s cannot be made: %s", d->quota_dir, strerror(errno));
@@ -478,19 +316,19 @@ int sl_quotas_start(struct sl_daemon *d, int created)
 	}
 	if (flock(q->lock_fd, LOCK_EX | LOCK_NB) != 0) {
 		rc = -EADDRINUSE;
-		sl_log_warnx("state file %s belongs to another running sluiced", q->path);
+		sl_log_warnx("state file %s belongs to another running sluiced", q->files.path);
 		goto fail;
 	}
 	if (created)
 		restore(d, had_file);
-	if ((rc = pass(d, PASS_SAVE)) < 0) {
-		sl_log_warnx("state file %s: %s", q->path, strerror(-rc));
+	if ((rc = pass(d, SL_QUOTA_SAVE)) < 0) {
+		sl_log_warnx("state file %s: %s", q->files.path, strerror(-rc));
 		goto fail;
 	}
 	ev_timer_init(&q->timer, on_timer, (double)SL_QUOTA_PASS_NS / 1e9, (double)SL_QUOTA_PASS_NS / 1e9);
 	q->timer.data = d;
 	ev_timer_start(d->loop, &q->timer);
-	sl_log_info("durable quotas kept in %s", q->path);
+	sl_log_info("durable quotas kept in %s", q->files.path);
 	return 0;
 fail:
 	if (q->lock_fd >= 0)
@@ -507,11 +345,11 @@ void sl_quotas_stop(struct sl_daemon *d)
 	if (!q)
 		return;
 	ev_timer_stop(d->loop, &q->timer);
-	if (d->shm.hdr && pass(d, PASS_STOP) == 0)
-		sl_log_info("quotas saved to %s", q->path);
+	if (d->shm.hdr && pass(d, SL_QUOTA_STOP) == 0)
+		sl_log_info("quotas saved to %s", q->files.path);
 	close(q->lock_fd);
 	free(q->blocks);
-	free(q->grants);
+	free(q->grants.g);
 	free(q);
 	d->quotas = NULL;
 }
@@ -557,11 +395,11 @@ int sl_quotas_reset(struct sl_daemon *d, const char *name, FILE *out)
 	sl_shm_unlock(h, self);
 	if ((b = block_of(d->quotas, name)))
 		b->until = 0;
-	if ((rc = pass(d, PASS_SAVE)) < 0) {
+	if ((rc = pass(d, SL_QUOTA_SAVE)) < 0) {
 		fprintf(out, "error: reset, but the state file cannot be written: %s\n", strerror(-rc));
 		return rc;
 	}
 	sl_log_notice("[%s]: quota reset by `sluice quota reset` (%u keys)", name, keys);
-	fprintf(out, "ok [%s] reset (%u keys), saved to %s\n", name, keys, d->quotas->path);
+	fprintf(out, "ok [%s] reset (%u keys), saved to %s\n", name, keys, d->quotas->files.path);
 	return 0;
 }

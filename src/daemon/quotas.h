@@ -18,9 +18,6 @@ struct sl_daemon;
  * meaning `fallback_dir` (sluiced -S; NULL or "" none). */
 void sl_quotas_dir(const struct sl_config *cfg, const char *fallback_dir, char *dir, size_t size);
 
-/* The state file of a segment named shm_name in dir: DIR/NAME.quota. */
-void sl_quotas_file(const char *dir, const char *shm_name, char *path, size_t size);
-
 /* Mark cfg's sections durable when dir is set and they are quotas (sl_quota_kept). */
 void sl_quotas_mark(struct sl_config *cfg, const char *dir);
 
