@@ -157,6 +157,13 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 unsigned sl_admit_repair(struct sl_shm_header *h, int64_t now, int32_t self, uint32_t *out,
                          unsigned nout);
 
+/* A request (or connection) of m released at `at` is given back at `now` in each
+ * of m's sections whose refund list names `status` (0: the connection failed,
+ * `failed`) - its key's state for a keyed one (refund.h).  Returns how many
+ * sections gave it back, or -ETIMEDOUT (the lock not had: nothing given back). */
+int sl_admit_uncounted(struct sl_shm_header *h, const struct sl_match *m, unsigned status, int64_t at,
+                       int64_t now, int32_t self);
+
 /* A response on a connection to m's destination said `sig` (response.h): applied
  * to every matched section that reads signals (in a keyed section, to the
  * destination's key only), under the lock.  Returns SL_PAUSE_* bits (pause.h), or

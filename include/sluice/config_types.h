@@ -26,7 +26,8 @@ struct sl_key_type_ops {
 
 extern const struct sl_key_type_ops sl_key_types[SL_KT_KINDS];
 
-/* An integer field of key k in base (1, 4 or 8 bytes), read and written. */
+/* An integer field of key k in base (1, 4 or 8 bytes), read and written; a field
+ * of another size reads 1 when any byte of it is set. */
 uint64_t sl_key_load(const void *base, const struct sl_key_def *k);
 void sl_key_store(void *base, const struct sl_key_def *k, uint64_t v);
 

@@ -23,8 +23,8 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 9           /* incompatible layout changes */
-#define SL_SHM_MINOR 2           /* compatible additions inside reserved space */
+#define SL_SHM_MAJOR 10          /* incompatible layout changes */
+#define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
  * build reads (and a config asking for more is refused). */
@@ -103,6 +103,9 @@ _Static_assert(sizeof(struct sl_pattern) == 288, "sl_pattern is part of the shm 
 _Static_assert(offsetof(struct sl_pattern, addr) == 8, "sl_pattern is part of the shm ABI");
 _Static_assert(offsetof(struct sl_pattern, name) == 32, "sl_pattern is part of the shm ABI");
 
+#define SL_REFUND_CODES 7   /* statuses a refund list may name one by one */
+#define SL_REFUND_FAILED 1u /* sl_refund.classes: a connection that failed before an answer */
+
 /* A section's compiled config.  Written by the daemon only; read by shims under the
  * header's spec seqlock. */
 struct sl_spec {
@@ -134,9 +137,16 @@ struct sl_spec {
 	uint8_t durable;      /* 1: a quota the daemon keeps on disk (quota.h): releases
 	                       * spend quota_left, granted only after a save */
 	uint8_t reserved[6];
+	/* refund = ...: answers the destination does not count give their request (or
+	 * connection) back (src/core/refund.c) */
+	struct sl_refund {
+		uint8_t classes;   /* bit c: every status c00-c99 (1-5); SL_REFUND_FAILED */
+		uint8_t ncodes;    /* codes[0..ncodes) */
+		uint16_t codes[SL_REFUND_CODES];
+	} refund;
 };
 _Static_assert(offsetof(struct sl_spec, amount) == 88, "sl_spec is part of the shm ABI");
-_Static_assert(sizeof(struct sl_spec) == 152, "sl_spec is part of the shm ABI");
+_Static_assert(sizeof(struct sl_spec) == 168, "sl_spec is part of the shm ABI");
 
 /* A sliding window's counts: SL_SLIDE_BUCKETS buckets of ceil(WINDOW/(BUCKETS-1))
  * each, a ring indexed by bucket number; entries older than `newest` - BUCKETS + 1
@@ -268,7 +278,7 @@ struct sl_state_more {
 	uint64_t keys;          /* keys held in the key table now */
 	uint64_t key_evictions; /* idle keys evicted to make room for new ones */
 	uint64_t key_full;      /* calls refused because every key slot it could use was busy */
-	uint8_t reserved[8];
+	uint64_t refunded;      /* requests given back by refund = ... (refund.c) */
 };
 _Static_assert(sizeof(struct sl_state_more) % 8 == 0, "sl_state_more keeps 8-byte alignment");
 
@@ -353,7 +363,7 @@ struct sl_shm_header {
 	int64_t heartbeat_ns;  /* CLOCK_MONOTONIC of the daemon's last beat */
 	uint32_t fallback;     /* the config's fallback, for information */
 	uint32_t quota_want;   /* 1: a durable state's quota_left ran low; the daemon saves
-	                        * and grants more (quota.h; from layout 9.2 on) */
+	                        * and grants more (quota.h) */
 	uint64_t lock_recoveries; /* times a dead holder's lock was taken over (count) */
 	char config_path[SL_PATH_MAX]; /* config the daemon loaded, for `sluice run` */
 	uint32_t slots_used;   /* sections at index >= this are all unused: readers stop

@@ -74,6 +74,14 @@ void sl_strategy_wall_step(const struct sl_spec *s, struct sl_state *st, int64_t
 void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, struct sl_state *st,
                          int64_t now, int64_t wall_off);
 
+/* A request of `cost` released at `at` is given back (refund.h) at `now`: taken out
+ * of the window (or bucket, or session) it was counted in while that one still
+ * counts; a GCRA's bucket drains by its increment when given back within one
+ * increment of the release (later it may hold others' only), never below empty.  Under the
+ * lock. */
+void sl_strategy_refund(const struct sl_spec *s, struct sl_state *st, int64_t at, uint64_t cost, int64_t now,
+                        int64_t wall_off);
+
 /* st as if a whole window's worth of `to` had just gone at `now` (what a
  * conversion across kinds takes, and a quota whose saved count is lost: quota.h).
  * Under the lock. */

@@ -9,6 +9,7 @@
 #include "sluice/limiter.h"
 #include "sluice/pause.h"
 #include "sluice/quota.h"
+#include "sluice/refund.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
 #include "sluice/strategy.h"
@@ -815,6 +816,33 @@ void sl_admit_count_refused(struct sl_shm_header *h, const struct sl_match *m)
 		if (sec)
 			atomic_fetch_add_explicit(A(&sec->more.refused), 1, memory_order_relaxed);
 	}
+}
+
+int sl_admit_uncounted(struct sl_shm_header *h, const struct sl_match *m, unsigned status, int64_t at,
+                       int64_t now, int32_t self)
+{
+	int done = 0;
+
+	if (sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return -ETIMEDOUT; /* not given back: the count stays, which errs on the safe side */
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
+		struct sl_section *sec = live_section(h, i, m->serial[k]);
+		struct sl_keyref ref = {0, 0};
+		struct sl_state *st;
+
+		if (!sec || sec->spec.mode != SL_MODE_ENFORCE || sl_limit_fleet(&sec->spec) ||
+		    (status ? !sl_refund_status(&sec->spec.refund, status)
+		            : !(sec->spec.refund.classes & SL_REFUND_FAILED)))
+			continue;
+		if (!(st = limit_state(h, i, sec, &m->src, &ref, 0, now)))
+			continue; /* its key went idle and was evicted: nothing left to give back */
+		sl_strategy_refund(&sec->spec, st, at, 1, now, wall_off(h));
+		atomic_fetch_add_explicit(A(&sec->more.refunded), 1, memory_order_relaxed);
+		done++;
+	}
+	sl_shm_unlock(h, self);
+	return done;
 }
 
 int sl_admit_signal(struct sl_shm_header *h, const struct sl_match *m, const struct sl_signal *sig,

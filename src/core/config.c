@@ -421,6 +421,9 @@ static void finish_section(struct parse_state *ps)
 		s->burst = s->strategy == SL_STRAT_TOKEN_BUCKET && s->amount ? s->amount : 1;
 	/* The fleet lays its windows out by length on Redis's clock: a calendar's
 	 * months and years are not one length. */
+	if ((s->refund.classes || s->refund.ncodes) && s->scope == SL_SCOPE_FLEET)
+		sl_config_error(cfg, ps->header_line, "[%s]: refund is not shared by a fleet yet: scope = machine, "
+		                "or no refund", s->name);
 	if (s->calendar && s->scope == SL_SCOPE_FLEET)
 		sl_config_error(cfg, ps->header_line, "[%s]: a calendar window (/w, /mo, /y) is not shared by a fleet "
 		                "yet: scope = local, or a window in s, m, h or d", s->name);

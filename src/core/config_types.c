@@ -3,6 +3,7 @@
  * how text becomes a field, how the field is said again, and a choice's names.
  */
 #include "config-internal.h"
+#include "sluice/refund.h"
 #include "sluice/common.h"
 #include "sluice/config_types.h"
 #include "sluice/units.h"
@@ -54,6 +55,11 @@ uint64_t sl_key_load(const void *base, const struct sl_key_def *k)
 	}
 	if (k->size == sizeof(uint8_t))
 		return *(const uint8_t *)field;
+	/* A field of another shape (a string, a refund list): 1 when any of it is
+	 * set, which is what `sluice check` asks of it. */
+	for (size_t i = 0; i < k->size; i++)
+		if (field[i])
+			return 1;
 	return 0;
 }
 
@@ -130,6 +136,27 @@ static int parse_dir(struct sl_config *cfg, const struct sl_key_def *k, char *te
 		return -1;
 	}
 	return 0;
+}
+
+static int parse_refund(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
+{
+	struct sl_refund r;
+	char why[160];
+
+	if (sl_refund_parse(text, &r, why, sizeof(why)) != 0) {
+		sl_config_error(cfg, line, "bad %s '%s': %s (e.g. refund = 304, 5xx, 429, failed)", k->name, text, why);
+		return -1;
+	}
+	memcpy((char *)base + k->offset, &r, sizeof(r));
+	return 0;
+}
+
+static void format_refund(const struct sl_key_def *k, const void *base, char *buf, size_t size)
+{
+	struct sl_refund r;
+
+	memcpy(&r, (const char *)base + k->offset, sizeof(r));
+	sl_refund_format(&r, buf, size);
 }
 
 static int parse_endpoint(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
@@ -397,4 +424,5 @@ const struct sl_key_type_ops sl_key_types[SL_KT_KINDS] = {
 	[SL_KT_SCOPE] = CHOICE(scope_names),
 	[SL_KT_SWITCH] = CHOICE(switch_names),
 	[SL_KT_DIR] = {parse_dir, format_path, NULL, 0},
+	[SL_KT_REFUND] = {parse_refund, format_refund, NULL, 0},
 };

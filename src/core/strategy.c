@@ -454,6 +454,64 @@ void sl_strategy_convert(const struct sl_spec *from, const struct sl_spec *to, s
 	sl_strategy_exhaust(to, st, now, wall_off);
 }
 
+/* One request's count out of bucket b, while the ring still holds it. */
+static void slide_sub(struct sl_slide *sl, int64_t b, uint64_t w)
+{
+	int64_t newest = sl_sane_ns(sl->newest);
+
+	if (b <= newest && b > newest - B && sl->count[(uint64_t)b % B] >= w)
+		sl->count[(uint64_t)b % B] -= w;
+}
+
+/* A window's count less w when the window is still the one `at` fell in. */
+static void window_sub(int64_t win, uint64_t *used, int64_t k, uint64_t w)
+{
+	if (sl_sane_ns(win) == k && *used >= w)
+		*used -= w;
+}
+
+void sl_strategy_refund(const struct sl_spec *s, struct sl_state *st, int64_t at, uint64_t cost, int64_t now,
+                        int64_t wall_off)
+{
+	uint64_t w = weight(s, cost);
+
+	if (s->amount == 0)
+		return;
+	switch (s->strategy) {
+	case SL_STRAT_FIXED_WINDOW:
+		window_sub(st->rel_win, &st->rel_win_used, fixed_index(s, at, wall_off), w);
+		window_sub(st->win, &st->win_used, fixed_index(s, at, wall_off), w);
+		break;
+	case SL_STRAT_SESSION_WINDOW:
+		/* the session it went in, while that session lasts */
+		if (at >= sl_sane_ns(st->rel_win) && at < sl_sane_ns(st->rel_win) + window(s) &&
+		    now < sl_sane_ns(st->rel_win) + window(s) && st->rel_win_used >= w)
+			st->rel_win_used -= w;
+		if (at >= sl_sane_ns(st->win) && at < sl_sane_ns(st->win) + window(s) &&
+		    now < sl_sane_ns(st->win) + window(s) && st->win_used >= w)
+			st->win_used -= w;
+		break;
+	case SL_STRAT_SLIDING_WINDOW:
+		slide_sub(rel_slide_of(st), slide_bucket(s, at), w);
+		slide_sub(slide_of(st), slide_bucket(s, at), w);
+		break;
+	default: {
+		/* A release fills the bucket until at least an increment after it: given
+		 * back within that, its increment is still in the bucket and drains out
+		 * of it (never below empty, now).  Later it may have drained already -
+		 * what fills the bucket then is others', not to be given away. */
+		int64_t inc = sl_gcra_increment(s, cost);
+
+		if (now >= sl_sane_ns(at) + inc)
+			break;
+		if (sl_sane_ns(st->rel_tat_ns) > now)
+			st->rel_tat_ns = SL_MAX(now, sl_sane_ns(st->rel_tat_ns) - inc);
+		if (sl_sane_ns(st->tat_ns) > now)
+			st->tat_ns = SL_MAX(now, sl_sane_ns(st->tat_ns) - inc);
+	}
+	}
+}
+
 void sl_strategy_exhaust(const struct sl_spec *to, struct sl_state *st, int64_t now, int64_t wall_off)
 {
 	if (to->amount == 0)

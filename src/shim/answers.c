@@ -19,26 +19,140 @@
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/pause.h"
+#include "sluice/refund.h"
 #include "sluice/sniff.h"
 
 #include <errno.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <inttypes.h>
 #include <time.h>
 
-/* The sections of m that read answers: enforcing, with a rate, signals = on. */
-static uint64_t reading(const struct sl_match *m)
+/* The sections of m that read answers: enforcing, with a rate, signals = on or a
+ * refund list; *refunding: whether some have a refund list. */
+static uint64_t reading(const struct sl_match *m, int *refunding)
 {
 	uint64_t out = 0;
 
+	*refunding = 0;
 	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
 		unsigned k = (unsigned)__builtin_ctzll(bits);
 		const struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[k]);
 
-		if (sec && sec->spec.signals && sec->spec.amount && sec->spec.mode == SL_MODE_ENFORCE)
+		if (!sec || !sec->spec.amount || sec->spec.mode != SL_MODE_ENFORCE)
+			continue;
+		if (sl_refund_any(&sec->spec.refund))
+			*refunding = 1;
+		if (sec->spec.signals || sl_refund_any(&sec->spec.refund))
 			out |= 1ull << k;
 	}
 	return out;
+}
+
+/* Whether some section of m gives back an answer of `status` (0: a failure) of
+ * its meter.  Read without the lock, to spare every other answer the lock;
+ * sl_admit_uncounted decides under it. */
+static int refunds_any(const struct sl_match *m, unsigned status)
+{
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		const struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec && (status ? sl_refund_status(&sec->spec.refund, status)
+		                   : (sec->spec.refund.classes & SL_REFUND_FAILED) != 0))
+			return 1;
+	}
+	return 0;
+}
+
+/* The release at `at` given back in m's sections of `meter` that refund `status`. */
+static void give_back(struct sl_record *rec, const struct sl_match *m, unsigned status, int64_t at, unsigned meter)
+{
+	struct sl_match of = *m;
+	int n;
+
+	of.mask = 0;
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits);
+		const struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[k]);
+
+		if (sec && sec->spec.meter == meter)
+			of.mask |= 1ull << k;
+	}
+	if (!of.mask || !refunds_any(&of, status))
+		return;
+	n = sl_admit_uncounted(sl_shim.shm.hdr, &of, status, at, sl_clock_mono_ns(), sl_shim.pid);
+	if (n > 0)
+		sl_debug("%s on fd %d %s: given back in %d section%s (refund)",
+		         meter == SL_METER_CONNECTIONS ? "connection" : "request", rec->fd,
+		         status ? "answered with a status the destination does not count" : "failed", n,
+		         n > 1 ? "s" : "");
+}
+
+void sl_refund_released(struct sl_record *rec, int64_t at, int conn)
+{
+	struct sl_rec_refunds *r = rec->talk ? rec->talk->refunds : NULL;
+
+	if (!r || !at)
+		return;
+	if (conn) {
+		if (!r->conn_ns)
+			r->conn_ns = at;
+		return;
+	}
+	if (r->n < SL_REFUND_RING)
+		r->req_ns[(r->head + r->n++) % SL_REFUND_RING] = at;
+}
+
+/* The answer to the oldest request outstanding (and the connection's first) had
+ * `status`: what its sections refund is given back. */
+static void refund_answered(struct sl_record *rec, unsigned status)
+{
+	struct sl_rec_refunds *r = rec->talk ? rec->talk->refunds : NULL;
+	struct sl_match m;
+	int64_t conn = 0, req = 0;
+
+	if (!r)
+		return;
+	r->answered = 1;
+	if (r->conn_ns) {
+		conn = r->conn_ns;
+		r->conn_ns = 0;
+	}
+	if (r->n) {
+		req = r->req_ns[r->head];
+		r->head = (uint8_t)((r->head + 1) % SL_REFUND_RING);
+		r->n--;
+	}
+	sl_rec_match(rec, SL_USE_SIG, &m);
+	if (conn)
+		give_back(rec, &m, status, conn, SL_METER_CONNECTIONS);
+	if (req)
+		give_back(rec, &m, status, req, SL_METER_REQUESTS);
+}
+
+void sl_refund_failed(int fd, int err)
+{
+	struct sl_record *rec;
+	struct sl_rec_refunds *r;
+	struct sl_match m;
+
+	if (err != ECONNREFUSED && err != ECONNRESET && err != ETIMEDOUT && err != EHOSTUNREACH &&
+	    err != ENETUNREACH && err != ECONNABORTED)
+		return;
+	if (!(rec = sl_record_of(fd)))
+		return;
+	sl_shim_lock(&rec->lock);
+	if ((r = rec->talk ? rec->talk->refunds : NULL) && (r->conn_ns || r->n)) {
+		sl_rec_match(rec, SL_USE_SIG, &m);
+		/* The connection itself only before any answer; the requests that had
+		 * none, each. */
+		if (r->conn_ns && !r->answered)
+			give_back(rec, &m, 0, r->conn_ns, SL_METER_CONNECTIONS);
+		r->conn_ns = 0;
+		for (; r->n; r->n--, r->head = (uint8_t)((r->head + 1) % SL_REFUND_RING))
+			give_back(rec, &m, 0, r->req_ns[r->head], SL_METER_REQUESTS);
+	}
+	sl_shim_unlock(&rec->lock);
 }
 
 /* Whether any of them adapts its rate (good answers then count). */
@@ -53,9 +167,10 @@ static int adapting(const struct sl_match *m)
 	return 0;
 }
 
-int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m)
+int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m, int64_t conn_released)
 {
-	uint64_t bits = reading(m);
+	int refunding;
+	uint64_t bits = reading(m, &refunding);
 	struct sl_record *rec;
 
 	struct sl_match sig;
@@ -71,7 +186,13 @@ int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m)
 	if (sl_held_add_sects(rec, d, &sig, SL_USE_SIG) < 0 || sl_talk_begin(rec) < 0) {
 		sl_rec_drop_use(rec, SL_USE_SIG); /* no memory: its answers are not read */
 		rc = -ENOSPC;
+	} else if (refunding && !rec->talk->refunds) {
+		/* No memory: nothing is given back, which only errs on the safe side. */
+		if ((rec->talk->refunds = sl_slab_alloc(sizeof(*rec->talk->refunds))))
+			memset(rec->talk->refunds, 0, sizeof(*rec->talk->refunds));
 	}
+	if (rc == 0)
+		sl_refund_released(rec, conn_released, 1);
 	sl_shim_unlock(&rec->lock);
 	return rc;
 }
@@ -150,6 +271,7 @@ static void answered(struct sl_record *rec, const struct sl_resp_fields *f)
 
 	struct sl_match m;
 
+	refund_answered(rec, f->status);
 	clock_gettime(CLOCK_REALTIME, &wall);
 	sl_signal_decide(f, (int64_t)wall.tv_sec, &sig);
 	sl_rec_match(rec, SL_USE_SIG, &m);

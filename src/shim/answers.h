@@ -8,9 +8,19 @@
 
 #include <sys/uio.h>
 
-/* A connection to d whose sections in m may read its answers: kept in a record
- * for its life when some of them do (answers.c).  0, or -ENOSPC. */
-int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m);
+/* A connection to d whose sections in m may read its answers (signals, refund):
+ * kept in a record for its life when some of them do (answers.c), its release at
+ * conn_released (0: not yet) kept for a refund.  0, or -ENOSPC. */
+int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m, int64_t conn_released);
+
+/* refund = ... (refund.h), under rec->lock: a release of rec's connection (`conn`)
+ * or of a request on it at `at`, to give back if its answer says so. */
+void sl_refund_released(struct sl_record *rec, int64_t at, int conn);
+
+/* fd's connection failed with err (refused, reset, timed out): its connection, if
+ * no answer came, and its requests without one are given back where the refund
+ * list says `failed`.  Takes the record's lock. */
+void sl_refund_failed(int fd, int err);
 
 /* answers.c, under rec->lock: what was written (requests followed) and read. */
 void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);

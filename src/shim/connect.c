@@ -89,7 +89,7 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 	/* Sections that read the destination's answers: followed for its life. */
 	if ((rc == 0 || rc == -EINPROGRESS) && (t.n || t.nr || t.nb)) {
 		sl_match_union(&u, &u, &t.bm);
-		if (sl_held_follow(fd, &d, &u) < 0)
+		if (sl_held_follow(fd, &d, &u, rc == 0 && made ? made->released_ns : 0) < 0)
 			sl_debug("connect on fd %d: no free hold record: its answers are not read", fd);
 	}
 	return rc;
@@ -173,6 +173,8 @@ int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const 
 	sl_admission_said(p, rc, what);
 	if (rc != SL_PEND_GO)
 		return -p->err;
+	if (made)
+		made->released_ns = p->t.mask ? p->t.released_ns : 0;
 	keep_places(fd, d, m, what, p->taken);
 	return 0;
 }
@@ -273,6 +275,7 @@ SL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	    errno != EALREADY && errno != EISCONN && errno != EAGAIN) {
 		int saved = errno;
 
+		sl_refund_failed(fd, saved);
 		sl_held_drop_failed(fd);
 		errno = saved;
 	}
@@ -291,9 +294,19 @@ SL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		*len = sizeof(err);
 		return 0;
 	}
-	if (sl_unlikely(!real))
-		return (int)syscall(SYS_getsockopt, fd, level, name, val, len);
-	return real(fd, level, name, val, len);
+	err = sl_unlikely(!real) ? (int)syscall(SYS_getsockopt, fd, level, name, val, len)
+	                          : real(fd, level, name, val, len);
+	/* A connect that failed, as a non-blocking caller learns it: refund = failed. */
+	if (sl_unlikely(level == SOL_SOCKET && name == SO_ERROR && err == 0 && sl_fdtab_get(fd)) && val && len &&
+	    *len >= (socklen_t)sizeof(int)) {
+		int e, saved = errno;
+
+		memcpy(&e, val, sizeof(e));
+		if (e)
+			sl_refund_failed(fd, e);
+		errno = saved;
+	}
+	return err;
 }
 
 SL_EXPORT int shutdown(int fd, int how)

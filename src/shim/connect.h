@@ -19,6 +19,7 @@ struct sl_made_connect {
 	int done;     /* the connect was made */
 	int rc, err;  /* its result and errno */
 	int blocking; /* the socket is blocking */
+	int64_t released_ns; /* when its admission released it (0: not released) */
 };
 
 int sl_connect_act(void *arg);

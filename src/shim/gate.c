@@ -269,6 +269,8 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 		sl_wait_moved(sl_shim.shm.hdr, &rm, st->first_released_ns, now, sl_shim.pid);
 		st->first_released_ns = 0;
 		moved_from = now; /* and once more when the write is made */
+		if (sl_stream_parsed(rec))
+			sl_refund_released(rec, now, 0);
 	}
 	if ((!rm.mask || !sl_stream_starts(rec, g->iov, g->iovcnt)) && !needs_bytes(rec, g->iov, g->iovcnt)) {
 		go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
@@ -320,6 +322,12 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		sl_admission_said(p, rc, what);
 		rec->state = SL_REC_FIRST; /* nothing is left in hand */
 		rc = -p->err;
+		/* A request refused on an open connection: the connection is ended as
+		 * the errno says, both ways.  Left open, a client that reads for an
+		 * answer after a failed send (python's http.client under urllib3) waits
+		 * for one that never comes - the server still waits for the request. */
+		if (rec->kind == SL_KIND_CONNECTION && (want->mask & sl_rec_mask(rec, SL_USE_REQ)) && sl_real.shutdown)
+			sl_real.shutdown(g->fd, SHUT_RDWR);
 		settle_and_unlock(g->fd, rec);
 		return gate_done(g, rc);
 	}
@@ -329,6 +337,12 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		log_go(what, rec, want);
 	else
 		sl_admission_said(p, rc, what); /* observe only, no rate, a fallback */
+	/* What a refund may give back (answers.c): the connection named by this first
+	 * write, the request it begins. */
+	if (released && (want->mask & sl_rec_mask(rec, SL_USE_CONN)))
+		sl_refund_released(rec, released, 1);
+	if (released && (want->mask & sl_rec_mask(rec, SL_USE_REQ)) && sl_stream_parsed(rec))
+		sl_refund_released(rec, released, 0);
 	went(rec);
 	go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
 	/* A datagram leaves whole inside its send call: its release moves on to

@@ -217,6 +217,7 @@ static void connect_now(struct sl_record *rec, struct sl_made_connect *mk)
 	}
 	rec->state = SL_REC_OPEN;
 	sl_rec_drop_use(rec, SL_USE_CONN); /* released: its first write is not held again */
+	sl_refund_released(rec, mk->released_ns, 1);
 	if (rec->stream && rec->stream->admitted_next)
 		rec->stream->first_released_ns = sl_clock_mono_ns();
 }
@@ -244,6 +245,7 @@ static int defer_step(struct sl_record *rec, int64_t now, struct sl_made_connect
 	}
 	sl_rec_set_places(rec, p->taken);
 	p->taken = 0;
+	mk->released_ns = p->t.mask ? p->t.released_ns : 0;
 	return 1;
 }
 

@@ -152,7 +152,7 @@ int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwa
 
 		sl_match_union(&u, &t.m, &t.rm);
 		sl_match_union(&u, &u, &t.bm);
-		if (sl_held_follow(fd, &d, &u) < 0)
+		if (sl_held_follow(fd, &d, &u, 0) < 0)
 			sl_debug("first write on fd %d: no free hold record: its answers are not read", fd);
 	}
 	return sl_held_write_data(fd, dontwait, iov, iovcnt, limit, track);

@@ -131,10 +131,25 @@ struct sl_rec_lines {
 	struct sl_http1 h1;
 	struct sl_response resp;
 };
+/* refund = ... (refund.h): what may be given back when the answers say so - the
+ * connection's release (meter = connections) until its first answer, and each
+ * request's (meter = requests) until its own.  A piece of its own, only for a
+ * connection to a section with a refund list. */
+#define SL_REFUND_RING 16
+struct sl_rec_refunds {
+	int64_t conn_ns;                /* the connection's release; 0: none, or settled */
+	int64_t req_ns[SL_REFUND_RING]; /* requests released, not yet answered: a ring,
+	                                 * oldest at head (one beyond it is not kept and
+	                                 * not given back) */
+	uint8_t head, n;
+	uint8_t answered;               /* an answer came: the connection did not fail */
+	uint8_t pad[5];
+};
 struct sl_rec_talk {
 	struct sl_h1_parked h1;
 	struct sl_resp_parked resp;
 	struct sl_rec_lines *lines; /* non-NULL: the parsers are these, not the parked */
+	struct sl_rec_refunds *refunds; /* NULL: nothing to give back */
 };
 
 /* A socket the shim holds, meters or follows.  This much for every such socket;

@@ -9,6 +9,7 @@
  * connect under way does.
  */
 #include "fdtab.h"
+#include "answers.h"
 #include "held.h"
 #include "record.h"
 #include "tls.h"
@@ -30,6 +31,11 @@ static inline ssize_t noted_iov(int fd, ssize_t r, const struct iovec *iov, int 
 		errno = saved;
 	} else if (sl_unlikely(r < 0 && errno == ENOTCONN) && sl_fdtab_get(fd) && sl_held_is_deferred(fd)) {
 		errno = EAGAIN; /* a deferred connect reads as one still connecting */
+	} else if (sl_unlikely(r < 0 && errno != EAGAIN && errno != EINTR) && sl_fdtab_get(fd)) {
+		int saved = errno;
+
+		sl_refund_failed(fd, saved); /* refused, reset, timed out: refund = failed */
+		errno = saved;
 	}
 	return r;
 }

@@ -22,4 +22,11 @@ size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcn
 
 void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 
+/* Whether rec's requests are HTTP/1 messages the parser finds one by one (or not
+ * yet decided): then each answer read is the answer to one of them, in order. */
+static inline int sl_stream_parsed(const struct sl_record *rec)
+{
+	return rec->stream && rec->stream->mode != SL_STREAM_TURNS && rec->stream->mode != SL_STREAM_CONNECTION;
+}
+
 #endif

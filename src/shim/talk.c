@@ -32,6 +32,8 @@ void sl_talk_free(struct sl_record *rec)
 		return;
 	if (rec->talk->lines)
 		sl_slab_free(rec->talk->lines, sizeof(*rec->talk->lines));
+	if (rec->talk->refunds)
+		sl_slab_free(rec->talk->refunds, sizeof(*rec->talk->refunds));
 	sl_slab_free(rec->talk, sizeof(*rec->talk));
 	rec->talk = NULL;
 }

@@ -3,7 +3,8 @@
 
 Binds 127.0.0.1 (or ::1 with --ipv6) on a free port, writes the port to --port-file,
 and answers every GET, POST or PUT with a small body naming the path (and, for a
-body it received - Content-Length or chunked - how many bytes).  Each request's
+body it received - Content-Length or chunked - how many bytes); a path
+/status/NNN is answered with status NNN.  Each request's
 arrival is appended to --log as "MONOTONIC_NS PATH" (time.monotonic_ns() reads
 CLOCK_MONOTONIC, the clock the shim uses, so times compare directly).  Exits by
 itself after --lifetime seconds so a failed test never leaves it behind.
@@ -41,7 +42,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.server.log_path:
             with self.server.log_lock, open(self.server.log_path, "a") as f:
                 f.write("%d %s\n" % (now, self.path))
-        self.send_response(200)
+        # /status/NNN answers NNN (a 304 or 1xx-less 204 with no body).
+        if self.path.startswith("/status/") and self.path[8:11].isdigit():
+            status = int(self.path[8:11])
+            if status in (204, 304):
+                self.send_response(status)
+                self.end_headers()
+                return
+            self.send_response(status)
+        else:
+            self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
