@@ -33,6 +33,7 @@ enum sl_key_type {
 	SL_KT_SWITCH,   /* choices: off (0) | on (1) */
 	SL_KT_DIR,      /* auto | none ("") | an absolute directory fitting its field */
 	SL_KT_REFUND,   /* statuses, classes and failed: struct sl_refund (refund.h) */
+	SL_KT_OVERRIDE, /* an override line: read apart (config.c), each made a section */
 	SL_KT_KINDS     /* how many kinds there are */
 };
 

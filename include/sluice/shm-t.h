@@ -136,7 +136,11 @@ struct sl_spec {
 	                       * month or year (window_ns its nominal length) */
 	uint8_t durable;      /* 1: a quota the daemon keeps on disk (quota.h): releases
 	                       * spend quota_left, granted only after a save */
-	uint8_t reserved[6];
+	uint8_t pad2[2];
+	uint32_t override_of; /* an `override` line of a keyed section, made a section of
+	                       * its own: its base's slot + 1 (in a config, its index +
+	                       * 1); 0: none.  It applies only where its base matches,
+	                       * and there in place of it (matchset.c) */
 	/* refund = ...: answers the destination does not count give their request (or
 	 * connection) back (src/core/refund.c) */
 	struct sl_refund {

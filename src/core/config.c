@@ -34,6 +34,8 @@ const struct sl_key_def sl_keys[SL_KEY_COUNT] = {
 };
 
 #define RAW_MAX 4096 /* a value (match's, of any length, is kept apart: match_text) */
+#define OVERRIDES_MAX 64   /* override lines in one section */
+#define OVERRIDE_TEXT 512  /* the longest override line's value */
 
 /* A key's text as written, kept until the section is compiled. */
 struct raw_value {
@@ -65,6 +67,13 @@ struct parse_state {
 	char *match_text; /* match's value with its continuation lines (malloc'd) */
 	size_t match_len, match_cap;
 	struct name_set names;
+	/* The current section's override lines (malloc'd, OVERRIDES_MAX at most):
+	 * each made a section of its own once the section is (make_overrides). */
+	struct override_line {
+		int line;
+		char text[OVERRIDE_TEXT];
+	} *overrides;
+	unsigned noverrides;
 };
 
 void sl_config_error(struct sl_config *cfg, int line, const char *fmt, ...)
@@ -371,6 +380,78 @@ static int applies(struct sl_config *cfg, const struct sl_key_def *k, const stru
 	return 1;
 }
 
+/* One override line of section `base` ("PATTERN RATE [concurrency N]") made a
+ * section of its own (docs/config.md, "Overrides"): the base's spec with the
+ * line's pattern, rate (and concurrency), named "BASE/PATTERN" - a name no config
+ * section can have - or "BASE/override-N" when that would not fit. */
+static void make_override(struct parse_state *ps, unsigned base, const struct override_line *o, unsigned nth,
+                          int burst_given)
+{
+	struct sl_config *cfg = ps->cfg;
+	char text[OVERRIDE_TEXT], *save = NULL, *pattern, *rate, *word, *count;
+	struct sl_section_conf *sc;
+	struct sl_spec *s;
+	unsigned before = cfg->nerrors;
+
+	snprintf(text, sizeof(text), "%s", o->text);
+	pattern = strtok_r(text, " \t", &save);
+	rate = strtok_r(NULL, " \t", &save);
+	word = strtok_r(NULL, " \t", &save);
+	count = strtok_r(NULL, " \t", &save);
+	if (!pattern || !rate || (word && (strcmp(word, "concurrency") != 0 || !count)) ||
+	    strtok_r(NULL, " \t", &save)) {
+		sl_config_error(cfg, o->line, "bad override '%s' (want PATTERN RATE [concurrency N], e.g. "
+		                "override = big.example.com 50/s)", o->text);
+		return;
+	}
+	if (cfg->sections[base].spec.per == SL_PER_NONE) {
+		sl_config_error(cfg, o->line, "override needs per = ... in [%s]: it gives keys their own rates",
+		                cfg->sections[base].spec.name);
+		return;
+	}
+	if (grow((void **)&cfg->sections, &cfg->sections_cap, cfg->nsections, sizeof(*cfg->sections),
+	         SL_SECTIONS_MAX) < 0) {
+		sl_config_error(cfg, o->line, "too many sections");
+		return;
+	}
+	sc = &cfg->sections[cfg->nsections];
+	*sc = cfg->sections[base];
+	sc->line = o->line;
+	s = &sc->spec;
+	if (snprintf(s->name, sizeof(s->name), "%s/%s", cfg->sections[base].spec.name, pattern) >=
+	        (int)sizeof(s->name) ||
+	    names_find(ps, s->name) >= 0)
+		snprintf(s->name, sizeof(s->name), "%.48s/override-%u", cfg->sections[base].spec.name, nth);
+	s->override_of = base + 1;
+	parse_value(cfg, &sl_keys[SL_KEY_match], pattern, o->line, s);
+	parse_value(cfg, &sl_keys[SL_KEY_rate], rate, o->line, s);
+	if (!burst_given) /* the base's default burst follows its own rate */
+		s->burst = s->strategy == SL_STRAT_TOKEN_BUCKET && s->amount ? s->amount : 1;
+	if (count) {
+		if (s->meter != SL_METER_CONNECTIONS)
+			sl_config_error(cfg, o->line, "override: concurrency limits open connections (meter = connections)");
+		else
+			parse_value(cfg, &sl_keys[SL_KEY_concurrency], count, o->line, s);
+	}
+	if (s->calendar && s->scope == SL_SCOPE_FLEET)
+		sl_config_error(cfg, o->line, "override: a calendar window (/w, /mo, /y) is not shared by a fleet yet");
+	if (cfg->nerrors != before) {
+		cfg->npatterns = SL_MIN(cfg->npatterns, s->pattern_first);
+		return;
+	}
+	if (names_add(ps, cfg->nsections) < 0) {
+		sl_config_error(cfg, o->line, "out of memory (%u sections)", cfg->nsections);
+		return;
+	}
+	cfg->nsections++;
+}
+
+static void make_overrides(struct parse_state *ps, unsigned base, int burst_given)
+{
+	for (unsigned i = 0; i < ps->noverrides; i++)
+		make_override(ps, base, &ps->overrides[i], i + 1, burst_given);
+}
+
 /* Compile the raw keys of the section that just ended into cfg->sections[]: each
  * key in the table's order, given or by default, then the rules that span keys. */
 static void finish_section(struct parse_state *ps)
@@ -429,14 +510,17 @@ static void finish_section(struct parse_state *ps)
 		                "yet: scope = local, or a window in s, m, h or d", s->name);
 
 	if (cfg->nerrors == before) {
-		if (names_add(ps, cfg->nsections) < 0)
+		if (names_add(ps, cfg->nsections) < 0) {
 			sl_config_error(cfg, ps->header_line, "out of memory (%u sections)", cfg->nsections);
-		else
+		} else {
 			cfg->nsections++;
+			make_overrides(ps, cfg->nsections - 1, raw[SL_KEY_burst].line != 0);
+		}
 	} else {
 		cfg->npatterns = s->pattern_first; /* its patterns go with it */
 	}
 out:
+	ps->noverrides = 0;
 	for (int k = 0; k < SL_KEY_COUNT; k++)
 		ps->raw[k].line = 0;
 	ps->match_len = 0;
@@ -508,6 +592,28 @@ static int match_append(struct parse_state *ps, const char *value)
 	return 0;
 }
 
+/* An override line of the current section, kept for make_overrides. */
+static void add_override(struct parse_state *ps, const char *value)
+{
+	struct override_line *o;
+
+	if (ps->noverrides >= OVERRIDES_MAX) {
+		sl_config_error(ps->cfg, ps->line, "more than %d override lines in [%s]", OVERRIDES_MAX, ps->section);
+		return;
+	}
+	if (strlen(value) >= OVERRIDE_TEXT) {
+		sl_config_error(ps->cfg, ps->line, "override is too long (at most %d characters)", OVERRIDE_TEXT - 1);
+		return;
+	}
+	if (!ps->overrides && !(ps->overrides = calloc(OVERRIDES_MAX, sizeof(*ps->overrides)))) {
+		sl_config_error(ps->cfg, ps->line, "out of memory (override)");
+		return;
+	}
+	o = &ps->overrides[ps->noverrides++];
+	o->line = ps->line;
+	snprintf(o->text, sizeof(o->text), "%s", value);
+}
+
 /* inih's handler: returns nonzero to carry on (inih's convention). */
 static int on_key(void *user, const char *section, const char *name, const char *value)
 {
@@ -548,6 +654,10 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		return 1;
 	}
 	ps->last_key = k;
+	if (k == SL_KEY_override) {
+		add_override(ps, value);
+		return 1;
+	}
 	if (r->line) {
 		sl_config_error(cfg, ps->line, "duplicate key '%s' in [%s] (first at line %d)", name,
 		          ps->section, r->line);
@@ -807,6 +917,7 @@ int sl_config_load_string(struct sl_config *cfg, const char *path, const char *t
 	ps->text = text;
 	rc = parse_with(cfg, path, read_string_line, ps);
 	free(ps->match_text);
+	free(ps->overrides);
 	free(ps->names.slot);
 	free(ps);
 	return rc;

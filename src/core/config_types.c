@@ -159,6 +159,22 @@ static void format_refund(const struct sl_key_def *k, const void *base, char *bu
 	sl_refund_format(&r, buf, size);
 }
 
+/* Override lines are read apart, each made a section of its own (config.c):
+ * this parser meets none. */
+static int parse_override(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
+{
+	(void)base;
+	sl_config_error(cfg, line, "%s '%s': not here", k->name, text);
+	return -1;
+}
+
+static void format_override(const struct sl_key_def *k, const void *base, char *buf, size_t size)
+{
+	uint32_t of = (uint32_t)sl_key_load(base, k);
+
+	snprintf(buf, size, "of section %u", of);
+}
+
 static int parse_endpoint(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
 {
 	char err[200] = "";
@@ -425,4 +441,5 @@ const struct sl_key_type_ops sl_key_types[SL_KT_KINDS] = {
 	[SL_KT_SWITCH] = CHOICE(switch_names),
 	[SL_KT_DIR] = {parse_dir, format_path, NULL, 0},
 	[SL_KT_REFUND] = {parse_refund, format_refund, NULL, 0},
+	[SL_KT_OVERRIDE] = {parse_override, format_override, NULL, 0},
 };

@@ -157,6 +157,45 @@ static void sort_positions(struct sl_match *m, unsigned n)
 		}
 }
 
+/* Overrides (docs/config.md, "Overrides"): an override section applies only where
+ * its base does, and there in place of it - the first of a base's overrides that
+ * takes the destination, in slot order.  The rest of the positions close up, in
+ * order.  Returns the positions left. */
+static unsigned apply_overrides(struct sl_shm_header *h, struct sl_match *m, unsigned n)
+{
+	uint64_t drop = 0;
+	unsigned out = 0;
+
+	for (unsigned k = 0; k < n; k++) {
+		const struct sl_section *sec = sl_shm_section(h, m->idx[k]);
+		uint32_t of = sec ? sec->spec.override_of : 0;
+		int b;
+
+		if (!of)
+			continue;
+		b = sl_match_find(m, of - 1);
+		if (b < 0 || (drop >> b) & 1)
+			drop |= 1ULL << k; /* not where its base applies, or another override came first */
+		else
+			drop |= 1ULL << b;
+	}
+	if (!drop)
+		return n;
+	for (unsigned k = 0; k < n; k++) {
+		uint64_t keyed = (m->keyed >> k) & 1;
+
+		if ((drop >> k) & 1)
+			continue;
+		m->idx[out] = m->idx[k];
+		m->serial[out] = m->serial[k];
+		m->keyed = (m->keyed & ~(1ULL << out)) | keyed << out;
+		out++;
+	}
+	m->mask = out == 64 ? UINT64_MAX : (1ULL << out) - 1;
+	m->keyed &= m->mask;
+	return out;
+}
+
 /* One pass: the sections whose patterns take `d`, found through the index. */
 static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct sl_match *m)
 {
@@ -168,6 +207,7 @@ static int match_pass(struct sl_shm_header *h, const struct sl_dest *d, struct s
 	memset(m->conc_key, 0, sizeof(m->conc_key));
 	sl_index_lookup(h, d, gather_pattern, &g);
 	sort_positions(m, g.count);
+	g.count = apply_overrides(h, m, g.count);
 	if (m->keyed)
 		sl_keysrc_from_dest(&m->src, d);
 	return (int)g.count;

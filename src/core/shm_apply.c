@@ -258,6 +258,13 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 	used = SL_MIN(h->slots_used, v->dims.sections);
 	keep_staying(h, cfg, &p, used, now);
 	place_new(h, cfg, &p, v->dims.sections);
+	/* An override names its base by config index; in the segment, by slot. */
+	for (unsigned j = 0; j < cfg->nsections; j++) {
+		uint32_t of = cfg->sections[j].spec.override_of;
+
+		sl_shm_section(h, p.slot_of[j] - 1)->spec.override_of =
+			of && of <= cfg->nsections ? p.slot_of[of - 1] : 0;
+	}
 	{
 		struct convert_arg c = {cfg, &p, now, h->wall_off_ns, h};
 

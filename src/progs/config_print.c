@@ -38,6 +38,8 @@ static int shown(const struct sl_key_def *k, const struct sl_spec *s)
 		return 0;
 	if (k->needs != SL_NEEDS_NONE && !sl_key_load(s, &sl_keys[k->needs]))
 		return 0;
+	if (k->type == SL_KT_OVERRIDE)
+		return 0; /* said in the section's heading (sl_config_dump) */
 	return !(k->flags & SL_KF_IF_SET) || sl_key_load(s, k) != 0;
 }
 
@@ -85,7 +87,13 @@ void sl_config_dump(const struct sl_config *cfg, FILE *out)
 		fprintf(out, "  %-14s %s\n", sl_keys[k].name, value);
 	}
 	for (unsigned i = 0; i < cfg->nsections; i++) {
-		fprintf(out, "[%s]  (line %d)\n", cfg->sections[i].spec.name, cfg->sections[i].line);
+		uint32_t of = cfg->sections[i].spec.override_of;
+
+		if (of && of <= cfg->nsections)
+			fprintf(out, "[%s]  (line %d: an override of [%s], for the keys its match takes)\n",
+			        cfg->sections[i].spec.name, cfg->sections[i].line, cfg->sections[of - 1].spec.name);
+		else
+			fprintf(out, "[%s]  (line %d)\n", cfg->sections[i].spec.name, cfg->sections[i].line);
 		sl_spec_dump(&cfg->sections[i].spec, sl_config_patterns(cfg, &cfg->sections[i].spec), "  ", out);
 	}
 }

@@ -531,7 +531,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 	}
 	gather_views(h, &va);
 	for (unsigned i = 0; i < va.nsections; i++) {
-		char match[1024], rate[64], p50[32], p99[32], max[32];
+		char match[1024], rate[64], p50[32], p99[32], max[32], base_name[SL_SECTION_NAME_MAX];
+		const char *base;
 		const struct sl_state *st = &sec.state;
 		const struct key_view *kv = va.views && va.view_of[i] ? &va.views[va.view_of[i] - 1] : NULL;
 		uint64_t queued, open;
@@ -549,6 +550,18 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			memcpy(&scratch, &sec, sizeof(scratch));
 			next = sl_stats_next_slot_ns(&scratch, now, sl_sane_ns(h->wall_off_ns));
 		}
+		{
+			/* An override's base, by name (docs/config.md, "Overrides"). */
+			const struct sl_section *of = sec.spec.override_of ? sl_shm_section(h, sec.spec.override_of - 1)
+			                                                    : NULL;
+
+			base = NULL;
+			if (of && of->in_use) {
+				memcpy(base_name, of->spec.name, sizeof(base_name));
+				base_name[sizeof(base_name) - 1] = '\0';
+				base = base_name;
+			}
+		}
 		if (sec.spec.amount)
 			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.calendar, sec.spec.meter == SL_METER_BYTES,
 			               rate, sizeof(rate));
@@ -559,6 +572,10 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			json_string(out, sec.spec.name);
 			fprintf(out, ",\"match\":");
 			json_string(out, match);
+			if (base) {
+				fprintf(out, ",\"override_of\":");
+				json_string(out, base);
+			}
 			fprintf(out, ",\"meter\":\"%s\",\"strategy\":\"%s\",\"rate\":\"%s\","
 			        "\"amount\":%llu,\"window_ns\":%lld,\"burst\":%llu,\"mode\":\"%s\","
 			        "\"queued\":%llu,\"wait_p50_us\":%lld,"
@@ -597,6 +614,8 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			fprintf(out, " %10s %10s %10s\n", p50, p99, max);
 			fprintf(out, "  match %s%s", match,
 			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
+			if (base)
+				fprintf(out, "  (override of [%s]: its keys here run at this rate)", base);
 			if (next > 0)
 				fprintf(out, "  next slot in %.1f ms", (double)next / 1e6);
 			if (sec.spec.concurrency)
