@@ -1,4 +1,4 @@
-/* Overrides (docs/config.md, "Overrides"): override lines compiled into sections of
+/* The matcher with overrides (docs/config.md, "Overrides"): override lines compiled into sections of
  * their own, and the matcher putting an override in place of its base only where
  * the base applies. */
 #include <setjmp.h>
