@@ -1,6 +1,6 @@
 /*
  * quota.h - quotas that outlive the segment (README, "Quotas"; docs/design.md,
- * "Durable quotas").
+ * "Quotas").
  *
  * A section whose window is an hour or longer (sl_quota_kept) is durable when the
  * daemon keeps a state directory: its state, and every key's, is saved in a file

@@ -104,6 +104,11 @@ size_t sl_resp_feed(struct sl_response *p, const void *buf, size_t len, sl_resp_
 /* The connection ended (EOF): a body framed by the close is complete. */
 void sl_resp_eof(struct sl_response *p);
 
+/* Final responses read to their end - headers and whole body (a HEAD's, 204's or
+ * 304's with their headers): one less than finals while inside one's body, or
+ * lost (its end is then not known). */
+uint64_t sl_resp_ended(const struct sl_response *p);
+
 /* What a response asks of the queue. */
 enum sl_signal_kind {
 	SL_SIGNAL_NONE = 0,

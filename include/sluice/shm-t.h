@@ -413,6 +413,12 @@ struct sl_shm_header {
 	                          * (from layout 8.1 on; empty in older segments) */
 };
 
+/* Whether a segment's header carries shm_name (layout 8.1 and every later one). */
+static inline int sl_shm_has_name(const struct sl_shm_header *h)
+{
+	return h->major > 8 || (h->major == 8 && h->minor >= 1);
+}
+
 enum sl_redis_state {
 	SL_REDIS_NONE = 0,       /* no fleet section: no Redis */
 	SL_REDIS_CONNECTING = 1,

@@ -428,8 +428,9 @@ static void make_override(struct parse_state *ps, unsigned base, const struct ov
 	if (!burst_given) /* the base's default burst follows its own rate */
 		s->burst = s->strategy == SL_STRAT_TOKEN_BUCKET && s->amount ? s->amount : 1;
 	if (count) {
-		if (s->meter != SL_METER_CONNECTIONS)
-			sl_config_error(cfg, o->line, "override: concurrency limits open connections (meter = connections)");
+		if (s->meter != SL_METER_CONNECTIONS && s->meter != SL_METER_REQUESTS)
+			sl_config_error(cfg, o->line, "override: concurrency limits open connections or requests in "
+			                "flight (meter = connections or requests)");
 		else
 			parse_value(cfg, &sl_keys[SL_KEY_concurrency], count, o->line, s);
 	}

@@ -527,6 +527,18 @@ void sl_resp_eof(struct sl_response *p)
 		p->state = SL_RESP_IDLE;
 }
 
+uint64_t sl_resp_ended(const struct sl_response *p)
+{
+	switch (p->state) {
+	case SL_RESP_IDLE:
+	case SL_RESP_STATUS:
+	case SL_RESP_HEADER: /* the next one's headers: not counted in finals yet */
+		return p->finals;
+	default: /* in a final response's body, or lost inside one */
+		return p->finals ? p->finals - 1 : 0;
+	}
+}
+
 /* --- what a response asks --- */
 
 const char *sl_signal_name(unsigned kind)

@@ -35,7 +35,7 @@ static void look_inside(struct sl_segment *s)
 		if (sl_shm_magic_is_ours(magic)) {
 			/* Copied out, each cut at its end: the segment is anyone's to scribble. */
 			s->kind = SL_SEGMENT_OURS;
-			if (h->minor >= 1) {
+			if (sl_shm_has_name(h)) {
 				memcpy(s->name, h->shm_name, sizeof(s->name));
 				s->name[sizeof(s->name) - 1] = '\0';
 			}

@@ -458,10 +458,10 @@ void sl_stats_key_views_free(struct sl_key_views *kv)
 	free(kv);
 }
 
-/* The name the segment was made under, when it says (minor 1 on). */
+/* The name the segment was made under, when it says (layout 8.1 on). */
 static int segment_name(const struct sl_shm_header *h, char name[sizeof(h->shm_name)])
 {
-	if (h->minor < 1)
+	if (!sl_shm_has_name(h))
 		return 0;
 	memcpy(name, h->shm_name, sizeof(h->shm_name));
 	name[sizeof(h->shm_name) - 1] = '\0';

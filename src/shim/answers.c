@@ -14,6 +14,7 @@
 #include "answers.h"
 #include "fdtab.h"
 #include "held.h"
+#include "inflight.h"
 #include "record.h"
 #include "tls.h"
 #include "sluice/admit.h"
@@ -39,7 +40,12 @@ static uint64_t reading(const struct sl_match *m, int *refunding)
 		unsigned k = (unsigned)__builtin_ctzll(bits);
 		const struct sl_section *sec = sl_shm_section(sl_shim.shm.hdr, m->idx[k]);
 
-		if (!sec || !sec->spec.amount || sec->spec.mode != SL_MODE_ENFORCE)
+		if (!sec || sec->spec.mode != SL_MODE_ENFORCE)
+			continue;
+		/* requests in flight end with their answers (inflight.h), rate or none */
+		if (sec->spec.concurrency && sec->spec.meter == SL_METER_REQUESTS)
+			out |= 1ull << k;
+		if (!sec->spec.amount)
 			continue;
 		if (sl_refund_any(&sec->spec.refund))
 			*refunding = 1;
@@ -312,6 +318,8 @@ static void follow_answers(struct sl_record *rec, const struct iovec *iov, int i
 	if (l->resp.state == SL_RESP_LOST && !was_lost)
 		sl_debug("answers on fd %d: cannot follow (%s): left alone", rec->fd,
 		         l->resp.why ? l->resp.why : "?");
+	if (l->resp.state != SL_RESP_LOST)
+		sl_inflight_answers(rec, sl_resp_ended(&l->resp));
 	sl_talk_close(rec, l);
 }
 
@@ -333,11 +341,19 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 
 		if (l) {
 			sl_resp_eof(&l->resp);
+			sl_inflight_answers(rec, sl_resp_ended(&l->resp));
 			sl_talk_close(rec, l);
 		}
 		return;
 	}
 	follow_answers(rec, iov, iovcnt, n);
+}
+
+int sl_signals_follow_ends(const struct sl_record *rec)
+{
+	/* In plaintext (on the socket, or through libssl) and not lost. */
+	return rec->talk && sl_rec_mask(rec, SL_USE_SIG) && sl_talk_resp_state(rec) != SL_RESP_LOST &&
+	       (!rec->tls || rec->stream == NULL || rec->stream->mode == SL_STREAM_TLS_HTTP1);
 }
 
 void sl_signals_plain(int fd, const void *buf, size_t n, int reading)

@@ -31,6 +31,10 @@ int sl_signals_follows_writes(const struct sl_record *rec);
 
 void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 
+/* Whether rec's answers are read to their ends (in plaintext, the parser not lost):
+ * else a request in flight ends with a read that returns data (inflight.h). */
+int sl_signals_follow_ends(const struct sl_record *rec);
+
 /* The plaintext of a TLS connection on fd, read (`reading`) or written through
  * libssl (tls.c); takes the record's lock. */
 void sl_signals_plain(int fd, const void *buf, size_t n, int reading);

@@ -92,6 +92,8 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 		if (sl_held_follow(fd, &d, &u, rc == 0 && made ? made->released_ns : 0) < 0)
 			sl_debug("connect on fd %d: no free hold record: its answers are not read", fd);
 	}
+	if (rc == 0 && t.nr)
+		sl_held_first_request_places(fd);
 	return rc;
 }
 

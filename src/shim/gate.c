@@ -11,6 +11,7 @@
 #include "fdtab.h"
 #include "gate.h"
 #include "held.h"
+#include "inflight.h"
 #include "record.h"
 #include "stream.h"
 #include "kicker.h"
@@ -337,6 +338,16 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		log_go(what, rec, want);
 	else
 		sl_admission_said(p, rc, what); /* observe only, no rate, a fallback */
+	/* Places taken: a request's until its answer ends, the connection's until it
+	 * closes (inflight.h). */
+	if (p->taken) {
+		uint64_t req = sl_inflight_positions(rec, p->taken);
+
+		sl_rec_keep_keys(rec, want);
+		sl_inflight_took(rec, req);
+		sl_rec_set_places(rec, sl_rec_places(rec) | (p->taken & ~req));
+		p->taken = 0;
+	}
 	/* What a refund may give back (answers.c): the connection named by this first
 	 * write, the request it begins. */
 	if (released && (want->mask & sl_rec_mask(rec, SL_USE_CONN)))
@@ -356,6 +367,19 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		move_when_made(g, released, want);
 	settle_and_unlock(g->fd, rec);
 	return gate_done(g, 0);
+}
+
+/* Whether some requests section among `want` limits concurrency. */
+static int requests_conc(const struct sl_record *rec, uint64_t want)
+{
+	for (uint64_t bits = sl_inflight_positions(rec, want); bits; bits &= bits - 1) {
+		const struct sl_section *sec =
+			sl_shm_section(sl_shim.shm.hdr, rec->sects->e[__builtin_ctzll(bits)].idx);
+
+		if (sec && sec->spec.concurrency)
+			return 1;
+	}
+	return 0;
 }
 
 /* Nothing reserved yet: the admission of what this write needs.  It covers the
@@ -385,8 +409,10 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 	if (rec->stream)
 		rec->stream->pending = pending;
 	sl_rec_match_mask(rec, want, &m);
+	/* A request to a requests section limiting concurrency takes its place
+	 * (inflight.h); the connection's own sections with it then take theirs. */
 	sl_admission_ask(&a, sl_rec_dest(rec, &d), &m, rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED,
-	                 0);
+	                 (want & sl_rec_mask(rec, SL_USE_REQ)) && requests_conc(rec, want));
 	a.cost = pending;
 	a.room = sl_rec_wait_room(rec);
 	sl_pending_start(&w->pend, sl_shim.shm.hdr, &a, sl_clock_mono_ns());

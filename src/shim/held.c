@@ -14,6 +14,7 @@
 #include "fdtab.h"
 #include "gate.h"
 #include "held.h"
+#include "inflight.h"
 #include "record.h"
 #include "stream.h"
 #include "kicker.h"
@@ -168,6 +169,7 @@ void sl_held_put_places(struct sl_record *rec)
 	uint64_t places = sl_rec_places(rec);
 	struct sl_match m;
 
+	sl_inflight_put_all(rec);
 	if (places && !rec->inherited) {
 		sl_rec_match_mask(rec, places, &m);
 		sl_wait_conc_put(sl_shim.shm.hdr, places, &m, sl_shim.pid);
@@ -245,6 +247,7 @@ static int defer_step(struct sl_record *rec, int64_t now, struct sl_made_connect
 	}
 	sl_rec_set_places(rec, p->taken);
 	p->taken = 0;
+	sl_inflight_from_connect(rec); /* its first request's places are that request's */
 	mk->released_ns = p->t.mask ? p->t.released_ns : 0;
 	return 1;
 }
@@ -488,6 +491,17 @@ void sl_held_close(int fd)
 		sl_held_finish(last);
 }
 
+void sl_held_first_request_places(int fd)
+{
+	struct sl_record *rec = sl_record_of(fd);
+
+	if (!rec)
+		return;
+	sl_shim_lock(&rec->lock);
+	sl_inflight_from_connect(rec);
+	sl_shim_unlock(&rec->lock);
+}
+
 void sl_held_finish(struct sl_record *last)
 {
 	sl_shim_lock(&last->lock);
@@ -518,7 +532,7 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 		if (!rec->refs)
 			continue;
 		sl_shim_lock(&rec->lock);
-		if (rec->refs && sl_rec_places(rec))
+		if (rec->refs && (sl_rec_places(rec) || (rec->stream && rec->stream->inflight)))
 			sl_held_put_places(rec);
 		sl_shim_unlock(&rec->lock);
 	}
@@ -609,5 +623,9 @@ void sl_held_read(int fd, const struct iovec *iov, int iovcnt, size_t n)
 		rec->stream->read_since_write = 1;
 	if (sl_rec_mask(rec, SL_USE_SIG))
 		sl_signals_read(rec, iov, iovcnt, n);
+	/* Answers that cannot be followed to their end: a read with data ends a
+	 * request's turn (inflight.h). */
+	if (n && rec->stream && rec->stream->inflight && !sl_signals_follow_ends(rec))
+		sl_inflight_turn(rec);
 	sl_shim_unlock(&rec->lock);
 }

@@ -27,6 +27,11 @@ void sl_held_cancel(struct sl_record *rec);
 
 void sl_held_put_places(struct sl_record *rec);
 
+/* A connect just admitted on fd: the places its first request took with it
+ * (meter = requests, concurrency) are that request's, given back as its answer
+ * ends (inflight.h). */
+void sl_held_first_request_places(int fd);
+
 /* Under no lock: the record fd points at, locked, or NULL. */
 struct sl_record *sl_held_lock_record(int fd);
 

@@ -121,6 +121,12 @@ struct sl_rec_stream {
 	uint64_t credit;           /* meter = bytes: bytes released and not yet written */
 	uint64_t piece_max;        /* the most bytes one release covers */
 	uint64_t pending;          /* bytes the reservation in hand covers */
+	/* concurrency with meter = requests (inflight.c): the places requests hold
+	 * until their answers end */
+	uint64_t inflight_mask;    /* positions whose places they hold */
+	uint32_t inflight;         /* requests holding one there each, not answered in full */
+	uint32_t pad2;
+	uint64_t ended_seen;       /* answers ended, as last counted (sl_resp_ended) */
 };
 
 /* The parsers a record runs over its connection (talk.c): its requests (HTTP/1,

@@ -98,7 +98,7 @@ static void test_refused(void **state)
 	assert_non_null(strstr(cfg.errors[0], "bad override"));
 	sl_config_free(&cfg);
 	assert_int_not_equal(sl_config_load_string(&cfg, "t.ini",
-	                                           "[a]\nmatch = *\nper = host\nrate = 1/s\nmeter = requests\n"
+	                                           "[a]\nmatch = *\nper = host\nrate = 1/s\nmeter = bytes\n"
 	                                           "override = x.org 2/s concurrency 3\n"),
 	                     0);
 	assert_non_null(strstr(cfg.errors[0], "concurrency limits open connections"));

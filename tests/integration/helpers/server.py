@@ -4,7 +4,8 @@
 Binds 127.0.0.1 (or ::1 with --ipv6) on a free port, writes the port to --port-file,
 and answers every GET, POST or PUT with a small body naming the path (and, for a
 body it received - Content-Length or chunked - how many bytes); a path
-/status/NNN is answered with status NNN.  Each request's
+/status/NNN is answered with status NNN, /slow/MS after MS ms and /stream/MS in
+chunks over MS ms (each then logs "MONOTONIC_NS end PATH").  Each request's
 arrival is appended to --log as "MONOTONIC_NS PATH" (time.monotonic_ns() reads
 CLOCK_MONOTONIC, the clock the shim uses, so times compare directly).  Exits by
 itself after --lifetime seconds so a failed test never leaves it behind.
@@ -42,6 +43,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.server.log_path:
             with self.server.log_lock, open(self.server.log_path, "a") as f:
                 f.write("%d %s\n" % (now, self.path))
+        # /slow/MS answers after MS ms; /stream/MS sends its headers at once and its
+        # body in three chunks over MS ms.  Both log "NS end PATH" once the answer
+        # is out, so a test can count the requests outstanding at the server.
+        for kind in ("/slow/", "/stream/"):
+            if self.path.startswith(kind) and self.path[len(kind):].isdigit():
+                self._slow(kind, int(self.path[len(kind):]) / 1000.0)
+                return
         # /status/NNN answers NNN (a 304 or 1xx-less 204 with no body).
         if self.path.startswith("/status/") and self.path[8:11].isdigit():
             status = int(self.path[8:11])
@@ -56,6 +64,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _slow(self, kind, seconds):
+        body = b"slow\n"
+        if kind == "/slow/":
+            time.sleep(seconds)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            for _ in range(3):
+                time.sleep(seconds / 3)
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(body), body))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        if self.server.log_path:
+            with self.server.log_lock, open(self.server.log_path, "a") as f:
+                f.write("%d end %s\n" % (time.monotonic_ns(), self.path))
 
     do_GET = _answer
     do_POST = _answer
