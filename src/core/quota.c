@@ -293,9 +293,12 @@ void sl_quota_restore(const struct sl_spec *s, struct sl_state *st, const struct
 	}
 	if (r->ahead) {
 		/* Granted before the save and perhaps spent after it: counted as gone now,
-		 * the latest any of it can have gone. */
-		sl_strategy_charge(s, st, now, r->ahead, wall_off, &ignored);
-		sl_strategy_released(s, st, now, r->ahead, wall_off);
+		 * the latest any of it can have gone (a grant is never above a chunk, so
+		 * a larger figure is clamped: more than a window's worth counts the same). */
+		uint64_t ahead = SL_MIN(r->ahead, SL_MAX(s->amount, (uint64_t)CHUNK_MAX));
+
+		sl_strategy_charge(s, st, now, ahead, wall_off, &ignored);
+		sl_strategy_released(s, st, now, ahead, wall_off);
 	}
 	memset(&st->last_undo, 0, sizeof(st->last_undo));
 	st->last_pid = 0;

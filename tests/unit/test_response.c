@@ -250,6 +250,39 @@ static void test_signals(void **state)
 	assert_int_equal(g.pause_ms, 999999000LL);
 }
 
+/* Answers read to their end (requests in flight): a chunked answer counts until
+ * its last chunk, not its headers; a 304 with its headers. */
+static void test_ended(void **state)
+{
+	struct sl_response p;
+	struct sl_resp_fields f;
+	int ready;
+	const char *a = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+	const char *b = "5\r\nhello\r\n";
+	const char *c = "0\r\n\r\nHTTP/1.1 304 Not Modified\r\n\r\n";
+	size_t n;
+
+	(void)state;
+	sl_resp_init(&p);
+	assert_int_equal(sl_resp_ended(&p), 0);
+	n = sl_resp_feed(&p, a, strlen(a), NULL, NULL, &f, &ready);
+	assert_true(ready);
+	sl_resp_feed(&p, a + n, strlen(a) - n, NULL, NULL, &f, &ready);
+	assert_int_equal(sl_resp_ended(&p), 0); /* its headers only */
+	sl_resp_feed(&p, b, strlen(b), NULL, NULL, &f, &ready);
+	assert_int_equal(sl_resp_ended(&p), 0); /* a chunk, not the last */
+	for (size_t at = 0; at < strlen(c); at += n)
+		n = sl_resp_feed(&p, c + at, strlen(c) - at, NULL, NULL, &f, &ready);
+	assert_int_equal(sl_resp_ended(&p), 2); /* the last chunk, then a 304 whole */
+	/* a body to the close ends at the close */
+	sl_resp_init(&p);
+	sl_resp_feed(&p, "HTTP/1.0 200 OK\r\n\r\nbody", 23, NULL, NULL, &f, &ready);
+	sl_resp_feed(&p, "HTTP/1.0 200 OK\r\n\r\nbody" + 19, 4, NULL, NULL, &f, &ready);
+	assert_int_equal(sl_resp_ended(&p), 0);
+	sl_resp_eof(&p);
+	assert_int_equal(sl_resp_ended(&p), 1);
+}
+
 static void test_http_dates(void **state)
 {
 	const int64_t want = 784111777; /* RFC 9110's example instant */
@@ -276,6 +309,7 @@ int main(void)
 		cmocka_unit_test(test_lost),
 		cmocka_unit_test(test_signals),
 		cmocka_unit_test(test_http_dates),
+		cmocka_unit_test(test_ended),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
