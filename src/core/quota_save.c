@@ -176,8 +176,15 @@ int sl_quota_pass(struct sl_shm_header *h, int32_t self, enum sl_quota_mode mode
 
 	g->n = 0;
 	sl_quota_buf_begin(&b);
-	if ((rc = snapshot(h, self, mode, blocked, arg, &b, g)) == 0 &&
-	    (rc = sl_quota_buf_end(&b, off, sl_clock_real_ns())) == 0)
+	rc = snapshot(h, self, mode, blocked, arg, &b, g);
+	/* Nothing to grant: the file on disk still counts at least what went (every
+	 * state spent only what it counted ahead), so it is not written again - a
+	 * state waiting on a blocked section asks every few ms. */
+	if (rc == 0 && mode == SL_QUOTA_GRANT && !g->n) {
+		free(b.p);
+		return 0;
+	}
+	if (rc == 0 && (rc = sl_quota_buf_end(&b, off, sl_clock_real_ns())) == 0)
 		rc = sl_quota_write(f, &b);
 	free(b.p);
 	if (rc < 0 || !g->n)

@@ -27,7 +27,7 @@ expect2 "$hint" "$SLUICED" -n -c "$T/bad.ini"
 expect2 "$hint" "$SLUICED" -f -c "$T/bad.ini"
 expect2 "cannot read" "$SLUICE" check -c "$T/missing.ini"
 printf '[api]\nmatch = 127.0.0.1\nconcurrency = 2\nmeter = datagrams\n' >"$T/contradiction.ini"
-expect2 "concurrency is for meter = connections, not datagrams" "$SLUICE" check -c "$T/contradiction.ini"
+expect2 "concurrency is for meter = connections and requests, not datagrams" "$SLUICE" check -c "$T/contradiction.ini"
 printf '[api]\nmatch = 127.0.0.1\nrate = 5K/s\n' >"$T/kilo.ini"
 expect2 "K/M/G amounts are for meter = bytes only" "$SLUICE" check -c "$T/kilo.ini"
 "$SLUICE" check -c "$T/bad.ini" >/dev/null 2>&1

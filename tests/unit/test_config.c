@@ -238,7 +238,7 @@ static void test_bad_inputs(void **state)
 		{"[a]\nmatch = *\nrate = 1/s\nmeter = packets\n", "t.ini:4: bad meter 'packets'"},
 		{"[a]\nmatch = *\nrate = 5/s\nstrategy = fixed-window\nburst = 3\n", "t.ini:5: burst is for leaky-bucket and token-bucket"},
 		{"[a]\nmatch = *\nconcurrency = 3\nstrategy = sliding-window\n", "strategy needs a rate"},
-		{"[a]\nmatch = *\nconcurrency = 3\nmeter = datagrams\n", "t.ini:3: concurrency is for meter = connections, not datagrams"},
+		{"[a]\nmatch = *\nconcurrency = 3\nmeter = datagrams\n", "t.ini:3: concurrency is for meter = connections and requests, not datagrams (it limits open connections, or requests in flight)"},
 		{"[a]\nmatch = *\nconcurrency = 0\n", "t.ini:3: concurrency:"},
 		{"[a]\nmatch = *\nrate = 1/s\nrate = 2/s\n", "t.ini:4: duplicate key 'rate' in [a] (first at line 3)"},
 		{"[a]\nmatch = *\nrate = 1/s\n[a]\nmatch=*\nrate=1/s\n", "t.ini:4: duplicate section [a] (first at line 1)"},
