@@ -203,43 +203,49 @@ int sl_cmd_check(int argc, char **argv)
 	return rc;
 }
 
-int sl_cmd_reload(int argc, char **argv)
+/* One control command to the daemon serving the config at `path`: its "ok ..."
+ * reply on stdout (exit 0), any other on stderr (exit `refused`); no daemon
+ * answering, said, exits 1. */
+static int ask_daemon(const char *path, const char *cmd, int timeout_ms, int refused)
 {
-	const char *path = NULL;
-	struct sl_config *cfg;
+	struct sl_config *cfg = sl_cli_load(sl_cli_config_path(path));
 	char *reply = NULL;
-	int opt, rc;
+	int rc;
 
-	while ((opt = getopt(argc, argv, "c:")) != -1) {
-		if (opt != 'c')
-			return usage(stderr, SL_EXIT_USAGE);
-		path = optarg;
-	}
-	cfg = sl_cli_load(sl_cli_config_path(path));
 	if (!cfg)
 		return SL_EXIT_USAGE;
-	rc = sl_ctl_request(cfg->global.control_socket, "reload", &reply, 5000);
+	rc = sl_ctl_request(cfg->global.control_socket, cmd, &reply, timeout_ms);
 	if (rc < 0) {
-		fprintf(stderr, "sluice: no daemon answers on %s: %s\n", cfg->global.control_socket,
-		        strerror(-rc));
-		sl_config_free(cfg);
-		free(cfg);
-		return SL_EXIT_FAIL;
+		fprintf(stderr, "sluice: no daemon answers on %s: %s\n", cfg->global.control_socket, strerror(-rc));
+		rc = SL_EXIT_FAIL;
+	} else {
+		fputs(reply, strncmp(reply, "ok", 2) == 0 ? stdout : stderr);
+		rc = strncmp(reply, "ok", 2) == 0 ? SL_EXIT_OK : refused;
 	}
-	fputs(reply, strncmp(reply, "ok", 2) == 0 ? stdout : stderr);
-	rc = strncmp(reply, "ok", 2) == 0 ? SL_EXIT_OK : SL_EXIT_USAGE;
 	free(reply);
 	sl_config_free(cfg);
 	free(cfg);
 	return rc;
 }
 
+int sl_cmd_reload(int argc, char **argv)
+{
+	const char *path = NULL;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "c:")) != -1) {
+		if (opt != 'c')
+			return usage(stderr, SL_EXIT_USAGE);
+		path = optarg;
+	}
+	return ask_daemon(path, "reload", 5000, SL_EXIT_USAGE);
+}
+
 int sl_cmd_quota(int argc, char **argv)
 {
 	const char *path = NULL;
-	struct sl_config *cfg;
-	char *reply = NULL, cmd[128];
-	int opt, rc;
+	char cmd[128];
+	int opt;
 
 	if (argc < 2 || strcmp(argv[1], "reset") != 0)
 		return usage(stderr, SL_EXIT_USAGE);
@@ -252,24 +258,8 @@ int sl_cmd_quota(int argc, char **argv)
 	}
 	if (optind != argc - 1 || strlen(argv[optind]) >= SL_SECTION_NAME_MAX)
 		return usage(stderr, SL_EXIT_USAGE);
-	cfg = sl_cli_load(sl_cli_config_path(path));
-	if (!cfg)
-		return SL_EXIT_USAGE;
 	snprintf(cmd, sizeof(cmd), "quota reset %s", argv[optind]);
-	rc = sl_ctl_request(cfg->global.control_socket, cmd, &reply, 10000);
-	if (rc < 0) {
-		fprintf(stderr, "sluice: no daemon answers on %s: %s\n", cfg->global.control_socket,
-		        strerror(-rc));
-		sl_config_free(cfg);
-		free(cfg);
-		return SL_EXIT_FAIL;
-	}
-	fputs(reply, strncmp(reply, "ok", 2) == 0 ? stdout : stderr);
-	rc = strncmp(reply, "ok", 2) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
-	free(reply);
-	sl_config_free(cfg);
-	free(cfg);
-	return rc;
+	return ask_daemon(path, cmd, 10000, SL_EXIT_FAIL);
 }
 
 int main(int argc, char **argv)
