@@ -8,6 +8,7 @@
 #      as a ratio to the same loop without the shim;
 #   3. the shim's cost on write+read of an unmatched TCP socket, and (3b) on
 #      sendto+recv of an unmatched datagram while some section meters datagrams;
+#      (3c) on a system call made by number that the shim does not route;
 #   4. release error at 100/s with 4 processes: how late each release was after its
 #      slot (p50/p99/max, microseconds), and the achieved rate;
 #   5. event-loop latency of an unheld socket while other requests are held;
@@ -51,7 +52,7 @@ B=$(cd "$ROOT/${BUILD:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 # Every program the figures come from, or no figures: a missing one printed blanks.
-for p in admit_bench connect_loop write_loop sendto_loop hold_open epoll_cost upload answer_loop socket_memory; do
+for p in admit_bench connect_loop write_loop sendto_loop syscall_loop hold_open epoll_cost upload answer_loop socket_memory; do
 	[ -x "$B/bench/$p" ] || { echo "bench: $B/bench/$p is missing (make bench builds it)" >&2; exit 1; }
 done
 
@@ -199,6 +200,16 @@ if command -v valgrind >/dev/null; then
 	printf '   user-space instructions per round (callgrind): %s plain, +%s with the shim\n' \
 		"$u_plain" $((u_shim - u_plain))
 fi
+
+echo
+echo "3c. shim overhead on syscall(SYS_getppid), a number it does not route (median of 7)"
+for _ in 1 2 3 4 5 6 7; do
+	"$B/bench/syscall_loop" 1000000 >>"$T/s.plain"
+	LD_PRELOAD="$B/libsluice.so" SLUICE_CONFIG="$T/bench.ini" "$B/bench/syscall_loop" 1000000 >>"$T/s.shim"
+done
+sp=$(median <"$T/s.plain") ss=$(median <"$T/s.shim")
+printf '   %-34s %6s ns per call\n' "no shim:" "$sp"
+printf '   %-34s %6s ns   ratio %s\n' "shim:" "$ss" "$(awk -v a="$ss" -v b="$sp" 'BEGIN { printf "%.3f", a / b }')"
 
 config rate >"$T/rate.ini" <<EOF
 [hundred]

@@ -30,7 +30,8 @@ curl:/usr/bin/curl
 # (tests/integration/t_matrix.sh) and the programs that once broke (t_programs.sh);
 # Redis for the fleet; the packaging and picture tools (`make deb`, lintian;
 # gnuplot for the plots); the static programs `sluice run --seccomp` is tested with
-# (busybox-static and a Go compiler; static C needs only gcc's libc6-dev).
+# (busybox-static and a Go compiler; static C needs only gcc's libc6-dev);
+# bind9's dig and nslookup, which send through libc's syscall().
 TEST_PACKAGES="
 libcmocka-dev:/usr/include/cmocka.h
 faketime:/usr/bin/faketime
@@ -62,6 +63,7 @@ fakeroot:/usr/bin/fakeroot
 busybox-static:/bin/busybox
 golang-go:/usr/bin/go
 nginx-light:/usr/sbin/nginx
+bind9-dnsutils:/usr/bin/dig
 "
 
 CROSS_PACKAGES="

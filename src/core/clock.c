@@ -1,5 +1,6 @@
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/sys.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -74,7 +75,7 @@ void sl_clock_prefer_wakeups(void)
 	struct slice_attr sa = {.size = sizeof(sa), .policy = SCHED_OTHER, .runtime = SL_CLOCK_SLICE_NS};
 
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	syscall(SYS_sched_setattr, 0, &sa, 0);
+	sl_sys(SYS_sched_setattr, 0, &sa, 0);
 }
 
 int sl_clock_prefer_realtime(void)

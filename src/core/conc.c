@@ -2,6 +2,7 @@
 #include "sluice/conc.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/sys.h"
 #include "sluice/keys.h"
 #include "sluice/lease.h"
 #include "sluice/shm.h"
@@ -164,7 +165,7 @@ void sl_conc_wake(struct sl_state *st)
 {
 	atomic_fetch_add_explicit(A(&st->conc_futex), 1, memory_order_release);
 	if (atomic_load_explicit(A(&st->conc_waiters), memory_order_acquire))
-		syscall(SYS_futex, &st->conc_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		sl_sys(SYS_futex, &st->conc_futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint64_t *taken,
@@ -339,7 +340,7 @@ void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uin
 	ts.tv_nsec = timeout_ns % SL_NS_PER_S;
 	atomic_fetch_add_explicit(A(&st->conc_waiters), 1, memory_order_acq_rel);
 	/* Shared (not private) futex: the word is in memory every process maps. */
-	syscall(SYS_futex, &st->conc_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
+	sl_sys(SYS_futex, &st->conc_futex, FUTEX_WAIT, seen, &ts, NULL, 0);
 	/* Never below zero: the heartbeat may have cleared a count it took for a dead
 	 * waiter's (pick_open). */
 	for (uint32_t n = atomic_load_explicit(A(&st->conc_waiters), memory_order_relaxed);

@@ -4,6 +4,7 @@
 #include "sluice/lock.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
+#include "sluice/sys.h"
 #include "sluice/proc.h"
 
 #include <errno.h>
@@ -40,7 +41,7 @@ static void futex_wait(uint32_t *word, uint32_t val, int64_t ns)
 	struct timespec ts = {.tv_sec = ns / SL_NS_PER_S, .tv_nsec = ns % SL_NS_PER_S};
 
 	/* Shared futex: waiters live in different processes. */
-	syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
+	sl_sys(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
 /* Whether the lock word `cur` names no owner proved alive: its process is gone,
@@ -138,7 +139,7 @@ void sl_shm_unlock(struct sl_shm_header *h, int32_t self)
 	if (atomic_compare_exchange_strong_explicit(A(&h->lock), &expect, 0, memory_order_release,
 	                                            memory_order_relaxed) &&
 	    atomic_load_explicit(A(&h->lock_waiters), memory_order_relaxed) != 0)
-		syscall(SYS_futex, lock_futex(h), FUTEX_WAKE, 1, NULL, NULL, 0);
+		sl_sys(SYS_futex, lock_futex(h), FUTEX_WAKE, 1, NULL, NULL, 0);
 	errno = saved;
 }
 
@@ -151,7 +152,7 @@ int sl_shm_reap_lock(struct sl_shm_header *h)
 	if (!atomic_compare_exchange_strong(A(&h->lock), &cur, 0))
 		return 0;
 	atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
-	syscall(SYS_futex, lock_futex(h), FUTEX_WAKE, 1, NULL, NULL, 0);
+	sl_sys(SYS_futex, lock_futex(h), FUTEX_WAKE, 1, NULL, NULL, 0);
 	return 1;
 }
 

@@ -1,6 +1,7 @@
 /* Held and refused calls told to `sluice run` (include/sluice/say.h). */
 #include "sluice/say.h"
 #include "sluice/common.h"
+#include "sluice/sys.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -45,11 +46,11 @@ int sl_say_setup(const char *name)
 static void say(const char *msg, size_t len)
 {
 	int saved = errno;
-	long fd = syscall(SYS_socket, AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	long fd = sl_sys(SYS_socket, AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
 	if (fd >= 0) {
-		syscall(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, &say_addr, say_len);
-		syscall(SYS_close, fd);
+		sl_sys(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, &say_addr, say_len);
+		sl_sys(SYS_close, fd);
 	}
 	errno = saved;
 }

@@ -190,7 +190,7 @@ int sl_connect_act(void *arg)
 	if (mk->blocking)
 		sl_real.fcntl(mk->fd, F_SETFL, fl | O_NONBLOCK);
 	mk->rc = sl_real.connect ? sl_real.connect(mk->fd, mk->addr, mk->alen)
-	                         : (int)syscall(SYS_connect, mk->fd, mk->addr, mk->alen);
+	                         : (int)sl_sys(SYS_connect, mk->fd, mk->addr, mk->alen);
 	mk->err = mk->rc == 0 ? 0 : errno;
 	if (mk->blocking)
 		sl_real.fcntl(mk->fd, F_SETFL, fl);
@@ -220,7 +220,7 @@ static int finish_blocking(int fd)
 			return -1;
 		}
 		r = sl_real.poll ? sl_real.poll(&p, 1, left < 0 ? -1 : (int)SL_MIN((left + SL_NS_PER_MS - 1) / SL_NS_PER_MS, (int64_t)INT32_MAX))
-		                 : (int)syscall(SYS_ppoll, &p, 1, NULL, NULL, 0); /* poll(2) is not on arm64 */
+		                 : (int)sl_sys(SYS_ppoll, &p, 1, NULL, NULL, 0); /* poll(2) is not on arm64 */
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -259,7 +259,7 @@ SL_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		if (rc != 0 && made.err == EINPROGRESS && made.blocking)
 			rc = finish_blocking(fd);
 	} else if (sl_unlikely(!real)) {
-		rc = (int)syscall(SYS_connect, fd, addr, len);
+		rc = (int)sl_sys(SYS_connect, fd, addr, len);
 	} else {
 		rc = real(fd, addr, len);
 	}
@@ -296,7 +296,7 @@ SL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		*len = sizeof(err);
 		return 0;
 	}
-	err = sl_unlikely(!real) ? (int)syscall(SYS_getsockopt, fd, level, name, val, len)
+	err = sl_unlikely(!real) ? (int)sl_sys(SYS_getsockopt, fd, level, name, val, len)
 	                          : real(fd, level, name, val, len);
 	/* A connect that failed, as a non-blocking caller learns it: refund = failed. */
 	if (sl_unlikely(level == SOL_SOCKET && name == SO_ERROR && err == 0 && sl_fdtab_get(fd)) && val && len &&
@@ -319,6 +319,6 @@ SL_EXPORT int shutdown(int fd, int how)
 	if (sl_unlikely(sl_fdtab_get(fd)) && sl_held_shutdown(fd, &rc))
 		return rc;
 	if (sl_unlikely(!real))
-		return (int)syscall(SYS_shutdown, fd, how);
+		return (int)sl_sys(SYS_shutdown, fd, how);
 	return real(fd, how);
 }

@@ -134,7 +134,7 @@ SL_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	int (*real)(const char *, char *const[], char *const[]) = SL_REAL(execve, execve);
 
-	WITH_ENV(envp, e, real ? real(path, argv, e) : (int)syscall(SYS_execve, path, argv, e));
+	WITH_ENV(envp, e, real ? real(path, argv, e) : (int)sl_sys(SYS_execve, path, argv, e));
 }
 
 SL_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
@@ -142,7 +142,7 @@ SL_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
 	int (*real)(int, const char *, char *const[], char *const[], int) = SL_REAL(execveat, execveat);
 
 	WITH_ENV(envp, e, real ? real(dirfd, path, argv, e, flags)
-	                       : (int)syscall(SYS_execveat, dirfd, path, argv, e, flags));
+	                       : (int)sl_sys(SYS_execveat, dirfd, path, argv, e, flags));
 }
 
 SL_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])

@@ -56,14 +56,14 @@ SL_EXPORT int close(int fd)
 	int rc;
 
 	if (sl_likely(!sl_fdtab_get(fd)))
-		return real ? real(fd) : (int)syscall(SYS_close, fd);
+		return real ? real(fd) : (int)sl_sys(SYS_close, fd);
 	/* A connection holding a concurrency place gives it back only once it is
 	 * really closed, so the destination never sees the next one open first. */
 	if (sl_held_closing_keeps_place(fd) && !in_vfork_child()) {
 		struct sl_record *last = sl_record_unlink(fd);
 		int saved;
 
-		rc = real ? real(fd) : (int)syscall(SYS_close, fd);
+		rc = real ? real(fd) : (int)sl_sys(SYS_close, fd);
 		saved = errno;
 		if (last)
 			sl_held_finish(last);
@@ -71,7 +71,7 @@ SL_EXPORT int close(int fd)
 		return rc;
 	}
 	forget(fd);
-	return real ? real(fd) : (int)syscall(SYS_close, fd);
+	return real ? real(fd) : (int)sl_sys(SYS_close, fd);
 }
 
 SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
@@ -79,7 +79,7 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	int (*real)(unsigned int, unsigned int, int) = SL_REAL(close_range, close_range);
 	int rc;
 
-	rc = real ? real(first, last, flags) : (int)syscall(SYS_close_range, first, last, flags);
+	rc = real ? real(first, last, flags) : (int)sl_sys(SYS_close_range, first, last, flags);
 	if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
 		forget_range(first, last);
 	return rc;
@@ -94,7 +94,7 @@ SL_EXPORT void closefrom(int low)
 	if (real)
 		real(low);
 	else
-		syscall(SYS_close_range, (unsigned)low, ~0u, 0);
+		sl_sys(SYS_close_range, (unsigned)low, ~0u, 0);
 }
 
 SL_EXPORT int fclose(FILE *f)
@@ -109,7 +109,7 @@ SL_EXPORT int fclose(FILE *f)
 SL_EXPORT int dup(int fd)
 {
 	int (*real)(int) = SL_REAL(dup, dup);
-	int rc = real ? real(fd) : (int)syscall(SYS_dup, fd);
+	int rc = real ? real(fd) : (int)sl_sys(SYS_dup, fd);
 
 	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
 		sl_record_share(fd, rc);
@@ -121,11 +121,11 @@ SL_EXPORT int dup(int fd)
 static int sys_dup2(int fd, int newfd)
 {
 #ifdef SYS_dup2
-	return (int)syscall(SYS_dup2, fd, newfd);
+	return (int)sl_sys(SYS_dup2, fd, newfd);
 #else
 	if (fd == newfd)
-		return syscall(SYS_fcntl, fd, F_GETFD) < 0 ? -1 : newfd;
-	return (int)syscall(SYS_dup3, fd, newfd, 0);
+		return sl_sys(SYS_fcntl, fd, F_GETFD) < 0 ? -1 : newfd;
+	return (int)sl_sys(SYS_dup3, fd, newfd, 0);
 #endif
 }
 
@@ -149,7 +149,7 @@ SL_EXPORT int dup3(int fd, int newfd, int flags)
 
 	if (fd != newfd)
 		forget(newfd);
-	rc = real ? real(fd, newfd, flags) : (int)syscall(SYS_dup3, fd, newfd, flags);
+	rc = real ? real(fd, newfd, flags) : (int)sl_sys(SYS_dup3, fd, newfd, flags);
 	if (rc >= 0 && sl_unlikely(sl_fdtab_get(fd)) && !in_vfork_child())
 		sl_record_share(fd, rc);
 	return rc;
@@ -159,7 +159,7 @@ SL_EXPORT int dup3(int fd, int newfd, int flags)
  * value is what every caller's ABI expects. */
 static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, void *arg)
 {
-	int rc = real ? real(fd, cmd, arg) : (int)syscall(SYS_fcntl, fd, cmd, arg);
+	int rc = real ? real(fd, cmd, arg) : (int)sl_sys(SYS_fcntl, fd, cmd, arg);
 
 	if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && sl_unlikely(sl_fdtab_get(fd)) &&
 	    !in_vfork_child())
@@ -195,7 +195,7 @@ SL_EXPORT int fcntl64(int fd, int cmd, ...)
 SL_EXPORT int socket(int domain, int type, int protocol)
 {
 	int (*real)(int, int, int) = SL_REAL(socket, socket);
-	int fd = real ? real(domain, type, protocol) : (int)syscall(SYS_socket, domain, type, protocol);
+	int fd = real ? real(domain, type, protocol) : (int)sl_sys(SYS_socket, domain, type, protocol);
 
 	if (fd >= 0 && sl_unlikely(sl_fdtab_get(fd))) {
 		int saved = errno;

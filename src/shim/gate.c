@@ -109,7 +109,7 @@ static int sleep_like_send(int64_t at, int64_t timeout_at)
 		prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	while (sl_clock_mono_ns() < wake) {
 		struct timespec ts = {.tv_sec = wake / SL_NS_PER_S, .tv_nsec = wake % SL_NS_PER_S};
-		long r = syscall(SYS_futex, &never_woken, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &ts,
+		long r = sl_sys(SYS_futex, &never_woken, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &ts,
 		                 NULL, FUTEX_BITSET_MATCH_ANY);
 
 		if (r == -1 && errno == EINTR) {

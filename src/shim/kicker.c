@@ -139,7 +139,7 @@ static void sift_down(unsigned i)
 
 static void futex_wake(_Atomic uint32_t *w)
 {
-	syscall(SYS_futex, w, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+	sl_sys(SYS_futex, w, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
 
 /* Sleep on wake_word (last seen `seen`) until `until` (CLOCK_MONOTONIC, 0: none). */
@@ -147,7 +147,7 @@ static void futex_sleep_until(_Atomic uint32_t *w, uint32_t seen, int64_t until)
 {
 	struct timespec ts = {.tv_sec = until / SL_NS_PER_S, .tv_nsec = until % SL_NS_PER_S};
 
-	syscall(SYS_futex, w, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, until ? &ts : NULL, NULL,
+	sl_sys(SYS_futex, w, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, until ? &ts : NULL, NULL,
 	        FUTEX_BITSET_MATCH_ANY);
 }
 

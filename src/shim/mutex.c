@@ -14,7 +14,7 @@
 
 static void futex(_Atomic uint32_t *word, int op, uint32_t val)
 {
-	syscall(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+	sl_sys(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
 }
 
 void sl_mutex_lock(struct sl_mutex *m)

@@ -39,12 +39,12 @@ void sl_real_resolve(void)
  * is cancelled at its next one). */
 static int pass_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	return (int)syscall(SYS_connect, fd, addr, len, SL_SECCOMP_PASS);
+	return (int)sl_sys(SYS_connect, fd, addr, len, SL_SECCOMP_PASS);
 }
 
 static ssize_t pass_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	return syscall(SYS_sendmsg, fd, msg, flags, SL_SECCOMP_PASS);
+	return sl_sys(SYS_sendmsg, fd, msg, flags, SL_SECCOMP_PASS);
 }
 
 static ssize_t pass_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr,

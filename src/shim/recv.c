@@ -51,14 +51,14 @@ SL_EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
 	ssize_t (*real)(int, void *, size_t) = SL_REAL(read, read);
 
-	return noted_buf(fd, real ? real(fd, buf, len) : syscall(SYS_read, fd, buf, len), buf);
+	return noted_buf(fd, real ? real(fd, buf, len) : sl_sys(SYS_read, fd, buf, len), buf);
 }
 
 SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
 	ssize_t (*real)(int, const struct iovec *, int) = SL_REAL(readv, readv);
 
-	return noted_iov(fd, real ? real(fd, iov, n) : syscall(SYS_readv, fd, iov, n), iov, n);
+	return noted_iov(fd, real ? real(fd, iov, n) : sl_sys(SYS_readv, fd, iov, n), iov, n);
 }
 
 SL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
@@ -67,9 +67,9 @@ SL_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 
 	/* MSG_PEEK looks without taking: the reply is not read yet. */
 	if (flags & MSG_PEEK)
-		return real ? real(fd, buf, len, flags) : syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
+		return real ? real(fd, buf, len, flags) : sl_sys(SYS_recvfrom, fd, buf, len, flags, NULL, NULL);
 	return noted_buf(fd, real ? real(fd, buf, len, flags)
-	                          : syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL), buf);
+	                          : sl_sys(SYS_recvfrom, fd, buf, len, flags, NULL, NULL), buf);
 }
 
 SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
@@ -78,7 +78,7 @@ SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sock
 	ssize_t (*real)(int, void *, size_t, int, struct sockaddr *, socklen_t *) =
 		SL_REAL(recvfrom, recvfrom);
 	ssize_t r = real ? real(fd, buf, len, flags, addr, alen)
-	                 : syscall(SYS_recvfrom, fd, buf, len, flags, addr, alen);
+	                 : sl_sys(SYS_recvfrom, fd, buf, len, flags, addr, alen);
 
 	return flags & MSG_PEEK ? r : noted_buf(fd, r, buf);
 }
@@ -86,7 +86,7 @@ SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sock
 SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	ssize_t (*real)(int, struct msghdr *, int) = SL_REAL(recvmsg, recvmsg);
-	ssize_t r = real ? real(fd, msg, flags) : syscall(SYS_recvmsg, fd, msg, flags);
+	ssize_t r = real ? real(fd, msg, flags) : sl_sys(SYS_recvmsg, fd, msg, flags);
 
 	return flags & MSG_PEEK || !msg ? r : noted_iov(fd, r, msg->msg_iov, (int)msg->msg_iovlen);
 }

@@ -111,21 +111,21 @@ static ssize_t do_op(int fd, const struct op *op, struct iovec *iov, int k)
 	switch (op->kind) {
 	case OP_SEND:
 		return sl_real.send ? sl_real.send(fd, buf, len, op->flags)
-		                    : syscall(SYS_sendto, fd, buf, len, op->flags, NULL, 0);
+		                    : sl_sys(SYS_sendto, fd, buf, len, op->flags, NULL, 0);
 	case OP_SENDTO:
 		return sl_real.sendto ? sl_real.sendto(fd, buf, len, op->flags, op->addr, op->alen)
-		                      : syscall(SYS_sendto, fd, buf, len, op->flags, op->addr, op->alen);
+		                      : sl_sys(SYS_sendto, fd, buf, len, op->flags, op->addr, op->alen);
 	case OP_WRITE:
-		return sl_real.write ? sl_real.write(fd, buf, len) : syscall(SYS_write, fd, buf, len);
+		return sl_real.write ? sl_real.write(fd, buf, len) : sl_sys(SYS_write, fd, buf, len);
 	case OP_WRITEV:
-		return sl_real.writev ? sl_real.writev(fd, iov, k) : syscall(SYS_writev, fd, iov, k);
+		return sl_real.writev ? sl_real.writev(fd, iov, k) : sl_sys(SYS_writev, fd, iov, k);
 	default: {
 		struct msghdr m = *op->msg;
 
 		m.msg_iov = iov;
 		m.msg_iovlen = (size_t)k;
 		return sl_real.sendmsg ? sl_real.sendmsg(fd, &m, op->flags)
-		                       : syscall(SYS_sendmsg, fd, &m, op->flags);
+		                       : sl_sys(SYS_sendmsg, fd, &m, op->flags);
 	}
 	}
 }
@@ -263,7 +263,7 @@ SL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 		return rc < 0 ? -1 : send_gated(fd, flags & MSG_DONTWAIT, &op, &one, 1, &g);
 	}
 	if (sl_unlikely(!real))
-		return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+		return sl_sys(SYS_sendto, fd, buf, len, flags, NULL, 0);
 	return real(fd, buf, len, flags);
 }
 
@@ -302,7 +302,7 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		return rc < 0 ? -1 : send_gated(fd, flags & MSG_DONTWAIT, &op, &one, 1, &g);
 	}
 	if (sl_unlikely(!real))
-		return syscall(SYS_sendto, fd, buf, len, flags, addr, alen);
+		return sl_sys(SYS_sendto, fd, buf, len, flags, addr, alen);
 	return real(fd, buf, len, flags, addr, alen);
 }
 
@@ -325,7 +325,7 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 			return send_gated(fd, flags & MSG_DONTWAIT, &op, msg->msg_iov, (int)msg->msg_iovlen, &g);
 	}
 	if (sl_unlikely(!real))
-		return syscall(SYS_sendmsg, fd, msg, flags);
+		return sl_sys(SYS_sendmsg, fd, msg, flags);
 	return real(fd, msg, flags);
 }
 
@@ -365,7 +365,7 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 			return -1;
 		if (rc > 0 && g.track) {
 			/* A stream sending several messages at once: not cut, but followed. */
-			int sent_n = real ? real(fd, vec, n, flags) : (int)syscall(SYS_sendmmsg, fd, vec, n, flags);
+			int sent_n = real ? real(fd, vec, n, flags) : (int)sl_sys(SYS_sendmmsg, fd, vec, n, flags);
 
 			for (int i = 0; i < sent_n; i++)
 				wrote(fd, &g, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
@@ -385,7 +385,7 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 		int went;
 
 		if (rc < 0 || (went = real ? real(fd, &vec[sent], 1, flags)
-		                           : (int)syscall(SYS_sendmmsg, fd, &vec[sent], 1, flags)) < 1)
+		                           : (int)sl_sys(SYS_sendmmsg, fd, &vec[sent], 1, flags)) < 1)
 			return sent ? (int)sent : -1;
 		if (rc == 1)
 			wrote(fd, &g, h->msg_iov, (int)h->msg_iovlen, (ssize_t)vec[sent].msg_len);
@@ -393,7 +393,7 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	return (int)sent;
 pass:
 	if (sl_unlikely(!real))
-		return (int)syscall(SYS_sendmmsg, fd, vec, n, flags);
+		return (int)sl_sys(SYS_sendmmsg, fd, vec, n, flags);
 	return real(fd, vec, n, flags);
 }
 
@@ -410,7 +410,7 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 		return rc < 0 ? -1 : send_gated(fd, 0, &op, &one, 1, &g);
 	}
 	if (sl_unlikely(!real))
-		return syscall(SYS_write, fd, buf, len);
+		return sl_sys(SYS_write, fd, buf, len);
 	return real(fd, buf, len);
 }
 
@@ -429,7 +429,7 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 			return send_gated(fd, 0, &op, iov, n, &g);
 	}
 	if (sl_unlikely(!real))
-		return syscall(SYS_writev, fd, iov, n);
+		return sl_sys(SYS_writev, fd, iov, n);
 	return real(fd, iov, n);
 }
 
@@ -447,10 +447,10 @@ static ssize_t sendfile_common(ssize_t (*real)(int, int, off_t *, size_t), int o
 			return -1;
 		count = SL_MIN(count, g.limit);
 		return wrote(out, &g, NULL, 0, real ? real(out, in, off, count)
-		                                    : syscall(SYS_sendfile, out, in, off, count));
+		                                    : sl_sys(SYS_sendfile, out, in, off, count));
 	}
 	if (sl_unlikely(!real))
-		return syscall(SYS_sendfile, out, in, off, count);
+		return sl_sys(SYS_sendfile, out, in, off, count);
 	return real(out, in, off, count);
 }
 

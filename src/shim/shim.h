@@ -14,6 +14,7 @@
 #include "sluice/match.h"
 #include "sluice/shm.h"
 #include "sluice/summary.h"
+#include "sluice/sys.h"
 
 #include <netdb.h>
 #include <poll.h>

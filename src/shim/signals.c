@@ -159,7 +159,7 @@ static void flush(void)
 	kept = 0;
 	for (int sig = 1; sigs; sig++, sigs >>= 1)
 		if (sigs & 1)
-			syscall(SYS_tgkill, (pid_t)syscall(SYS_getpid), (pid_t)syscall(SYS_gettid), sig);
+			sl_sys(SYS_tgkill, (pid_t)sl_sys(SYS_getpid), (pid_t)sl_sys(SYS_gettid), sig);
 	errno = saved;
 }
 
@@ -202,7 +202,7 @@ SL_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
 	 * until it execs, and resets its handlers there: its actions are its own
 	 * kernel's business, and must not touch the parent's table. */
 	if (!wrappable(sig) || !atomic_load_explicit(&ready, memory_order_acquire) ||
-	    (pid_t)syscall(SYS_getpid) != sl_shim.pid)
+	    (pid_t)sl_sys(SYS_getpid) != sl_shim.pid)
 		return real(sig, act, old);
 	lock_writer(&mask);
 	/* The kernel is asked first: its action is the program's unless it is the

@@ -111,9 +111,10 @@ assert stat()["given_up"] == before + 2, "closerange did not return both places"
 
 # A held fd closed behind the shim's back (a raw system call): the next socket()
 # to get its number drops the stale hold, returning its place; the new socket is
-# not held by it.
+# not held by it.  libc's own syscall(), looked up in libc itself: the program's
+# (CDLL(None)) is the shim's, which routes SYS_close to the close hook.
 import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
 s, went = held("raw")
 assert not went
 fd = s.fileno()

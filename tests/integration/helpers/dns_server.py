@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""A small DNS responder on loopback, over UDP and TCP, for tests.
+
+  dns_server.py --port-file FILE [--log FILE] [--name NAME=ADDR ...] [--lifetime S]
+
+Answers A queries: a --name it was given with that address, any other name with
+127.0.0.1 unless --only-named (then NXDOMAIN).  AAAA and other types get an empty
+NOERROR answer.  Each query is logged as "NS udp|tcp NAME TYPE" (monotonic
+nanoseconds).  Exits by itself after --lifetime seconds.
+"""
+import argparse
+import os
+import socket
+import struct
+import threading
+import time
+
+
+def parse_question(msg):
+    """(id, flags, name, qtype, end of question) of a query."""
+    qid, flags, qd = struct.unpack("!HHH", msg[:6])
+    if qd < 1:
+        raise ValueError("no question")
+    i, labels = 12, []
+    while True:
+        n = msg[i]
+        i += 1
+        if n == 0:
+            break
+        if n & 0xC0:
+            raise ValueError("compressed question")
+        labels.append(msg[i:i + n].decode("ascii", "replace"))
+        i += n
+    qtype, _qclass = struct.unpack("!HH", msg[i:i + 4])
+    return qid, flags, ".".join(labels).lower(), qtype, i + 4
+
+
+def answer(msg, names, only_named):
+    qid, flags, name, qtype, end = parse_question(msg)
+    question = msg[12:end]
+    rd = flags & 0x0100
+    addr = names.get(name.rstrip("."))
+    rcode, records = 0, b""
+    if addr is None and only_named:
+        rcode = 3
+    elif qtype == 1:
+        rdata = socket.inet_aton(addr or "127.0.0.1")
+        # A pointer to the question's name (offset 12), type A, class IN, TTL 5.
+        records = struct.pack("!HHHIH", 0xC00C, 1, 1, 5, len(rdata)) + rdata
+    head = struct.pack("!HHHHHH", qid, 0x8000 | 0x0400 | rd | 0x0080 | rcode, 1,
+                       1 if records else 0, 0, 0)
+    return head + question + records, name, qtype
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--log")
+    ap.add_argument("--name", action="append", default=[])
+    ap.add_argument("--only-named", action="store_true")
+    ap.add_argument("--lifetime", type=float, default=240)
+    a = ap.parse_args()
+    names = dict(n.lower().split("=", 1) for n in a.name)
+    log = open(a.log, "a", buffering=1) if a.log else None
+    lock = threading.Lock()
+
+    def note(kind, name, qtype):
+        if log:
+            with lock:
+                log.write("%d %s %s %d\n" % (time.monotonic_ns(), kind, name, qtype))
+
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    port = udp.getsockname()[1]
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tcp.bind(("127.0.0.1", port))
+    tcp.listen(16)
+
+    def serve_udp():
+        while True:
+            msg, peer = udp.recvfrom(4096)
+            try:
+                out, name, qtype = answer(msg, names, a.only_named)
+            except (ValueError, IndexError, struct.error):
+                continue
+            note("udp", name, qtype)
+            udp.sendto(out, peer)
+
+    def serve_tcp_conn(c):
+        with c:
+            f = c.makefile("rb")
+            while True:
+                head = f.read(2)
+                if len(head) < 2:
+                    return
+                msg = f.read(struct.unpack("!H", head)[0])
+                try:
+                    out, name, qtype = answer(msg, names, a.only_named)
+                except (ValueError, IndexError, struct.error):
+                    return
+                note("tcp", name, qtype)
+                c.sendall(struct.pack("!H", len(out)) + out)
+
+    def serve_tcp():
+        while True:
+            c, _ = tcp.accept()
+            threading.Thread(target=serve_tcp_conn, args=(c,), daemon=True).start()
+
+    threading.Thread(target=serve_udp, daemon=True).start()
+    threading.Thread(target=serve_tcp, daemon=True).start()
+    with open(a.port_file + ".tmp", "w") as f:
+        f.write("%d\n" % port)
+    os.rename(a.port_file + ".tmp", a.port_file)
+    time.sleep(a.lifetime)
+
+
+if __name__ == "__main__":
+    main()
