@@ -218,6 +218,10 @@ cross:
 			{ cat $(CROSS_BUILD)/$$t.log; echo "cross: $$t failed under qemu-aarch64"; exit 1; }; \
 		echo "ok   arm64 $$t: $$(grep -c '^\[       OK \]' $(CROSS_BUILD)/$$t.log) passed"; \
 	done
+	@# The shim's syscall() on arm64: its variadic arguments and raw calls (syscall.c).
+	@aarch64-linux-gnu-gcc -O1 -o $(CROSS_BUILD)/raw_syscalls tests/integration/helpers/raw_syscalls.c
+	@qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_PRELOAD=$(CURDIR)/$(CROSS_BUILD)/libsluice.so \
+		-E SLUICE_FALLBACK=open $(CROSS_BUILD)/raw_syscalls others && echo "ok   arm64 syscall() through the shim"
 
 # The chaos suite at full size (make test runs it small, as t_chaos).
 chaos: test-deps all $(BENCH_BINS)
