@@ -7,6 +7,7 @@
  * (poll.c, epoll.c) show the socket not writable until its release is due.
  */
 #include "answers.h"
+#include "drain.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "gate.h"
@@ -382,6 +383,47 @@ static int requests_conc(const struct sl_record *rec, uint64_t want)
 	return 0;
 }
 
+/* meter = bytes: the next piece is not asked for while the kernel still holds
+ * unsent bytes of the last ones (drain.h).  GATE_NEXT to ask now (still locked);
+ * otherwise the lock is let go: a non-blocking writer is told EAGAIN with its
+ * socket left to the kernel's readiness, which turns writable as the bytes leave;
+ * a blocking one looks again every SL_DRAIN_RECHECK_NS until they have left (or
+ * its SO_SNDTIMEO, or a signal), then asks afresh. */
+static enum gate_step drain_first(struct sl_record *rec, struct gate *g)
+{
+	struct sl_rec_stream *st = rec->stream;
+	int64_t timeout_at, recheck;
+	uint32_t unsent;
+	int rc;
+
+	if (!st->drain)
+		return GATE_NEXT;
+	if (!(unsent = sl_drain_unsent(g->fd))) {
+		/* The last piece's end, held when it was written, has left since: late
+		 * if that took longer than its time at the rate (the program may have
+		 * waited for it on the kernel's readiness, which says writable only
+		 * once it left). */
+		if (st->tail && sl_clock_mono_ns() - st->tail_ns > sl_drain_time_ns(rec, st->tail))
+			st->stuck = SL_MAX(st->stuck, st->tail);
+		st->tail = 0;
+		return GATE_NEXT;
+	}
+	st->stuck = SL_MAX(st->stuck, SL_MAX(unsent, st->tail));
+	st->tail = 0;
+	sl_debug("bytes on fd %d: %u bytes still unsent in the kernel; the next piece waits for them", g->fd, unsent);
+	recheck = SL_MAX(SL_MIN(sl_drain_time_ns(rec, unsent), SL_DRAIN_RECHECK_MAX_NS), SL_DRAIN_RECHECK_MIN_NS);
+	sl_shim_unlock(&rec->lock);
+	if (g->dontwait || sl_fd_nonblocking(g->fd))
+		return gate_done(g, -EAGAIN);
+	timeout_at = send_timeout_at(g->fd);
+	do {
+		rc = sleep_like_send(sl_clock_mono_ns() + recheck, timeout_at);
+		if (rc < 0)
+			return gate_done(g, rc);
+	} while (sl_drain_unsent(g->fd));
+	return GATE_AGAIN;
+}
+
 /* Nothing reserved yet: the admission of what this write needs.  It covers the
  * connection's own sections when its first write is pending, the requests
  * sections when a request begins, and a piece of bytes when the bytes are out. */
@@ -396,6 +438,10 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 	if (sl_rec_mask(rec, SL_USE_REQ) && sl_stream_starts(rec, g->iov, g->iovcnt))
 		want |= sl_rec_mask(rec, SL_USE_REQ);
 	if (needs_bytes(rec, g->iov, g->iovcnt)) {
+		enum gate_step drained = drain_first(rec, g);
+
+		if (drained != GATE_NEXT)
+			return drained;
 		pending = SL_MIN((uint64_t)iov_bytes(g->iov, g->iovcnt), rec->stream->piece_max);
 		want |= sl_rec_mask(rec, SL_USE_BYTES);
 	}
@@ -418,6 +464,14 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 	sl_pending_start(&w->pend, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
 	rec->state = SL_REC_WAITING;
 	rec->release_ns = 0; /* stepped at once */
+	if (pending && rec->stream->stuck) {
+		/* Bytes that waited in the kernel left only now: the destination saw
+		 * them now, so the next piece starts after their time at the rate. */
+		rec->release_ns = w->pend.at = w->pend.asked_ns + sl_drain_time_ns(rec, rec->stream->stuck);
+		sl_debug("bytes on fd %d: %u bytes left the kernel late; the next piece waits %.3f ms", g->fd,
+		         rec->stream->stuck, (double)(w->pend.at - w->pend.asked_ns) / 1e6);
+		rec->stream->stuck = 0;
+	}
 	return GATE_NEXT;
 }
 

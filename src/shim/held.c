@@ -13,6 +13,7 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "gate.h"
+#include "drain.h"
 #include "held.h"
 #include "inflight.h"
 #include "record.h"
@@ -592,6 +593,8 @@ int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
 		st->first_released_ns = st->admitted_next && rec->state == SL_REC_OPEN ? sl_clock_mono_ns() : 0;
 		st->credit = 0;
 		st->piece_max = piece_for(bm);
+		st->drain = bm->mask && sl_drain_arm(fd);
+		st->stuck = st->tail = 0;
 	}
 	sl_shim_unlock(&rec->lock);
 	return rc;
@@ -607,8 +610,36 @@ void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
 	sl_stream_wrote(rec, iov, iovcnt, n);
 	if (sl_rec_mask(rec, SL_USE_SIG))
 		sl_signals_wrote(rec, iov, iovcnt, n);
-	if (rec->stream)
-		rec->stream->credit -= SL_MIN(rec->stream->credit, (uint64_t)n);
+	if (rec->stream) {
+		struct sl_rec_stream *st = rec->stream;
+
+		st->credit -= SL_MIN(st->credit, (uint64_t)n);
+		/* A piece written out: what of it the kernel still holds is looked at
+		 * again when the next piece is due (drain.h). */
+		if (st->credit == 0 && st->drain && sl_rec_mask(rec, SL_USE_BYTES) &&
+		    (st->tail = sl_drain_queued(fd)))
+			st->tail_ns = sl_clock_mono_ns();
+	}
+	sl_shim_unlock(&rec->lock);
+}
+
+void sl_held_kernel_held(int fd, size_t n, int64_t took_ns)
+{
+	struct sl_record *rec = sl_record_of(fd);
+	struct sl_rec_stream *st;
+
+	if (!rec)
+		return;
+	sl_shim_lock(&rec->lock);
+	if ((st = rec->stream) && st->drain && sl_rec_mask(rec, SL_USE_BYTES)) {
+		/* Refused: what waits unsent leaves when the program next finds the
+		 * socket writable.  Taken, but only after longer than its own time at
+		 * the rate: it all left as the call returned, that late. */
+		uint64_t late = n == 0 ? sl_drain_queued(fd)
+		                : took_ns > sl_drain_time_ns(rec, n) ? n : 0;
+
+		st->stuck = (uint32_t)SL_MIN(SL_MAX((uint64_t)st->stuck, late), (uint64_t)UINT32_MAX);
+	}
 	sl_shim_unlock(&rec->lock);
 }
 

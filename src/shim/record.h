@@ -115,7 +115,9 @@ struct sl_rec_stream {
 	uint8_t tls_start;         /* SL_STREAM_TLS_HTTP1: the SSL_write under way begins
 	                            * a request (its first socket write takes the place) */
 	uint8_t first_at_connect;  /* the first request's place was taken with the connect */
-	uint8_t pad[2];
+	uint8_t drain;             /* meter = bytes: a piece waits for the last to leave
+	                            * the kernel (drain.h) */
+	uint8_t pad;
 	int64_t first_released_ns; /* ... released then: its first write moves the
 	                            * instant (0: none) */
 	uint64_t credit;           /* meter = bytes: bytes released and not yet written */
@@ -125,7 +127,12 @@ struct sl_rec_stream {
 	 * until their answers end */
 	uint64_t inflight_mask;    /* positions whose places they hold */
 	uint32_t inflight;         /* requests holding one there each, not answered in full */
-	uint32_t pad2;
+	uint32_t stuck;            /* meter = bytes: bytes that reached the destination
+	                            * late (drain.h); the next piece waits their time */
+	uint32_t tail;             /* meter = bytes: unsent in the kernel when the last
+	                            * piece had been written out ... */
+	uint32_t pad3;
+	int64_t tail_ns;           /* ... and when that was */
 	uint64_t ended_seen;       /* answers ended, as last counted (sl_resp_ended) */
 };
 

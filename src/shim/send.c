@@ -17,6 +17,7 @@
 #include "held.h"
 #include "naming.h"
 #include "record.h"
+#include "sluice/clock.h"
 #include "sluice/wait.h"
 
 #include <errno.h>
@@ -165,7 +166,16 @@ static ssize_t send_gated(int fd, int dontwait, const struct op *op, const struc
 		total += iov[i].iov_len;
 	for (;;) {
 		int nrest = iov_from(iov, iovcnt, done, rest), k = cut_iov(rest, nrest, g->limit, cut), rc;
+		int64_t began = g->track & SL_TRACK_BYTES ? sl_clock_mono_ns() : 0;
 		ssize_t w = wrote(fd, g, cut, k, do_op(fd, op, cut, k));
+
+		/* Released bytes the kernel held back reach the destination late (drain.h). */
+		if (began && (w > 0 || errno == EAGAIN)) {
+			int saved = errno;
+
+			sl_held_kernel_held(fd, w > 0 ? (size_t)w : 0, sl_clock_mono_ns() - began);
+			errno = saved;
+		}
 
 		if (w <= 0)
 			return done ? (ssize_t)done : w;

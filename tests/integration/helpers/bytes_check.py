@@ -2,12 +2,16 @@
 """Check bytes at the destination (meter = bytes) against the rate, strictly.
 
   bytes_check.py FILE --rate BYTES_PER_S --piece N [--expect-bytes N] [--slack-ms S]
+                 [--span S]
 
 FILE is the witness's record of every payload segment (kernel receive time and
 length, helpers/syn_witness.py --what bytes).  Strictly: the bytes that arrived
 before any segment never exceed rate x the time since the first arrived, plus one
 piece (the shim releases N bytes at a time, which then travel at full speed) and
---slack-ms of measuring jitter.  Prints the rate achieved at the destination.
+--slack-ms of measuring jitter.  With --span S, also every span of S seconds,
+wherever it starts: at most rate x S + one piece - what a sender that fell behind
+(a receiver that stopped reading) may not make up in a burst.  Prints the rate
+achieved at the destination.
 """
 import argparse
 import sys
@@ -26,6 +30,20 @@ def check_arrivals(a):
             print("FAIL: %d bytes had arrived by +%.6f s, more than %.0f" % (total, (t - t0) / 1e9, allowed))
             return 1
         total += n
+    if a.span:
+        # Any span of --span seconds: at most rate x span + one piece (+ slack).
+        # Two pointers over the arrivals: [i, j] is the segments within one span.
+        w, i, inside = int(a.span * 1e9), 0, 0
+        bound = a.rate * (a.span + a.slack_ms / 1e3) + a.piece
+        for j, (t, n) in enumerate(segs):
+            inside += n
+            while segs[i][0] < t - w:
+                inside -= segs[i][1]
+                i += 1
+            if inside > bound:
+                print("FAIL: %d bytes arrived within %.1f s (+%.6f s to +%.6f s), more than %.0f"
+                      % (inside, a.span, (segs[i][0] - t0) / 1e9, (t - t0) / 1e9, bound))
+                return 1
     span = (segs[-1][0] - t0) / 1e9
     achieved = total / span if span > 0 else 0
     print("%d bytes in %d segments over %.3f s at the destination: %.0f B/s (configured %.0f, %+.2f%%)"
@@ -43,6 +61,8 @@ def main():
     ap.add_argument("--expect-bytes", type=int)
     ap.add_argument("--piece", type=int, default=0)
     ap.add_argument("--slack-ms", type=float, default=1.0)
+    ap.add_argument("--span", type=float, help="also: any span of this many seconds holds at most "
+                    "rate x span + one piece")
     a = ap.parse_args()
     lost = syn_witness.missed(a.file)
     if lost:

@@ -37,7 +37,8 @@ PACKET_OUTGOING = 4
 
 def parse(frame):
     """(family, proto, sport, dport, tcp flags, payload length, destination address,
-    payload offset) of an IPv4 or IPv6 TCP or UDP frame, or None."""
+    payload offset, TCP sequence number or 0) of an IPv4 or IPv6 TCP or UDP frame,
+    or None."""
     if len(frame) < 14:
         return None
     ethertype = struct.unpack_from("!H", frame, 12)[0]
@@ -55,10 +56,11 @@ def parse(frame):
     if proto == 6 and len(frame) >= l4 + 14:
         sport, dport = struct.unpack_from("!HH", frame, l4)
         doff = (frame[l4 + 12] >> 4) * 4
-        return family, 6, sport, dport, frame[l4 + 13], l4_len - doff, dst, l4 + doff
+        seq = struct.unpack_from("!I", frame, l4 + 4)[0]
+        return family, 6, sport, dport, frame[l4 + 13], l4_len - doff, dst, l4 + doff, seq
     if proto == 17 and len(frame) >= l4 + 8:
         sport, dport = struct.unpack_from("!HH", frame, l4)
-        return family, 17, sport, dport, 0, l4_len - 8, dst, l4 + 8
+        return family, 17, sport, dport, 0, l4_len - 8, dst, l4 + 8, 0
     return None
 
 
@@ -180,7 +182,8 @@ class Witness:
     first payload segment (first: a first write held); or the first segment of each
     request - a client's payload that begins its turn (the connection's first, or
     the first after the server has sent), as a server sees requests come; or
-    datagrams; or every payload segment with its length (bytes)."""
+    datagrams; or every payload segment with the new bytes it carries (bytes: a
+    segment sent again counts only what no earlier one carried)."""
 
     # A SYN again from a client port whose connection has not ended, within this
     # long of its first, is the kernel sending it again (no SYN-ACK came: the
@@ -191,6 +194,8 @@ class Witness:
         self.port, self.what, self.dst, self.key = port, what, dst, key
         self.turn = {}  # (family, client port) -> the client is mid-turn
         self.syn_at = {}  # (family, client port) -> its first SYN, until it ends
+        self.sent_to = {}  # bytes: (family, client port) -> the sequence number after
+                           # the last new byte seen
 
     def see(self, frame, ends, ns=0):
         hit = self.see_packet(frame, ends, ns)
@@ -205,7 +210,7 @@ class Witness:
         p = parse(frame)
         if not p:
             return None
-        family, proto, sport, dport, flags, length, dst, _ = p
+        family, proto, sport, dport, flags, length, dst, _, seq = p
         if proto == 6 and flags & 0x05:  # FIN or RST, either way: that connection ends
             self.syn_at.pop((family, dport if sport == self.port else sport), None)
         if self.dst and sport != self.port and dst != self.dst:
@@ -225,6 +230,7 @@ class Witness:
             if first is not None and ns - first < self.RESENT_NS:
                 return None  # sent again
             self.syn_at[(family, sport)] = ns
+            self.sent_to[(family, sport)] = (seq + 1) & 0xFFFFFFFF
             # With TCP Fast Open the SYN carries the first request.
             data = length > 0 and self.what in ("first", "request")
             self.turn[(family, sport)] = data
@@ -232,7 +238,14 @@ class Witness:
         if ends and flags & 0x05:  # FIN or RST: the client's side of the connection ends
             return family, sport, "end"
         if self.what == "bytes" and length > 0:
-            return family, sport, "hit", length
+            # Only bytes not seen before: a segment sent again (the receiver
+            # dropped it, its buffer full) counts once, at its first arrival.
+            end, last = (seq + length) & 0xFFFFFFFF, self.sent_to.get((family, sport))
+            new = length if last is None else (end - last) & 0xFFFFFFFF
+            if new == 0 or new >= 1 << 31:
+                return None
+            self.sent_to[(family, sport)] = end
+            return family, sport, "hit", min(new, length)
         if self.what == "first" and length > 0:
             if not self.turn.get((family, sport)):
                 self.turn[(family, sport)] = True  # until the next SYN on this port
