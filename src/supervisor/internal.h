@@ -83,10 +83,13 @@
 
 #define NAMES_REFRESH_S 60.0                   /* the config's names resolved again */
 #define NAMES_MAX 1024
+#define SL_HOSTS_FILE "/etc/hosts"             /* read by static and Go programs
+                                                * themselves */
 #define TRACK_S 0.02                           /* places' connections looked at */
 
-/* A name of the config's, resolved here: a static program's own lookups are not
- * seen, so its connects to these addresses are matched as if it had named them. */
+/* A name for an address: one of the config's, resolved here, or the host file's.
+ * A static program's own lookups are not seen, so its connects to these
+ * addresses are matched as if it had named them. */
 struct resolved {
 	int family;
 	uint8_t addr[16];

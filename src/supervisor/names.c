@@ -1,11 +1,63 @@
 /*
- * names.c - the config's exact names resolved for a static program, whose own
- * lookups are not seen; refreshed on a thread so the loop never waits on DNS.
+ * names.c - names for a static program's addresses, whose own lookups the shim
+ * does not see: the config's exact names resolved here, and the host file's
+ * (which a static or Go program reads itself); refreshed on a thread so the loop
+ * never waits on DNS.
  */
 #include "internal.h"
 
+#include <ctype.h>
+
+/* One entry of the host file: the address on `line` and each of its names. */
+static unsigned hosts_line(char *line, struct resolved *out, unsigned k)
+{
+	char *save = NULL, *addr = strtok_r(line, " \t\r\n", &save), *name;
+	uint8_t bin[16];
+	int family;
+
+	if (!addr || addr[0] == '#')
+		return k;
+	if (inet_pton(AF_INET, addr, bin) == 1)
+		family = AF_INET;
+	else if (inet_pton(AF_INET6, addr, bin) == 1)
+		family = AF_INET6;
+	else
+		return k;
+	while (k < NAMES_MAX && (name = strtok_r(NULL, " \t\r\n", &save)) && name[0] != '#') {
+		size_t len = strlen(name);
+
+		if (len && name[len - 1] == '.')
+			name[--len] = '\0'; /* a rooted name is the same name */
+		if (!len || len >= SL_HOST_MAX)
+			continue;
+		out[k].family = family;
+		memset(out[k].addr, 0, sizeof(out[k].addr));
+		memcpy(out[k].addr, bin, family == AF_INET ? 4 : 16);
+		for (size_t i = 0; i <= len; i++)
+			out[k].name[i] = (char)tolower((unsigned char)name[i]);
+		k++;
+	}
+	return k;
+}
+
+/* The host file's names (SL_HOSTS_FILE), after the k entries of out. */
+static unsigned hosts_names(struct resolved *out, unsigned k)
+{
+	char line[1024];
+	FILE *f = fopen(SL_HOSTS_FILE, "re");
+
+	if (!f)
+		return k;
+	while (k < NAMES_MAX && fgets(line, sizeof(line), f))
+		k = hosts_line(line, out, k);
+	fclose(f);
+	return k;
+}
+
 /* The config's exact names, resolved here (README, "What reaches what"): names[]
- * (n of them, SL_HOST_MAX each) into a new table; *count its length. */
+ * (n of them, SL_HOST_MAX each), then the host file's, into a new table; *count
+ * its length.  A name resolved here comes before the host file's: it is the one
+ * the config asks about. */
 struct resolved *sup_resolve(const char (*names)[SL_HOST_MAX], unsigned n, unsigned *count)
 {
 	struct resolved *out = calloc(NAMES_MAX, sizeof(*out));
@@ -30,7 +82,7 @@ struct resolved *sup_resolve(const char (*names)[SL_HOST_MAX], unsigned n, unsig
 		}
 		freeaddrinfo(res);
 	}
-	*count = k;
+	*count = hosts_names(out, k);
 	return out;
 }
 

@@ -87,16 +87,49 @@ static int read_payload(struct call *c, const struct seccomp_notif *req, const s
 	return 0;
 }
 
+/* How many sections apply to d under `name`. */
+static int sections_named(const struct sl_supervisor *s, const struct sl_dest *d, const char *name)
+{
+	struct sl_dest named = *d;
+	struct sl_match m;
+
+	named.name = name;
+	named.name_len = strlen(name);
+	return sl_match_sections(s->shm.hdr, &named, &m, s->self);
+}
+
+/* The name d's address goes by: of the names known for it, the first with which
+ * the most sections apply (the host file may give one address several - localhost
+ * and the name a pattern wants).  One name, the common case, is not weighed. */
 static void name_of(const struct sl_supervisor *s, struct sl_dest *d, char *buf, size_t size)
 {
-	for (unsigned i = 0; i < s->nnames; i++)
-		if (s->names[i].family == d->family &&
-		    memcmp(s->names[i].addr, d->addr, d->family == AF_INET ? 4 : 16) == 0) {
-			snprintf(buf, size, "%s", s->names[i].name);
-			d->name = buf;
-			d->name_len = strlen(buf);
-			return;
+	const char *best = NULL;
+	int most = 0, weighed = 0;
+
+	for (unsigned i = 0; i < s->nnames; i++) {
+		int n;
+
+		if (s->names[i].family != d->family ||
+		    memcmp(s->names[i].addr, d->addr, d->family == AF_INET ? 4 : 16) != 0)
+			continue;
+		if (!best) {
+			best = s->names[i].name;
+			continue;
 		}
+		if (!weighed) {
+			most = sections_named(s, d, best);
+			weighed = 1;
+		}
+		if ((n = sections_named(s, d, s->names[i].name)) > most) {
+			most = n;
+			best = s->names[i].name;
+		}
+	}
+	if (best) {
+		snprintf(buf, size, "%s", best);
+		d->name = buf;
+		d->name_len = strlen(buf);
+	}
 }
 
 enum { GO_ON, PASS, UNREADABLE };
