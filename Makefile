@@ -60,7 +60,7 @@ SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) -I$(BUILD)/gen
 CORE_SRC = $(wildcard src/core/*.c)
 PROGS_SRC = $(wildcard src/progs/*.c)
 # The fleet's lease policy is the daemon's alone: the shim is not given it.
-SHIM_CORE_SRC = $(filter-out src/core/fleetpolicy.c,$(CORE_SRC))
+SHIM_CORE_SRC = $(filter-out src/core/fleetpolicy.c src/core/dnsmsg.c,$(CORE_SRC))
 # Every source is found, not listed: a file in src/shim is the shim's, in
 # src/daemon the daemon's (sluiced.c is its main; the CLI links the rest, for
 # `sluice check`'s probe), in src/cli the CLI's, in bench/ a bench program.

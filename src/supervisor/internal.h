@@ -4,7 +4,8 @@
  *   notify.c      a notification read: the traced process's memory, its socket;
  *   calls.c       each held call's admission, on one timerfd, and its answer;
  *   places.c      concurrency places, followed through sock_diag until closed;
- *   names.c       the config's names, resolved on a thread of their own;
+ *   names.c       the config's names and the host file's, on a thread of their own;
+ *   dns.c         the program's own lookups, learned through a proxy;
  *   supervisor.c  start and stop.
  * Invariants every part keeps:
  *   - a call is answered once: with its result or "continue" only after its
@@ -96,6 +97,16 @@ struct resolved {
 	char name[SL_HOST_MAX];
 };
 
+/* A program's socket sent to the DNS proxy (dns.c): its own address, and the
+ * name server it asked for. */
+struct dns_route {
+	struct sockaddr_storage client, server;
+	socklen_t slen; /* 0: unused */
+};
+#define DNS_ROUTES 256   /* sockets remembered, the oldest forgotten first */
+#define LEARNED_MAX 256  /* addresses learned from the program's own lookups */
+struct dns_proxy;
+
 /* One trapped call being held. */
 struct call {
 	struct call *prev, *next;
@@ -159,6 +170,11 @@ struct sl_supervisor {
 	const struct sl_config *cfg;
 	struct resolved *names;
 	unsigned nnames;
+	/* The program's own lookups, read by the DNS proxy: a ring, newest at
+	 * next_learned - 1. */
+	struct resolved learned[LEARNED_MAX];
+	unsigned next_learned;
+	struct dns_proxy *dns; /* made at the first lookup redirected, or NULL */
 	struct place *places;  /* connections holding places */
 	ev_timer track_timer;
 	/* The calls' instants: one timerfd, armed at the earliest call's less
@@ -210,6 +226,15 @@ void sup_on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents);
 
 /* notify.c */
 void sup_on_notify(struct ev_loop *loop, ev_io *w, int revents);
+
+/* dns.c: a trapped connect of `sock` (the caller's, duplicated) to sa, port 53,
+ * made to the proxy instead and answered: 1; or 0 when it is not one to redirect
+ * (nothing matches by name, another port or type) and nothing was done. */
+int sup_dns_redirect(struct sl_supervisor *s, uint64_t id, int sock, const struct sockaddr_storage *sa,
+                     socklen_t alen);
+void sup_dns_stop(struct sl_supervisor *s);
+/* Whether sa is a name server's port (53), IPv4 or IPv6. */
+int sup_dns_port(const struct sockaddr_storage *sa);
 
 /* names.c */
 struct resolved *sup_resolve(const char (*names)[SL_HOST_MAX], unsigned n, unsigned *count);

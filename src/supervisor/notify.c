@@ -103,26 +103,30 @@ static int sections_named(const struct sl_supervisor *s, const struct sl_dest *d
  * and the name a pattern wants).  One name, the common case, is not weighed. */
 static void name_of(const struct sl_supervisor *s, struct sl_dest *d, char *buf, size_t size)
 {
+	unsigned nl = SL_MIN(s->next_learned, (unsigned)LEARNED_MAX);
 	const char *best = NULL;
 	int most = 0, weighed = 0;
 
-	for (unsigned i = 0; i < s->nnames; i++) {
+	/* The program's own lookups first, newest first; then the config's and the
+	 * host file's. */
+	for (unsigned i = 0; i < nl + s->nnames; i++) {
+		const struct resolved *r = i < nl ? &s->learned[(s->next_learned - 1 - i) % LEARNED_MAX]
+		                                  : &s->names[i - nl];
 		int n;
 
-		if (s->names[i].family != d->family ||
-		    memcmp(s->names[i].addr, d->addr, d->family == AF_INET ? 4 : 16) != 0)
+		if (r->family != d->family || memcmp(r->addr, d->addr, d->family == AF_INET ? 4 : 16) != 0)
 			continue;
 		if (!best) {
-			best = s->names[i].name;
+			best = r->name;
 			continue;
 		}
 		if (!weighed) {
 			most = sections_named(s, d, best);
 			weighed = 1;
 		}
-		if ((n = sections_named(s, d, s->names[i].name)) > most) {
+		if ((n = sections_named(s, d, r->name)) > most) {
 			most = n;
-			best = s->names[i].name;
+			best = r->name;
 		}
 	}
 	if (best) {
@@ -274,6 +278,19 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 	if (!sup_still_valid(s, req->id))
 		return;
 	if (!(c = new_call(s, req, &sa, alen, meter, &undecided))) {
+		int sock;
+
+		/* A lookup's connect to a name server: through the proxy (dns.c). */
+		if (!undecided && req->data.nr == SYS_connect && s->shm.hdr->has_names && sup_dns_port(&sa) &&
+		    (sock = take_socket((int)req->pid, (int)req->data.args[0])) >= 0) {
+			int done = sup_dns_redirect(s, req->id, sock, &sa, (socklen_t)alen);
+
+			close(sock);
+			if (done) {
+				s->passed++;
+				return;
+			}
+		}
 		pass(s, req->id, undecided);
 		return;
 	}

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """A small DNS responder on loopback, over UDP and TCP, for tests.
 
-  dns_server.py --port-file FILE [--log FILE] [--name NAME=ADDR ...] [--lifetime S]
+  dns_server.py --port-file FILE [--port N] [--log FILE] [--name NAME=ADDR ...]
+                [--only-named] [--truncate-udp] [--lifetime S]
 
 Answers A queries: a --name it was given with that address, any other name with
 127.0.0.1 unless --only-named (then NXDOMAIN).  AAAA and other types get an empty
 NOERROR answer.  Each query is logged as "NS udp|tcp NAME TYPE" (monotonic
-nanoseconds).  Exits by itself after --lifetime seconds.
+nanoseconds).  --truncate-udp answers every UDP query with the TC bit and no
+records, so the client asks again over TCP.  Exits by itself after --lifetime
+seconds.
 """
 import argparse
 import os
@@ -35,8 +38,11 @@ def parse_question(msg):
     return qid, flags, ".".join(labels).lower(), qtype, i + 4
 
 
-def answer(msg, names, only_named):
+def answer(msg, names, only_named, truncate=False):
     qid, flags, name, qtype, end = parse_question(msg)
+    if truncate:
+        head = struct.pack("!HHHHHH", qid, 0x8000 | 0x0400 | 0x0200 | (flags & 0x0100), 1, 0, 0, 0)
+        return head + msg[12:end], name, qtype
     question = msg[12:end]
     rd = flags & 0x0100
     addr = names.get(name.rstrip("."))
@@ -58,6 +64,8 @@ def main():
     ap.add_argument("--log")
     ap.add_argument("--name", action="append", default=[])
     ap.add_argument("--only-named", action="store_true")
+    ap.add_argument("--truncate-udp", action="store_true")
+    ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--lifetime", type=float, default=240)
     a = ap.parse_args()
     names = dict(n.lower().split("=", 1) for n in a.name)
@@ -70,7 +78,7 @@ def main():
                 log.write("%d %s %s %d\n" % (time.monotonic_ns(), kind, name, qtype))
 
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
+    udp.bind(("127.0.0.1", a.port))
     port = udp.getsockname()[1]
     tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -81,7 +89,7 @@ def main():
         while True:
             msg, peer = udp.recvfrom(4096)
             try:
-                out, name, qtype = answer(msg, names, a.only_named)
+                out, name, qtype = answer(msg, names, a.only_named, a.truncate_udp)
             except (ValueError, IndexError, struct.error):
                 continue
             note("udp", name, qtype)
