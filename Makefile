@@ -242,6 +242,7 @@ fuzz: | test-deps
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/core/http1.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_response tests/fuzz/fuzz_response.c src/core/response.c src/core/http1.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_dnsmsg tests/fuzz/fuzz_dnsmsg.c src/core/dnsmsg.c
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
 	cp tests/fuzz/corpus-response/* $(BUILD)/fuzz/corpus-response/
@@ -251,6 +252,8 @@ fuzz: | test-deps
 	$(BUILD)/fuzz/fuzz_response -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-response
 	@mkdir -p $(BUILD)/fuzz/corpus-segment
 	$(BUILD)/fuzz/fuzz_segment -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-segment
+	@mkdir -p $(BUILD)/fuzz/corpus-dns
+	$(BUILD)/fuzz/fuzz_dnsmsg -max_total_time=$(FUZZ_SECONDS) -max_len=1024 $(BUILD)/fuzz/corpus-dns
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sluice \
