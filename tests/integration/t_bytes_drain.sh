@@ -21,10 +21,13 @@ export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 start_witness bytes "$PORT" "$T/arrivals"
 N=$((3 * 1024 * 1024))
 # A release covers 20 ms of the rate (src/shim/held.c, piece_for): 20,971 bytes.
+# 5 ms of slack: a writer preempted between its release and its write puts that
+# piece closer to the next at the destination (docs/design.md, "Bytes"); the
+# backlog this test is about was 63 ms of the rate (1,133,515 bytes in a second).
 drained() { # NAME
 	sleep 0.3
 	out=$(python3 "$HELPERS/bytes_check.py" "$T/arrivals" --rate $((1024 * 1024)) --piece 20971 \
-		--span 1 --expect-bytes "$N") || fail "$1: $out"
+		--span 1 --slack-ms 5 --expect-bytes "$N") || fail "$1: $out"
 	note "$1: $out"
 	: >"$T/shim.log"
 	: >"$T/arrivals"

@@ -33,21 +33,24 @@ def check_arrivals(a):
     if a.span:
         # Any span of --span seconds: at most rate x span + one piece (+ slack).
         # Two pointers over the arrivals: [i, j] is the segments within one span.
-        w, i, inside = int(a.span * 1e9), 0, 0
+        w, i, inside, busiest = int(a.span * 1e9), 0, 0, 0
         bound = a.rate * (a.span + a.slack_ms / 1e3) + a.piece
         for j, (t, n) in enumerate(segs):
             inside += n
             while segs[i][0] < t - w:
                 inside -= segs[i][1]
                 i += 1
+            busiest = max(busiest, inside)
             if inside > bound:
                 print("FAIL: %d bytes arrived within %.1f s (+%.6f s to +%.6f s), more than %.0f"
                       % (inside, a.span, (segs[i][0] - t0) / 1e9, (t - t0) / 1e9, bound))
                 return 1
     span = (segs[-1][0] - t0) / 1e9
     achieved = total / span if span > 0 else 0
-    print("%d bytes in %d segments over %.3f s at the destination: %.0f B/s (configured %.0f, %+.2f%%)"
-          % (total, len(segs), span, achieved, a.rate, 100 * (achieved / a.rate - 1)))
+    print("%d bytes in %d segments over %.3f s at the destination: %.0f B/s (configured %.0f, %+.2f%%)%s"
+          % (total, len(segs), span, achieved, a.rate, 100 * (achieved / a.rate - 1),
+             "; busiest %.1f s: %d bytes (rate + piece: %.0f)" % (a.span, busiest, a.rate * a.span + a.piece)
+             if a.span else ""))
     if a.expect_bytes is not None and total < a.expect_bytes:
         print("FAIL: %d bytes arrived, %d sent" % (total, a.expect_bytes))
         return 1
