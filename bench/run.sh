@@ -48,6 +48,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The figures only: `sluice run` saying its held calls (README "When a call is
 # held") would come between them.
 export SLUICE_QUIET=1
+# Debian's programs first, as scripts/deps.sh installs them (tests/integration/lib.sh).
+export PATH="/usr/bin:/bin:/usr/sbin:/sbin${PATH:+:$PATH}"
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT

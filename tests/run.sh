@@ -3,6 +3,8 @@
 # has a time limit; the last line is the summary CI reads: "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
+# Debian's programs first, as scripts/deps.sh installs them (tests/integration/lib.sh).
+export PATH="/usr/bin:/bin:/usr/sbin:/sbin${PATH:+:$PATH}"
 BUILD=${BUILD:-build}
 export BUILD
 

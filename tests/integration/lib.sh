@@ -2,6 +2,11 @@
 # Every test runs in its own temporary directory with its own segment and control
 # socket names, talks only to servers it starts on loopback, and cleans up on exit.
 set -u
+# The programs the tests run are the Debian packages scripts/deps.sh installs: a
+# python3 of a version manager earlier in PATH (pyenv's shim) has none of their
+# modules and takes half a second to start, which turns timing bounds into
+# measures of the shim script.
+export PATH="/usr/bin:/bin:/usr/sbin:/sbin${PATH:+:$PATH}"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD_DIR=$(cd "$ROOT/${BUILD:-build}" && pwd)
