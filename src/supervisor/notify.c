@@ -253,6 +253,26 @@ static void drop_call(struct call *c)
 	free(c);
 }
 
+/* A lookup's connect to a name server, sent through the proxy (dns.c) - with the
+ * caller's socket `sock` when already taken, -1 to take it.  1 when it was, and
+ * the call answered. */
+static int dns_redirected(struct sl_supervisor *s, const struct seccomp_notif *req,
+                          const struct sockaddr_storage *sa, uint64_t alen, int sock)
+{
+	int own = sock < 0, done;
+
+	if (req->data.nr != SYS_connect || !s->shm.hdr->has_names || !sup_dns_port(sa))
+		return 0;
+	if (own && (sock = take_socket((int)req->pid, (int)req->data.args[0])) < 0)
+		return 0;
+	done = sup_dns_redirect(s, req->id, sock, sa, (socklen_t)alen);
+	if (own)
+		close(sock);
+	if (done)
+		s->passed++;
+	return done;
+}
+
 static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 {
 	struct sockaddr_storage sa;
@@ -278,25 +298,18 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 	if (!sup_still_valid(s, req->id))
 		return;
 	if (!(c = new_call(s, req, &sa, alen, meter, &undecided))) {
-		int sock;
-
-		/* A lookup's connect to a name server: through the proxy (dns.c). */
-		if (!undecided && req->data.nr == SYS_connect && s->shm.hdr->has_names && sup_dns_port(&sa) &&
-		    (sock = take_socket((int)req->pid, (int)req->data.args[0])) >= 0) {
-			int done = sup_dns_redirect(s, req->id, sock, &sa, (socklen_t)alen);
-
-			close(sock);
-			if (done) {
-				s->passed++;
-				return;
-			}
-		}
+		if (!undecided && dns_redirected(s, req, &sa, alen, -1))
+			return;
 		pass(s, req->id, undecided);
 		return;
 	}
 	if (take_call_socket(c, req, &mh) == PASS) {
+		/* a datagram socket's connect: its datagrams are what a section holds */
+		int done = dns_redirected(s, req, &sa, alen, c->sock);
+
 		drop_call(c);
-		pass(s, req->id, 0);
+		if (!done)
+			pass(s, req->id, 0);
 		return;
 	}
 	if ((c->conc = sl_conc_sections(s->shm.hdr, &c->m)) && (c->sock < 0 || s->diag < 0)) {

@@ -33,11 +33,18 @@ start_dns_at() { # PORTFILE ARGS...
 start_dns_at "$T/dns1.port"
 start_server --also 127.0.0.2
 start_witness syn "$PORT" "$T/syn"
+# The name server's own datagrams matched too: a lookup's socket connected to a
+# peer a datagram section holds still goes through the proxy.
 write_config "$T/p.ini" <<EOF
 [tests]
 match = *.test:$PORT
 rate = 5/s
 max_wait = 1m
+
+[name-server]
+match = 127.0.0.1:53
+meter = datagrams
+rate = 1000/s
 EOF
 named() { # FILE COUNT NAME: COUNT connects said matched as NAME in FILE
 	[ "$(grep -c "seccomp connect 127.0.0.[12]:$PORT ($3): go" "$1")" -eq "$2" ] ||
