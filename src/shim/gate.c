@@ -387,8 +387,9 @@ static int requests_conc(const struct sl_record *rec, uint64_t want)
  * unsent bytes of the last ones (drain.h).  GATE_NEXT to ask now (still locked);
  * otherwise the lock is let go: a non-blocking writer is told EAGAIN with its
  * socket left to the kernel's readiness, which turns writable as the bytes leave;
- * a blocking one looks again every SL_DRAIN_RECHECK_NS until they have left (or
- * its SO_SNDTIMEO, or a signal), then asks afresh. */
+ * a blocking one looks again after the time they take at the rate (within
+ * SL_DRAIN_RECHECK_MIN_NS..MAX_NS) until they have left (or its SO_SNDTIMEO, or
+ * a signal), then asks afresh. */
 static enum gate_step drain_first(struct sl_record *rec, struct gate *g)
 {
 	struct sl_rec_stream *st = rec->stream;

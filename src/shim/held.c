@@ -10,10 +10,10 @@
  */
 #include "answers.h"
 #include "connect.h"
+#include "drain.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "gate.h"
-#include "drain.h"
 #include "held.h"
 #include "inflight.h"
 #include "record.h"
