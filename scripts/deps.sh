@@ -14,6 +14,8 @@ set -eu
 
 # Package, and the file or command that shows it is present.  To build: a C
 # compiler, libev, inih and hiredis (what the .deb's Depends names at run time),
+# nghttp2's header (the shim loads its HPACK decoder when it first reads an HTTP/2
+# answer),
 # python3 for the man page; the demo adds curl.
 BUILD_PACKAGES="
 gcc:/usr/bin/gcc
@@ -22,6 +24,7 @@ pkg-config:/usr/bin/pkg-config
 libev-dev:/usr/include/ev.h
 libinih-dev:/usr/include/ini.h
 libhiredis-dev:/usr/include/hiredis/adapters/libev.h
+libnghttp2-dev:/usr/include/nghttp2/nghttp2.h
 python3:/usr/bin/python3
 curl:/usr/bin/curl
 "
@@ -52,6 +55,8 @@ redis-tools:/usr/bin/redis-cli
 python3-requests:/usr/lib/python3/dist-packages/requests
 python3-aiohttp:/usr/lib/python3/dist-packages/aiohttp
 python3-httpx:/usr/lib/python3/dist-packages/httpx
+python3-h2:/usr/lib/python3/dist-packages/h2
+python3-grpcio:/usr/lib/python3/dist-packages/grpc
 python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
 python3-uvloop:/usr/lib/python3/dist-packages/uvloop
 systemd:/usr/bin/systemd-analyze
