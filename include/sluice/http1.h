@@ -85,6 +85,10 @@ size_t sl_http1_feed(struct sl_http1 *p, const void *buf, size_t len);
  * body or chunk data, SL_H1_LOST anywhere else.  Returns bytes consumed, as feed. */
 size_t sl_http1_skip(struct sl_http1 *p, uint64_t len);
 
+/* Whether the parser stopped at the end of a request asking to Upgrade to h2c
+ * (RFC 7540, 3.2): HTTP/2 may follow, the request being its stream 1. */
+int sl_http1_upgrade_h2c(const struct sl_http1 *p);
+
 /* A chunk-size line (hex digits, then extensions after ';' or spaces), shared
  * with the response reader (response.h): 0 with *size set, -1 when it cannot be
  * read, -2 when it is too large (more than 15 hex digits). */

@@ -100,6 +100,9 @@ struct sl_h2_in {
 	uint32_t left;         /* PAYLOAD: payload bytes to go (padding included) */
 	uint32_t trail;        /* PAYLOAD: of them, padding at the end */
 	uint32_t block_stream; /* the stream of the open block */
+	uint32_t ended_top;    /* the highest client stream it ended ... */
+	uint64_t ended_bits;   /* ... and bit k: stream ended_top - 2k ended (an END_STREAM
+	                        * and a RST_STREAM of one stream count once) */
 	uint64_t ended;        /* client streams the server ended */
 	const char *why;
 };

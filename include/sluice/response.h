@@ -45,6 +45,8 @@ struct sl_resp_fields {
 	uint16_t status;
 	uint8_t age_positive;      /* Age: above zero (a cached answer: ignored) */
 	uint8_t retry_is_date;     /* retry_after is epoch seconds from an HTTP-date */
+	uint8_t grpc;              /* content-type application/grpc...: its status comes in
+	                            * the trailers */
 	int64_t retry_after;       /* delta seconds, or epoch seconds (retry_is_date) */
 	/* RateLimit: "p";r=R;t=T (the IETF draft now), the most restrictive policy */
 	int64_t rl_r, rl_t;
@@ -54,7 +56,21 @@ struct sl_resp_fields {
 	/* X-RateLimit-Remaining and X-RateLimit-Reset: delta seconds, epoch seconds or
 	 * epoch milliseconds (sl_signal_decide tells them apart) */
 	int64_t x_remaining, x_reset;
+	/* HTTP/2 only (http2.h): gRPC's status in trailers (or a trailers-only answer)
+	 * and grpc-retry-pushback-ms */
+	int64_t grpc_status, pushback_ms;
 };
+
+/* gRPC's RESOURCE_EXHAUSTED: the server's way of saying 429. */
+#define SL_GRPC_RESOURCE_EXHAUSTED 8
+
+/* One field of an answer, as HTTP/2 hands them over decoded (name in lower case,
+ * ":status" among them): kept in f when it carries a signal.  The HTTP/1 reader
+ * goes through it for each header line too. */
+void sl_resp_field(struct sl_resp_fields *f, const char *name, size_t nn, const char *v, size_t vn);
+
+/* Fields as they are before an answer's first (every number -1: absent). */
+void sl_resp_fields_clear(struct sl_resp_fields *f);
 
 struct sl_response {
 	uint8_t state;       /* enum sl_resp_state */
@@ -135,7 +151,8 @@ struct sl_signal {
 
 /* What response `f` asks, at wall-clock time now_s (epoch seconds, for
  * HTTP-dates and epoch resets).  Precedence (README): an Age above zero makes it
- * say nothing; Retry-After on a 429 or 503 wins over the reset fields; then
+ * say nothing; gRPC's RESOURCE_EXHAUSTED is a 429 whose grpc-retry-pushback-ms
+ * is its Retry-After; Retry-After on a 429 or 503 wins over the reset fields; then
  * RateLimit (draft now), RateLimit draft-07 forms, X-RateLimit; a 429 with none of
  * them is SL_SIGNAL_BARE_429 with pause_ms 0 (the caller's back-off decides). */
 void sl_signal_decide(const struct sl_resp_fields *f, int64_t now_s, struct sl_signal *out);

@@ -7,6 +7,7 @@ enum {
 	F_LENGTH = 1,  /* Content-Length given */
 	F_CHUNKED = 2, /* Transfer-Encoding ends in chunked */
 	F_TUNNEL = 4,  /* CONNECT or Upgrade: what follows the message is not HTTP/1 */
+	F_H2C = 8,     /* the Upgrade asked for is h2c: HTTP/2 may follow (http2.h) */
 };
 
 void sl_http1_init(struct sl_http1 *p)
@@ -178,7 +179,7 @@ static int end_header_line(struct sl_http1 *p, size_t kept, size_t full)
 			return lose(p, "a Transfer-Encoding other than chunked", 0), -1;
 		p->flags |= F_CHUNKED;
 	} else if (header_is(p, kept, "upgrade:", &v, &vlen)) {
-		p->flags |= F_TUNNEL;
+		p->flags |= F_TUNNEL | (contains_token(v, vlen, "h2c") ? F_H2C : 0);
 	}
 	return 0;
 }
@@ -331,4 +332,9 @@ size_t sl_http1_skip(struct sl_http1 *p, uint64_t len)
 	if (p->left == 0)
 		p->state = p->state == SL_H1_BODY ? SL_H1_IDLE : SL_H1_CHUNK_END;
 	return (size_t)len;
+}
+
+int sl_http1_upgrade_h2c(const struct sl_http1 *p)
+{
+	return p->state == SL_H1_LOST && (p->flags & F_H2C) && p->requests > 0;
 }

@@ -181,6 +181,30 @@ static int is_block(uint8_t type)
 	return type == SL_H2_HEADERS || type == SL_H2_PUSH_PROMISE || type == SL_H2_CONTINUATION;
 }
 
+/* The server ended client stream `id` (odd): counted once, whatever ended it,
+ * within the last 64 streams (older ones are counted as they come). */
+static void in_ended(struct sl_h2_in *p, uint32_t id)
+{
+	if (!(id & 1))
+		return;
+	if (id > p->ended_top) {
+		uint32_t shift = (id - p->ended_top) / 2;
+
+		p->ended_bits = shift >= 64 ? 0 : p->ended_bits << shift;
+		p->ended_bits |= 1;
+		p->ended_top = id;
+	} else {
+		uint32_t k = (p->ended_top - id) / 2;
+
+		if (k < 64) {
+			if (p->ended_bits & (1ull << k))
+				return;
+			p->ended_bits |= 1ull << k;
+		}
+	}
+	p->ended++;
+}
+
 /* A whole frame header read: set up its payload. */
 static void in_frame(struct sl_h2_in *p)
 {
@@ -210,16 +234,15 @@ static void in_frame(struct sl_h2_in *p)
 		p->block_stream = f.stream;
 		p->block_push = f.type == SL_H2_PUSH_PROMISE;
 		p->block_ends = f.type == SL_H2_HEADERS && (f.flags & FLAG_END_STREAM);
-		if (p->block_ends && (f.stream & 1))
-			p->ended++;
+		if (p->block_ends)
+			in_ended(p, f.stream);
 		break;
 	case SL_H2_DATA:
-		if ((f.flags & FLAG_END_STREAM) && (f.stream & 1))
-			p->ended++;
+		if (f.flags & FLAG_END_STREAM)
+			in_ended(p, f.stream);
 		break;
 	case SL_H2_RST_STREAM:
-		if (f.stream & 1)
-			p->ended++;
+		in_ended(p, f.stream);
 		break;
 	default:
 		break;

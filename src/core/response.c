@@ -18,6 +18,7 @@ static void fields_clear(struct sl_resp_fields *f)
 	memset(f, 0, sizeof(*f));
 	f->retry_after = f->rl_r = f->rl_t = -1;
 	f->rl_remaining = f->rl_reset = f->x_remaining = f->x_reset = -1;
+	f->grpc_status = f->pushback_ms = -1;
 }
 
 void sl_resp_init(struct sl_response *p)
@@ -301,8 +302,7 @@ static void ratelimit_field(struct sl_resp_fields *f, const char *v, size_t vn)
 /* A header line (kept bytes; `whole`: nothing of it was cut). */
 static void header_line(struct sl_response *p, size_t kept, int whole)
 {
-	struct sl_resp_fields *f = &p->f;
-	const char *v;
+	const char *v, *colon;
 	size_t vn;
 
 	if (header_is(p->line, kept, "content-length", &v, &vn)) {
@@ -325,28 +325,49 @@ static void header_line(struct sl_response *p, size_t kept, int whole)
 		p->flags |= vn >= 7 && word_is(v + vn - 7, 7, "chunked") ? F_CHUNKED : F_TO_CLOSE;
 		return;
 	}
-	if (!whole)
-		return; /* a field cut short is malformed as far as signals go */
-	if (header_is(p->line, kept, "retry-after", &v, &vn)) {
+	/* A field cut short is malformed as far as signals go. */
+	if (whole && (colon = memchr(p->line, ':', kept)))
+		sl_resp_field(&p->f, p->line, (size_t)(colon - p->line), colon + 1, kept - (size_t)(colon - p->line) - 1);
+}
+
+void sl_resp_field(struct sl_resp_fields *f, const char *name, size_t nn, const char *v, size_t vn)
+{
+	trim(&v, &vn);
+	if (word_is(name, nn, "retry-after")) {
 		int64_t d = decimal(v, vn);
 
 		f->retry_is_date = d < 0;
 		f->retry_after = d >= 0 ? d : sl_http_date(v, vn);
 		if (f->retry_after < 0)
 			f->retry_is_date = 0;
-	} else if (header_is(p->line, kept, "ratelimit", &v, &vn)) {
+	} else if (word_is(name, nn, "ratelimit")) {
 		ratelimit_field(f, v, vn);
-	} else if (header_is(p->line, kept, "ratelimit-remaining", &v, &vn)) {
+	} else if (word_is(name, nn, "ratelimit-remaining")) {
 		f->rl_remaining = decimal(v, vn);
-	} else if (header_is(p->line, kept, "ratelimit-reset", &v, &vn)) {
+	} else if (word_is(name, nn, "ratelimit-reset")) {
 		f->rl_reset = decimal(v, vn);
-	} else if (header_is(p->line, kept, "x-ratelimit-remaining", &v, &vn)) {
+	} else if (word_is(name, nn, "x-ratelimit-remaining")) {
 		f->x_remaining = decimal(v, vn);
-	} else if (header_is(p->line, kept, "x-ratelimit-reset", &v, &vn)) {
+	} else if (word_is(name, nn, "x-ratelimit-reset")) {
 		f->x_reset = decimal(v, vn);
-	} else if (header_is(p->line, kept, "age", &v, &vn)) {
+	} else if (word_is(name, nn, "age")) {
 		f->age_positive = decimal(v, vn) > 0;
+	} else if (word_is(name, nn, ":status")) {
+		int64_t st = decimal(v, vn);
+
+		f->status = st >= 100 && st <= 999 ? (uint16_t)st : 0;
+	} else if (word_is(name, nn, "content-type")) {
+		f->grpc = vn >= 16 && word_is(v, 16, "application/grpc");
+	} else if (word_is(name, nn, "grpc-status")) {
+		f->grpc_status = decimal(v, vn);
+	} else if (word_is(name, nn, "grpc-retry-pushback-ms")) {
+		f->pushback_ms = decimal(v, vn); /* a negative one says "do not retry": absent */
 	}
+}
+
+void sl_resp_fields_clear(struct sl_resp_fields *f)
+{
+	fields_clear(f);
 }
 
 /* "HTTP/1.x SSS ...": the status, or -1. */
@@ -563,6 +584,16 @@ void sl_signal_decide(const struct sl_resp_fields *f, int64_t now_s, struct sl_s
 	out->status = f->status;
 	if (f->age_positive)
 		return; /* a cache's copy says nothing of the destination now */
+	if (f->grpc_status == SL_GRPC_RESOURCE_EXHAUSTED) {
+		/* gRPC's 429 (README, "Signals from the destination"): its pushback is a
+		 * Retry-After in milliseconds; without one, the bare 429's back-off. */
+		out->status = 429;
+		out->kind = f->pushback_ms >= 0 ? SL_SIGNAL_RETRY_AFTER : SL_SIGNAL_BARE_429;
+		out->pause_ms = f->pushback_ms >= 0 ? f->pushback_ms : 0;
+		if (out->kind == SL_SIGNAL_RETRY_AFTER && out->pause_ms == 0)
+			out->kind = SL_SIGNAL_NONE; /* retry at once: nothing to do */
+		return;
+	}
 	if ((f->status == 429 || f->status == 503) && f->retry_after >= 0) {
 		out->kind = SL_SIGNAL_RETRY_AFTER;
 		out->pause_ms = f->retry_is_date ? seconds_ms(f->retry_after - now_s > 0 ? f->retry_after - now_s : 0)

@@ -13,9 +13,11 @@
  */
 #include "answers.h"
 #include "fdtab.h"
+#include "h2.h"
 #include "held.h"
 #include "inflight.h"
 #include "record.h"
+#include "stream.h"
 #include "tls.h"
 #include "sluice/admit.h"
 #include "sluice/clock.h"
@@ -203,12 +205,31 @@ int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m, in
 	return rc;
 }
 
-/* The requests written, for the HEADs among them. */
+/* Whether the first non-empty piece of a write is the HTTP/2 preface. */
+static int starts_h2(const struct iovec *iov, int iovcnt)
+{
+	for (int i = 0; iov && i < iovcnt; i++)
+		if (iov[i].iov_len && iov[i].iov_base)
+			return sl_sniff_h2_preface(iov[i].iov_base, iov[i].iov_len);
+	return 0;
+}
+
+/* The requests written, for the HEADs among them; HTTP/2's frames, for the table
+ * its answers' decoder may use (h2.c). */
 static void follow_requests(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
-	struct sl_rec_lines scratch, *l = sl_talk_open(rec, &scratch);
+	struct sl_rec_lines scratch, *l;
+	struct sl_rec_h2 *h = sl_h2_of(rec);
 
-	if (!l)
+	if (!h && rec->talk && sl_talk_h1_requests(rec) == 0 && sl_talk_h1_state(rec) == SL_H1_IDLE &&
+	    starts_h2(iov, iovcnt) && sl_h2_begin(rec, 0, 1) == 0)
+		h = sl_h2_of(rec);
+	if (h) {
+		if (iov)
+			sl_h2_wrote(h, iov, iovcnt, n);
+		return;
+	}
+	if (!(l = sl_talk_open(rec, &scratch)))
 		return;
 	if (!iov)
 		sl_http1_skip(&l->h1, n);
@@ -253,10 +274,15 @@ void sl_signals_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt
 
 int sl_signals_follows_writes(const struct sl_record *rec)
 {
+	const struct sl_rec_h2 *h = sl_h2_of(rec);
+
 	/* TLS: the plaintext comes through tls.c; meter = requests follows them
 	 * already (stream.c); a reader that gave up has no more use for them. */
-	return rec->talk && !rec->tls && sl_rec_mask(rec, SL_USE_SIG) && !sl_rec_mask(rec, SL_USE_REQ) &&
-	       sl_talk_h1_state(rec) != SL_H1_LOST && sl_talk_resp_state(rec) != SL_RESP_LOST;
+	if (!rec->talk || rec->tls || !sl_rec_mask(rec, SL_USE_SIG) || sl_rec_mask(rec, SL_USE_REQ))
+		return 0;
+	if (h)
+		return h->hpack && h->out.state != SL_H2_LOST && h->in.state != SL_H2_LOST;
+	return sl_talk_h1_state(rec) != SL_H1_LOST && sl_talk_resp_state(rec) != SL_RESP_LOST;
 }
 
 /* Request n (0-based) was a HEAD, as far as the writes showed. */
@@ -292,13 +318,34 @@ static void answered(struct sl_record *rec, const struct sl_resp_fields *f)
 		         did < 0 ? " - dropped: segment lock unavailable" : "");
 }
 
+/* An HTTP/2 header block from the server ended (h2.h): judged as HTTP/1's answers
+ * are, once per answer - a gRPC call by its trailers (grpc-status), anything else
+ * by its final :status; 1xx and a plain answer's trailers say nothing. */
+static void h2_answered(struct sl_record *rec, struct sl_resp_fields *f, int ends)
+{
+	if (f->grpc_status < 0) {
+		if (f->status < 200 || (f->grpc && !ends))
+			return;
+	} else if (!f->status) {
+		f->status = 200; /* trailers: the answer's headers said 200 */
+	}
+	answered(rec, f);
+}
+
 /* The answers read, in plaintext. */
 static void follow_answers(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
-	struct sl_rec_lines scratch, *l = sl_talk_open(rec, &scratch);
+	struct sl_rec_lines scratch, *l;
+	struct sl_rec_h2 *h = sl_h2_of(rec);
 	int was_lost;
 
-	if (!l)
+	if (h) {
+		sl_h2_read(rec, iov, iovcnt, n, h2_answered);
+		if (h->in.state != SL_H2_LOST)
+			sl_inflight_answers(rec, h->in.ended);
+		return;
+	}
+	if (!(l = sl_talk_open(rec, &scratch)))
 		return;
 	was_lost = l->resp.state == SL_RESP_LOST;
 	for (int i = 0; i < iovcnt && n > 0; i++) {
@@ -336,6 +383,8 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 	}
 	if (sl_talk_resp_state(rec) == SL_RESP_LOST)
 		return;
+	if (n == 0 && sl_h2_of(rec))
+		return; /* HTTP/2: its streams ended as their frames said */
 	if (n == 0) {
 		struct sl_rec_lines scratch, *l = sl_talk_open(rec, &scratch);
 
@@ -351,7 +400,11 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 
 int sl_signals_follow_ends(const struct sl_record *rec)
 {
+	const struct sl_rec_h2 *h = sl_h2_of(rec);
+
 	/* In plaintext (on the socket, or through libssl) and not lost. */
+	if (h)
+		return sl_rec_mask(rec, SL_USE_SIG) && h->in.state != SL_H2_LOST;
 	return rec->talk && sl_rec_mask(rec, SL_USE_SIG) && sl_talk_resp_state(rec) != SL_RESP_LOST &&
 	       (!rec->tls || rec->stream == NULL || rec->stream->mode == SL_STREAM_TLS_HTTP1);
 }

@@ -265,7 +265,7 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 	sl_rec_match(rec, SL_USE_REQ, &rm);
 	/* The first request went out with this write, not at the connect that took
 	 * its place: the destination sees it now. */
-	if (st && st->first_released_ns && rm.mask) {
+	if (st && st->first_released_ns && rm.mask && sl_stream_carries_first(rec, g->iov, g->iovcnt)) {
 		int64_t now = sl_clock_mono_ns();
 
 		sl_wait_moved(sl_shim.shm.hdr, &rm, st->first_released_ns, now, sl_shim.pid);
@@ -511,13 +511,14 @@ static enum gate_step gate_step(struct sl_record *rec, struct gate *g)
 }
 
 /* GATE_WAIT: a non-blocking writer is told EAGAIN (its socket hidden from epoll
- * until due); a blocking one sleeps, as send would, and looks again.  Called with
+ * until due); a blocking one sleeps, as send would, and looks again - and so does
+ * an HTTP/2 request begun inside SSL_write (sl_stream_waits_inside).  Called with
  * rec->lock held; returns with it let go, GATE_AGAIN or GATE_DONE. */
 static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *timeout_at)
 {
 	int rc;
 
-	if (g->dontwait || sl_fd_nonblocking(g->fd)) {
+	if ((g->dontwait || sl_fd_nonblocking(g->fd)) && !sl_stream_waits_inside(rec)) {
 		sl_epoll_mask(rec);
 		sl_shim_unlock(&rec->lock);
 		return gate_done(g, -EAGAIN);

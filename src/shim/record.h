@@ -117,7 +117,9 @@ struct sl_rec_stream {
 	uint8_t first_at_connect;  /* the first request's place was taken with the connect */
 	uint8_t drain;             /* meter = bytes: a piece waits for the last to leave
 	                            * the kernel (drain.h) */
-	uint8_t pad;
+	uint8_t tls_went;          /* through libssl: the socket write that began the
+	                            * SSL_write's request went, the call is not done (a
+	                            * retry after WANT_WRITE begins nothing more) */
 	int64_t first_released_ns; /* ... released then: its first write moves the
 	                            * instant (0: none) */
 	uint64_t credit;           /* meter = bytes: bytes released and not yet written */
@@ -158,11 +160,14 @@ struct sl_rec_refunds {
 	uint8_t answered;               /* an answer came: the connection did not fail */
 	uint8_t pad[5];
 };
+struct sl_rec_h2;
 struct sl_rec_talk {
 	struct sl_h1_parked h1;
 	struct sl_resp_parked resp;
 	struct sl_rec_lines *lines; /* non-NULL: the parsers are these, not the parked */
 	struct sl_rec_refunds *refunds; /* NULL: nothing to give back */
+	struct sl_rec_h2 *h2;       /* the connection speaks HTTP/2 (h2.h): its frames
+	                             * are followed instead of the parsers above */
 };
 
 /* A socket the shim holds, meters or follows.  This much for every such socket;
@@ -213,11 +218,16 @@ enum sl_stream_mode {
 	                          * write that begins one (tls_start); until the first
 	                          * plaintext shows HTTP/1 nothing is counted, then turns
 	                          * if it does not */
-	SL_STREAM_CONNECTION = 3, /* HTTP/2 (the plaintext preface, or TLS offering h2):
-	                           * multiplexed streams cannot be held by turns without
-	                           * answering EAGAIN where clients take it as fatal, so
-	                           * the connection counts as one request, taken with its
-	                           * connect (or its first write when named by it) */
+	SL_STREAM_CONNECTION = 3, /* the connection counts as one request, taken with its
+	                           * connect (or its first write when named by it): TLS
+	                           * offering h2 not through libssl (its frames are not
+	                           * seen), or HTTP/2 whose frames could not be followed */
+	SL_STREAM_H2 = 5,         /* HTTP/2 in plaintext (prior knowledge, or after an
+	                           * Upgrade to h2c): each new stream's HEADERS is a
+	                           * request, found by core/http2.c (h2.h) */
+	SL_STREAM_TLS_H2 = 6,     /* HTTP/2 through libssl: the same in SSL_write's
+	                           * plaintext, which marks the socket write that begins
+	                           * one (tls_start), as SL_STREAM_TLS_HTTP1 does */
 };
 
 /* record.c: a record's parts, under its lock. */

@@ -4,13 +4,17 @@
  * by message (core/http1.c): each request message is one request, and a write that
  * carries the end of one and the start of the next is cut at the boundary (a short write,
  * which every program that writes to sockets handles), so the next can be held before any
- * of its bytes go.  Anything else - TLS, another protocol, HTTP the parser cannot follow
- * - counts turns: the first write, and every write after a read that returned
- * data.  HTTP/2 (its plaintext preface, or a ClientHello offering h2) counts once, for
- * the whole connection.  Bytes are only read here, never changed or reordered. Every
- * function runs under the record's lock.
+ * of its bytes go.  HTTP/2 (its plaintext preface, an Upgrade to h2c, or h2 chosen
+ * through libssl) is followed frame by frame (core/http2.c, h2.c): each HEADERS that
+ * opens a stream is a request, and a write is cut before the next one (docs/design.md,
+ * "HTTP/2 request by request").  Anything else - TLS not through libssl, another
+ * protocol, HTTP the parsers cannot follow - counts turns: the first write, and every
+ * write after a read that returned data; TLS offering h2 not through libssl counts
+ * once, for the whole connection.  Bytes are only read here, never changed or
+ * reordered.  Every function runs under the record's lock.
  */
 #include "fdtab.h"
+#include "h2.h"
 #include "record.h"
 #include "stream.h"
 #include "tls.h"
@@ -28,11 +32,11 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
 }
 
 /* The first non-empty piece of the write, to tell HTTP/1, HTTP/2 and the rest
- * apart.  HTTP/2 multiplexes its requests, so a held turn would be an EAGAIN on a
- * write its client cannot take (curl fails the connection on one): the whole
- * connection counts as one request.  Over TLS the server's choice is not seen, so a
- * ClientHello that offers h2 is taken at its word; docs/design.md says what that
- * costs in accuracy. */
+ * apart.  Over TLS the protocol is known only once libssl's plaintext shows it
+ * (sl_stream_tls_write); a ClientHello offering h2 not made through libssl counts
+ * the whole connection as one request, since its streams cannot be seen and a held
+ * turn would be an EAGAIN where an HTTP/2 client expects none.  docs/design.md says
+ * what that costs in accuracy. */
 static void decide(struct sl_record *rec, struct sl_rec_stream *st, const struct iovec *iov, int iovcnt)
 {
 	for (int i = 0; i < iovcnt; i++) {
@@ -42,16 +46,22 @@ static void decide(struct sl_record *rec, struct sl_rec_stream *st, const struct
 
 		if (!n || !p)
 			continue;
-		if (sl_sniff_is_tls(p, n) && sl_tls_call && !sl_sniff_tls_offers_h2(p, n)) {
+		if (sl_sniff_is_tls(p, n) && sl_tls_call) {
 			/* Through libssl: the plaintext will say where requests begin. */
-			st->mode = SL_STREAM_TLS_HTTP1;
-			why = "TLS through libssl: HTTP/1 requests found in SSL_write's plaintext";
-		} else if (sl_sniff_h2_preface(p, n) || sl_sniff_tls_offers_h2(p, n)) {
+			st->mode = sl_sniff_tls_offers_h2(p, n) ? SL_STREAM_CONNECTION : SL_STREAM_TLS_HTTP1;
+			why = "TLS through libssl: requests found in SSL_write's plaintext";
+		} else if (sl_sniff_h2_preface(p, n)) {
+			if (sl_h2_begin(rec, 0, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0) {
+				st->mode = SL_STREAM_H2;
+				why = "HTTP/2 (prior-knowledge preface): each stream a request";
+			} else {
+				st->mode = SL_STREAM_CONNECTION;
+				why = "HTTP/2, no memory to follow its frames: the connection counts as one request";
+			}
+		} else if (sl_sniff_tls_offers_h2(p, n)) {
 			st->mode = SL_STREAM_CONNECTION;
-			why = sl_sniff_is_tls(p, n) ? "TLS offering HTTP/2: the connection counts as one request, "
-			                              "shaped at its connect; its writes are never held"
-			                            : "HTTP/2 (prior-knowledge preface): the connection counts as one "
-			                              "request, shaped at its connect; its writes are never held";
+			why = "TLS offering HTTP/2 not through libssl: the connection counts as one request, shaped "
+			      "at its connect; its writes are never held";
 		} else if (sl_http1_looks_like(p, n)) {
 			st->mode = SL_STREAM_HTTP1;
 			why = "HTTP/1 messages";
@@ -88,9 +98,12 @@ int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 	switch (st->mode) {
 	case SL_STREAM_HTTP1:
 		return sl_talk_h1_state(rec) == SL_H1_IDLE;
+	case SL_STREAM_H2: /* a new stream's HEADERS first (one later in it is cut off) */
+		return iov && sl_h2_of(rec) && sl_h2_cut(sl_h2_of(rec), iov, iovcnt, 0) == 0;
 	case SL_STREAM_CONNECTION:
 		return !st->wrote_any; /* named by this write: its one place */
 	case SL_STREAM_TLS_HTTP1:
+	case SL_STREAM_TLS_H2:
 		return st->tls_start; /* the handshake's writes take none */
 	default:
 		return !st->wrote_any || st->read_since_write;
@@ -104,6 +117,8 @@ size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcn
 	struct sl_http1 copy;
 	size_t n = 0;
 
+	if (st && st->mode == SL_STREAM_H2 && iov && sl_h2_of(rec))
+		return sl_h2_cut(sl_h2_of(rec), iov, iovcnt, st->admitted_next ? 1 : 0);
 	if (!st || st->mode != SL_STREAM_HTTP1 || sl_talk_h1_state(rec) == SL_H1_LOST ||
 	    !(l = sl_talk_open(rec, &scratch)))
 		return SIZE_MAX;
@@ -127,12 +142,43 @@ size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcn
 	return SIZE_MAX;
 }
 
+int sl_stream_carries_first(struct sl_record *rec, const struct iovec *iov, int iovcnt)
+{
+	struct sl_rec_stream *st = rec->stream;
+
+	if (sl_tls_in_call(rec->fd))
+		return st && st->tls_start;
+	if (st && st->mode == SL_STREAM_UNDECIDED && iov)
+		decide(rec, st, iov, iovcnt);
+	if (st && st->mode == SL_STREAM_H2 && iov && sl_h2_of(rec))
+		return sl_h2_cut(sl_h2_of(rec), iov, iovcnt, 0) != SIZE_MAX;
+	return 1;
+}
+
 /* The HTTP/1 parser gave up on the connection: turns from here. */
 static void lost(struct sl_record *rec, struct sl_rec_stream *st, const struct sl_http1 *h1, const char *inside)
 {
 	sl_debug("requests on fd %d: cannot follow HTTP/1%s (%s): counting turns from here", rec->fd, inside,
 	         h1->why ? h1->why : "?");
 	st->mode = SL_STREAM_TURNS;
+}
+
+/* HTTP/2 written: a stream opened used the place taken for it.  Frames that cannot
+ * be followed, or a sendfile (unseen bytes), leave one place for the connection:
+ * none taken from here, said once. */
+static void h2_wrote(struct sl_record *rec, struct sl_rec_stream *st, const struct iovec *iov, int iovcnt,
+                     size_t n)
+{
+	struct sl_rec_h2 *h = sl_h2_of(rec);
+
+	st->wrote_any = 1;
+	if (h && iov && sl_h2_wrote(h, iov, iovcnt, n))
+		st->admitted_next = 0;
+	if (!h || !iov || h->out.state == SL_H2_LOST) {
+		st->mode = SL_STREAM_CONNECTION;
+		sl_debug("requests on fd %d: HTTP/2 not followed from here (%s): no more places taken", rec->fd,
+		         !iov ? "bytes sent from a file" : h ? h->out.why : "?");
+	}
 }
 
 void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
@@ -142,11 +188,17 @@ void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 
 	if (!st || n == 0)
 		return;
-	if (st->mode == SL_STREAM_TLS_HTTP1) {
+	if (st->mode == SL_STREAM_TLS_HTTP1 || st->mode == SL_STREAM_TLS_H2) {
 		/* Ciphertext: only the write that began a request used its place. */
-		if (st->tls_start)
+		if (st->tls_start) {
 			st->admitted_next = st->tls_start = 0;
+			st->tls_went = 1;
+		}
 		st->wrote_any = 1;
+		return;
+	}
+	if (st->mode == SL_STREAM_H2) {
+		h2_wrote(rec, st, iov, iovcnt, n);
 		return;
 	}
 	st->wrote_any = 1;
@@ -165,18 +217,43 @@ void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 			off += sl_http1_feed(&l->h1, (const char *)iov[i].iov_base + off, take - off);
 		n -= take;
 	}
-	if (l->h1.state == SL_H1_LOST)
+	if (l->h1.state == SL_H1_LOST && sl_http1_upgrade_h2c(&l->h1) &&
+	    sl_h2_begin(rec, 1, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0)
+		st->mode = SL_STREAM_H2; /* HTTP/2 if the server agrees; else lost there */
+	else if (l->h1.state == SL_H1_LOST)
 		lost(rec, st, &l->h1, "");
 	sl_talk_close(rec, l);
 }
 
-void sl_stream_tls_write(int fd, const void *buf, size_t n, int h2)
+/* HTTP/2 through libssl, before an SSL_write: whether it begins a request, and how
+ * much of it may go - up to the next new stream's HEADERS after the first, which
+ * the next SSL_write carries (callers of SSL_write take a short count, as curl's
+ * and python's do: their h2 libraries write the rest). */
+static size_t tls_h2_write(struct sl_record *rec, struct sl_rec_stream *st, const void *buf, size_t n)
+{
+	struct sl_rec_h2 *h = sl_h2_of(rec);
+	struct iovec one = {(void *)(uintptr_t)buf, n};
+	size_t before_first;
+
+	if (!h)
+		return SIZE_MAX;
+	before_first = sl_h2_cut(h, &one, 1, 0);
+	if (before_first != 0) { /* opens nothing, or only after other frames */
+		st->tls_start = 0;
+		return before_first;
+	}
+	st->tls_start = !st->tls_went;
+	return sl_h2_cut(h, &one, 1, 1);
+}
+
+size_t sl_stream_tls_write(int fd, const void *buf, size_t n, int h2)
 {
 	struct sl_record *rec = sl_record_of(fd);
 	struct sl_rec_stream *st;
+	size_t limit = SIZE_MAX;
 
 	if (!rec)
-		return;
+		return limit;
 	sl_shim_lock(&rec->lock);
 	st = requests(rec);
 	if (st && n && st->mode == SL_STREAM_CONNECTION && !h2 && sl_talk_h1_requests(rec) == 0 &&
@@ -188,6 +265,16 @@ void sl_stream_tls_write(int fd, const void *buf, size_t n, int h2)
 		sl_debug("requests on fd %d: the server chose HTTP/1 over TLS: requests found in SSL_write's "
 		         "plaintext", fd);
 	}
+	if (st && n && st->mode == SL_STREAM_CONNECTION && h2 && !sl_h2_of(rec) && sl_sniff_h2_preface(buf, n) &&
+	    sl_h2_begin(rec, 0, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0) {
+		/* h2 chosen, and its frames are in SSL_write's plaintext: each stream a
+		 * request, the first on the place its connect took. */
+		st->mode = SL_STREAM_TLS_H2;
+		st->admitted_next = st->first_at_connect;
+		sl_debug("requests on fd %d: the server chose HTTP/2 over TLS: each stream a request", fd);
+	}
+	if (st && n && st->mode == SL_STREAM_TLS_H2)
+		limit = tls_h2_write(rec, st, buf, n);
 	if (st && n && st->mode == SL_STREAM_TLS_HTTP1) {
 		if (sl_talk_h1_requests(rec) == 0 && sl_talk_h1_state(rec) == SL_H1_IDLE &&
 		    !sl_http1_looks_like(buf, n)) {
@@ -196,10 +283,11 @@ void sl_stream_tls_write(int fd, const void *buf, size_t n, int h2)
 			st->read_since_write = 1;
 			sl_debug("requests on fd %d: TLS, not HTTP/1 inside: counting turns", fd);
 		} else {
-			st->tls_start = sl_talk_h1_state(rec) == SL_H1_IDLE;
+			st->tls_start = sl_talk_h1_state(rec) == SL_H1_IDLE && !st->tls_went;
 		}
 	}
 	sl_shim_unlock(&rec->lock);
+	return limit;
 }
 
 void sl_stream_tls_wrote(int fd, const void *buf, size_t n)
@@ -213,10 +301,15 @@ void sl_stream_tls_wrote(int fd, const void *buf, size_t n)
 		return;
 	sl_shim_lock(&rec->lock);
 	st = requests(rec);
-	if (st && st->mode == SL_STREAM_TLS_HTTP1 && (l = sl_talk_open(rec, &scratch))) {
+	if (st && st->mode == SL_STREAM_TLS_H2) {
+		struct iovec one = {(void *)(uintptr_t)buf, n};
+
+		st->tls_start = st->tls_went = 0;
+		h2_wrote(rec, st, &one, 1, n);
+	} else if (st && st->mode == SL_STREAM_TLS_HTTP1 && (l = sl_talk_open(rec, &scratch))) {
 		/* A write whose bytes went inside libssl's buffers, or a retry after
 		 * WANT_WRITE: its request has begun either way. */
-		st->tls_start = 0;
+		st->tls_start = st->tls_went = 0;
 		st->admitted_next = 0;
 		while (off < n && l->h1.state != SL_H1_LOST)
 			off += sl_http1_feed(&l->h1, (const char *)buf + off, n - off);

@@ -10,8 +10,8 @@
 
 /* stream.c, meter = requests through libssl: an SSL_write of `n` plaintext bytes
  * is about to be made on fd (whether it begins a request; h2: the server chose
- * HTTP/2), and `n` went. */
-void sl_stream_tls_write(int fd, const void *buf, size_t n, int h2);
+ * HTTP/2) - how many of them it may carry (SIZE_MAX: all) - and `n` went. */
+size_t sl_stream_tls_write(int fd, const void *buf, size_t n, int h2);
 
 void sl_stream_tls_wrote(int fd, const void *buf, size_t n);
 
@@ -22,11 +22,33 @@ size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcn
 
 void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 
+/* Whether this write (made released) carries the first request, whose place the
+ * connect took: not a TLS handshake's write inside libssl, nor HTTP/2's preface
+ * and SETTINGS written ahead of its first HEADERS. */
+int sl_stream_carries_first(struct sl_record *rec, const struct iovec *iov, int iovcnt);
+
 /* Whether rec's requests are HTTP/1 messages the parser finds one by one (or not
  * yet decided): then each answer read is the answer to one of them, in order. */
 static inline int sl_stream_parsed(const struct sl_record *rec)
 {
 	return rec->stream && rec->stream->mode != SL_STREAM_TURNS && rec->stream->mode != SL_STREAM_CONNECTION;
+}
+
+/* Whether rec's requests are HTTP/2 streams (in plaintext or through libssl). */
+static inline int sl_stream_h2(const struct sl_record *rec)
+{
+	return rec->stream && (rec->stream->mode == SL_STREAM_H2 || rec->stream->mode == SL_STREAM_TLS_H2);
+}
+
+/* Whether a held write on rec waits inside the call even on a non-blocking socket:
+ * an HTTP/2 request begun inside SSL_write.  libcurl 7.88 (Debian 12's) flushes
+ * a new stream's HEADERS from its own buffer right after submitting it and takes
+ * a WANT_WRITE there as "nothing sent", then sends the request again as the
+ * stream's body and fails it; waiting costs an event loop over libssl the wait
+ * (docs/design.md, "HTTP/2 request by request"). */
+static inline int sl_stream_waits_inside(const struct sl_record *rec)
+{
+	return rec->stream && rec->stream->mode == SL_STREAM_TLS_H2 && rec->stream->tls_start;
 }
 
 #endif

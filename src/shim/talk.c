@@ -5,6 +5,7 @@
  * (into the caller's scratch when parked), feeds, and closes them (parked again
  * when it can be).  All under the record's lock.
  */
+#include "h2.h"
 #include "record.h"
 
 #include <errno.h>
@@ -34,6 +35,7 @@ void sl_talk_free(struct sl_record *rec)
 		sl_slab_free(rec->talk->lines, sizeof(*rec->talk->lines));
 	if (rec->talk->refunds)
 		sl_slab_free(rec->talk->refunds, sizeof(*rec->talk->refunds));
+	sl_h2_free(rec);
 	sl_slab_free(rec->talk, sizeof(*rec->talk));
 	rec->talk = NULL;
 }

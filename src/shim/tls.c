@@ -248,13 +248,14 @@ static int known_fd(SSL *ssl)
 
 /* A write: whether it begins a request is told before it is made (meter =
  * requests holds its first socket write, inside the call: stream.c), and what
- * went is followed after. */
-static void before_write(SSL *ssl, const void *buf, size_t n)
+ * went is followed after.  Returns how much of it the call may carry: HTTP/2
+ * frames opening two streams are cut before the second (SIZE_MAX: all). */
+static size_t before_write(SSL *ssl, const void *buf, size_t n)
 {
 	int fd = known_fd(ssl), h2 = 0;
 
 	if (fd < 0)
-		return;
+		return SIZE_MAX;
 	/* The protocol the server chose: a ClientHello offering h2 made the
 	 * connection count as one request, which holds unless h2 was chosen. */
 	if (real()->alpn_selected) {
@@ -264,7 +265,7 @@ static void before_write(SSL *ssl, const void *buf, size_t n)
 		real()->alpn_selected(ssl, &p, &len);
 		h2 = p && len == 2 && p[0] == 'h' && p[1] == '2';
 	}
-	sl_stream_tls_write(fd, buf, n, h2);
+	return sl_stream_tls_write(fd, buf, n, h2);
 }
 
 static void after_write(int fd, const void *buf, size_t n)
@@ -284,7 +285,7 @@ SL_EXPORT int SSL_write(SSL *ssl, const void *buf, int num)
 	if (!f->write)
 		return -1;
 	if (num > 0 && buf)
-		before_write(ssl, buf, (size_t)num);
+		num = (int)SL_MIN((size_t)num, before_write(ssl, buf, (size_t)num));
 	c = begin(ssl);
 	r = f->write(ssl, buf, num);
 	fd = end(ssl, c, 0);
@@ -302,7 +303,7 @@ SL_EXPORT int SSL_write_ex(SSL *ssl, const void *buf, size_t num, size_t *put)
 	if (!f->write_ex)
 		return 0;
 	if (num > 0 && buf)
-		before_write(ssl, buf, num);
+		num = SL_MIN(num, before_write(ssl, buf, num));
 	c = begin(ssl);
 	r = f->write_ex(ssl, buf, num, put);
 	fd = end(ssl, c, 0);

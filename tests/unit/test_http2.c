@@ -206,6 +206,7 @@ static void test_server_blocks_every_split(void **state)
 	frame(s, &len, 1, 0x5, 3, block, 0);               /* empty trailers, END_STREAM */
 	frame(s, &len, 3, 0, 5, "\0\0\0\x0b", 4);          /* RST_STREAM of 5 */
 	frame(s, &len, 0, 0x1, 2, "p", 1);                 /* pushed stream ends: not counted */
+	frame(s, &len, 3, 0, 1, "\0\0\0\0", 4);          /* RST_STREAM of 1 after its end: once */
 	for (size_t piece = 1; piece <= len; piece++) {
 		struct sl_h2_in p;
 		struct blocks b;

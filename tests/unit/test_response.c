@@ -283,6 +283,52 @@ static void test_ended(void **state)
 	assert_int_equal(sl_resp_ended(&p), 1);
 }
 
+/* HTTP/2 hands fields over decoded: the same signals, and gRPC's. */
+static void h2(struct sl_resp_fields *f, const char *const *nv)
+{
+	sl_resp_fields_clear(f);
+	for (; *nv; nv += 2)
+		sl_resp_field(f, nv[0], strlen(nv[0]), nv[1], strlen(nv[1]));
+}
+
+static void test_h2_fields(void **state)
+{
+	static const char *const retry[] = {":status", "429", "retry-after", " 2 ", NULL};
+	static const char *const grpc_push[] = {"grpc-status", "8", "grpc-retry-pushback-ms", "1500", NULL};
+	static const char *const grpc_bare[] = {":status", "200", "grpc-status", "8", NULL};
+	static const char *const grpc_no_retry[] = {"grpc-status", "8", "grpc-retry-pushback-ms", "-1", NULL};
+	static const char *const grpc_ok[] = {"grpc-status", "0", "grpc-retry-pushback-ms", "1500", NULL};
+	static const char *const xrl[] = {":status", "200", "x-ratelimit-remaining", "0", "x-ratelimit-reset", "3",
+	                                  NULL};
+	struct sl_resp_fields f;
+	struct sl_signal s;
+
+	(void)state;
+	h2(&f, retry);
+	sl_signal_decide(&f, 0, &s);
+	assert_int_equal(s.kind, SL_SIGNAL_RETRY_AFTER);
+	assert_int_equal(s.pause_ms, 2000);
+	h2(&f, grpc_push);
+	sl_signal_decide(&f, 0, &s);
+	assert_int_equal(s.kind, SL_SIGNAL_RETRY_AFTER);
+	assert_int_equal(s.status, 429);
+	assert_int_equal(s.pause_ms, 1500);
+	h2(&f, grpc_bare);
+	sl_signal_decide(&f, 0, &s);
+	assert_int_equal(s.kind, SL_SIGNAL_BARE_429);
+	assert_false(s.good);
+	h2(&f, grpc_no_retry);
+	sl_signal_decide(&f, 0, &s);
+	assert_int_equal(s.kind, SL_SIGNAL_BARE_429);
+	h2(&f, grpc_ok); /* a pushback on a success says nothing */
+	sl_signal_decide(&f, 0, &s);
+	assert_int_equal(s.kind, SL_SIGNAL_NONE);
+	h2(&f, xrl);
+	sl_signal_decide(&f, 0, &s);
+	assert_int_equal(s.kind, SL_SIGNAL_X_RATELIMIT);
+	assert_int_equal(s.pause_ms, 3000);
+}
+
 static void test_http_dates(void **state)
 {
 	const int64_t want = 784111777; /* RFC 9110's example instant */
@@ -309,6 +355,7 @@ int main(void)
 		cmocka_unit_test(test_lost),
 		cmocka_unit_test(test_signals),
 		cmocka_unit_test(test_http_dates),
+		cmocka_unit_test(test_h2_fields),
 		cmocka_unit_test(test_ended),
 	};
 

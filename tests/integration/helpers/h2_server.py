@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""A local HTTP/2 receiver (python's h2) that stamps each request with the kernel's
+receive time and answers with rate-limit signals on cue.
+
+Binds 127.0.0.1 on a free port (written to --port-file): h2c with prior knowledge,
+or with --tls CERT KEY HTTPS offering only h2 (ALPN).  Each request (a HEADERS that
+opens a stream) is appended to --log as "REALTIME_NS 4 SRCPORT PATH STATUS": the
+time is the kernel's receive stamp (SO_TIMESTAMPNS) of the read that completed its
+HEADERS - the destination's witness, as arrivals.py reads it.  TLS is taken off
+through a memory BIO, so that every read of the socket is this process's own.
+Answers:
+  - /say/STATUS?Header=Value&...  that status with those headers (URL-decoded), and
+    the line "REALTIME_NS answered PATH" once its headers are handed to the kernel;
+  - anything else 200 "hello PATH".
+Serves any number of connections, one thread; exits after --lifetime seconds.
+"""
+import argparse
+import selectors
+import socket
+import ssl
+import struct
+import time
+import urllib.parse
+
+import h2.config
+import h2.connection
+import h2.events
+
+SO_TIMESTAMPNS = 35
+SCM_TIMESTAMPNS = SO_TIMESTAMPNS
+
+
+class Conn:
+    def __init__(self, sock, ctx, log):
+        self.sock, self.log = sock, log
+        self.port = sock.getpeername()[1]
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        self.tls = None
+        if ctx:
+            self.inb, self.outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+            self.tls = ctx.wrap_bio(self.inb, self.outb, server_side=True)
+            self.handshaken = False
+        self.h2.initiate_connection()
+        self.pending = b""
+        self.flush_h2()
+
+    def flush_h2(self):
+        data = self.h2.data_to_send()
+        if self.tls:
+            if data and self.handshaken:
+                self.tls.write(data)
+            elif data:
+                self.pending += data
+            data = self.outb.read()
+        if data:
+            self.sock.sendall(data)
+
+    def read(self):
+        """One read of the socket; False when the connection ended."""
+        try:
+            data, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(16))
+        except ConnectionError:
+            return False
+        if not data:
+            return False
+        ns = time.time_ns()
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = struct.unpack_from("ll", raw)
+                ns = sec * 1_000_000_000 + nsec
+        if self.tls:
+            self.inb.write(data)
+            if not self.handshaken:
+                try:
+                    self.tls.do_handshake()
+                    self.handshaken = True
+                    if self.pending:
+                        self.tls.write(self.pending)
+                        self.pending = b""
+                except ssl.SSLWantReadError:
+                    pass
+                self.sock.sendall(self.outb.read())
+                if not self.handshaken:
+                    return True
+            plain = b""
+            while True:
+                try:
+                    chunk = self.tls.read(65536)
+                except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                    break
+                if not chunk:
+                    break
+                plain += chunk
+            data = plain
+        try:
+            events = self.h2.receive_data(data) if data else []
+        except Exception:  # a protocol error: the test sees the client fail
+            return False
+        for ev in events:
+            if isinstance(ev, h2.events.RequestReceived):
+                self.answer(ev, ns)
+            elif isinstance(ev, h2.events.DataReceived):
+                self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.ConnectionTerminated):
+                self.flush_h2()
+                return False
+        self.flush_h2()
+        return True
+
+    def answer(self, ev, ns):
+        head = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+                for k, v in ev.headers}
+        url = urllib.parse.urlsplit(head.get(":path", "/"))
+        status, extra = 200, []
+        if url.path.startswith("/say/"):
+            status = int(url.path.split("/")[2])
+            extra = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
+        with open(self.log, "a") as f:
+            f.write("%d 4 %d %s %d\n" % (ns, self.port, url.path, status))
+        body = ("hello %s\n" % url.path).encode()
+        headers = [(":status", str(status)), ("content-length", str(len(body)))] + \
+                  [(k.lower(), v) for k, v in extra]
+        self.h2.send_headers(ev.stream_id, headers)
+        self.flush_h2()
+        if extra or status != 200:
+            with open(self.log, "a") as f:
+                f.write("%d answered %s\n" % (time.time_ns(), url.path))
+        self.h2.send_data(ev.stream_id, body, end_stream=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    ap.add_argument("--lifetime", type=float, default=120)
+    args = ap.parse_args()
+    ctx = None
+    if args.tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*args.tls)
+        ctx.set_alpn_protocols(["h2"])
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # accepted sockets inherit it
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(128)
+    sel = selectors.DefaultSelector()
+    sel.register(lsock, selectors.EVENT_READ)
+    with open(args.port_file, "w") as f:
+        f.write("%d\n" % lsock.getsockname()[1])
+    end = time.monotonic() + args.lifetime
+    while time.monotonic() < end:
+        for key, _ in sel.select(timeout=0.5):
+            if key.fileobj is lsock:
+                s, _ = lsock.accept()
+                s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                sel.register(s, selectors.EVENT_READ, Conn(s, ctx, args.log))
+                continue
+            conn = key.data
+            if not conn.read():
+                sel.unregister(conn.sock)
+                conn.sock.close()
+
+
+if __name__ == "__main__":
+    main()
