@@ -164,6 +164,17 @@ size_t sl_h2_out_feed(struct sl_h2_out *p, const void *buf, size_t len, uint64_t
 
 /* --- the server's side --- */
 
+int sl_h2_is_server_preface(const void *buf, size_t len)
+{
+	struct frame f;
+
+	if (len < SL_H2_HEAD_LEN)
+		return 0;
+	f = frame_of(buf);
+	return f.type == SL_H2_SETTINGS && f.flags == 0 && f.stream == 0 && f.length % 6 == 0 &&
+	       f.length <= 16384;
+}
+
 void sl_h2_in_init(struct sl_h2_in *p)
 {
 	memset(p, 0, sizeof(*p));

@@ -23,6 +23,7 @@
 #include "sluice/clock.h"
 #include "sluice/pause.h"
 #include "sluice/refund.h"
+#include "sluice/http2.h"
 #include "sluice/sniff.h"
 
 #include <errno.h>
@@ -370,6 +371,17 @@ static void follow_answers(struct sl_record *rec, const struct iovec *iov, int i
 	sl_talk_close(rec, l);
 }
 
+void sl_signals_peek(struct sl_record *rec, int fd)
+{
+	struct sl_rec_h2 *h = sl_h2_of(rec);
+
+	if (!h || rec->tls || !sl_rec_mask(rec, SL_USE_SIG))
+		return;
+	sl_h2_peek(rec, fd, h2_answered);
+	if (h->in.state != SL_H2_LOST)
+		sl_inflight_answers(rec, h->in.ended);
+}
+
 void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n)
 {
 	if (sl_tls_in_call(rec->fd)) {
@@ -381,7 +393,12 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 			tls_unseen(rec);
 		return;
 	}
-	if (sl_talk_resp_state(rec) == SL_RESP_LOST)
+	/* Before anything was written: an HTTP/2 server may speak first (its SETTINGS);
+	 * its frames are followed from their first byte. */
+	if (n && !sl_h2_of(rec) && sl_talk_h1_requests(rec) == 0 && sl_talk_resp_state(rec) == SL_RESP_IDLE &&
+	    iovcnt > 0 && sl_h2_is_server_preface(iov[0].iov_base, SL_MIN(iov[0].iov_len, n)))
+		sl_h2_begin(rec, 0, 1);
+	if (sl_talk_resp_state(rec) == SL_RESP_LOST && !sl_h2_of(rec))
 		return;
 	if (n == 0 && sl_h2_of(rec))
 		return; /* HTTP/2: its streams ended as their frames said */

@@ -31,6 +31,10 @@ int sl_signals_follows_writes(const struct sl_record *rec);
 
 void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 
+/* Before a held write of rec's on fd is stepped: the answers waiting unread on an
+ * HTTP/2 connection in plaintext, followed ahead of the program (h2.h). */
+void sl_signals_peek(struct sl_record *rec, int fd);
+
 /* Whether rec's answers are read to their ends (in plaintext, the parser not lost):
  * else a request in flight ends with a read that returns data (inflight.h). */
 int sl_signals_follow_ends(const struct sl_record *rec);

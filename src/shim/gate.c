@@ -490,6 +490,7 @@ static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 		return GATE_NEXT;
 	}
 	if (now >= rec->release_ns) {
+		sl_signals_peek(rec, g->fd); /* a pause said meanwhile holds it on */
 		rc = sl_held_step(rec, &m, &d, now, NULL, NULL);
 		if (rc != SL_PEND_WAIT)
 			return gate_answer(rec, g, rc, &m);

@@ -9,7 +9,34 @@
 #include "slab.h"
 
 #include <errno.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <string.h>
+
+static int find_libcurl(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	return info->dlpi_name && strstr(info->dlpi_name, "/libcurl") != NULL;
+}
+
+/* Whether libcurl is in the process: its HTTP/2 (7.88, Debian 12's) takes a write
+ * refused with EAGAIN right after it submits a new stream as "nothing sent", sends
+ * the request again as the stream's body and fails it - so its held requests wait
+ * inside the call instead.  Asked once. */
+static int libcurl_loaded(void)
+{
+	static _Atomic int known; /* 0: not asked yet; 1: no; 2: yes */
+	int k = atomic_load(&known);
+
+	if (!k) {
+		k = dl_iterate_phdr(find_libcurl, NULL) ? 2 : 1;
+		atomic_store(&known, k);
+	}
+	return k == 2;
+}
 
 int sl_h2_begin(struct sl_record *rec, int upgraded, int answers)
 {
@@ -25,6 +52,7 @@ int sl_h2_begin(struct sl_record *rec, int upgraded, int answers)
 	sl_h2_out_init(&h->out, upgraded);
 	sl_h2_in_init(&h->in);
 	sl_resp_fields_clear(&h->f);
+	h->wait_inside = (uint8_t)libcurl_loaded();
 	/* Without a decoder the frames are still followed: requests counted, streams
 	 * ended; only the answers' fields go unread. */
 	if (answers && !(h->hpack = sl_hpack_new()))
@@ -122,6 +150,15 @@ static int on_block(void *arg, uint32_t stream, const uint8_t *frag, size_t n, i
 	return 0;
 }
 
+static void said_lost(struct sl_record *rec, struct sl_rec_h2 *h)
+{
+	if (h->in.state == SL_H2_LOST && !h->said_lost) {
+		h->said_lost = 1;
+		sl_debug("HTTP/2 answers on fd %d: cannot follow (%s): left alone", rec->fd,
+		         h->in.why ? h->in.why : "?");
+	}
+}
+
 void sl_h2_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n, sl_h2_answer_fn fn)
 {
 	struct sl_rec_h2 *h = sl_h2_of(rec);
@@ -130,14 +167,42 @@ void sl_h2_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size
 	if (!h || h->in.state == SL_H2_LOST)
 		return;
 	for (int i = 0; i < iovcnt && n > 0 && h->in.state != SL_H2_LOST; i++) {
-		size_t take = SL_MIN(iov[i].iov_len, n);
+		size_t take = SL_MIN(iov[i].iov_len, n), skip = SL_MIN(take, (size_t)h->peeked);
 
-		sl_h2_in_feed(&h->in, iov[i].iov_base, take, on_block, &r);
+		h->peeked -= (uint32_t)skip; /* followed already, by a peek */
+		if (take > skip)
+			sl_h2_in_feed(&h->in, (const char *)iov[i].iov_base + skip, take - skip, on_block, &r);
 		n -= take;
 	}
-	if (h->in.state == SL_H2_LOST && !h->said_lost) {
-		h->said_lost = 1;
-		sl_debug("HTTP/2 answers on fd %d: cannot follow (%s): left alone", rec->fd,
-		         h->in.why ? h->in.why : "?");
-	}
+	said_lost(rec, h);
+}
+
+/* The most a peek looks at: the answers near the head of the queue (a long body
+ * ahead of them is not looked past). */
+#define PEEK_MAX 4096
+
+void sl_h2_peek(struct sl_record *rec, int fd, sl_h2_answer_fn fn)
+{
+	struct sl_rec_h2 *h = sl_h2_of(rec);
+	struct reading r = {rec, h, fn};
+	uint8_t buf[PEEK_MAX];
+	uint32_t begun;
+	long got;
+
+	if (!h || !h->hpack || h->in.state == SL_H2_LOST || h->peeked >= PEEK_MAX)
+		return;
+	/* A read under way may have taken bytes it has not handed over yet: what a
+	 * peek sees would then not follow what was followed.  Looked at only when no
+	 * read is under way, before and after the peek (a read begun after it takes
+	 * the head, which is what was peeked). */
+	begun = atomic_load(&rec->reads_begun);
+	if (begun != atomic_load(&rec->reads_done))
+		return;
+	got = sl_sys(SYS_recvfrom, fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+	if (got <= (long)h->peeked || atomic_load(&rec->reads_begun) != begun ||
+	    atomic_load(&rec->reads_done) != begun)
+		return;
+	sl_h2_in_feed(&h->in, buf + h->peeked, (size_t)got - h->peeked, on_block, &r);
+	h->peeked = (uint32_t)got;
+	said_lost(rec, h);
 }

@@ -18,11 +18,17 @@ struct sl_rec_h2 {
 	struct sl_h2_in in;         /* the server's: header blocks, streams ended */
 	struct sl_hpack *hpack;     /* its answers' decoder; NULL: not read */
 	uint64_t opened_last;       /* streams the last write opened */
+	uint32_t peeked;            /* bytes at the head of the socket's receive queue
+	                             * already followed by a peek (sl_h2_peek): the
+	                             * program's reads skip them */
+	uint32_t pad2;
 	uint32_t table_applied;     /* out.table_sets given to the decoder */
 	uint8_t said_lost;          /* the reader's giving up was said */
 	uint8_t decoding;           /* a block of the server's is part-way through the
 	                             * decoder */
-	uint8_t pad[2];
+	uint8_t wait_inside;        /* its held requests wait inside the write call, even
+	                             * on a non-blocking socket (sl_stream_waits_inside) */
+	uint8_t pad;
 	struct sl_resp_fields f;    /* the block being decoded */
 };
 
@@ -51,7 +57,14 @@ uint64_t sl_h2_wrote(struct sl_rec_h2 *h, const struct iovec *iov, int iovcnt, s
  * the stream. */
 typedef void (*sl_h2_answer_fn)(struct sl_record *rec, struct sl_resp_fields *f, int ends);
 
-/* `n` bytes read: followed, and each answer's fields handed to fn. */
+/* `n` bytes read: followed (but for those a peek followed already), and each
+ * answer's fields handed to fn. */
 void sl_h2_read(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n, sl_h2_answer_fn fn);
+
+/* What waits unread on plaintext socket fd, looked at without taking it
+ * (MSG_PEEK) and followed ahead of the program: a client that stops reading while
+ * its write is held (node's http2 does) still has its answers heard when the
+ * write is tried again (docs/design.md, "HTTP/2 request by request"). */
+void sl_h2_peek(struct sl_record *rec, int fd, sl_h2_answer_fn fn);
 
 #endif

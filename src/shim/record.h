@@ -191,6 +191,9 @@ struct sl_record {
 	uint8_t pad;
 	int32_t fd;            /* the fd that connected, for epoll re-arming */
 	int32_t refuse_errno;  /* REFUSED: what SO_ERROR and writes report */
+	_Atomic uint32_t reads_begun; /* reads of the socket begun and ended (recv.c), */
+	_Atomic uint32_t reads_done;  /* without the lock: a peek ahead of the program
+	                               * looks only when they are equal (h2.h) */
 	int64_t release_ns;    /* WAITING, DEFERRED: when its admission is stepped next */
 	int64_t kick_at;       /* the instant of its entry in the kicker's heap (0: none) */
 	struct sl_rec_dest {   /* its destination (sl_rec_dest() makes an sl_dest of it) */

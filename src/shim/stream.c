@@ -142,6 +142,17 @@ size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcn
 	return SIZE_MAX;
 }
 
+int sl_stream_waits_inside(const struct sl_record *rec)
+{
+	const struct sl_rec_stream *st = rec->stream;
+	const struct sl_rec_h2 *h = sl_h2_of(rec);
+
+	if (!st || !h || !h->wait_inside)
+		return 0;
+	/* through libssl: only the socket write that begins a request is held */
+	return st->mode == SL_STREAM_H2 || (st->mode == SL_STREAM_TLS_H2 && st->tls_start);
+}
+
 int sl_stream_carries_first(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 {
 	struct sl_rec_stream *st = rec->stream;

@@ -41,14 +41,9 @@ static inline int sl_stream_h2(const struct sl_record *rec)
 }
 
 /* Whether a held write on rec waits inside the call even on a non-blocking socket:
- * an HTTP/2 request begun inside SSL_write.  libcurl 7.88 (Debian 12's) flushes
- * a new stream's HEADERS from its own buffer right after submitting it and takes
- * a WANT_WRITE there as "nothing sent", then sends the request again as the
- * stream's body and fails it; waiting costs an event loop over libssl the wait
+ * an HTTP/2 request in a process with libcurl, whose HTTP/2 fails a request whose
+ * first write is refused (h2.c); waiting costs an event loop the wait
  * (docs/design.md, "HTTP/2 request by request"). */
-static inline int sl_stream_waits_inside(const struct sl_record *rec)
-{
-	return rec->stream && rec->stream->mode == SL_STREAM_TLS_H2 && rec->stream->tls_start;
-}
+int sl_stream_waits_inside(const struct sl_record *rec);
 
 #endif

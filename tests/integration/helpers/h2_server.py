@@ -2,15 +2,17 @@
 """A local HTTP/2 receiver (python's h2) that stamps each request with the kernel's
 receive time and answers with rate-limit signals on cue.
 
-Binds 127.0.0.1 on a free port (written to --port-file): h2c with prior knowledge,
-or with --tls CERT KEY HTTPS offering only h2 (ALPN).  Each request (a HEADERS that
+Binds 127.0.0.1 on a free port (written to --port-file): h2c with prior knowledge
+or by an HTTP/1.1 Upgrade (the request that asks is stream 1), or with --tls CERT
+KEY HTTPS offering only h2 (ALPN).  Each request (a HEADERS that
 opens a stream) is appended to --log as "REALTIME_NS 4 SRCPORT PATH STATUS": the
 time is the kernel's receive stamp (SO_TIMESTAMPNS) of the read that completed its
 HEADERS - the destination's witness, as arrivals.py reads it.  TLS is taken off
 through a memory BIO, so that every read of the socket is this process's own.
 Answers:
   - /say/STATUS?Header=Value&...  that status with those headers (URL-decoded), and
-    the line "REALTIME_NS answered PATH" once its headers are handed to the kernel;
+    the line "REALTIME_NS answered PATH" in --answered (default: --log) as its
+    headers are handed to the kernel (the client cannot have read them earlier);
   - anything else 200 "hello PATH".
 Serves any number of connections, one thread; exits after --lifetime seconds.
 """
@@ -31,8 +33,8 @@ SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 
 
 class Conn:
-    def __init__(self, sock, ctx, log):
-        self.sock, self.log = sock, log
+    def __init__(self, sock, ctx, log, answered):
+        self.sock, self.log, self.answered = sock, log, answered
         self.port = sock.getpeername()[1]
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
         self.tls = None
@@ -40,9 +42,11 @@ class Conn:
             self.inb, self.outb = ssl.MemoryBIO(), ssl.MemoryBIO()
             self.tls = ctx.wrap_bio(self.inb, self.outb, server_side=True)
             self.handshaken = False
-        self.h2.initiate_connection()
         self.pending = b""
-        self.flush_h2()
+        self.h1 = b"" if not ctx else None  # h2c: an Upgrade may come first
+        if ctx:
+            self.h2.initiate_connection()
+            self.flush_h2()
 
     def flush_h2(self):
         data = self.h2.data_to_send()
@@ -92,6 +96,10 @@ class Conn:
                     break
                 plain += chunk
             data = plain
+        if self.h1 is not None:
+            data = self.upgrade(data, ns)
+            if data is None:
+                return True
         try:
             events = self.h2.receive_data(data) if data else []
         except Exception:  # a protocol error: the test sees the client fail
@@ -107,6 +115,34 @@ class Conn:
         self.flush_h2()
         return True
 
+    def upgrade(self, data, ns):
+        """h2c: the preface (prior knowledge), or an HTTP/1.1 request asking to
+        Upgrade, answered 101 and then as stream 1.  Returns the bytes for h2, or
+        None while the request is not whole."""
+        self.h1 += data
+        if self.h1.startswith(b"PRI * HTTP/2.0"[:len(self.h1)]):
+            if len(self.h1) < 14:
+                return None
+            data, self.h1 = self.h1, None
+            self.h2.initiate_connection()
+            self.flush_h2()
+            return data
+        if b"\r\n\r\n" not in self.h1:
+            return None
+        head, rest = self.h1.split(b"\r\n\r\n", 1)
+        self.h1 = None
+        lines = head.decode("latin-1").split("\r\n")
+        fields = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
+        self.sock.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
+        self.h2.initiate_upgrade_connection(fields.get("http2-settings", "").encode())
+        self.flush_h2()
+        path = lines[0].split(" ")[1]
+        ev = h2.events.RequestReceived()
+        ev.stream_id, ev.headers = 1, [(":path", path)]
+        self.answer(ev, ns)
+        self.flush_h2()
+        return rest
+
     def answer(self, ev, ns):
         head = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
                 for k, v in ev.headers}
@@ -121,10 +157,10 @@ class Conn:
         headers = [(":status", str(status)), ("content-length", str(len(body)))] + \
                   [(k.lower(), v) for k, v in extra]
         self.h2.send_headers(ev.stream_id, headers)
-        self.flush_h2()
         if extra or status != 200:
-            with open(self.log, "a") as f:
+            with open(self.answered, "a") as f:
                 f.write("%d answered %s\n" % (time.time_ns(), url.path))
+        self.flush_h2()
         self.h2.send_data(ev.stream_id, body, end_stream=True)
 
 
@@ -132,6 +168,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--log", required=True)
+    ap.add_argument("--answered", help="where the answered lines go (default: --log)")
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     ap.add_argument("--lifetime", type=float, default=120)
     args = ap.parse_args()
@@ -155,7 +192,7 @@ def main():
             if key.fileobj is lsock:
                 s, _ = lsock.accept()
                 s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                sel.register(s, selectors.EVENT_READ, Conn(s, ctx, args.log))
+                sel.register(s, selectors.EVENT_READ, Conn(s, ctx, args.log, args.answered or args.log))
                 continue
             conn = key.data
             if not conn.read():
