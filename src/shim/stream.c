@@ -49,7 +49,9 @@ static void decide(struct sl_record *rec, struct sl_rec_stream *st, const struct
 		if (sl_sniff_is_tls(p, n) && sl_tls_call) {
 			/* Through libssl: the plaintext will say where requests begin. */
 			st->mode = sl_sniff_tls_offers_h2(p, n) ? SL_STREAM_CONNECTION : SL_STREAM_TLS_HTTP1;
-			why = "TLS through libssl: requests found in SSL_write's plaintext";
+			why = st->mode == SL_STREAM_TLS_HTTP1
+			      ? "TLS through libssl: HTTP/1 requests found in SSL_write's plaintext"
+			      : "TLS through libssl offering HTTP/2: the protocol chosen decides (SSL_write's plaintext)";
 		} else if (sl_sniff_h2_preface(p, n)) {
 			if (sl_h2_begin(rec, 0, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0) {
 				st->mode = SL_STREAM_H2;

@@ -3,7 +3,7 @@
 # (issue: "The destination sees the rate, and no program breaks"):
 #  - curl --http2-prior-knowledge against nghttpd: every curl succeeds;
 #  - curl --http2 over TLS with meter = requests, 10 URLs on one connection: all
-#    bodies arrive (a ClientHello offering h2 counts its connection once);
+#    bodies arrive, each stream taking a place;
 #  - perl LWP (which sleeps 100 ms on every EAGAIN) gets its rate within 2%;
 #  - a server that drops connections silent for 1 s, with node fetch, aiohttp and
 #    curl --parallel each queued for about 3 s: every request succeeds;
@@ -52,7 +52,8 @@ EOF
 [ "$(grep -c '^hello h2$' "$T/h2c.out")" -eq 6 ] || fail "h2c bodies: $(cat "$T/h2c.out")"
 spaced "$T/syn-h2c.log" 200 6 "h2c"
 
-# 2. HTTP/2 over TLS, meter = requests: 2 curls of 10 URLs each on one connection.
+# 2. HTTP/2 over TLS, meter = requests: 2 curls of 10 URLs each on one connection,
+#    each stream a request (t_http2.sh judges their spacing at the server).
 start_syn_witness "$H2S" "$T/syn-h2s.log"
 write_config "$T/h2s.ini" <<EOF
 [h2-requests]
@@ -68,8 +69,9 @@ for i in $(seq 10); do urls+=("https://127.0.0.1:$H2S/index.html"); done
 	curl -sSk --http2 "$@" && curl -sSk --http2 "$@"' sh "${urls[@]}" >"$T/h2s.out" 2>&1 ||
 	fail "curl --http2 over TLS: $(tail -3 "$T/h2s.out")"
 [ "$(grep -c '^hello h2$' "$T/h2s.out")" -eq 20 ] || fail "h2 over TLS: $(grep -c '^hello h2$' "$T/h2s.out") of 20 bodies"
-grep -q 'TLS offering HTTP/2: the connection counts as one request' "$T/shim.log" ||
+grep -q 'the server chose HTTP/2 over TLS: each stream a request' "$T/shim.log" ||
 	fail "h2 over TLS was not recognised"
+[ "$(grep -c ' request .* go ' "$T/shim.log")" -eq 18 ] || fail "h2 over TLS: not a place per stream"
 spaced "$T/syn-h2s.log" 200 2 "h2 over TLS"
 
 # 3. perl LWP at 3/s, 10 requests, a connection each.
