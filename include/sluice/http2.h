@@ -68,9 +68,17 @@ struct sl_h2_out {
 	const char *why;       /* LOST: what could not be followed (static string) */
 };
 
-/* A follower at the start of a connection (the preface comes first); after an
- * HTTP/1.1 Upgrade to h2c, `upgraded` says stream 1 is the request that asked. */
-void sl_h2_out_init(struct sl_h2_out *p, int upgraded);
+/* Where a follower starts. */
+enum sl_h2_start {
+	SL_H2_AT_PREFACE = 0, /* the connection's start: the preface comes first */
+	SL_H2_UPGRADED = 1,   /* after an HTTP/1.1 Upgrade to h2c: stream 1 is the
+	                       * request that asked, the preface comes next */
+	SL_H2_AFTER_PREFACE = 2, /* the preface and whole frames went unseen: a frame
+	                          * header comes next */
+};
+
+/* A follower starting at `start` (enum sl_h2_start). */
+void sl_h2_out_init(struct sl_h2_out *p, int start);
 
 /* Advance over up to `len` bytes written.  `*opens` is how many new streams may
  * begin in them: the follower stops before the header of the first frame that
@@ -86,6 +94,11 @@ size_t sl_h2_out_feed(struct sl_h2_out *p, const void *buf, size_t len, uint64_t
 int sl_h2_is_preface(const void *buf, size_t len);
 
 /* --- the server's side --- */
+
+/* Whether `len` bytes read before the client wrote anything start as an HTTP/2
+ * server's preface does: a SETTINGS frame on stream 0, not an ACK, its length a
+ * multiple of six (a server may send it before the client's preface arrives). */
+int sl_h2_is_server_preface(const void *buf, size_t len);
 
 struct sl_h2_in {
 	uint8_t state;         /* SL_H2_HEAD, SL_H2_PAYLOAD or SL_H2_LOST */

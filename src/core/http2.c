@@ -35,12 +35,12 @@ int sl_h2_is_preface(const void *buf, size_t len)
 
 /* --- the client's side --- */
 
-void sl_h2_out_init(struct sl_h2_out *p, int upgraded)
+void sl_h2_out_init(struct sl_h2_out *p, int start)
 {
 	memset(p, 0, sizeof(*p));
-	p->state = SL_H2_PREFACE;
+	p->state = start == SL_H2_AFTER_PREFACE ? SL_H2_HEAD : SL_H2_PREFACE;
 	p->table_size = SL_H2_TABLE_DEFAULT;
-	if (upgraded) {
+	if (start == SL_H2_UPGRADED) {
 		p->max_stream = 1; /* the Upgrade request is stream 1 (RFC 7540, 3.2) */
 		p->opened = 1;
 	}

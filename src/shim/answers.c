@@ -223,7 +223,7 @@ static void follow_requests(struct sl_record *rec, const struct iovec *iov, int 
 	struct sl_rec_h2 *h = sl_h2_of(rec);
 
 	if (!h && rec->talk && sl_talk_h1_requests(rec) == 0 && sl_talk_h1_state(rec) == SL_H1_IDLE &&
-	    starts_h2(iov, iovcnt) && sl_h2_begin(rec, 0, 1) == 0)
+	    starts_h2(iov, iovcnt) && sl_h2_begin(rec, SL_H2_AT_PREFACE, 1) == 0)
 		h = sl_h2_of(rec);
 	if (h) {
 		if (iov)
@@ -397,7 +397,7 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 	 * its frames are followed from their first byte. */
 	if (n && !sl_h2_of(rec) && sl_talk_h1_requests(rec) == 0 && sl_talk_resp_state(rec) == SL_RESP_IDLE &&
 	    iovcnt > 0 && sl_h2_is_server_preface(iov[0].iov_base, SL_MIN(iov[0].iov_len, n)))
-		sl_h2_begin(rec, 0, 1);
+		sl_h2_begin(rec, SL_H2_AT_PREFACE, 1);
 	if (sl_talk_resp_state(rec) == SL_RESP_LOST && !sl_h2_of(rec))
 		return;
 	if (n == 0 && sl_h2_of(rec))

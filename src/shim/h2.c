@@ -38,7 +38,7 @@ static int libcurl_loaded(void)
 	return k == 2;
 }
 
-int sl_h2_begin(struct sl_record *rec, int upgraded, int answers)
+int sl_h2_begin(struct sl_record *rec, int start, int answers)
 {
 	struct sl_rec_h2 *h;
 
@@ -49,7 +49,7 @@ int sl_h2_begin(struct sl_record *rec, int upgraded, int answers)
 	if (!(h = sl_slab_alloc(sizeof(*h))))
 		return -ENOMEM;
 	memset(h, 0, sizeof(*h));
-	sl_h2_out_init(&h->out, upgraded);
+	sl_h2_out_init(&h->out, start);
 	sl_h2_in_init(&h->in);
 	sl_resp_fields_clear(&h->f);
 	h->wait_inside = (uint8_t)libcurl_loaded();
@@ -59,7 +59,7 @@ int sl_h2_begin(struct sl_record *rec, int upgraded, int answers)
 		sl_debug("HTTP/2 on fd %d: no HPACK decoder to be had: its answers are not read", rec->fd);
 	rec->talk->h2 = h;
 	sl_debug("HTTP/2 on fd %d%s: requests are its streams, answers read from its frames", rec->fd,
-	         upgraded ? " (upgraded from HTTP/1.1)" : "");
+	         start == SL_H2_UPGRADED ? " (upgraded from HTTP/1.1)" : "");
 	return 0;
 }
 

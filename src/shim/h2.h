@@ -32,10 +32,10 @@ struct sl_rec_h2 {
 	struct sl_resp_fields f;    /* the block being decoded */
 };
 
-/* Under rec->lock (rec->talk there): the connection speaks HTTP/2 from here (after
- * an Upgrade to h2c: `upgraded`); its answers decoded when `answers`.  0, or
- * -ENOMEM (then nothing of it is followed). */
-int sl_h2_begin(struct sl_record *rec, int upgraded, int answers);
+/* Under rec->lock (rec->talk there): the connection speaks HTTP/2 from here, its
+ * client's frames followed from `start` (enum sl_h2_start); its answers decoded
+ * when `answers`.  0, or -ENOMEM (then nothing of it is followed). */
+int sl_h2_begin(struct sl_record *rec, int start, int answers);
 
 void sl_h2_free(struct sl_record *rec);
 

@@ -53,7 +53,7 @@ static void decide(struct sl_record *rec, struct sl_rec_stream *st, const struct
 			      ? "TLS through libssl: HTTP/1 requests found in SSL_write's plaintext"
 			      : "TLS through libssl offering HTTP/2: the protocol chosen decides (SSL_write's plaintext)";
 		} else if (sl_sniff_h2_preface(p, n)) {
-			if (sl_h2_begin(rec, 0, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0) {
+			if (sl_h2_begin(rec, SL_H2_AT_PREFACE, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0) {
 				st->mode = SL_STREAM_H2;
 				why = "HTTP/2 (prior-knowledge preface): each stream a request";
 			} else {
@@ -144,6 +144,22 @@ size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcn
 	return SIZE_MAX;
 }
 
+void sl_stream_h2_named(int fd)
+{
+	struct sl_record *rec = sl_record_of(fd);
+	struct sl_rec_stream *st;
+
+	if (!rec)
+		return;
+	sl_shim_lock(&rec->lock);
+	if ((st = requests(rec)) && st->mode == SL_STREAM_UNDECIDED && sl_talk_begin(rec) == 0 &&
+	    sl_h2_begin(rec, SL_H2_AFTER_PREFACE, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0) {
+		st->mode = SL_STREAM_H2;
+		sl_debug("requests on fd %d: HTTP/2 named by its :authority: each stream a request", fd);
+	}
+	sl_shim_unlock(&rec->lock);
+}
+
 int sl_stream_waits_inside(const struct sl_record *rec)
 {
 	const struct sl_rec_stream *st = rec->stream;
@@ -231,7 +247,7 @@ void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 		n -= take;
 	}
 	if (l->h1.state == SL_H1_LOST && sl_http1_upgrade_h2c(&l->h1) &&
-	    sl_h2_begin(rec, 1, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0)
+	    sl_h2_begin(rec, SL_H2_UPGRADED, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0)
 		st->mode = SL_STREAM_H2; /* HTTP/2 if the server agrees; else lost there */
 	else if (l->h1.state == SL_H1_LOST)
 		lost(rec, st, &l->h1, "");
@@ -279,7 +295,7 @@ size_t sl_stream_tls_write(int fd, const void *buf, size_t n, int h2)
 		         "plaintext", fd);
 	}
 	if (st && n && st->mode == SL_STREAM_CONNECTION && h2 && !sl_h2_of(rec) && sl_sniff_h2_preface(buf, n) &&
-	    sl_h2_begin(rec, 0, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0) {
+	    sl_h2_begin(rec, SL_H2_AT_PREFACE, sl_rec_mask(rec, SL_USE_SIG) != 0) == 0) {
 		/* h2 chosen, and its frames are in SSL_write's plaintext: each stream a
 		 * request, the first on the place its connect took. */
 		st->mode = SL_STREAM_TLS_H2;

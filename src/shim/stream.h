@@ -15,6 +15,10 @@ size_t sl_stream_tls_write(int fd, const void *buf, size_t n, int h2);
 
 void sl_stream_tls_wrote(int fd, const void *buf, size_t n);
 
+/* stream.c, meter = requests: fd's connection was named by the :authority of its
+ * first HEADERS, its preface written before (naming.c): HTTP/2 from there. */
+void sl_stream_h2_named(int fd);
+
 /* stream.c, all under the record's lock. */
 int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt);
 

@@ -75,7 +75,7 @@ static void test_requests_at_every_split(void **state)
 		size_t pos = 0, found[8];
 		int n = 0;
 
-		sl_h2_out_init(&p, 0);
+		sl_h2_out_init(&p, SL_H2_AT_PREFACE);
 		while (pos < len) {
 			size_t want = piece < len - pos ? piece : len - pos, got;
 			uint64_t none = 0, one = 1;
@@ -114,16 +114,16 @@ static void test_unlimited_and_upgrade(void **state)
 	uint64_t two = 2;
 
 	(void)state;
-	sl_h2_out_init(&p, 0);
+	sl_h2_out_init(&p, SL_H2_AT_PREFACE);
 	assert_int_equal(sl_h2_out_feed(&p, s, len, NULL), len);
 	assert_int_equal(p.opened, 3);
 	/* two allowed: stops before the third */
-	sl_h2_out_init(&p, 0);
+	sl_h2_out_init(&p, SL_H2_AT_PREFACE);
 	assert_int_equal(sl_h2_out_feed(&p, s, len, &two), at[2]);
 	assert_int_equal(two, 0);
 	/* after an Upgrade, stream 1 was the HTTP/1.1 request: the HEADERS of 1 (here,
 	 * trailers-like) opens nothing, 3 and 5 do */
-	sl_h2_out_init(&p, 1);
+	sl_h2_out_init(&p, SL_H2_UPGRADED);
 	assert_int_equal(sl_h2_out_feed(&p, s, len, NULL), len);
 	assert_int_equal(p.opened, 3);
 	assert_true(sl_h2_is_preface(s, 10));
@@ -137,7 +137,7 @@ static void test_out_gives_up(void **state)
 	struct sl_h2_out p;
 
 	(void)state;
-	sl_h2_out_init(&p, 0);
+	sl_h2_out_init(&p, SL_H2_AT_PREFACE);
 	assert_int_equal(sl_h2_out_feed(&p, "GET / HTTP/1.1\r\n", 16, NULL), 16);
 	assert_int_equal(p.state, SL_H2_LOST);
 	/* a PING inside a header block */
@@ -145,7 +145,7 @@ static void test_out_gives_up(void **state)
 	len = 24;
 	frame(s, &len, 1, 0, 1, "ab", 2);
 	frame(s, &len, 6, 0, 0, "12345678", 8);
-	sl_h2_out_init(&p, 0);
+	sl_h2_out_init(&p, SL_H2_AT_PREFACE);
 	sl_h2_out_feed(&p, s, len, NULL);
 	assert_int_equal(p.state, SL_H2_LOST);
 	assert_non_null(p.why);

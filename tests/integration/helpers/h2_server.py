@@ -5,7 +5,7 @@ receive time and answers with rate-limit signals on cue.
 Binds 127.0.0.1 on a free port (written to --port-file): h2c with prior knowledge
 or by an HTTP/1.1 Upgrade (the request that asks is stream 1), or with --tls CERT
 KEY HTTPS offering only h2 (ALPN).  Each request (a HEADERS that
-opens a stream) is appended to --log as "REALTIME_NS 4 SRCPORT PATH STATUS": the
+opens a stream) is appended to --log as "REALTIME_NS 4 SRCPORT PATH STATUS AUTHORITY": the
 time is the kernel's receive stamp (SO_TIMESTAMPNS) of the read that completed its
 HEADERS - the destination's witness, as arrivals.py reads it.  TLS is taken off
 through a memory BIO, so that every read of the socket is this process's own.
@@ -28,6 +28,7 @@ import h2.config
 import h2.connection
 import h2.events
 
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SO_TIMESTAMPNS = 35
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 
@@ -43,7 +44,8 @@ class Conn:
             self.tls = ctx.wrap_bio(self.inb, self.outb, server_side=True)
             self.handshaken = False
         self.pending = b""
-        self.h1 = b"" if not ctx else None  # h2c: an Upgrade may come first
+        self.unit, self.unit_ns = b"", 0  # the TLS record or frame being read
+        self.phase, self.upgraded = ("frames" if ctx else "start"), False  # h2c: an Upgrade may come first
         if ctx:
             self.h2.initiate_connection()
             self.flush_h2()
@@ -59,10 +61,28 @@ class Conn:
         if data:
             self.sock.sendall(data)
 
+    def unit_len(self):
+        """How long the unit being read is: a TLS record, an h2 frame, the first
+        24 bytes of h2c (the preface, or the start of an HTTP/1.1 request); None
+        while an HTTP/1.1 request's end is not known."""
+        u = self.unit
+        if self.tls:
+            return 5 if len(u) < 5 else 5 + struct.unpack_from("!H", u, 3)[0]
+        if self.phase in ("start", "preface"):
+            return 24
+        if self.phase == "h1":
+            return None
+        return 9 if len(u) < 9 else 9 + int.from_bytes(u[:3], "big")
+
     def read(self):
-        """One read of the socket; False when the connection ended."""
+        """One read of the socket, never past the unit being read: each TLS record
+        and each frame is stamped with the kernel's receive time of the read that
+        brought its first byte (a read that took the end of one and the start of the
+        next would give the next the first one's time).  False when it ended."""
+        n = self.unit_len()
+        want = max(1, n - len(self.unit)) if n else 65536
         try:
-            data, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(16))
+            data, anc, _, _ = self.sock.recvmsg(want, socket.CMSG_SPACE(16))
         except ConnectionError:
             return False
         if not data:
@@ -72,6 +92,13 @@ class Conn:
             if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(raw) >= 16:
                 sec, nsec = struct.unpack_from("ll", raw)
                 ns = sec * 1_000_000_000 + nsec
+        if not self.unit:
+            self.unit_ns = ns
+        self.unit += data
+        n = self.unit_len()
+        if n and len(self.unit) < n:
+            return True  # the rest of the unit is still to come
+        data, ns, self.unit = self.unit, self.unit_ns, b""
         if self.tls:
             self.inb.write(data)
             if not self.handshaken:
@@ -96,10 +123,21 @@ class Conn:
                     break
                 plain += chunk
             data = plain
-        if self.h1 is not None:
-            data = self.upgrade(data, ns)
-            if data is None:
+        if self.phase == "start" and data != PREFACE:
+            self.phase, self.h1 = "h1", b""
+        if self.phase == "h1":
+            self.h1 += data
+            if b"\r\n\r\n" not in self.h1:
                 return True
+            self.unit, self.unit_ns = self.upgrade(ns), ns  # the preface comes next
+            self.phase = "preface"
+            return True
+        if self.phase in ("start", "preface"):
+            if data != PREFACE:
+                return False
+            self.phase = "frames"
+            if not self.upgraded:
+                self.h2.initiate_connection()
         try:
             events = self.h2.receive_data(data) if data else []
         except Exception:  # a protocol error: the test sees the client fail
@@ -115,30 +153,19 @@ class Conn:
         self.flush_h2()
         return True
 
-    def upgrade(self, data, ns):
-        """h2c: the preface (prior knowledge), or an HTTP/1.1 request asking to
-        Upgrade, answered 101 and then as stream 1.  Returns the bytes for h2, or
-        None while the request is not whole."""
-        self.h1 += data
-        if self.h1.startswith(b"PRI * HTTP/2.0"[:len(self.h1)]):
-            if len(self.h1) < 14:
-                return None
-            data, self.h1 = self.h1, None
-            self.h2.initiate_connection()
-            self.flush_h2()
-            return data
-        if b"\r\n\r\n" not in self.h1:
-            return None
+    def upgrade(self, ns):
+        """h2c by an HTTP/1.1 request asking to Upgrade: answered 101, and then as
+        stream 1.  Returns the bytes after the request."""
         head, rest = self.h1.split(b"\r\n\r\n", 1)
-        self.h1 = None
         lines = head.decode("latin-1").split("\r\n")
         fields = {k.strip().lower(): v.strip() for k, _, v in (l.partition(":") for l in lines[1:])}
         self.sock.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
         self.h2.initiate_upgrade_connection(fields.get("http2-settings", "").encode())
+        self.upgraded = True
         self.flush_h2()
         path = lines[0].split(" ")[1]
         ev = h2.events.RequestReceived()
-        ev.stream_id, ev.headers = 1, [(":path", path)]
+        ev.stream_id, ev.headers = 1, [(":path", path), (":authority", fields.get("host", "-"))]
         self.answer(ev, ns)
         self.flush_h2()
         return rest
@@ -152,7 +179,8 @@ class Conn:
             status = int(url.path.split("/")[2])
             extra = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
         with open(self.log, "a") as f:
-            f.write("%d 4 %d %s %d\n" % (ns, self.port, url.path, status))
+            f.write("%d 4 %d %s %d %s\n" % (ns, self.port, url.path, status,
+                                            head.get(":authority", "-").split(":")[0]))
         body = ("hello %s\n" % url.path).encode()
         headers = [(":status", str(status)), ("content-length", str(len(body)))] + \
                   [(k.lower(), v) for k, v in extra]
@@ -195,7 +223,11 @@ def main():
                 sel.register(s, selectors.EVENT_READ, Conn(s, ctx, args.log, args.answered or args.log))
                 continue
             conn = key.data
-            if not conn.read():
+            try:
+                alive = conn.read()
+            except OSError:  # the client went: its connection ends, the server goes on
+                alive = False
+            if not alive:
                 sel.unregister(conn.sock)
                 conn.sock.close()
 
