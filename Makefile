@@ -9,7 +9,7 @@
 #   make chaos      the chaos suite at full size (kill storms, restarts, reloads, scribbles),
 #                   then overloaded with 2,000 processes
 #   make cross      build for arm64 (Debian's cross compiler), unit tests under qemu-user
-#   make fuzz       libFuzzer on the config, pattern, first-write and response parsers (clang)
+#   make fuzz       libFuzzer on the config, pattern, first-write, response and HTTP/2 parsers (clang)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make deb        a Debian package, build/sluice_VERSION_ARCH.deb (lintian-checked)
 #
@@ -243,6 +243,8 @@ fuzz: | test-deps
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_response tests/fuzz/fuzz_response.c src/core/response.c src/core/http1.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_dnsmsg tests/fuzz/fuzz_dnsmsg.c src/core/dnsmsg.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http2 tests/fuzz/fuzz_http2.c src/core/http2.c src/core/response.c \
+		src/core/http1.c -lnghttp2
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
 	cp tests/fuzz/corpus-response/* $(BUILD)/fuzz/corpus-response/
@@ -250,6 +252,9 @@ fuzz: | test-deps
 	$(BUILD)/fuzz/fuzz_sniff -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
 	$(BUILD)/fuzz/fuzz_http1 -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-sniff
 	$(BUILD)/fuzz/fuzz_response -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-response
+	@mkdir -p $(BUILD)/fuzz/corpus-http2
+	cp tests/fuzz/corpus-http2/* $(BUILD)/fuzz/corpus-http2/
+	$(BUILD)/fuzz/fuzz_http2 -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-http2
 	@mkdir -p $(BUILD)/fuzz/corpus-segment
 	$(BUILD)/fuzz/fuzz_segment -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-segment
 	@mkdir -p $(BUILD)/fuzz/corpus-dns

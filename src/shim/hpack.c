@@ -162,8 +162,10 @@ int sl_hpack_feed(struct sl_hpack *h, const uint8_t *in, size_t n, int last, sl_
 
 		if (used < 0)
 			return -1;
-		in += used;
-		n -= (size_t)used;
+		if (used > 0) { /* (an empty block's end comes with no bytes at all) */
+			in += used;
+			n -= (size_t)used;
+		}
 		if (flags & NGHTTP2_HD_INFLATE_EMIT)
 			fn(arg, (const char *)nv.name, nv.namelen, (const char *)nv.value, nv.valuelen);
 		if (flags & NGHTTP2_HD_INFLATE_FINAL) {
