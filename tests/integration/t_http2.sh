@@ -10,6 +10,9 @@
 #  - curl --http2 over TLS: --parallel, 5 URLs, one connection; and 4 URLs against
 #    nghttpd, every body whole;
 #  - python httpx with http2=True over TLS, 4 requests on one connection;
+#  - concurrency = 2 with meter = requests: six streams opened at once on one
+#    connection, each answered 300 ms later, never more than two in flight at the
+#    server;
 #  - per = host: curl h2c to 127.0.0.1 under two names (--resolve, no lookup the
 #    shim sees): each connection named by its first HEADERS' :authority, one queue
 #    per name;
@@ -115,6 +118,45 @@ write_config "$T/ng.ini" < <(section nghttpd "$NG" 5/s)
 [ "$(grep -c '^hello [abcd]$' "$T/ng.out")" -eq 4 ] || fail "nghttpd bodies: $(cat "$T/ng.out")"
 [ "$(grep -c 'Re-using existing connection' "$T/ng.err")" -eq 3 ] || fail "curl did not keep one connection"
 [ "$(grep -c ' request .* go ' "$T/shim.log")" -eq 3 ] || fail "nghttpd: not a place per stream"
+
+# --- concurrency = 2: streams in flight, ended by their answers' END_STREAM ---
+write_config "$T/conc.ini" <<EOF
+[conc]
+match = 127.0.0.1:$H2C
+meter = requests
+concurrency = 2
+max_wait = 1m
+EOF
+cat >"$T/six.js" <<'EOF'
+const http2 = require('http2');
+const s = http2.connect('http://127.0.0.1:' + process.argv[2]);
+let done = 0;
+s.on('error', e => { console.error(e.message); process.exit(1); });
+for (let i = 0; i < 6; i++) {
+	const r = s.request({ ':path': '/wait/300/' + i });
+	let body = '';
+	r.setEncoding('utf8');
+	r.on('data', d => { body += d; });
+	r.on('end', () => {
+		if (body !== 'hello /wait/300/' + i + '\n') { console.error('bad body', i, body); process.exit(1); }
+		if (++done === 6) s.close();
+	});
+	r.end();
+}
+EOF
+: >"$T/h2c.answered"
+"$SLUICE" run -c "$T/conc.ini" -- node "$T/six.js" "$H2C" || fail "node: streams under concurrency = 2 failed"
+sleep 0.3
+$PY - "$T/h2c.log" "$T/h2c.answered" <<'EOF' || fail "concurrency = 2 let more than two streams be in flight"
+import sys
+came = {l.split()[3]: int(l.split()[0]) for l in open(sys.argv[1]) if "/wait/" in l}
+done = {l.split()[2]: int(l.split()[0]) for l in open(sys.argv[2]) if " done " in l}
+assert len(came) == 6 and len(done) == 6, (came, done)
+worst = max(sum(1 for p in came if came[p] <= t < done[p]) for t in came.values())
+print("  concurrency = 2: at most %d streams in flight at the server" % worst)
+sys.exit(0 if worst <= 2 else 1)
+EOF
+: >"$T/h2c.log"
 
 # --- per = host: the :authority names the connection and keys its queue ---
 write_config "$T/names.ini" <<EOF

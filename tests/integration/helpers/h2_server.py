@@ -13,6 +13,9 @@ Answers:
   - /say/STATUS?Header=Value&...  that status with those headers (URL-decoded), and
     the line "REALTIME_NS answered PATH" in --answered (default: --log) as its
     headers are handed to the kernel (the client cannot have read them earlier);
+  - /wait/MS  200 "hello PATH", answered MS milliseconds later (other streams and
+    connections are served meanwhile), with the line "REALTIME_NS done PATH" in
+    --answered as its last frame is handed to the kernel;
   - anything else 200 "hello PATH".
 Serves any number of connections, one thread; exits after --lifetime seconds.
 """
@@ -31,6 +34,9 @@ import h2.events
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SO_TIMESTAMPNS = 35
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
+
+
+LATER = []  # /wait/ answers: (due, conn, stream, headers, body, path)
 
 
 class Conn:
@@ -153,6 +159,14 @@ class Conn:
         self.flush_h2()
         return True
 
+    def answer_late(self, stream_id, headers, body, path):
+        """A /wait/ answer whose time came."""
+        self.h2.send_headers(stream_id, headers)
+        self.h2.send_data(stream_id, body, end_stream=True)
+        with open(self.answered, "a") as f:
+            f.write("%d done %s\n" % (time.time_ns(), path))
+        self.flush_h2()
+
     def upgrade(self, ns):
         """h2c by an HTTP/1.1 request asking to Upgrade: answered 101, and then as
         stream 1.  Returns the bytes after the request."""
@@ -184,6 +198,10 @@ class Conn:
         body = ("hello %s\n" % url.path).encode()
         headers = [(":status", str(status)), ("content-length", str(len(body)))] + \
                   [(k.lower(), v) for k, v in extra]
+        if url.path.startswith("/wait/"):
+            due = time.monotonic() + int(url.path.split("/")[2]) / 1000
+            LATER.append((due, self, ev.stream_id, headers, body, url.path))
+            return
         self.h2.send_headers(ev.stream_id, headers)
         if extra or status != 200:
             with open(self.answered, "a") as f:
@@ -216,7 +234,16 @@ def main():
         f.write("%d\n" % lsock.getsockname()[1])
     end = time.monotonic() + args.lifetime
     while time.monotonic() < end:
-        for key, _ in sel.select(timeout=0.5):
+        now = time.monotonic()
+        for item in sorted(LATER, key=lambda x: x[0]):
+            if item[0] <= now:
+                LATER.remove(item)
+                try:
+                    item[1].answer_late(*item[2:])
+                except OSError:
+                    pass
+        wait = min([0.5] + [max(0, i[0] - now) for i in LATER])
+        for key, _ in sel.select(timeout=wait):
             if key.fileobj is lsock:
                 s, _ = lsock.accept()
                 s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
