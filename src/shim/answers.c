@@ -340,6 +340,13 @@ static void follow_answers(struct sl_record *rec, const struct iovec *iov, int i
 	struct sl_rec_h2 *h = sl_h2_of(rec);
 	int was_lost;
 
+	/* Before anything was written: an HTTP/2 server may speak first (its SETTINGS,
+	 * even before the client's preface arrives); its frames are followed from
+	 * their first byte. */
+	if (!h && n && rec->talk && sl_talk_h1_requests(rec) == 0 && sl_talk_resp_state(rec) == SL_RESP_IDLE &&
+	    iovcnt > 0 && sl_h2_is_server_preface(iov[0].iov_base, SL_MIN(iov[0].iov_len, n)) &&
+	    sl_h2_begin(rec, SL_H2_AT_PREFACE, 1) == 0)
+		h = sl_h2_of(rec);
 	if (h) {
 		sl_h2_read(rec, iov, iovcnt, n, h2_answered);
 		if (h->in.state != SL_H2_LOST)
@@ -393,11 +400,6 @@ void sl_signals_read(struct sl_record *rec, const struct iovec *iov, int iovcnt,
 			tls_unseen(rec);
 		return;
 	}
-	/* Before anything was written: an HTTP/2 server may speak first (its SETTINGS);
-	 * its frames are followed from their first byte. */
-	if (n && !sl_h2_of(rec) && sl_talk_h1_requests(rec) == 0 && sl_talk_resp_state(rec) == SL_RESP_IDLE &&
-	    iovcnt > 0 && sl_h2_is_server_preface(iov[0].iov_base, SL_MIN(iov[0].iov_len, n)))
-		sl_h2_begin(rec, SL_H2_AT_PREFACE, 1);
 	if (sl_talk_resp_state(rec) == SL_RESP_LOST && !sl_h2_of(rec))
 		return;
 	if (n == 0 && sl_h2_of(rec))
