@@ -18,6 +18,7 @@
 #include "record.h"
 #include "stream.h"
 #include "tls.h"
+#include "sluice/http2.h"
 #include "sluice/sniff.h"
 
 #include <stdint.h>
@@ -76,6 +77,40 @@ static void decide(struct sl_record *rec, struct sl_rec_stream *st, const struct
 	}
 }
 
+/* The first non-empty piece of a write, or NULL. */
+static const void *first_piece(const struct iovec *iov, int iovcnt, size_t *n)
+{
+	for (int i = 0; iov && i < iovcnt; i++)
+		if (iov[i].iov_len && iov[i].iov_base) {
+			*n = iov[i].iov_len;
+			return iov[i].iov_base;
+		}
+	return NULL;
+}
+
+/* HTTP/2 that cannot be followed is not a "go" for what comes after: an Upgrade
+ * the server did not take goes on in HTTP/1, parsed afresh; anything else counts
+ * turns, as HTTP/1 the parser loses does.  Its frame part goes (its answers are
+ * HTTP/1's then, or not followed). */
+static void h2_lost(struct sl_record *rec, struct sl_rec_stream *st, const struct iovec *iov, int iovcnt,
+                    const char *why)
+{
+	struct sl_rec_lines scratch, *l;
+	size_t n = 0;
+	const void *first = first_piece(iov, iovcnt, &n);
+
+	sl_h2_free(rec);
+	if (first && sl_http1_looks_like(first, n) && (l = sl_talk_open(rec, &scratch))) {
+		sl_http1_init(&l->h1);
+		sl_talk_close(rec, l);
+		st->mode = SL_STREAM_HTTP1;
+		sl_debug("requests on fd %d: not HTTP/2 after all (%s): HTTP/1 messages from here", rec->fd, why);
+		return;
+	}
+	st->mode = SL_STREAM_TURNS;
+	sl_debug("requests on fd %d: HTTP/2 not followed from here (%s): counting turns", rec->fd, why);
+}
+
 /* The stream part of a record that meters requests, or NULL. */
 static struct sl_rec_stream *requests(struct sl_record *rec)
 {
@@ -94,6 +129,13 @@ int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 			st->mode = SL_STREAM_TURNS; /* its first bytes come from a file */
 		else
 			decide(rec, st, iov, iovcnt);
+	}
+	if (st->mode == SL_STREAM_H2 && iov && sl_h2_of(rec) && sl_h2_of(rec)->out.state == SL_H2_PREFACE) {
+		size_t n = 0;
+		const void *first = first_piece(iov, iovcnt, &n);
+
+		if (first && !sl_h2_is_preface(first, n))
+			h2_lost(rec, st, iov, iovcnt, "the Upgrade was not taken");
 	}
 	if (st->admitted_next)
 		return 0;
@@ -192,9 +234,7 @@ static void lost(struct sl_record *rec, struct sl_rec_stream *st, const struct s
 	st->mode = SL_STREAM_TURNS;
 }
 
-/* HTTP/2 written: a stream opened used the place taken for it.  Frames that cannot
- * be followed, or a sendfile (unseen bytes), leave one place for the connection:
- * none taken from here, said once. */
+/* HTTP/2 written: a stream opened used the place taken for it. */
 static void h2_wrote(struct sl_record *rec, struct sl_rec_stream *st, const struct iovec *iov, int iovcnt,
                      size_t n)
 {
@@ -204,9 +244,8 @@ static void h2_wrote(struct sl_record *rec, struct sl_rec_stream *st, const stru
 	if (h && iov && sl_h2_wrote(h, iov, iovcnt, n))
 		st->admitted_next = 0;
 	if (!h || !iov || h->out.state == SL_H2_LOST) {
-		st->mode = SL_STREAM_CONNECTION;
-		sl_debug("requests on fd %d: HTTP/2 not followed from here (%s): no more places taken", rec->fd,
-		         !iov ? "bytes sent from a file" : h ? h->out.why : "?");
+		st->read_since_write = 0;
+		h2_lost(rec, st, NULL, 0, !iov ? "bytes sent from a file" : h && h->out.why ? h->out.why : "?");
 	}
 }
 

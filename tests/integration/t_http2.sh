@@ -7,6 +7,8 @@
 # (helpers/h2_server.py), held to the interval strictly:
 #  - node http2, 10 streams opened at once on one h2c connection at 5/s;
 #  - curl --http2 on http:// (an HTTP/1.1 Upgrade to h2c), 3 URLs on one connection;
+#    and against an HTTP/1.1-only server, which does not take the Upgrade: its
+#    requests are held as HTTP/1's;
 #  - curl --http2 over TLS: --parallel, 5 URLs, one connection; and 4 URLs against
 #    nghttpd, every body whole;
 #  - python httpx with http2=True over TLS, 4 requests on one connection;
@@ -81,6 +83,18 @@ held "node h2c, 10 streams" "$T/h2c.log" 10
 [ "$(grep -c '^hello /up' "$T/up.out")" -eq 3 ] || fail "curl h2c Upgrade: $(cat "$T/up.out")"
 grep -q 'upgraded from HTTP/1.1' "$T/shim.log" || fail "curl: the Upgrade to h2c was not followed"
 held "curl h2c Upgrade" "$T/h2c.log" 3
+
+# --- the Upgrade not taken (an HTTP/1.1 server): HTTP/1 requests, held as such ---
+start_server
+start_witness request "$PORT" "$T/h1.arrivals"
+write_config "$T/h1.ini" < <(section h1 "$PORT" 5/s)
+: >"$T/shim.log"
+"$SLUICE" run -c "$T/h1.ini" -- curl -sS --http2 "http://127.0.0.1:$PORT/r1" "http://127.0.0.1:$PORT/r2" \
+	"http://127.0.0.1:$PORT/r3" >"$T/h1.out" 2>&1 || fail "curl, Upgrade refused: $(cat "$T/h1.out")"
+[ "$(grep -c '^hello /r' "$T/h1.out")" -eq 3 ] || fail "curl, Upgrade refused: $(cat "$T/h1.out")"
+grep -q 'not HTTP/2 after all (the Upgrade was not taken)' "$T/shim.log" || fail "the refused Upgrade was not seen"
+expect_spaced "$T/h1.arrivals" 200 3 "HTTP/1 after a refused Upgrade"
+: >"$T/shim.log"
 
 # --- curl --http2 over TLS (libssl), --parallel: 5 streams on one connection ---
 write_config "$T/h2s.ini" < <(section h2s "$H2S" 5/s)
