@@ -237,7 +237,7 @@ FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
 fuzz: | test-deps
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-sniff $(BUILD)/fuzz/corpus-response
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/match.c \
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/http2.c src/core/match.c \
 		src/core/util.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/core/http1.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_response tests/fuzz/fuzz_response.c src/core/response.c src/core/http1.c

@@ -1,6 +1,7 @@
 /* Names in a connection's first bytes: TLS SNI, HTTP Host, proxy targets (sniff.h). */
 #include "sluice/sniff.h"
 #include "sluice/common.h"
+#include "sluice/http2.h"
 #include "sluice/match.h"
 
 #include <string.h>
@@ -161,10 +162,8 @@ int sl_sniff_is_tls(const void *buf, size_t len)
 
 int sl_sniff_h2_preface(const void *buf, size_t len)
 {
-	static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
 	/* A first write may carry only the start of it: 14 bytes tell. */
-	return buf && len >= 14 && memcmp(buf, preface, SL_MIN(len, sizeof(preface) - 1)) == 0;
+	return buf && len >= 14 && sl_h2_is_preface(buf, len);
 }
 
 /* One line [s, s+n) ending in LF (the LF and a CR before it excluded from *linelen).

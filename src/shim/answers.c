@@ -206,13 +206,13 @@ int sl_held_follow(int fd, const struct sl_dest *d, const struct sl_match *m, in
 	return rc;
 }
 
-/* Whether the first non-empty piece of a write is the HTTP/2 preface. */
+/* Whether a write starts with the HTTP/2 preface. */
 static int starts_h2(const struct iovec *iov, int iovcnt)
 {
-	for (int i = 0; iov && i < iovcnt; i++)
-		if (iov[i].iov_len && iov[i].iov_base)
-			return sl_sniff_h2_preface(iov[i].iov_base, iov[i].iov_len);
-	return 0;
+	size_t n = 0;
+	const void *p = sl_iov_first(iov, iovcnt, &n);
+
+	return p && sl_sniff_h2_preface(p, n);
 }
 
 /* The requests written, for the HEADs among them; HTTP/2's frames, for the table
@@ -247,10 +247,10 @@ static void follow_requests(struct sl_record *rec, const struct iovec *iov, int 
 /* Whether what went starts a TLS record (its first non-empty piece says). */
 static int starts_tls(const struct iovec *iov, int iovcnt)
 {
-	for (int i = 0; iov && i < iovcnt; i++)
-		if (iov[i].iov_len && iov[i].iov_base)
-			return sl_sniff_is_tls(iov[i].iov_base, iov[i].iov_len);
-	return 0;
+	size_t n = 0;
+	const void *p = sl_iov_first(iov, iovcnt, &n);
+
+	return p && sl_sniff_is_tls(p, n);
 }
 
 /* Said once: TLS on a followed connection, not through libssl's calls. */

@@ -115,10 +115,10 @@ static int on_block(void *arg, uint32_t stream, const uint8_t *frag, size_t n, i
 
 static int starts_with_preface(const struct iovec *iov, int iovcnt)
 {
-	for (int i = 0; iov && i < iovcnt; i++)
-		if (iov[i].iov_len && iov[i].iov_base)
-			return sl_h2_is_preface(iov[i].iov_base, iov[i].iov_len);
-	return 0;
+	size_t n = 0;
+	const void *p = sl_iov_first(iov, iovcnt, &n);
+
+	return p && sl_sniff_h2_preface(p, n);
 }
 
 /* An HTTP/2 client's first bytes - the preface, or (after a preface written on its

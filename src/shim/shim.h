@@ -203,4 +203,16 @@ void sl_admission_sections(const struct sl_match *m, char *buf, size_t size);
 /* Text for a destination in debug lines. */
 void sl_dest_format(const struct sl_dest *d, char *buf, size_t size);
 
+/* The first non-empty piece of a write (its length in *n), or NULL: what tells the
+ * protocols apart at a connection's start. */
+static inline const void *sl_iov_first(const struct iovec *iov, int iovcnt, size_t *n)
+{
+	for (int i = 0; iov && i < iovcnt; i++)
+		if (iov[i].iov_len && iov[i].iov_base) {
+			*n = iov[i].iov_len;
+			return iov[i].iov_base;
+		}
+	return NULL;
+}
+
 #endif

@@ -77,17 +77,6 @@ static void decide(struct sl_record *rec, struct sl_rec_stream *st, const struct
 	}
 }
 
-/* The first non-empty piece of a write, or NULL. */
-static const void *first_piece(const struct iovec *iov, int iovcnt, size_t *n)
-{
-	for (int i = 0; iov && i < iovcnt; i++)
-		if (iov[i].iov_len && iov[i].iov_base) {
-			*n = iov[i].iov_len;
-			return iov[i].iov_base;
-		}
-	return NULL;
-}
-
 /* HTTP/2 that cannot be followed is not a "go" for what comes after: an Upgrade
  * the server did not take goes on in HTTP/1, parsed afresh; anything else counts
  * turns, as HTTP/1 the parser loses does.  Its frame part goes (its answers are
@@ -97,7 +86,7 @@ static void h2_lost(struct sl_record *rec, struct sl_rec_stream *st, const struc
 {
 	struct sl_rec_lines scratch, *l;
 	size_t n = 0;
-	const void *first = first_piece(iov, iovcnt, &n);
+	const void *first = sl_iov_first(iov, iovcnt, &n);
 
 	sl_h2_free(rec);
 	if (first && sl_http1_looks_like(first, n) && (l = sl_talk_open(rec, &scratch))) {
@@ -132,9 +121,9 @@ int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 	}
 	if (st->mode == SL_STREAM_H2 && iov && sl_h2_of(rec) && sl_h2_of(rec)->out.state == SL_H2_PREFACE) {
 		size_t n = 0;
-		const void *first = first_piece(iov, iovcnt, &n);
+		const void *first = sl_iov_first(iov, iovcnt, &n);
 
-		if (first && !sl_h2_is_preface(first, n))
+		if (first && !sl_sniff_h2_preface(first, n))
 			h2_lost(rec, st, iov, iovcnt, "the Upgrade was not taken");
 	}
 	if (st->admitted_next)
