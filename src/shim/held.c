@@ -600,30 +600,7 @@ int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
 	return rc;
 }
 
-void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n)
-{
-	struct sl_record *rec = sl_record_of(fd);
-
-	if (!rec)
-		return;
-	sl_shim_lock(&rec->lock);
-	sl_stream_wrote(rec, iov, iovcnt, n);
-	if (sl_rec_mask(rec, SL_USE_SIG))
-		sl_signals_wrote(rec, iov, iovcnt, n);
-	if (rec->stream) {
-		struct sl_rec_stream *st = rec->stream;
-
-		st->credit -= SL_MIN(st->credit, (uint64_t)n);
-		/* A piece written out: what of it the kernel still holds is looked at
-		 * again when the next piece is due (drain.h). */
-		if (st->credit == 0 && st->drain && sl_rec_mask(rec, SL_USE_BYTES) &&
-		    (st->tail = sl_drain_queued(fd)))
-			st->tail_ns = sl_clock_mono_ns();
-	}
-	sl_shim_unlock(&rec->lock);
-}
-
-void sl_held_kernel_held(int fd, size_t n, int64_t took_ns)
+void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n, int64_t took_ns)
 {
 	struct sl_record *rec = sl_record_of(fd);
 	struct sl_rec_stream *st;
@@ -631,7 +608,20 @@ void sl_held_kernel_held(int fd, size_t n, int64_t took_ns)
 	if (!rec)
 		return;
 	sl_shim_lock(&rec->lock);
-	if ((st = rec->stream) && st->drain && sl_rec_mask(rec, SL_USE_BYTES)) {
+	if (n) {
+		sl_stream_wrote(rec, iov, iovcnt, n);
+		if (sl_rec_mask(rec, SL_USE_SIG))
+			sl_signals_wrote(rec, iov, iovcnt, n);
+	}
+	if ((st = rec->stream) && n) {
+		st->credit -= SL_MIN(st->credit, (uint64_t)n);
+		/* A piece written out: what of it the kernel still holds is looked at
+		 * again when the next piece is due (drain.h). */
+		if (st->credit == 0 && st->drain && sl_rec_mask(rec, SL_USE_BYTES) &&
+		    (st->tail = sl_drain_queued(fd)))
+			st->tail_ns = sl_clock_mono_ns();
+	}
+	if (st && took_ns >= 0 && st->drain && sl_rec_mask(rec, SL_USE_BYTES)) {
 		/* Refused: what waits unsent leaves when the program next finds the
 		 * socket writable.  Taken, but only after longer than its own time at
 		 * the rate: it all left as the call returned, that late. */

@@ -70,14 +70,13 @@ void sl_held_drop_udp(int fd);
 
 void sl_held_drop_failed(int fd);
 
-/* After the real write: `n` bytes of iov went (iov NULL: n bytes from a file). */
-void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n);
-
-/* meter = bytes (drain.h): the kernel held released bytes back - a write of `n`
- * bytes that took `took_ns` in the kernel (a blocking one waiting for room), or
- * one it refused (n = 0: EAGAIN) while bytes of it waited unsent.  Bytes that
- * reach the destination late make the next piece wait their time. */
-void sl_held_kernel_held(int fd, size_t n, int64_t took_ns);
+/* After the real write: `n` bytes of iov went (iov NULL: n bytes from a file; 0:
+ * the kernel refused it, EAGAIN).  With meter = bytes (drain.h), `took_ns` (-1:
+ * not asked) is how long the call took in the kernel: released bytes it held back
+ * - a blocking write waiting for room, or a refused one while bytes of it waited
+ * unsent - reach the destination late and make the next piece wait their time.
+ * One lock for both. */
+void sl_held_wrote(int fd, const struct iovec *iov, int iovcnt, size_t n, int64_t took_ns);
 
 /* A read on fd returned data (turns: the next write starts a request). */
 /* A read on fd returned n > 0 bytes in iov (or the connection's end, n = 0). */

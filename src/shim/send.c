@@ -80,17 +80,25 @@ static inline int gate(int fd, int dontwait, const void *buf, size_t len, struct
 	return gate_slow(fd, idx, dontwait, &one, 1, g);
 }
 
-/* After a tracked write: tell the stream what went. */
-static ssize_t wrote(int fd, const struct gate *g, const struct iovec *iov, int iovcnt, ssize_t w)
+/* After a tracked write: tell the stream what went (and with meter = bytes, how
+ * long the kernel took: `took_ns`, -1 when not timed). */
+static ssize_t wrote_timed(int fd, const struct gate *g, const struct iovec *iov, int iovcnt, ssize_t w,
+                           int64_t took_ns)
 {
 	int saved = errno;
 
-	if (w > 0 && (g->track & (SL_TRACK_STREAM | SL_TRACK_BYTES | SL_TRACK_SIGNALS)))
-		sl_held_wrote(fd, iov, iovcnt, (size_t)w);
+	if ((w > 0 && (g->track & (SL_TRACK_STREAM | SL_TRACK_BYTES | SL_TRACK_SIGNALS))) ||
+	    (took_ns >= 0 && (w > 0 || saved == EAGAIN)))
+		sl_held_wrote(fd, iov, iovcnt, w > 0 ? (size_t)w : 0, took_ns);
 	if (g->track & SL_TRACK_MOVE)
 		sl_held_made(fd);
 	errno = saved;
 	return w;
+}
+
+static ssize_t wrote(int fd, const struct gate *g, const struct iovec *iov, int iovcnt, ssize_t w)
+{
+	return wrote_timed(fd, g, iov, iovcnt, w, -1);
 }
 
 /* One real send, whichever call it is: the contiguous ones take the vector's one
@@ -167,15 +175,10 @@ static ssize_t send_gated(int fd, int dontwait, const struct op *op, const struc
 	for (;;) {
 		int nrest = iov_from(iov, iovcnt, done, rest), k = cut_iov(rest, nrest, g->limit, cut), rc;
 		int64_t began = g->track & SL_TRACK_BYTES ? sl_clock_mono_ns() : 0;
-		ssize_t w = wrote(fd, g, cut, k, do_op(fd, op, cut, k));
+		ssize_t w = do_op(fd, op, cut, k);
 
 		/* Released bytes the kernel held back reach the destination late (drain.h). */
-		if (began && (w > 0 || errno == EAGAIN)) {
-			int saved = errno;
-
-			sl_held_kernel_held(fd, w > 0 ? (size_t)w : 0, sl_clock_mono_ns() - began);
-			errno = saved;
-		}
+		w = wrote_timed(fd, g, cut, k, w, began ? sl_clock_mono_ns() - began : -1);
 
 		if (w <= 0)
 			return done ? (ssize_t)done : w;
