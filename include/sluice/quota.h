@@ -37,6 +37,9 @@
 /* A release the limit lets go waits for a grant this long past its max_wait (a
  * save takes milliseconds; this long, the daemon is not saving): admit.c. */
 #define SL_QUOTA_SAVE_GRACE_NS (2 * 1000000000LL)
+/* The longest a pass (snapshot, grant, restore) waits for the segment's lock
+ * before it tries again at the next one. */
+#define SL_QUOTA_LOCK_WAIT_NS (2 * 1000000000LL)
 
 /* Whether s is a quota a state directory would keep: a machine's own rate (a
  * fleet's count is Redis's) whose window is an hour or longer. */

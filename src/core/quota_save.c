@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #define KEY_BATCH 1024u
-#define LOCK_WAIT_NS (2 * SL_NS_PER_S)
 
 void sl_quota_files(struct sl_quota_files *f, const char *dir, const char *shm_name)
 {
@@ -137,7 +136,7 @@ static int snapshot(struct sl_shm_header *h, int32_t self, enum sl_quota_mode mo
 	const uint64_t *tags = sl_shm_key_tags(h);
 	int any = 0;
 
-	if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0)
+	if (sl_shm_lock(h, self, SL_QUOTA_LOCK_WAIT_NS) < 0)
 		return -EDEADLK;
 	for (uint32_t i = 0; i < used; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
@@ -149,7 +148,7 @@ static int snapshot(struct sl_shm_header *h, int32_t self, enum sl_quota_mode mo
 	}
 	sl_shm_unlock(h, self);
 	for (uint32_t s = 0; any && s < nkeys; s += KEY_BATCH) {
-		if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0)
+		if (sl_shm_lock(h, self, SL_QUOTA_LOCK_WAIT_NS) < 0)
 			return -EDEADLK;
 		for (uint32_t j = s; j < SL_MIN(s + KEY_BATCH, nkeys); j++) {
 			struct sl_key *k;
@@ -189,7 +188,7 @@ int sl_quota_pass(struct sl_shm_header *h, int32_t self, enum sl_quota_mode mode
 	free(b.p);
 	if (rc < 0 || !g->n)
 		return rc;
-	if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0)
+	if (sl_shm_lock(h, self, SL_QUOTA_LOCK_WAIT_NS) < 0)
 		return -EDEADLK;
 	apply_grants(h, g);
 	sl_shm_unlock(h, self);

@@ -28,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOCK_WAIT_NS (2 * SL_NS_PER_S)
 
 /* A section whose file was lost or bad: granted nothing until `until` (wall ns). */
 struct block {
@@ -183,15 +182,20 @@ static void block_all(struct sl_daemon *d, const char *why)
 
 static int read_whole(const char *path, char **out, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO put in the file's place must not hang the daemon's open;
+	 * only a regular file is read. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat sb;
 	char *p;
 	size_t got = 0;
 
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &sb) != 0 || sb.st_size < 0 || sb.st_size > (1LL << 34) ||
-	    !(p = malloc((size_t)sb.st_size + 1))) {
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (sb.st_size < 0 || sb.st_size > (1LL << 34) || !(p = malloc((size_t)sb.st_size + 1))) {
 		close(fd);
 		return -ENOMEM;
 	}
@@ -231,7 +235,7 @@ static void restore(struct sl_daemon *d, int had_file)
 	}
 	if (rc < 0 || sl_quota_check(p, len, &head, why, sizeof(why)) != 0) {
 		if (rc < 0)
-			snprintf(why, sizeof(why), "%s", strerror(-rc));
+			snprintf(why, sizeof(why), "%s", rc == -EINVAL ? "not a regular file" : strerror(-rc));
 		snprintf(bad, sizeof(bad), "%s.bad", q->files.path);
 		if (rename(q->files.path, bad) == 0)
 			sl_log_warnx("state file %s refused (%s): kept as %s", q->files.path, why, bad);
@@ -241,7 +245,7 @@ static void restore(struct sl_daemon *d, int had_file)
 		free(p);
 		return;
 	}
-	if (sl_shm_lock(h, (int32_t)getpid(), LOCK_WAIT_NS) < 0) {
+	if (sl_shm_lock(h, (int32_t)getpid(), SL_QUOTA_LOCK_WAIT_NS) < 0) {
 		block_all(d, "the segment lock was not to be had to restore it");
 		free(p);
 		return;
@@ -367,7 +371,7 @@ int sl_quotas_reset(struct sl_daemon *d, const char *name, FILE *out)
 		fprintf(out, "error: no state_dir: quotas are not kept, nothing to reset\n");
 		return -ENOENT;
 	}
-	if (sl_shm_lock(h, self, LOCK_WAIT_NS) < 0) {
+	if (sl_shm_lock(h, self, SL_QUOTA_LOCK_WAIT_NS) < 0) {
 		fprintf(out, "error: the segment lock is not to be had\n");
 		return -EDEADLK;
 	}

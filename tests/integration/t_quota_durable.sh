@@ -3,8 +3,8 @@
 # stop, a removed segment, a kill -9, a lost and a corrupt state file.  The
 # destination's SYNs are the count: exactly 5 in the month however the daemon
 # went down, and a keyed quota (2/mo per address:port) keeps each key's count
-# the same way.  A file that is gone or bad starts the quota used up (logged)
-# until `sluice quota reset`, which gives the month afresh.
+# the same way.  A file that is gone or bad (a FIFO too) starts the quota used up
+# (logged) until `sluice quota reset`, which gives the month afresh.
 . "$(dirname "$0")/lib.sh"
 
 start_sink() { # start_sink VAR: a TCP sink on 127.0.0.1; VAR gets its port
@@ -113,4 +113,13 @@ expect "$PORT" 2 0 "after a corrupt state file"
 expect "$P3" 3 2 "a key after its section's reset"
 "$SLUICE" quota reset -c "$T/c.ini" nosuch >"$T/reset.out" 2>&1 && fail "quota reset of no such section succeeded"
 grep -q "no durable section \[nosuch\]" "$T/reset.out" || fail "quota reset of no such section said: $(cat "$T/reset.out")"
+
+# A FIFO in the file's place: refused at once, never waited on.
+stop_daemon
+rm -f "$T/state/${SHM_NAME#/}.quota" && mkfifo "$T/state/${SHM_NAME#/}.quota"
+fresh_segment
+start_daemon "$T/c.ini"
+grep -q "state file .* refused (not a regular file): kept as .*\.bad" "$T/sluiced.log" ||
+	fail "a FIFO for a state file was not refused: $(grep -i "state file" "$T/sluiced.log" | tail -2)"
+expect "$PORT" 2 0 "after a FIFO for a state file"
 echo ok
