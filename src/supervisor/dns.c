@@ -20,6 +20,26 @@
 #define FWD_TIMEOUT_S 10.0 /* a query the server never answers is forgotten */
 #define TCP_BUF 65538      /* one DNS message over TCP: length and body */
 
+/* The proxy's lists of what is under way (forwards, TCP relays): doubly linked
+ * through each entry's prev and next, the newest at the head. */
+#define LIST_PUSH(head, e)                \
+	do {                              \
+		(e)->prev = NULL;         \
+		(e)->next = (head);       \
+		if (head)                 \
+			(head)->prev = (e); \
+		(head) = (e);             \
+	} while (0)
+#define LIST_UNLINK(head, e)                    \
+	do {                                    \
+		if ((e)->prev)                  \
+			(e)->prev->next = (e)->next; \
+		else                            \
+			(head) = (e)->next;     \
+		if ((e)->next)                  \
+			(e)->next->prev = (e)->prev; \
+	} while (0)
+
 /* A query forwarded over UDP, waiting for its answer. */
 struct dns_fwd {
 	struct dns_fwd *prev, *next;
@@ -101,12 +121,7 @@ static void fwd_free(struct dns_fwd *f)
 	ev_io_stop(f->px->s->loop, &f->io);
 	ev_timer_stop(f->px->s->loop, &f->timer);
 	close(f->fd);
-	if (f->prev)
-		f->prev->next = f->next;
-	else
-		f->px->fwds = f->next;
-	if (f->next)
-		f->next->prev = f->prev;
+	LIST_UNLINK(f->px->fwds, f);
 	free(f);
 }
 
@@ -167,10 +182,7 @@ static void on_udp_query(struct ev_loop *loop, ev_io *w, int revents)
 	ev_timer_init(&f->timer, on_fwd_timeout, FWD_TIMEOUT_S, 0);
 	f->timer.data = f;
 	ev_timer_start(loop, &f->timer);
-	f->next = px->fwds;
-	if (px->fwds)
-		px->fwds->prev = f;
-	px->fwds = f;
+	LIST_PUSH(px->fwds, f);
 }
 
 static void tcp_free(struct dns_tcp *t)
@@ -181,12 +193,7 @@ static void tcp_free(struct dns_tcp *t)
 	ev_io_stop(loop, &t->uio);
 	close(t->cfd);
 	close(t->ufd);
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		t->px->tcps = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
+	LIST_UNLINK(t->px->tcps, t);
 	free(t);
 }
 
@@ -289,10 +296,7 @@ static void on_tcp_accept(struct ev_loop *loop, ev_io *w, int revents)
 	ev_io_init(&t->uio, on_tcp_server, t->ufd, EV_WRITE); /* until connected */
 	t->uio.data = t;
 	ev_io_start(loop, &t->uio);
-	t->next = px->tcps;
-	if (px->tcps)
-		px->tcps->prev = t;
-	px->tcps = t;
+	LIST_PUSH(px->tcps, t);
 }
 
 /* The proxy's socket of `type` for side (0: IPv4, 1: IPv6), made at first use;
