@@ -82,7 +82,8 @@
 #define PIDFD_THREAD O_EXCL
 #endif
 
-#define NAMES_REFRESH_S 60.0                   /* the config's names resolved again */
+#define NAMES_REFRESH_S 60.0                   /* the config's names resolved and the host file
+                                                * read again (SLUICE_NAMES_REFRESH_S: other) */
 #define NAMES_MAX 1024
 #define SL_HOSTS_FILE "/etc/hosts"             /* read by static and Go programs
                                                 * themselves */
