@@ -17,13 +17,12 @@
 #include "held.h"
 #include "inflight.h"
 #include "record.h"
-#include "stream.h"
 #include "tls.h"
 #include "sluice/admit.h"
 #include "sluice/clock.h"
+#include "sluice/http2.h"
 #include "sluice/pause.h"
 #include "sluice/refund.h"
-#include "sluice/http2.h"
 #include "sluice/sniff.h"
 
 #include <errno.h>

@@ -122,8 +122,8 @@ static int starts_with_preface(const struct iovec *iov, int iovcnt)
 }
 
 /* An HTTP/2 client's first bytes - the preface, or (after a preface written on its
- * own) the frames that follow it - read for the :authority of its first HEADERS,
- * into name: 1; 0 when they say none; -1 when they are a preface and frames with
+ * own) the HEADERS that follows it - read for the :authority of its first HEADERS,
+ * into name: 1; 0 when they say none; -1 when they are the preface and frames with
  * no HEADERS yet (the next write is to be read). */
 static int h2_authority(const void *buf, size_t len, char *name, size_t namelen)
 {
@@ -135,9 +135,8 @@ static int h2_authority(const void *buf, size_t len, char *name, size_t namelen)
 
 	if (preface)
 		off = SL_H2_PREFACE_LEN;
-	else if (len < SL_H2_HEAD_LEN || (b[3] != SL_H2_HEADERS && b[3] != SL_H2_SETTINGS &&
-	                                  b[3] != SL_H2_WINDOW_UPDATE && b[3] != SL_H2_PING))
-		return 0; /* neither the preface nor a frame that follows it */
+	else if (len < SL_H2_HEAD_LEN || b[3] != SL_H2_HEADERS || !(b[8] & 1))
+		return 0; /* neither the preface nor a client's HEADERS */
 	if (!(a.hpack = sl_hpack_new()))
 		return 0;
 	sl_h2_in_init(&frames); /* the client's frames, read as a server reads them */
@@ -145,9 +144,9 @@ static int h2_authority(const void *buf, size_t len, char *name, size_t namelen)
 	sl_hpack_free(a.hpack);
 	if (a.found)
 		return 1;
-	/* frames followed to their end, no header block among them: the HEADERS is
-	 * still to come, in a later write */
-	return frames.state == SL_H2_HEAD && frames.got == 0 && !frames.in_block && !a.done ? -1 : 0;
+	/* the preface and whole frames, no header block among them: the HEADERS is
+	 * still to come - in the next write, the one more looked at */
+	return preface && frames.state == SL_H2_HEAD && frames.got == 0 && !frames.in_block && !a.done ? -1 : 0;
 }
 
 /* The destination a write names, into d (name kept in `name`): its kind, 0 when
