@@ -256,6 +256,7 @@ fuzz: | test-deps
 	cp tests/fuzz/corpus-http2/* $(BUILD)/fuzz/corpus-http2/
 	$(BUILD)/fuzz/fuzz_http2 -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-http2
 	@mkdir -p $(BUILD)/fuzz/corpus-segment
+	cp tests/fuzz/corpus-segment/* $(BUILD)/fuzz/corpus-segment/
 	$(BUILD)/fuzz/fuzz_segment -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-segment
 	@mkdir -p $(BUILD)/fuzz/corpus-dns
 	$(BUILD)/fuzz/fuzz_dnsmsg -max_total_time=$(FUZZ_SECONDS) -max_len=1024 $(BUILD)/fuzz/corpus-dns

@@ -487,7 +487,7 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 		 * for seconds (a live waiter asks again at least every second) were
 		 * killed in their sleep: they would keep the key from ever being idle. */
 		if (!key->state.conc_open && key->state.conc_waiters &&
-		    now - key->last_used_ns > 3 * SL_NS_PER_S)
+		    key->last_used_ns < now - 3 * SL_NS_PER_S) /* (a scribbled stamp cannot overflow it) */
 			atomic_store_explicit(A(&key->state.conc_waiters), 0, memory_order_relaxed);
 	}
 	sl_shm_unlock(h, self);
