@@ -224,7 +224,7 @@ enum sl_stream_mode {
 	SL_STREAM_CONNECTION = 3, /* the connection counts as one request, taken with its
 	                           * connect (or its first write when named by it): TLS
 	                           * offering h2 not through libssl (its frames are not
-	                           * seen), or HTTP/2 whose frames could not be followed */
+	                           * seen), or HTTP/2 with no memory to follow its frames */
 	SL_STREAM_H2 = 5,         /* HTTP/2 in plaintext (prior knowledge, or after an
 	                           * Upgrade to h2c): each new stream's HEADERS is a
 	                           * request, found by core/http2.c (h2.h) */
