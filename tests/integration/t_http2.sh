@@ -214,7 +214,11 @@ grep -q 'answer on fd .*429 (retry-after): pause 2000ms' "$T/shim.log" || fail "
 sleep 0.3
 $PY "$HELPERS/answers_check.py" "$T/h2c.log" "$T/h2c.answered" --pause "/say/429=2" --inflight-ms 70 ||
 	fail "an HTTP/2 429 did not pause every process for 2 s"
-python3 "$HELPERS/arrivals.py" "$T/h2c.log" --interval-ms 20 --what "paused h2 requests" || fail "spacing around the pause"
+# (each connection's first request took its place with its deferred connect, and
+# node writes it when its loop comes to it - milliseconds later on two busy cores:
+# 3 ms of slack; docs/design.md, "HTTP/2 request by request")
+python3 "$HELPERS/arrivals.py" "$T/h2c.log" --interval-ms 20 --slack-ms 3 --what "paused h2 requests" ||
+	fail "spacing around the pause"
 : >"$T/h2c.log"
 : >"$T/shim.log"
 
