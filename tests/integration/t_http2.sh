@@ -56,24 +56,27 @@ held() {
 
 # --- node: 10 streams at once on one h2c connection, 5/s ---
 write_config "$T/h2c.ini" < <(section h2c "$H2C" 5/s)
-cat >"$T/ten.js" <<'EOF'
+# node streams.js PORT PREFIX N: N streams opened at once on one h2c connection, to
+# PREFIX0 .. PREFIX<N-1>, every answer whole.
+cat >"$T/streams.js" <<'EOF'
 const http2 = require('http2');
-const s = http2.connect('http://127.0.0.1:' + process.argv[2]);
+const [port, prefix, n] = [process.argv[2], process.argv[3], +process.argv[4]];
+const s = http2.connect('http://127.0.0.1:' + port);
 let done = 0;
 s.on('error', e => { console.error(e.message); process.exit(1); });
-for (let i = 0; i < 10; i++) {
-	const r = s.request({ ':path': '/ten' + i });
+for (let i = 0; i < n; i++) {
+	const r = s.request({ ':path': prefix + i });
 	let body = '';
 	r.setEncoding('utf8');
 	r.on('data', d => { body += d; });
 	r.on('end', () => {
-		if (body !== 'hello /ten' + i + '\n') { console.error('bad body', i, body); process.exit(1); }
-		if (++done === 10) s.close();
+		if (body !== 'hello ' + prefix + i + '\n') { console.error('bad body', i, body); process.exit(1); }
+		if (++done === n) s.close();
 	});
 	r.end();
 }
 EOF
-"$SLUICE" run -c "$T/h2c.ini" -- node "$T/ten.js" "$H2C" || fail "node http2: a stream failed"
+"$SLUICE" run -c "$T/h2c.ini" -- node "$T/streams.js" "$H2C" /ten 10 || fail "node http2: a stream failed"
 grep -q 'HTTP/2 (prior-knowledge preface): each stream a request' "$T/shim.log" || fail "node: h2c not recognised"
 held "node h2c, 10 streams" "$T/h2c.log" 10
 
@@ -141,25 +144,8 @@ meter = requests
 concurrency = 2
 max_wait = 1m
 EOF
-cat >"$T/six.js" <<'EOF'
-const http2 = require('http2');
-const s = http2.connect('http://127.0.0.1:' + process.argv[2]);
-let done = 0;
-s.on('error', e => { console.error(e.message); process.exit(1); });
-for (let i = 0; i < 6; i++) {
-	const r = s.request({ ':path': '/wait/300/' + i });
-	let body = '';
-	r.setEncoding('utf8');
-	r.on('data', d => { body += d; });
-	r.on('end', () => {
-		if (body !== 'hello /wait/300/' + i + '\n') { console.error('bad body', i, body); process.exit(1); }
-		if (++done === 6) s.close();
-	});
-	r.end();
-}
-EOF
-: >"$T/h2c.answered"
-"$SLUICE" run -c "$T/conc.ini" -- node "$T/six.js" "$H2C" || fail "node: streams under concurrency = 2 failed"
+"$SLUICE" run -c "$T/conc.ini" -- node "$T/streams.js" "$H2C" /wait/300/ 6 ||
+	fail "node: streams under concurrency = 2 failed"
 sleep 0.3
 $PY - "$T/h2c.log" "$T/h2c.answered" <<'EOF' || fail "concurrency = 2 let more than two streams be in flight"
 import sys
