@@ -59,8 +59,9 @@ SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) -I$(BUILD)/gen
 # fails to build rather than failing in a host program at start.
 CORE_SRC = $(wildcard src/core/*.c)
 PROGS_SRC = $(wildcard src/progs/*.c)
-# The fleet's lease policy is the daemon's alone: the shim is not given it.
-SHIM_CORE_SRC = $(filter-out src/core/fleetpolicy.c src/core/dnsmsg.c,$(CORE_SRC))
+# The fleet's lease policy, reading Redis's answers and DNS messages are the daemon's alone:
+# the shim is not given them.
+SHIM_CORE_SRC = $(filter-out src/core/fleetpolicy.c src/core/dnsmsg.c src/core/redisnode.c,$(CORE_SRC))
 # Every source is found, not listed: a file in src/shim is the shim's, in
 # src/daemon the daemon's (sluiced.c is its main; the CLI links the rest, for
 # `sluice check`'s probe), in src/cli the CLI's, in bench/ a bench program.

@@ -41,6 +41,12 @@ struct sl_global {
 	 * machine is in it (docs/config.md, "Across machines"). */
 	char redis[SL_PATH_MAX];      /* "HOST:PORT" or a unix socket's path; "" none */
 	char redis_auth[SL_PATH_MAX]; /* a file holding "PASSWORD" or "USER PASSWORD" */
+	/* Or Redis made highly available: Sentinels that name the master, or a
+	 * Cluster's nodes.  At most one of redis, redis_sentinels, redis_cluster. */
+	char redis_sentinels[SL_PATH_MAX]; /* "HOST:PORT HOST:PORT ..."; "" none */
+	char redis_master[SL_SECTION_NAME_MAX]; /* the Sentinels' name for it */
+	char redis_sentinel_auth[SL_PATH_MAX];  /* like redis_auth, for the Sentinels */
+	char redis_cluster[SL_PATH_MAX];   /* "HOST:PORT HOST:PORT ..."; "" none */
 	char fleet[SL_SECTION_NAME_MAX];   /* the fleet's name: its keys' prefix */
 	char machine[SL_SECTION_NAME_MAX]; /* this machine's name in it; "" this host's
 	                                    * name and the segment's */
@@ -78,6 +84,16 @@ struct sl_config {
 
 /* Defaults of the [sluice] section. */
 void sl_config_defaults(struct sl_config *cfg);
+
+/* Endpoints in one redis_sentinels or redis_cluster list, at most. */
+#define SL_ENDPOINTS_MAX 16
+
+/* Whether [sluice] says where the fleet's Redis is: redis, redis_sentinels or
+ * redis_cluster. */
+static inline int sl_config_has_redis(const struct sl_config *cfg)
+{
+	return cfg->global.redis[0] || cfg->global.redis_sentinels[0] || cfg->global.redis_cluster[0];
+}
 
 /* The largest config file read: anything bigger is refused unread. */
 #define SL_CONFIG_MAX_BYTES (16u << 20)

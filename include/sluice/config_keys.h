@@ -28,6 +28,7 @@ enum sl_key_type {
 	SL_KT_ROOM,     /* auto (0) or 1..max: the size of a segment table */
 	SL_KT_POW2,     /* 1..max, rounded up to a power of two */
 	SL_KT_ENDPOINT, /* HOST:PORT, [IPV6]:PORT or /unix/socket/path, or none */
+	SL_KT_ENDPOINTS, /* one or more HOST:PORT or [IPV6]:PORT, separated by spaces, or none */
 	SL_KT_NAME,     /* letters, digits, '-', '_', '.', fitting its field; auto: "" */
 	SL_KT_SCOPE,    /* choices: enum sl_scope */
 	SL_KT_SWITCH,   /* choices: off (0) | on (1) */

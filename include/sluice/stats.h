@@ -38,6 +38,18 @@ void sl_stats_render(struct sl_shm_header *h, int json, int64_t now, FILE *out);
 #define SL_STATS_TOP_MAX 100
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out);
 
+/* What only the daemon knows of its fleet's Redis, and the segment does not
+ * carry: which master the leases come from, how it was found, since when. */
+struct sl_redis_where {
+	char master[264]; /* "HOST:PORT" or a socket's path; "" none yet */
+	char how[16];     /* "redis", "sentinels" or "cluster"; "" no fleet */
+	int64_t since_ms; /* CLOCK_REALTIME (ms) it became the one used; 0 none */
+};
+
+/* sl_stats_render_top with the daemon's word on its Redis (NULL: none). */
+void sl_stats_render_where(struct sl_shm_header *h, int json, unsigned top, int64_t now,
+                           const struct sl_redis_where *where, FILE *out);
+
 /* One walk over the key table, read without the lock: per keyed section, its
  * `top` busiest keys by admissions (at most SL_STATS_TOP_MAX).  For `sluice top`,
  * which shows them as `sluice stat` does.  NULL when out of memory. */

@@ -801,8 +801,26 @@ static int parse_with(struct sl_config *cfg, const char *path, ini_reader reader
 	 * example commented out, and its daemon starts, shaping nothing until one is
 	 * added (sluice check, run and sluiced say so). */
 	/* What spans [sluice] and the sections: a fleet's limit needs the fleet's Redis. */
+	{
+		const struct sl_global *g = &cfg->global;
+		int ways = !!g->redis[0] + !!g->redis_sentinels[0] + !!g->redis_cluster[0];
+
+		if (ways > 1)
+			sl_config_error(cfg, 0, "redis, redis_sentinels and redis_cluster: give one of them, "
+			                "not %d", ways);
+		if (g->redis_sentinels[0] && !g->redis_master[0])
+			sl_config_error(cfg, 0, "redis_sentinels: want redis_master too (the name the Sentinels "
+			                "know the master by)");
+		if (g->redis_master[0] && !g->redis_sentinels[0])
+			sl_config_error(cfg, 0, "redis_master: only with redis_sentinels");
+		if (g->redis_sentinel_auth[0] && !g->redis_sentinels[0])
+			sl_config_error(cfg, 0, "redis_sentinel_auth: only with redis_sentinels");
+		if (g->redis_sentinel_auth[0] && g->redis_sentinel_auth[0] != '/')
+			sl_config_error(cfg, 0, "redis_sentinel_auth: want an absolute path, not '%s'",
+			                g->redis_sentinel_auth);
+	}
 	for (unsigned i = 0; i < cfg->nsections; i++)
-		if (cfg->sections[i].spec.scope == SL_SCOPE_FLEET && !cfg->global.redis[0]) {
+		if (cfg->sections[i].spec.scope == SL_SCOPE_FLEET && !sl_config_has_redis(cfg)) {
 			sl_config_error(cfg, cfg->sections[i].line, "[%s] has scope = fleet, but [sluice] names no usable "
 			          "redis to share it through", cfg->sections[i].spec.name);
 			break;

@@ -189,11 +189,52 @@ static int parse_endpoint(struct sl_config *cfg, const struct sl_key_def *k, cha
 	return -1;
 }
 
+/* A list of TCP endpoints (Sentinels, Cluster nodes): each HOST:PORT or
+ * [IPV6]:PORT, separated by spaces; kept as written, one space between. */
+static int parse_endpoints(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
+{
+	char out[SL_PATH_MAX] = "", *save = NULL;
+	size_t used = 0;
+	unsigned n = 0;
+
+	if (strcmp(text, "none") == 0) {
+		field_str(base, k)[0] = '\0';
+		return 0;
+	}
+	for (char *t = strtok_r(text, " \t,", &save); t; t = strtok_r(NULL, " \t,", &save)) {
+		char host[256];
+		int port = 0;
+		int w;
+
+		if (sl_endpoint_parse(t, host, sizeof(host), &port) < 0 || port == 0) {
+			sl_config_error(cfg, line, "%s: '%s': want HOST:PORT or [IPV6]:PORT", k->name, t);
+			return -1;
+		}
+		if (++n > SL_ENDPOINTS_MAX) {
+			sl_config_error(cfg, line, "%s: at most %d endpoints", k->name, SL_ENDPOINTS_MAX);
+			return -1;
+		}
+		w = snprintf(out + used, sizeof(out) - used, "%s%s", used ? " " : "", t);
+		if (w < 0 || (size_t)w >= sizeof(out) - used || used + (size_t)w >= k->size) {
+			sl_config_error(cfg, line, "%s: too long (at most %u bytes)", k->name, (unsigned)k->size - 1);
+			return -1;
+		}
+		used += (size_t)w;
+	}
+	if (!n) {
+		sl_config_error(cfg, line, "%s: want HOST:PORT HOST:PORT ..., or none", k->name);
+		return -1;
+	}
+	memcpy(field_str(base, k), out, used + 1);
+	return 0;
+}
+
 static int parse_name(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
 {
 	size_t n = strlen(text);
 
-	if (strcmp(text, "auto") == 0) {
+	/* "" is auto where the key has a default, none where it has not. */
+	if (strcmp(text, k->def ? "auto" : "none") == 0) {
 		field_str(base, k)[0] = '\0';
 		return 0;
 	}
@@ -209,7 +250,7 @@ static int parse_name(struct sl_config *cfg, const struct sl_key_def *k, char *t
 
 static void format_name(const struct sl_key_def *k, const void *base, char *buf, size_t size)
 {
-	format_str(k, base, buf, size, "auto");
+	format_str(k, base, buf, size, k->def ? "auto" : "none");
 }
 
 /* --- numbers --- */
@@ -436,6 +477,7 @@ const struct sl_key_type_ops sl_key_types[SL_KT_KINDS] = {
 	[SL_KT_ROOM] = {parse_count_kind, format_count, NULL, 0},
 	[SL_KT_POW2] = {parse_count_kind, format_count, NULL, 0},
 	[SL_KT_ENDPOINT] = {parse_endpoint, format_path, NULL, 0},
+	[SL_KT_ENDPOINTS] = {parse_endpoints, format_path, NULL, 0},
 	[SL_KT_NAME] = {parse_name, format_name, NULL, 0},
 	[SL_KT_SCOPE] = CHOICE(scope_names),
 	[SL_KT_SWITCH] = CHOICE(switch_names),

@@ -7,6 +7,7 @@
  * which does not go through the daemon at all.
  */
 #include "control.h"
+#include "fleet.h"
 #include "quotas.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
@@ -133,8 +134,12 @@ static void handle(struct sl_daemon *d, int fd, char *cmd, char **out, size_t *o
 		}
 		if (*rest)
 			fprintf(f, "error: usage: stat [json] [top N]\n");
-		else
-			sl_stats_render_top(d->shm.hdr, json, top, sl_clock_mono_ns(), f);
+		else {
+			struct sl_redis_where where;
+
+			sl_fleet_where(d, &where);
+			sl_stats_render_where(d->shm.hdr, json, top, sl_clock_mono_ns(), &where, f);
+		}
 	} else if (strcmp(cmd, "reload") == 0) {
 		if (!may_change(fd)) {
 			fprintf(f, "error: only root or the daemon's user may reload\n");

@@ -16,6 +16,7 @@
  */
 #include "fleet.h"
 #include "fleet_conf.h"
+#include "fleet_find.h"
 #include "fleet_lua.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
@@ -26,7 +27,9 @@
 #include "sluice/limiter.h"
 #include "sluice/log.h"
 #include "sluice/pause.h"
+#include "sluice/redisnode.h"
 #include "sluice/shm.h"
+#include "sluice/stats.h"
 #include "sluice/strategy.h"
 #include "sluice/units.h"
 
@@ -51,6 +54,23 @@ struct fleet {
 	struct sl_daemon *d;
 	redisAsyncContext *ac;
 	redisAsyncContext *sub; /* subscribed to the fleet's wake channel */
+	redisAsyncContext *ask; /* a Cluster node an ASK sent the last call to */
+	/* Sentinel or Cluster (conf.way): the master is found before each connection
+	 * (fleet_find.c) and forgotten when it is lost. */
+	struct sl_fleet_find *find;
+	int have_master;       /* conf.host and conf.port name the master to use */
+	unsigned tryagain;     /* TRYAGAIN answers in a row (the slot half moved) */
+	char run_id[41];       /* the run id of the master last used: "" not known */
+	char in_use[SL_PATH_MAX + 8]; /* "HOST:PORT" the leases come from, for stat */
+	char label[SL_PATH_MAX + 8];  /* here(): the Redis in use, for the log */
+	int64_t in_use_ms;     /* since when (CLOCK_REALTIME, ms); 0 none yet */
+	/* The last round's call, kept for a Cluster's ASK (sent again as EVAL). */
+	const char **argv;
+	size_t *lens;
+	char (*num)[32];
+	char (*pkeys)[SL_FLEET_KEY_MAX + 8]; /* each item's pause key */
+	size_t argc;
+	char epoch[SL_FLEET_KEY_MAX]; /* the epoch key's name */
 	int ready;             /* connected, authenticated, script loaded */
 	char sha[64];
 	struct sl_fleet_conf conf; /* where Redis is, who we are to it, the periods */
@@ -103,6 +123,20 @@ static void warn(struct fleet *f, const char *fmt, const char *a, const char *b)
 	f->logged_ns = now;
 	f->logged_fmt = fmt;
 	sl_log_warnx(fmt, a, b);
+}
+
+/* The Redis in use as the log and stat name it: "HOST:PORT", a socket's path,
+ * or how it is being found. */
+static const char *here(struct fleet *f)
+{
+	if (!f->conf.host[0])
+		snprintf(f->label, sizeof(f->label), "(%s)", sl_fleet_way_name(f->conf.way));
+	else if (f->conf.port)
+		snprintf(f->label, sizeof(f->label), strchr(f->conf.host, ':') ? "[%s]:%d" : "%s:%d", f->conf.host,
+		         f->conf.port);
+	else
+		snprintf(f->label, sizeof(f->label), "%s", f->conf.host);
+	return f->label;
 }
 
 static void set_state(struct fleet *f, uint32_t state)
@@ -387,9 +421,23 @@ static void unsubscribe(struct fleet *f)
 	}
 }
 
+static void drop_ask(struct fleet *f)
+{
+	if (f->ask) {
+		redisAsyncContext *ac = f->ask;
+
+		f->ask = NULL;
+		ac->data = NULL;
+		redisAsyncFree(ac);
+	}
+}
+
 static void drop(struct fleet *f, const char *why)
 {
 	unsubscribe(f);
+	drop_ask(f);
+	if (f->conf.way != SL_FLEET_DIRECT)
+		f->have_master = 0; /* ask the Sentinels, or the Cluster, again */
 	if (f->ac) {
 		redisAsyncContext *ac = f->ac;
 
@@ -400,7 +448,8 @@ static void drop(struct fleet *f, const char *why)
 	f->ready = 0;
 	f->in_flight = 0;
 	if (f->d->shm.hdr && f->d->shm.hdr->redis_state != SL_REDIS_DOWN)
-		sl_log_warnx("redis %s: %s; shaping on the leases in hand", f->conf.host, why);
+		sl_log_warnx("redis %s: %s; shaping on the leases in hand",
+		             here(f), why);
 	set_state(f, SL_REDIS_DOWN);
 	outage_shares(f);
 	ev_timer_stop(f->d->loop, &f->retry); /* libev: never set an active watcher */
@@ -447,6 +496,46 @@ static void load_script(struct fleet *f);
 
 static void subscribe(struct fleet *f);
 
+static int cluster_error(struct fleet *f, const char *err);
+
+/* Authenticate on ac with redis_auth, if it names a password. */
+static void auth(struct fleet *f, redisAsyncContext *ac, redisCallbackFn *cb)
+{
+	if (!f->conf.pass[0])
+		return;
+	if (f->conf.user[0])
+		redisAsyncCommand(ac, cb, NULL, "AUTH %s %s", f->conf.user, f->conf.pass);
+	else
+		redisAsyncCommand(ac, cb, NULL, "AUTH %s", f->conf.pass);
+}
+
+/* The master found (or named by a redirection) is the one to connect to. */
+static void use_master(struct fleet *f, const struct sl_redis_addr *a)
+{
+	snprintf(f->conf.host, sizeof(f->conf.host), "%s", a->host);
+	f->conf.port = a->port;
+	f->have_master = 1;
+}
+
+/* After a drop that is no outage (the master moved, and where to is known):
+ * connect again at once rather than after the backoff. */
+static void reconnect_soon(struct fleet *f)
+{
+	f->backoff_ns = BACKOFF_MIN_NS;
+	ev_timer_stop(f->d->loop, &f->retry);
+	ev_timer_set(&f->retry, 0., 0.);
+	ev_timer_start(f->d->loop, &f->retry);
+}
+
+static void on_ask_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct fleet *f = ac->data;
+
+	(void)status;
+	if (f && f->ask == ac)
+		f->ask = NULL;
+}
+
 /* Woken for a machine short of room: call now, from the spare calls, when we hold
  * more than an equal part would be with one more machine - our next answer may
  * give room back (and two spare calls are left, for the call that reports the
@@ -472,6 +561,7 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 	f->off_ms = rnow - realtime_ms();
 	f->rtt_ms = (rtt + SL_NS_PER_MS - 1) / SL_NS_PER_MS;
 	f->have_off = 1;
+	f->tryagain = 0;
 	f->backoff_ns = BACKOFF_MIN_NS;
 	set_state(f, SL_REDIS_UP);
 	h->redis_answer_ns = now;
@@ -531,13 +621,15 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 			load_script(f);
 			return;
 		}
-		warn(f, "redis %s: the lease call failed: %s", f->conf.host, r->str ? r->str : "?");
+		if (f->conf.way == SL_FLEET_CLUSTER && cluster_error(f, r->str))
+			return;
+		warn(f, "redis %s: the lease call failed: %s", here(f), r->str ? r->str : "?");
 		drop(f, "the lease call failed");
 		return;
 	}
 	want = 2 + SL_FLEET_FIELDS_OUT * f->nitems;
 	if (!valid_ints(r, want)) {
-		warn(f, "redis %s: an answer that is not the lease script's (%s): leases kept", f->conf.host,
+		warn(f, "redis %s: an answer that is not the lease script's (%s): leases kept", here(f),
 		     r->type == REDIS_REPLY_ARRAY ? "wrong length or type" : "not an array");
 		drop(f, "a server that answers so is no lease server"); /* leases kept, as in an outage */
 		return;
@@ -549,39 +641,133 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 	if (sl_fleet_plausible(f->items, f->nitems, vals)) {
 		apply_answer(f, vals, sl_clock_mono_ns());
 	} else {
-		warn(f, "redis %s: an answer out of the lease script's range (%s): leases kept", f->conf.host,
+		warn(f, "redis %s: an answer out of the lease script's range (%s): leases kept", here(f),
 		     "a grant above its limit, or a clock before 2020");
 		drop(f, "a server that answers so is no lease server");
 	}
 	free(vals);
 }
 
+static void free_call(struct fleet *f)
+{
+	free(f->argv);
+	free(f->lens);
+	free(f->num);
+	free(f->pkeys);
+	f->pkeys = NULL;
+	f->argv = NULL;
+	f->lens = NULL;
+	f->num = NULL;
+	f->argc = 0;
+}
+
+/* Send the call kept in f on ac: as EVALSHA, or (to a node an ASK named, which
+ * may not have the script) as EVAL of the script itself after ASKING. */
+static void send_call(struct fleet *f, redisAsyncContext *ac, int asking)
+{
+	const char *first = f->argv[0], *second = f->argv[1];
+	size_t l0 = f->lens[0], l1 = f->lens[1];
+
+	if (asking) {
+		redisAsyncCommand(ac, NULL, NULL, "ASKING");
+		f->argv[0] = "EVAL";
+		f->lens[0] = 4;
+		f->argv[1] = sl_fleet_lua;
+		f->lens[1] = strlen(sl_fleet_lua);
+	}
+	f->call++;
+	if (redisAsyncCommandArgv(ac, on_leases, (void *)(uintptr_t)f->call, (int)f->argc, f->argv, f->lens) ==
+	    REDIS_OK) {
+		f->in_flight = 1;
+		f->sent_ns = sl_clock_mono_ns();
+		f->d->shm.hdr->redis_calls++;
+	}
+	f->argv[0] = first;
+	f->lens[0] = l0;
+	f->argv[1] = second;
+	f->lens[1] = l1;
+}
+
+/* A Cluster's answer that the fleet's slot is elsewhere, or moving: MOVED sends
+ * every later call to the node it names (as a new master, see master_ready),
+ * ASK this one call, TRYAGAIN (keys half moved) the same call again shortly.  1
+ * when err was one of them. */
+static int cluster_error(struct fleet *f, const char *err)
+{
+	struct sl_redis_addr self, to;
+	int kind;
+	char where[SL_REDIS_HOST_MAX + 8];
+
+	snprintf(self.host, sizeof(self.host), "%s", f->conf.host);
+	self.port = f->conf.port;
+	if (err && strncmp(err, "TRYAGAIN", 8) == 0) {
+		if (!f->tryagain++)
+			sl_log_debug("redis %s: slot %u half moved (TRYAGAIN): calling again shortly", here(f),
+			             f->conf.slot);
+		schedule_tick(f, 0.1);
+		return 1;
+	}
+	if (!(kind = sl_redis_redirect(err, &self, &to)))
+		return 0;
+	sl_redis_addr_format(&to, where, sizeof(where));
+	if (kind == 1) {
+		sl_log_info("redis %s: the fleet's slot %u moved to %s", f->in_use, f->conf.slot, where);
+		drop(f, "the fleet's slot moved");
+		use_master(f, &to);
+		reconnect_soon(f);
+		return 1;
+	}
+	/* ASK: this call only, to that node, on a connection of its own. */
+	sl_log_debug("redis %s: slot %u migrating: this call asks %s", f->in_use, f->conf.slot, where);
+	drop_ask(f);
+	if (!(f->ask = redisAsyncConnect(to.host, to.port)) || f->ask->err) {
+		drop_ask(f);
+		return 0;
+	}
+	f->ask->data = f;
+	redisLibevAttach(f->d->loop, f->ask);
+	redisAsyncSetDisconnectCallback(f->ask, on_ask_disconnect);
+	auth(f, f->ask, NULL);
+	send_call(f, f->ask, 1);
+	return 1;
+}
+
 static void send_round(struct fleet *f)
 {
 	size_t n = collect(f, sl_clock_mono_ns());
-	size_t argc = 3 + 1 + n + 5 + (SL_FLEET_FIELDS_IN + 1) * n, a = 0;
+	size_t argc = 3 + 1 + 2 * n + 5 + (SL_FLEET_FIELDS_IN + 1) * n, a = 0;
 	const char **argv = calloc(argc, sizeof(*argv));
 	size_t *lens = calloc(argc, sizeof(*lens));
 	char (*num)[32] = calloc(5 + SL_FLEET_FIELDS_IN * n, sizeof(*num)); /* the NUMs below */
-	char epoch[SL_FLEET_KEY_MAX];
+	char (*pkeys)[SL_FLEET_KEY_MAX + 8] = calloc(n ? n : 1, sizeof(*pkeys));
 	size_t k = 0;
 
-	if (!argv || !lens || !num) {
+	free_call(f);
+	drop_ask(f);
+	if (!argv || !lens || !num || !pkeys) {
 		free(argv);
 		free(lens);
 		free(num);
+		free(pkeys);
 		return;
 	}
+	f->argv = argv;
+	f->lens = lens;
+	f->num = num;
+	f->pkeys = pkeys;
 	f->nitems = n;
-	snprintf(epoch, sizeof(epoch), "%s:epoch", f->conf.prefix);
 #define ARG(s) (argv[a] = (s), lens[a] = strlen(argv[a]), a++)
 #define NUM(fmt, v) (snprintf(num[k], sizeof(num[k]), fmt, v), ARG(num[k++]))
 	ARG("EVALSHA");
 	ARG(f->sha);
-	NUM("%zu", 1 + n);
-	ARG(epoch);
+	NUM("%zu", 1 + 2 * n);
+	ARG(f->epoch);
 	for (size_t j = 0; j < n; j++)
 		ARG(f->items[j].key);
+	for (size_t j = 0; j < n; j++) {
+		snprintf(pkeys[j], sizeof(pkeys[j]), "%s:pause", f->items[j].key);
+		ARG(pkeys[j]);
+	}
 	ARG(f->conf.machine);
 	NUM("%" PRIu64, f->conf.ttl_ms);
 	NUM("%" PRIu64, 2 * f->conf.ttl_ms); /* settling after an empty start */
@@ -603,15 +789,8 @@ static void send_round(struct fleet *f)
 	}
 #undef ARG
 #undef NUM
-	f->call++;
-	if (redisAsyncCommandArgv(f->ac, on_leases, (void *)(uintptr_t)f->call, (int)a, argv, lens) == REDIS_OK) {
-		f->in_flight = 1;
-		f->sent_ns = sl_clock_mono_ns();
-		f->d->shm.hdr->redis_calls++;
-	}
-	free(argv);
-	free(lens);
-	free(num);
+	f->argc = a;
+	send_call(f, f->ac, 0);
 }
 
 static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
@@ -633,6 +812,8 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	} else if (!f->ac) {
 		outage_shares(f); /* the leases that ended while Redis is away */
 	}
+	if (f->find)
+		sl_fleet_find_watch(f->find); /* again, if the Sentinel we listened to went */
 	schedule_tick(f, jittered(f));
 }
 
@@ -733,12 +914,7 @@ static void subscribe(struct fleet *f)
 	redisLibevAttach(f->d->loop, ac);
 	redisAsyncSetConnectCallback(ac, on_sub_connect);
 	redisAsyncSetDisconnectCallback(ac, on_sub_disconnect);
-	if (f->conf.pass[0]) {
-		if (f->conf.user[0])
-			redisAsyncCommand(ac, NULL, NULL, "AUTH %s %s", f->conf.user, f->conf.pass);
-		else
-			redisAsyncCommand(ac, NULL, NULL, "AUTH %s", f->conf.pass);
-	}
+	auth(f, ac, NULL);
 	redisAsyncCommand(ac, on_wake, NULL, "SUBSCRIBE %s:wake", f->conf.prefix);
 }
 
@@ -751,7 +927,7 @@ static void on_script(redisAsyncContext *ac, void *reply, void *priv)
 	if (!f || !r)
 		return;
 	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
-		warn(f, "redis %s: cannot load the lease script: %s", f->conf.host,
+		warn(f, "redis %s: cannot load the lease script: %s", here(f),
 		     r->type == REDIS_REPLY_ERROR && r->str ? r->str : "unexpected answer");
 		drop(f, "the lease script would not load"); /* and try again, backing off */
 		return;
@@ -776,9 +952,55 @@ static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
 
 	(void)priv;
 	if (f && r && r->type == REDIS_REPLY_ERROR) {
-		warn(f, "redis %s: authentication refused: %s", f->conf.host, r->str ? r->str : "?");
+		warn(f, "redis %s: authentication refused: %s", here(f), r->str ? r->str : "?");
 		drop(f, "authentication refused");
 	}
+}
+
+/* A Redis that says it is no master is not written to: a replica left behind by
+ * a failover, or one a stale answer named.  (A user whose ACL forbids ROLE is
+ * not checked: a replica refuses the lease call's writes anyway.) */
+static void on_role(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct fleet *f = ac->data;
+	redisReply *r = reply;
+
+	(void)priv;
+	if (!f || !r || r->type == REDIS_REPLY_ERROR || sl_redis_role_master(r))
+		return;
+	warn(f, "redis %s: %s", here(f), "not a master (ROLE): looking again");
+	drop(f, "not a master");
+}
+
+/* Which master this is.  Another than the last one used - a replica promoted by
+ * a failover, or a Redis restarted from an old snapshot - may have lost the
+ * last grants, so the fleet settles as after an empty start: the epoch key goes
+ * before this daemon's first call, and for a settling time nobody is granted
+ * more than it reports holding (fleet.lua; docs/design.md, "Sentinel and
+ * Cluster"). */
+static void on_info(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct fleet *f = ac->data;
+	redisReply *r = reply;
+	char id[41] = "", where[sizeof(f->label)];
+
+	(void)priv;
+	if (!f || !r)
+		return;
+	if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+		sl_redis_run_id(r->str, id);
+	snprintf(where, sizeof(where), "%s", here(f));
+	if (id[0] && f->run_id[0] && strcmp(id, f->run_id) != 0) {
+		sl_log_notice("redis %s: another master than before (run id %.8s, was %.8s): the fleet settles",
+		              where, id, f->run_id);
+		redisAsyncCommand(f->ac, NULL, NULL, "DEL %s", f->epoch);
+	}
+	if (strcmp(where, f->in_use) != 0 || (id[0] && strcmp(id, f->run_id) != 0)) {
+		memcpy(f->in_use, where, sizeof(where));
+		f->in_use_ms = realtime_ms();
+	}
+	if (id[0])
+		memcpy(f->run_id, id, sizeof(id));
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
@@ -794,14 +1016,13 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		drop(f, ac->errstr[0] ? ac->errstr : "cannot connect");
 		return;
 	}
-	sl_log_info("redis %s: connected (fleet %s, machine %s)", f->conf.host, f->d->cfg->global.fleet[0] ?
-	            f->d->cfg->global.fleet : "sluice", f->conf.machine);
-	if (f->conf.pass[0]) {
-		if (f->conf.user[0])
-			redisAsyncCommand(f->ac, on_auth, NULL, "AUTH %s %s", f->conf.user, f->conf.pass);
-		else
-			redisAsyncCommand(f->ac, on_auth, NULL, "AUTH %s", f->conf.pass);
-	}
+	sl_log_info("redis %s: connected (fleet %s, machine %s%s%s)", here(f), f->d->cfg->global.fleet[0] ?
+	            f->d->cfg->global.fleet : "sluice", f->conf.machine, f->conf.way != SL_FLEET_DIRECT ? ", found by " : "",
+	            f->conf.way != SL_FLEET_DIRECT ? sl_fleet_way_name(f->conf.way) : "");
+	auth(f, f->ac, on_auth);
+	/* Before any call: that it is a master, and which one (master_seen). */
+	redisAsyncCommand(f->ac, on_role, NULL, "ROLE");
+	redisAsyncCommand(f->ac, on_info, NULL, "INFO server");
 	load_script(f);
 }
 
@@ -816,9 +1037,45 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 	drop(f, ac->errstr[0] ? ac->errstr : "connection closed");
 }
 
+/* The seeds named the master (or none could: an outage, backing off). */
+static void on_found(void *arg, const struct sl_redis_addr *master, const char *why)
+{
+	struct fleet *f = arg;
+
+	if (!master) {
+		drop(f, why && why[0] ? why : "no seed named the master");
+		return;
+	}
+	use_master(f, master);
+	connect_now(f);
+}
+
+/* The Sentinels failed the master over: follow at once. */
+static void on_switched(void *arg, const struct sl_redis_addr *master)
+{
+	struct fleet *f = arg;
+	char where[SL_REDIS_HOST_MAX + 8];
+
+	if (f->have_master && f->conf.port == master->port && strcmp(f->conf.host, master->host) == 0)
+		return;
+	sl_redis_addr_format(master, where, sizeof(where));
+	sl_log_info("redis: the Sentinels moved master %s to %s", f->conf.master_name, where);
+	drop(f, "the master was failed over");
+	use_master(f, master);
+	reconnect_soon(f);
+}
+
 static void connect_now(struct fleet *f)
 {
-	redisAsyncContext *ac = f->conf.port ? redisAsyncConnect(f->conf.host, f->conf.port) : redisAsyncConnectUnix(f->conf.host);
+	redisAsyncContext *ac;
+
+	if (f->conf.way != SL_FLEET_DIRECT && !f->have_master) {
+		set_state(f, f->d->shm.hdr && f->d->shm.hdr->redis_state == SL_REDIS_DOWN ? SL_REDIS_DOWN
+		                                                                             : SL_REDIS_CONNECTING);
+		sl_fleet_find_start(f->find, SL_MIN(f->conf.timeout_ns, (int64_t)SL_NS_PER_S));
+		return;
+	}
+	ac = f->conf.port ? redisAsyncConnect(f->conf.host, f->conf.port) : redisAsyncConnectUnix(f->conf.host);
 
 	set_state(f, f->d->shm.hdr && f->d->shm.hdr->redis_state == SL_REDIS_DOWN ? SL_REDIS_DOWN
 	                                                                             : SL_REDIS_CONNECTING);
@@ -846,7 +1103,7 @@ int sl_fleet_start(struct sl_daemon *d)
 	struct fleet *f;
 	int rc;
 
-	if (!sl_fleet_needed(d->cfg) || !d->cfg->global.redis[0]) {
+	if (!sl_fleet_needed(d->cfg) || !sl_config_has_redis(d->cfg)) {
 		if (d->shm.hdr)
 			d->shm.hdr->redis_state = SL_REDIS_NONE;
 		return 0;
@@ -863,6 +1120,13 @@ int sl_fleet_start(struct sl_daemon *d)
 		return rc;
 	}
 	srandom((unsigned)(getpid() ^ (uint32_t)sl_clock_mono_ns()));
+	snprintf(f->epoch, sizeof(f->epoch), "%s:epoch", f->conf.prefix);
+	if (f->conf.way != SL_FLEET_DIRECT &&
+	    !(f->find = sl_fleet_find_new(d->loop, &f->conf, on_found, on_switched, f))) {
+		free(f->items);
+		free(f);
+		return -ENOMEM;
+	}
 	f->backoff_ns = BACKOFF_MIN_NS;
 	f->spare_at = sl_clock_mono_ns();
 	ev_timer_init(&f->tick, on_tick, 0., 0.);
@@ -889,14 +1153,29 @@ void sl_fleet_stop(struct sl_daemon *d)
 	ev_timer_stop(d->loop, &f->retry);
 	ev_timer_stop(d->loop, &f->watch);
 	unsubscribe(f);
+	drop_ask(f);
+	sl_fleet_find_free(f->find);
 	if (f->ac) {
 		f->ac->data = NULL;
 		redisAsyncFree(f->ac);
 	}
+	free_call(f);
 	free(f->items);
 	free(f->memo);
 	free(f);
 	d->fleet = NULL;
+}
+
+void sl_fleet_where(const struct sl_daemon *d, struct sl_redis_where *w)
+{
+	const struct fleet *f = d->fleet;
+
+	memset(w, 0, sizeof(*w));
+	if (!f)
+		return;
+	snprintf(w->how, sizeof(w->how), "%s", sl_fleet_way_name(f->conf.way));
+	snprintf(w->master, sizeof(w->master), "%s", f->in_use);
+	w->since_ms = f->in_use_ms;
 }
 
 int sl_fleet_reload(struct sl_daemon *d, const struct sl_config *old)
@@ -904,7 +1183,9 @@ int sl_fleet_reload(struct sl_daemon *d, const struct sl_config *old)
 	const struct sl_global *a = &old->global, *b = &d->cfg->global;
 
 	if (d->fleet && sl_fleet_needed(d->cfg) && strcmp(a->redis, b->redis) == 0 &&
-	    strcmp(a->redis_auth, b->redis_auth) == 0 && strcmp(a->fleet, b->fleet) == 0 &&
+	    strcmp(a->redis_auth, b->redis_auth) == 0 && strcmp(a->redis_sentinels, b->redis_sentinels) == 0 &&
+	    strcmp(a->redis_master, b->redis_master) == 0 && strcmp(a->redis_sentinel_auth, b->redis_sentinel_auth) == 0 &&
+	    strcmp(a->redis_cluster, b->redis_cluster) == 0 && strcmp(a->fleet, b->fleet) == 0 &&
 	    strcmp(a->machine, b->machine) == 0) {
 		sl_fleet_conf_periods(&d->fleet->conf, b->refresh_ns);
 		return 0;

@@ -24,6 +24,10 @@ int sl_fleet_reload(struct sl_daemon *d, const struct sl_config *old);
 
 void sl_fleet_stop(struct sl_daemon *d);
 
+/* For `sluice stat`: the Redis the leases come from and how it was found. */
+struct sl_redis_where;
+void sl_fleet_where(const struct sl_daemon *d, struct sl_redis_where *w);
+
 /* `sluice check --redis`: connect to cfg's redis, authenticate, load the script,
  * call it once with nothing to lease, and say on `out` what was found.  Blocking,
  * bounded by timeout_ms.  0 when Redis answered as it should. */

@@ -6,6 +6,10 @@
 -- KEYS[1]      the fleet's epoch: when its state began (absent: Redis came back
 --              empty, or this is the first call)
 -- KEYS[1 + i]  item i's hash: a section, or one key of a keyed section
+-- KEYS[1 + n + i]  item i's pause key (its hash's name with ':pause'); a caller
+--              that does not give it has it derived.  Every key the script
+--              touches is declared, so a Cluster moving the fleet's slot routes
+--              the call as a whole (ASK, TRYAGAIN) instead of failing it.
 -- ARGV[1]      this machine's name         ARGV[2]  lease time to live (ms)
 -- ARGV[3]      settling time after an empty start (ms)
 -- ARGV[4]      the part of a rate that may be granted, per million (headroom for the
@@ -207,8 +211,8 @@ end
 
 -- The latest end of a pause any machine reported for item `key` (0: none); a
 -- later one than kept is kept, until it ends.  At most 400 days ahead.
-local function paused(key, pause)
-	local pkey = key .. ':pause'
+local function paused(key, pkey, pause)
+	pkey = pkey or (key .. ':pause')
 	local kept = num(redis.call('GET', pkey))
 	if pause > now and pause > kept and pause - now <= 34560000000 then
 		redis.call('SET', pkey, pause, 'PX', pause - now)
@@ -242,7 +246,7 @@ for i = 1, n do
 	if key == nil then
 		out[#out + 1] = 0
 	else
-		out[#out + 1] = paused(key, num(ARGV[base + 6]))
+		out[#out + 1] = paused(key, KEYS[1 + n + i], num(ARGV[base + 6]))
 	end
 end
 if short then

@@ -59,8 +59,35 @@ int sl_fleet_conf_read(struct sl_fleet_conf *c, const struct sl_config *cfg, con
 	char hostname[128] = "";
 	int rc;
 
-	if (sl_endpoint_parse(g->redis, c->host, sizeof(c->host), &c->port) < 0)
-		return -EINVAL;
+	const char *list = g->redis_sentinels[0] ? g->redis_sentinels : g->redis_cluster;
+
+	memset(c, 0, sizeof(*c));
+	c->way = g->redis_sentinels[0] ? SL_FLEET_SENTINEL : g->redis_cluster[0] ? SL_FLEET_CLUSTER : SL_FLEET_DIRECT;
+	c->nseeds = 0;
+	if (c->way == SL_FLEET_DIRECT) {
+		if (sl_endpoint_parse(g->redis, c->host, sizeof(c->host), &c->port) < 0)
+			return -EINVAL;
+	} else {
+		/* The list was checked when the config was read: HOST:PORT, spaces between. */
+		for (const char *p = list; *p && c->nseeds < SL_ENDPOINTS_MAX;) {
+			size_t n = strcspn(p, " ");
+
+			if (sl_redis_addr_parse(p, n, &c->seeds[c->nseeds]) == 0)
+				c->nseeds++;
+			p += n;
+			p += strspn(p, " ");
+		}
+		if (!c->nseeds)
+			return -EINVAL;
+		c->host[0] = '\0'; /* found later: fleet_find.c */
+		c->port = 0;
+		snprintf(c->master_name, sizeof(c->master_name), "%s", g->redis_master);
+	}
+	if (g->redis_sentinel_auth[0] &&
+	    (rc = read_auth(g->redis_sentinel_auth, c->suser, sizeof(c->suser), c->spass, sizeof(c->spass))) < 0) {
+		sl_log_warnx("redis_sentinel_auth %s: %s", g->redis_sentinel_auth, strerror(-rc));
+		return rc;
+	}
 	if (g->redis_auth[0] &&
 	    (rc = read_auth(g->redis_auth, c->user, sizeof(c->user), c->pass, sizeof(c->pass))) < 0) {
 		sl_log_warnx("redis_auth %s: %s", g->redis_auth, strerror(-rc));
@@ -68,6 +95,7 @@ int sl_fleet_conf_read(struct sl_fleet_conf *c, const struct sl_config *cfg, con
 	}
 	/* A hash tag: every key of the fleet falls in one slot of a Redis Cluster. */
 	snprintf(c->prefix, sizeof(c->prefix), "sluice:{%s}", g->fleet[0] ? g->fleet : "sluice");
+	c->slot = sl_redis_slot(c->prefix, strlen(c->prefix));
 	gethostname(hostname, sizeof(hostname) - 1);
 	if (g->machine[0])
 		snprintf(c->machine, sizeof(c->machine), "%s", g->machine);
@@ -75,6 +103,11 @@ int sl_fleet_conf_read(struct sl_fleet_conf *c, const struct sl_config *cfg, con
 		snprintf(c->machine, sizeof(c->machine), "%s%s", hostname, shm_name);
 	sl_fleet_conf_periods(c, g->refresh_ns);
 	return 0;
+}
+
+const char *sl_fleet_way_name(int way)
+{
+	return way == SL_FLEET_SENTINEL ? "sentinels" : way == SL_FLEET_CLUSTER ? "cluster" : "redis";
 }
 
 int sl_fleet_needed(const struct sl_config *cfg)

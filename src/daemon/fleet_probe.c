@@ -6,6 +6,7 @@
 #include "fleet_conf.h"
 #include "fleet_lua.h"
 #include "sluice/fleetpolicy.h"
+#include "sluice/redisnode.h"
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -29,28 +30,105 @@ static int two_ints(const redisReply *r)
 	       r->element[1]->type == REDIS_REPLY_INTEGER && r->element[0]->integer >= 0;
 }
 
+/* Ask each seed where the master is, and say what each answered: the first
+ * answer is the master to try.  0, or -1 when no seed named one. */
+static int find_master(struct sl_fleet_conf *conf, struct timeval tv, FILE *out)
+{
+	int sentinel = conf->way == SL_FLEET_SENTINEL, found = 0, agree = 1;
+	struct sl_redis_addr first = {.port = 0};
+
+	for (unsigned i = 0; i < conf->nseeds; i++) {
+		const struct sl_redis_addr *s = &conf->seeds[i];
+		const char *user = sentinel ? conf->suser : conf->user, *pass = sentinel ? conf->spass : conf->pass;
+		redisContext *c = redisConnectWithTimeout(s->host, s->port, tv);
+		redisReply *r = NULL;
+		struct sl_redis_addr a;
+		char where[SL_REDIS_HOST_MAX + 8], seed[SL_REDIS_HOST_MAX + 8];
+
+		sl_redis_addr_format(s, seed, sizeof(seed));
+		if (!c || c->err) {
+			fprintf(out, "%s %s: cannot connect: %s\n", sentinel ? "sentinel" : "node", seed,
+			        c ? c->errstr : "out of memory");
+			if (c)
+				redisFree(c);
+			continue;
+		}
+		redisSetTimeout(c, tv);
+		if (pass[0]) {
+			r = user[0] ? redisCommand(c, "AUTH %s %s", user, pass) : redisCommand(c, "AUTH %s", pass);
+			if (!r || r->type == REDIS_REPLY_ERROR) {
+				fprintf(out, "%s %s: authentication refused: %s\n", sentinel ? "sentinel" : "node", seed,
+				        r && r->str ? r->str : c->errstr);
+				if (r)
+					freeReplyObject(r);
+				redisFree(c);
+				continue;
+			}
+			freeReplyObject(r);
+		}
+		r = sentinel ? redisCommand(c, "SENTINEL get-master-addr-by-name %s", conf->master_name)
+		             : redisCommand(c, "CLUSTER SLOTS");
+		if (sentinel ? sl_redis_sentinel_master(r, &a) == 0 : sl_redis_cluster_master(r, conf->slot, s, &a) == 0) {
+			sl_redis_addr_format(&a, where, sizeof(where));
+			if (sentinel)
+				fprintf(out, "sentinel %s: master %s is %s\n", seed, conf->master_name, where);
+			else
+				fprintf(out, "node %s: the fleet's slot %u is served by %s\n", seed, conf->slot, where);
+			if (!found++)
+				first = a;
+			else if (first.port != a.port || strcmp(first.host, a.host) != 0)
+				agree = 0;
+		} else {
+			fprintf(out, "%s %s: %s\n", sentinel ? "sentinel" : "node", seed,
+			        r && r->type == REDIS_REPLY_ERROR && r->str ? r->str
+			        : sentinel ? "does not know the master by that name" : "no master serves the fleet's slot");
+		}
+		if (r)
+			freeReplyObject(r);
+		redisFree(c);
+	}
+	if (!found) {
+		fprintf(out, "no %s named the master: the fleet would shape on its outage shares\n",
+		        sentinel ? "sentinel" : "cluster node");
+		return -1;
+	}
+	if (!agree)
+		fprintf(out, "the %s do not agree (a failover under way?): trying the first answer\n",
+		        sentinel ? "sentinels" : "nodes");
+	snprintf(conf->host, sizeof(conf->host), "%s", first.host);
+	conf->port = first.port;
+	return 0;
+}
+
 int sl_fleet_probe(const struct sl_config *cfg, int timeout_ms, FILE *out)
 {
 	struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
 	struct sl_fleet_conf conf;
 	redisContext *c;
 	redisReply *r;
-	char version[64] = "?", sha[64];
+	char version[64] = "?", sha[64], label[SL_PATH_MAX + 8];
 	int rc = -1;
 
-	if (!cfg->global.redis[0]) {
+	if (!sl_config_has_redis(cfg)) {
 		fprintf(out, "no redis in [sluice]: every section is this machine's alone\n");
 		return sl_fleet_needed(cfg) ? -1 : 0;
 	}
 	if (sl_fleet_conf_read(&conf, cfg, cfg->global.shm_name) < 0) {
-		fprintf(out, "redis %s: bad settings (redis_auth %s unreadable?)\n", cfg->global.redis,
-		        cfg->global.redis_auth);
+		fprintf(out, "redis: bad settings (redis_auth %s or redis_sentinel_auth %s unreadable?)\n",
+		        cfg->global.redis_auth[0] ? cfg->global.redis_auth : "none",
+		        cfg->global.redis_sentinel_auth[0] ? cfg->global.redis_sentinel_auth : "none");
 		return -1;
 	}
+	if (conf.way != SL_FLEET_DIRECT && find_master(&conf, tv, out) < 0)
+		return -1;
+	if (conf.port)
+		snprintf(label, sizeof(label), strchr(conf.host, ':') ? "[%s]:%d" : "%s:%d", conf.host, conf.port);
+	else
+		snprintf(label, sizeof(label), "%s", conf.host);
 	c = conf.port ? redisConnectWithTimeout(conf.host, conf.port, tv)
 	              : redisConnectUnixWithTimeout(conf.host, tv);
 	if (!c || c->err) {
-		fprintf(out, "redis %s: cannot connect: %s\n", cfg->global.redis, c ? c->errstr : "out of memory");
+		fprintf(out, "redis %s: cannot connect: %s\n", label, c ? c->errstr : "out of memory");
 		goto out;
 	}
 	redisSetTimeout(c, tv);
@@ -58,14 +136,22 @@ int sl_fleet_probe(const struct sl_config *cfg, int timeout_ms, FILE *out)
 		r = conf.user[0] ? redisCommand(c, "AUTH %s %s", conf.user, conf.pass)
 		                 : redisCommand(c, "AUTH %s", conf.pass);
 		if (!r || r->type == REDIS_REPLY_ERROR) {
-			fprintf(out, "redis %s: authentication refused: %s\n", cfg->global.redis,
-			        r && r->str ? r->str : c->errstr);
+			fprintf(out, "redis %s: authentication refused: %s\n", label, r && r->str ? r->str : c->errstr);
 			if (r)
 				freeReplyObject(r);
 			goto out;
 		}
 		freeReplyObject(r);
 	}
+	r = redisCommand(c, "ROLE");
+	if (r && r->type != REDIS_REPLY_ERROR && !sl_redis_role_master(r)) {
+		fprintf(out, "redis %s: not a master (ROLE says %s): leases cannot be written there\n", label,
+		        r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->str ? r->element[0]->str : "?");
+		freeReplyObject(r);
+		goto out;
+	}
+	if (r)
+		freeReplyObject(r);
 	if ((r = redisCommand(c, "INFO server")) && r->type == REDIS_REPLY_STRING && r->str) {
 		const char *v = strstr(r->str, "redis_version:");
 
@@ -76,7 +162,7 @@ int sl_fleet_probe(const struct sl_config *cfg, int timeout_ms, FILE *out)
 		freeReplyObject(r);
 	r = redisCommand(c, "SCRIPT LOAD %s", sl_fleet_lua);
 	if (!r || r->type != REDIS_REPLY_STRING) {
-		fprintf(out, "redis %s (version %s): cannot load the lease script: %s\n", cfg->global.redis, version,
+		fprintf(out, "redis %s (version %s): cannot load the lease script: %s\n", label, version,
 		        r && r->str ? r->str : c->errstr);
 		if (r)
 			freeReplyObject(r);
@@ -87,15 +173,18 @@ int sl_fleet_probe(const struct sl_config *cfg, int timeout_ms, FILE *out)
 	r = redisCommand(c, "EVALSHA %s 1 %s:epoch %s %" PRIu64 " 0 %d 0", sha, conf.prefix, conf.machine, conf.ttl_ms,
 	                 SL_FLEET_HEADROOM_PPM);
 	if (!two_ints(r)) {
-		fprintf(out, "redis %s (version %s): the lease script did not answer as it should\n",
-		        cfg->global.redis, version);
+		fprintf(out, "redis %s (version %s): the lease script did not answer as it should%s%s\n", label,
+		        version, r && r->type == REDIS_REPLY_ERROR ? ": " : "",
+		        r && r->type == REDIS_REPLY_ERROR && r->str ? r->str : "");
 		if (r)
 			freeReplyObject(r);
 		goto out;
 	}
 	fprintf(out, "redis %s: version %s, lease script loaded, its clock %" PRId64 " ms ahead of this "
-	        "machine's; fleet %s, this machine %s\n", cfg->global.redis, version,
-	        (int64_t)r->element[0]->integer - realtime_ms(), conf.prefix, conf.machine);
+	        "machine's; fleet %s (slot %u), this machine %s%s%s\n", label, version,
+	        (int64_t)r->element[0]->integer - realtime_ms(), conf.prefix, conf.slot, conf.machine,
+	        conf.way != SL_FLEET_DIRECT ? "; found by " : "",
+	        conf.way != SL_FLEET_DIRECT ? sl_fleet_way_name(conf.way) : "");
 	freeReplyObject(r);
 	rc = 0;
 out:

@@ -210,6 +210,41 @@ void sl_stats_format_lease(const struct sl_spec *s, const struct sl_state *st, i
 #undef ADD
 }
 
+/* "2026-12-04T02:10:26Z" */
+static void utc_text(int64_t ms, char *buf, size_t size)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) || !strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, size, "?");
+}
+
+static void render_where(const struct sl_redis_where *w, int json, FILE *out)
+{
+	char at[32] = "";
+	struct timespec ts;
+	long long age;
+
+	if (!w || !w->how[0])
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	age = w->since_ms ? ((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - w->since_ms) / 1000 : -1;
+	if (w->since_ms)
+		utc_text(w->since_ms, at, sizeof(at));
+	if (json) {
+		fprintf(out, "\"redis_master\":{\"found_by\":\"%s\",\"address\":", w->how);
+		json_string(out, w->master);
+		fprintf(out, ",\"since\":");
+		json_string(out, at);
+		fprintf(out, ",\"for_s\":%lld},", age);
+	} else if (w->master[0]) {
+		fprintf(out, "redis: master %s (found by %s) since %s, %lld s\n", w->master, w->how, at, age);
+	} else {
+		fprintf(out, "redis: no master found yet (%s)\n", w->how);
+	}
+}
+
 static void render_redis(const struct sl_shm_header *h, int json, int64_t now, FILE *out)
 {
 	static const char *const states[] = {"none", "connecting", "up", "down"};
@@ -484,6 +519,12 @@ static void render_segment_json(const struct sl_shm_header *h, FILE *out)
 
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out)
 {
+	sl_stats_render_where(h, json, top, now, NULL, out);
+}
+
+void sl_stats_render_where(struct sl_shm_header *h, int json, unsigned top, int64_t now,
+                           const struct sl_redis_where *where, FILE *out)
+{
 	char name[sizeof(h->shm_name)];
 
 	static struct sl_section sec; /* large: keep it off the stack */
@@ -507,6 +548,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 		        dpid, alive ? "true" : "false", (long long)(age < 0 ? -1 : age / SL_NS_PER_MS),
 		        (unsigned long long)h->lock_recoveries);
 		render_redis(h, 1, now, out);
+		render_where(where, 1, out);
 		fprintf(out, "\"keys_used\":%u,\"max_keys\":%u,\"sections\":[", h->keys_used,
 		        sl_shm_nkeys(h));
 	} else {
@@ -523,6 +565,7 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 			fprintf(out, "key table: %u of %u records in use\n", h->keys_used,
 			        sl_shm_nkeys(h));
 		render_redis(h, 0, now, out);
+		render_where(where, 0, out);
 		fprintf(out, "%-20s %-11s %-14s %-10s %7s", "SECTION", "METER", "STRATEGY", "RATE", "QUEUED");
 		for (size_t c = 0; c < SL_NCOUNTERS; c++)
 			if (sl_counters[c].column)

@@ -12,6 +12,21 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# cluster_port: a loopback port for a Cluster node: at most 55535, and free
+# together with its bus port (10000 above it).
+cluster_port() {
+	python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randint(20000, 45000)
+    try:
+        for q in (p, p + 10000):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+    except OSError:
+        continue
+    print(p); break'
+}
+
 # start_redis [PORT]: redis-server on 127.0.0.1:PORT (a free one when not given),
 # empty, saving nothing; sets REDIS_PORT and REDIS_PID.
 start_redis() {
@@ -27,6 +42,54 @@ start_redis() {
 	fail "redis-server did not start: $(tail -3 "$T/redis.log")"
 }
 
+# start_redis_node NAME PORT [ARGS...]: another redis-server of the test's own on
+# 127.0.0.1:PORT, its files under $T/NAME; sets NODE_PID_NAME.
+start_redis_node() {
+	local name=$1 port=$2
+	shift 2
+	mkdir -p "$T/$name"
+	(cd "$T/$name" && exec redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+		--protected-mode no --logfile "$T/$name/redis.log" --dir "$T/$name" "$@") &
+	eval "NODE_PID_$name=\$!"
+	BG_PIDS+=($!)
+	for _ in $(seq 100); do
+		[ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && return 0
+		sleep 0.05
+	done
+	fail "redis-server $name did not start: $(tail -3 "$T/$name/redis.log")"
+}
+
+# start_sentinels MASTER_NAME MASTER_PORT PORT...: a Sentinel on each PORT (redis-server
+# --sentinel, a config file of its own that it rewrites), watching the master, a
+# quorum of two, down after one second.
+start_sentinels() {
+	local name=$1 mport=$2 port
+	shift 2
+	for port in "$@"; do
+		mkdir -p "$T/sentinel-$port"
+		cat >"$T/sentinel-$port/sentinel.conf" <<EOF3
+port $port
+bind 127.0.0.1
+protected-mode no
+dir $T/sentinel-$port
+logfile $T/sentinel-$port/sentinel.log
+sentinel monitor $name 127.0.0.1 $mport 2
+sentinel down-after-milliseconds $name 1000
+sentinel failover-timeout $name 5000
+sentinel parallel-syncs $name 1
+EOF3
+		redis-server "$T/sentinel-$port/sentinel.conf" --sentinel &
+		BG_PIDS+=($!)
+	done
+	for port in "$@"; do
+		for _ in $(seq 100); do
+			[ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+			sleep 0.05
+		done
+		[ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] || fail "sentinel $port did not start"
+	done
+}
+
 kill_redis() {
 	kill -9 "$REDIS_PID" 2>/dev/null
 	wait "$REDIS_PID" 2>/dev/null
@@ -38,8 +101,13 @@ fleet_config() {
 	EXTRA_SHMS+=("$SHM_NAME-$1")
 	{
 		printf '[sluice]\nshm_name = %s-%s\ncontrol_socket = %s/ctl-%s.sock\n' "$SHM_NAME" "$1" "$T" "$1"
-		printf 'redis = %s\nfleet = t%s\nmachine = m%s\nhosts = 3\nlog_level = debug\n\n' "${FLEET_REDIS:-127.0.0.1:$REDIS_PORT}" \
-			"$$" "$1"
+		# FLEET_REDIS_CONF: the lines that say where Redis is (Sentinels, a Cluster).
+		if [ -n "${FLEET_REDIS_CONF:-}" ]; then
+			printf '%s\n' "$FLEET_REDIS_CONF"
+		else
+			printf 'redis = %s\n' "${FLEET_REDIS:-127.0.0.1:$REDIS_PORT}"
+		fi
+		printf 'fleet = t%s\nmachine = m%s\nhosts = 3\nlog_level = debug\n\n' "$$" "$1"
 		cat
 	} >"$2"
 }

@@ -2,7 +2,8 @@
 # Redis's answers are untrusted (issue 11): a machine holding a lease from a real
 # Redis meets, on the same port, a fake that answers badly in a dozen ways (garbage
 # bytes, wrong types and lengths, numbers past 64 bits or far above the limit, deep
-# nesting, a 2 GB string announced, silence).  The daemon logs, keeps its lease and
+# nesting, a 2 GB string announced, silence, a replica's ROLE).  The daemon logs,
+# never calls a server that says it is no master, keeps its lease and
 # its shaping, and does not crash; when a real Redis comes back, it renews.
 . "$(dirname "$0")/fleet_lib.sh"
 
@@ -36,7 +37,8 @@ note "fake Redis: $(cat "$T/fake.out")"
 kill -0 "$M_PID_1" 2>/dev/null || fail "sluiced died on bad answers: $(tail -5 "$T/sluiced-1.log")"
 n=$(grep -o '^[0-9]*' "$T/fake.out")
 [ "${n:-0}" -ge 8 ] || fail "the daemon came back to the fake only ${n:-0} times"
-for what in "not the lease script's" "out of the lease script's range" "cannot load the lease script"; do
+for what in "not the lease script's" "out of the lease script's range" "cannot load the lease script" \
+	"not a master (ROLE)"; do
 	grep -q "$what" "$T/sluiced-1.log" || fail "no log line for an answer that was $what"
 done
 [ "$(machine_json 1 api share)" = "$share" ] || fail "the lease changed on bad answers: $(machine_json 1 api share)"

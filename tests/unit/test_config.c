@@ -208,6 +208,54 @@ static void test_no_sections(void **state)
 	assert_int_equal(cfg->global.shm_mode, 0640);
 }
 
+/* Redis made highly available: Sentinels with the master's name, or a Cluster's
+ * nodes; one way of finding Redis at a time, each list of HOST:PORT. */
+static void test_redis_ha(void **state)
+{
+	static const struct {
+		const char *text, *expect;
+	} bad[] = {
+		{"redis_sentinels = 127.0.0.1:26379\n", "want redis_master too"},
+		{"redis_master = mymaster\n", "only with redis_sentinels"},
+		{"redis = 127.0.0.1:6379\nredis_cluster = 127.0.0.1:7000\n", "give one of them, not 2"},
+		{"redis_cluster = 127.0.0.1\n", "'127.0.0.1': want HOST:PORT"},
+		{"redis_cluster = /run/redis.sock\n", "want HOST:PORT"},
+		{"redis_sentinels = 127.0.0.1:1 x:0\nredis_master = m\n", "'x:0'"},
+		{"redis_sentinels = ,\nredis_master = m\n", "want HOST:PORT HOST:PORT"},
+		{"redis_sentinels = 127.0.0.1:1\nredis_master = bad name\n", "bad redis_master"},
+		{"redis_sentinels = 127.0.0.1:1\nredis_master = m\nredis_sentinel_auth = s.pass\n", "absolute path"},
+		{"redis_cluster = 127.0.0.1:7000\nredis_sentinel_auth = /s.pass\n", "only with redis_sentinels"},
+		{"redis_cluster = 1:1 1:2 1:3 1:4 1:5 1:6 1:7 1:8 1:9 1:10 1:11 1:12 1:13 1:14 1:15 1:16 1:17\n",
+		 "at most 16"},
+	};
+	char text[512];
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(cfg, "r.ini", "[sluice]\nredis_sentinels = 127.0.0.1:26379, "
+	                                                      "[::1]:26380  host.example:26381\n"
+	                                                      "redis_master = mymaster\n[r]\nmatch = *\n"
+	                                                      "rate = 5/s\nscope = fleet\n"),
+	                 0);
+	assert_string_equal(cfg->global.redis_sentinels, "127.0.0.1:26379 [::1]:26380 host.example:26381");
+	assert_string_equal(cfg->global.redis_master, "mymaster");
+	assert_true(sl_config_has_redis(cfg));
+	assert_int_equal(sl_config_load_string(cfg, "r.ini", "[sluice]\nredis_cluster = 127.0.0.1:7000\n[r]\n"
+	                                                      "match = *\nrate = 5/s\nscope = fleet\n"),
+	                 0);
+	assert_string_equal(cfg->global.redis_cluster, "127.0.0.1:7000");
+	assert_int_equal(sl_config_load_string(cfg, "r.ini", "[sluice]\nredis_cluster = none\n[r]\n"
+	                                                      "match = *\nrate = 5/s\nscope = fleet\n"),
+	                 -EINVAL);
+	assert_true(has_error("names no usable redis"));
+	for (size_t i = 0; i < SL_ARRAY_LEN(bad); i++) {
+		snprintf(text, sizeof(text), "[sluice]\n%s", bad[i].text);
+		assert_int_equal(sl_config_load_string(cfg, "r.ini", text), -EINVAL);
+		if (!has_error(bad[i].expect))
+			fail_msg("%s: no error saying '%s' (first: %s)", bad[i].text, bad[i].expect,
+			         cfg->nerrors ? cfg->errors[0] : "none");
+	}
+}
+
 static void test_bad_inputs(void **state)
 {
 	static const struct {
@@ -467,6 +515,7 @@ int main(void)
 		cmocka_unit_test(test_defaults_and_continuation),
 		cmocka_unit_test(test_rate_forms),
 		cmocka_unit_test(test_bad_inputs),
+		cmocka_unit_test(test_redis_ha),
 		cmocka_unit_test(test_too_long_line),
 		cmocka_unit_test(test_every_error_reported),
 		cmocka_unit_test(test_missing_file),

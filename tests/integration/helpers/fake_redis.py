@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """fake_redis.py PORT SECONDS: a server on 127.0.0.1:PORT that speaks Redis's
 protocol badly, for SECONDS.  Each connection gets the next of the ways below to
-be wrong, in turn; the lease script's load (SCRIPT LOAD) is answered as Redis
-would in the ways that need it, so the daemon's lease call meets the bad answer.
+be wrong, in turn; the lease script's load (SCRIPT LOAD) and ROLE are answered as
+a Redis master would in the ways that need it, so the daemon's lease call meets
+the bad answer.
 Prints, at the end, how many connections came and which ways were served.
 """
 import socket
@@ -19,15 +20,27 @@ def garbage(cmd):
 def ok_everything(cmd):
     return b"+OK\r\n"
 
-def _lease(bad):
+MASTER_ROLE = b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"
+
+def _lease(bad, role=MASTER_ROLE):
     def answer(cmd):
         if cmd and cmd[0].upper() == b"SCRIPT":
             return b"$40\r\n" + SHA + b"\r\n"
+        if cmd and cmd[0].upper() == b"ROLE":
+            return role
         if cmd and cmd[0].upper() == b"EVALSHA":
-            items = max(int(cmd[2]) - 1, 0) if len(cmd) > 2 and cmd[2].isdigit() else 0
+            # KEYS: the epoch, then each item's hash and its pause key.
+            items = max(int(cmd[2]) - 1, 0) // 2 if len(cmd) > 2 and cmd[2].isdigit() else 0
             return bad(2 + 5 * items)
         return b"+OK\r\n"
     return answer
+
+def script_refused(cmd):
+    if cmd and cmd[0].upper() == b"ROLE":
+        return MASTER_ROLE
+    if cmd and cmd[0].upper() == b"SCRIPT":
+        return b"-ERR the fake runs no scripts\r\n"
+    return b"+OK\r\n"
 
 def ints(values):
     return b"*%d\r\n" % len(values) + b"".join(b":%d\r\n" % v for v in values)
@@ -35,6 +48,9 @@ def ints(values):
 WAYS = [
     ("garbage bytes", garbage),
     ("+OK to everything", ok_everything),
+    ("a script load refused", script_refused),
+    ("a replica", _lease(lambda n: ints([1] * n), role=b"*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6379\r\n"
+                                                      b"$9\r\nconnected\r\n:1\r\n")),
     ("an array of the wrong length", _lease(lambda n: ints([1] * (n + 3)))),
     ("negative numbers", _lease(lambda n: ints([-5] * n))),
     ("a grant far above the limit", _lease(lambda n: ints([int(time.time() * 1000), 0] + [10 ** 15, 3, 0, 0, 0] * ((n - 2) // 5)))),

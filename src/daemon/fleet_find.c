@@ -1,0 +1,309 @@
+/*
+ * fleet_find.c - asking Sentinels or Cluster nodes where the fleet's master is
+ * (fleet_find.h).  One seed at a time: connect, authenticate (the Sentinels with
+ * redis_sentinel_auth, a Cluster's nodes with redis_auth), ask, read the answer
+ * with redisnode.c.  A seed that fails, answers nonsense or takes longer than
+ * its share of time is left for the next; when every seed has failed the caller
+ * hears why and backs off as in any outage.  The next search starts with the
+ * seed that answered last.
+ */
+#include "fleet_find.h"
+#include "sluice/common.h"
+#include "sluice/log.h"
+
+#include <hiredis/adapters/libev.h>
+#include <hiredis/async.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sl_fleet_find {
+	struct ev_loop *loop;
+	const struct sl_fleet_conf *conf;
+	sl_fleet_found_fn *found;
+	sl_fleet_switched_fn *switched;
+	void *arg;
+	redisAsyncContext *ac;    /* the seed being asked; NULL between searches */
+	redisAsyncContext *watch; /* a Sentinel subscribed to +switch-master */
+	unsigned at;              /* the seed asked now (or that answered last) */
+	unsigned tried;           /* seeds asked in this search */
+	unsigned watch_at;
+	int searching;
+	int64_t each_ns;
+	ev_timer timer;           /* the seed's time is up; or: report, outside any call */
+	struct sl_redis_addr answer;
+	int have_answer;
+	char why[200];
+};
+
+static void ask_seed(struct sl_fleet_find *ff);
+
+static void close_seed(struct sl_fleet_find *ff)
+{
+	if (ff->ac) {
+		redisAsyncContext *ac = ff->ac;
+
+		ff->ac = NULL;
+		ac->data = NULL;
+		redisAsyncFree(ac); /* inside one of its callbacks hiredis frees it after */
+	}
+}
+
+/* End the search: report from the timer, never from a hiredis callback (the
+ * caller connects, and may free, from its found callback). */
+static void finish(struct sl_fleet_find *ff, const struct sl_redis_addr *a, const char *why)
+{
+	close_seed(ff);
+	ff->have_answer = a != NULL;
+	if (a)
+		ff->answer = *a;
+	if (why)
+		snprintf(ff->why, sizeof(ff->why), "%s", why);
+	ev_timer_stop(ff->loop, &ff->timer);
+	ev_timer_set(&ff->timer, 0., 0.);
+	ev_timer_start(ff->loop, &ff->timer);
+	ff->searching = 2; /* reporting */
+}
+
+/* This seed failed: say why (kept for the caller), and ask the next. */
+static void seed_failed(struct sl_fleet_find *ff, const char *why)
+{
+	const struct sl_redis_addr *s = &ff->conf->seeds[ff->at];
+
+	snprintf(ff->why, sizeof(ff->why), "%s %s:%d: %s", ff->conf->way == SL_FLEET_SENTINEL ? "sentinel" : "node",
+	         s->host, s->port, why);
+	sl_log_debug("fleet: %s", ff->why);
+	close_seed(ff);
+	if (++ff->tried >= ff->conf->nseeds) {
+		finish(ff, NULL, NULL);
+		return;
+	}
+	ff->at = (ff->at + 1) % ff->conf->nseeds;
+	ask_seed(ff);
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sl_fleet_find *ff = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (ff->searching == 2) {
+		ff->searching = 0;
+		ff->found(ff->arg, ff->have_answer ? &ff->answer : NULL, ff->why);
+	} else if (ff->searching == 1) {
+		seed_failed(ff, "no answer in time");
+	}
+}
+
+static void on_answer(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sl_fleet_find *ff = ac->data;
+	redisReply *r = reply;
+	struct sl_redis_addr a, self;
+
+	(void)priv;
+	if (!ff || ac != ff->ac)
+		return;
+	if (!r) {
+		seed_failed(ff, ac->errstr[0] ? ac->errstr : "connection lost");
+		return;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		seed_failed(ff, r->str ? r->str : "an error");
+		return;
+	}
+	self = ff->conf->seeds[ff->at];
+	if (ff->conf->way == SL_FLEET_SENTINEL ? sl_redis_sentinel_master(r, &a) == 0
+	                                       : sl_redis_cluster_master(r, ff->conf->slot, &self, &a) == 0) {
+		finish(ff, &a, NULL);
+		return;
+	}
+	seed_failed(ff, ff->conf->way == SL_FLEET_SENTINEL ? "does not know the master by that name"
+	                                                   : "no master serves the fleet's slot");
+}
+
+static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sl_fleet_find *ff = ac->data;
+	redisReply *r = reply;
+
+	(void)priv;
+	if (ff && ac == ff->ac && r && r->type == REDIS_REPLY_ERROR)
+		seed_failed(ff, r->str ? r->str : "authentication refused");
+}
+
+static void on_seed_connect(const redisAsyncContext *ac, int status)
+{
+	struct sl_fleet_find *ff = ac->data;
+
+	if (!ff || ac != ff->ac || status == REDIS_OK)
+		return;
+	ff->ac = NULL; /* hiredis frees it after this callback */
+	((redisAsyncContext *)ac)->data = NULL;
+	seed_failed(ff, ac->errstr[0] ? ac->errstr : "cannot connect");
+}
+
+static void on_seed_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct sl_fleet_find *ff = ac->data;
+
+	(void)status;
+	if (!ff || ac != ff->ac)
+		return;
+	ff->ac = NULL;
+	seed_failed(ff, ac->errstr[0] ? ac->errstr : "connection closed");
+}
+
+/* Authenticate on ac as the seeds want: Sentinels with their own password. */
+static void auth(struct sl_fleet_find *ff, redisAsyncContext *ac, redisCallbackFn *cb)
+{
+	int sentinel = ff->conf->way == SL_FLEET_SENTINEL;
+	const char *user = sentinel ? ff->conf->suser : ff->conf->user;
+	const char *pass = sentinel ? ff->conf->spass : ff->conf->pass;
+
+	if (!pass[0])
+		return;
+	if (user[0])
+		redisAsyncCommand(ac, cb, NULL, "AUTH %s %s", user, pass);
+	else
+		redisAsyncCommand(ac, cb, NULL, "AUTH %s", pass);
+}
+
+static void ask_seed(struct sl_fleet_find *ff)
+{
+	const struct sl_redis_addr *s = &ff->conf->seeds[ff->at];
+	redisAsyncContext *ac = redisAsyncConnect(s->host, s->port);
+
+	ev_timer_stop(ff->loop, &ff->timer);
+	ev_timer_set(&ff->timer, (double)ff->each_ns / 1e9, 0.);
+	ev_timer_start(ff->loop, &ff->timer);
+	if (!ac || ac->err) {
+		const char *why = ac && ac->errstr[0] ? ac->errstr : "out of memory";
+		char copy[128];
+
+		snprintf(copy, sizeof(copy), "%s", why);
+		if (ac)
+			redisAsyncFree(ac);
+		seed_failed(ff, copy);
+		return;
+	}
+	ac->data = ff;
+	ff->ac = ac;
+	redisLibevAttach(ff->loop, ac);
+	redisAsyncSetConnectCallback(ac, on_seed_connect);
+	redisAsyncSetDisconnectCallback(ac, on_seed_disconnect);
+	auth(ff, ac, on_auth);
+	if (ff->conf->way == SL_FLEET_SENTINEL)
+		redisAsyncCommand(ac, on_answer, NULL, "SENTINEL get-master-addr-by-name %s", ff->conf->master_name);
+	else
+		redisAsyncCommand(ac, on_answer, NULL, "CLUSTER SLOTS");
+}
+
+void sl_fleet_find_start(struct sl_fleet_find *ff, int64_t each_ns)
+{
+	if (ff->searching)
+		return;
+	ff->searching = 1;
+	ff->tried = 0;
+	ff->each_ns = each_ns;
+	ff->why[0] = '\0';
+	ask_seed(ff);
+}
+
+/* --- +switch-master --- */
+
+static void on_switch(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct sl_fleet_find *ff = ac->data;
+	redisReply *r = reply;
+	struct sl_redis_addr a;
+
+	(void)priv;
+	if (!ff || !r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !r->element[0] || !r->element[2] ||
+	    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
+	    r->element[2]->type != REDIS_REPLY_STRING)
+		return; /* the subscription's confirmation */
+	if (sl_redis_switch_master(r->element[2]->str, ff->conf->master_name, &a) == 0)
+		ff->switched(ff->arg, &a);
+}
+
+static void on_watch_connect(const redisAsyncContext *ac, int status)
+{
+	struct sl_fleet_find *ff = ac->data;
+
+	if (ff && status != REDIS_OK) {
+		ff->watch = NULL; /* hiredis frees it; the next call tries another */
+		ff->watch_at++;
+		((redisAsyncContext *)ac)->data = NULL;
+	}
+}
+
+static void on_watch_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct sl_fleet_find *ff = ac->data;
+
+	(void)status;
+	if (ff) {
+		ff->watch = NULL;
+		ff->watch_at++;
+	}
+}
+
+void sl_fleet_find_watch(struct sl_fleet_find *ff)
+{
+	const struct sl_redis_addr *s;
+	redisAsyncContext *ac;
+
+	if (ff->conf->way != SL_FLEET_SENTINEL || ff->watch)
+		return;
+	s = &ff->conf->seeds[ff->watch_at % ff->conf->nseeds];
+	ac = redisAsyncConnect(s->host, s->port);
+	if (!ac || ac->err) {
+		if (ac)
+			redisAsyncFree(ac);
+		ff->watch_at++;
+		return;
+	}
+	ac->data = ff;
+	ff->watch = ac;
+	redisLibevAttach(ff->loop, ac);
+	redisAsyncSetConnectCallback(ac, on_watch_connect);
+	redisAsyncSetDisconnectCallback(ac, on_watch_disconnect);
+	auth(ff, ac, NULL);
+	redisAsyncCommand(ac, on_switch, NULL, "SUBSCRIBE +switch-master");
+}
+
+struct sl_fleet_find *sl_fleet_find_new(struct ev_loop *loop, const struct sl_fleet_conf *conf,
+                                        sl_fleet_found_fn *found, sl_fleet_switched_fn *switched, void *arg)
+{
+	struct sl_fleet_find *ff = calloc(1, sizeof(*ff));
+
+	if (!ff)
+		return NULL;
+	ff->loop = loop;
+	ff->conf = conf;
+	ff->found = found;
+	ff->switched = switched;
+	ff->arg = arg;
+	ff->at = conf->nseeds ? (unsigned)random() % conf->nseeds : 0; /* spread a fleet over its seeds */
+	ff->watch_at = ff->at;
+	ev_timer_init(&ff->timer, on_timer, 0., 0.);
+	ff->timer.data = ff;
+	return ff;
+}
+
+void sl_fleet_find_free(struct sl_fleet_find *ff)
+{
+	if (!ff)
+		return;
+	ev_timer_stop(ff->loop, &ff->timer);
+	close_seed(ff);
+	if (ff->watch) {
+		redisAsyncContext *ac = ff->watch;
+
+		ff->watch = NULL;
+		ac->data = NULL;
+		redisAsyncFree(ac);
+	}
+	free(ff);
+}
