@@ -45,7 +45,11 @@
 #      nginx's limit_req at 100 and 1,000/s;
 #  19. HTTP/2 followed request by request (meter = requests, signals = on): what
 #      each frame written and read costs (callgrind's instructions, and time), and
-#      a 1 GiB download over h2c (nghttpd, curl) against no shim.
+#      a 1 GiB download over h2c (nghttpd, curl) against no shim;
+#  20. a fleet at size (bench/fleet_scale.sh): 50 and 100 daemons on this machine
+#      sharing 100/s, each client offering 10/s, and 200 with the demand moving
+#      among them every second: delivered, the most in any one-second span, the
+#      fewest in a whole second, Redis's calls, CPU and cost per call.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The figures only: `sluice run` saying its held calls (README "When a call is
@@ -675,3 +679,11 @@ dp=$(median <"$T/h2dl.plain") don=$(median <"$T/h2dl.on")
 printf '   %-34s %6s s (median of 11)\n' "1 GiB over h2c, no shim:" "$dp"
 printf '   %-34s %6s s   %s\n' "1 GiB over h2c, followed:" "$don" \
 	"$(awk -v a="$don" -v b="$dp" 'BEGIN { printf "%+.1f%% time (target: under 2%% loss)", (a / b - 1) * 100 }')"
+
+echo
+echo "20. a fleet at size: many daemons on this machine sharing 100/s through one Redis"
+for run in "50 20 steady" "100 15 steady" "200 15 moving"; do
+	set -- $run
+	echo "   $1 daemons, $3 demand:"
+	BUILD=${BUILD:-build} bash "$ROOT/bench/fleet_scale.sh" "$@" | grep '^   ' | sed 's/^/  /'
+done

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# make bench, item 20: many daemons on one machine, each its own segment and
+# machine name, sharing one rate through a Redis of the bench's own.
+# bench/fleet_scale.sh N SECONDS steady|moving:
+#   steady  every machine's client offers 10/s against a fleet rate of 100/s;
+#   moving  a tenth of the machines offer 20/s each second, another tenth the
+#           next second (the demand moving among them every second).
+# Prints, from the destination's kernel SYN stamps: the delivered rate, the most
+# in any one-second span and the fewest in any whole second after the first two;
+# and from Redis: lease calls a second, its CPU a second, and the script's cost
+# per call (INFO commandstats) - what docs/design.md's figures for larger fleets
+# are drawn from.
+. "$(dirname "$0")/../tests/integration/fleet_lib.sh"
+
+N=${1:-50}
+SECS=${2:-20}
+MODE=${3:-steady}
+RATE=100
+start_server
+start_redis
+for n in $(seq "$N"); do
+	fleet_config "$n" "$T/m$n.ini" <<EOF
+[api]
+match = 127.0.0.1:$PORT
+rate = $RATE/s
+scope = fleet
+max_wait = 60s
+EOF
+	sed -i 's/^log_level = debug$/log_level = notice/; s/^hosts = 3$/hosts = '"$N"'/' "$T/m$n.ini"
+	"$SLUICED" -f -c "$T/m$n.ini" 2>>"$T/sluiced-$n.log" &
+	BG_PIDS+=($!)
+done
+for n in $(seq "$N"); do
+	for _ in $(seq 100); do
+		[ -S "$T/ctl-$n.sock" ] && break
+		sleep 0.1
+	done
+done
+sleep 3 # an empty Redis's settling
+WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
+
+redis_info() { redis-cli -p "$REDIS_PORT" INFO "$1" | tr -d '\r'; }
+cpu() { redis_info cpu | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.3f", s }'; }
+evals() { redis_info commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),usec=\([0-9]*\),.*/\1 \2/p'; }
+
+# The clients first (a hundred python processes take seconds to start on two
+# cores), all told to begin at one wall-clock second; the count starts two
+# seconds after that.
+begin=$(( $(date +%s) + N / 5 + 5 ))
+pids=()
+for n in $(seq "$N"); do
+	if [ "$MODE" = steady ]; then
+		what=(10 $((SECS + 4)))
+	else
+		# Machine n offers 20/s in the seconds s with s % 10 == n % 10.
+		what=(20 $((SECS + 4)) --every 10 --phase $((n % 10)))
+	fi
+	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$n" timeout $((SECS + N / 5 + 60)) python3 \
+		"$HELPERS/offer.py" 127.0.0.1 "$PORT" "${what[@]}" --procs 2 --at "$begin" >/dev/null 2>&1 &
+	pids+=($!)
+done
+[ "$(date +%s)" -lt "$begin" ] || echo "bench: the clients took longer to start than allowed: figures are off" >&2
+sleep $((begin - $(date +%s) + 2))
+read -r e0 u0 < <(evals)
+c0=$(cpu)
+t0=$(now_ns)
+sleep "$SECS"
+t1=$(now_ns)
+read -r e1 u1 < <(evals)
+c1=$(cpu)
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+wait "${pids[@]}" 2>/dev/null
+sleep 0.3
+python3 "$(dirname "$0")/fleet_scale.py" "$T/syn.log" $((t0 - 2000000000)) "$t1" "$RATE" ${SCALE_SECONDS:+all} | sed 's/^/   /'
+awk -v e0="$e0" -v e1="$e1" -v u0="$u0" -v u1="$u1" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v n="$N" 'BEGIN {
+	s = (t1 - t0) / 1e9
+	printf "   %-34s %.0f calls/s (%.1f per daemon), %.1f%% of one core, %.0f us per call\n", "Redis:",
+		(e1 - e0) / s, (e1 - e0) / s / n, 100 * (c1 - c0) / s, (e1 > e0 ? (u1 - u0) / (e1 - e0) : 0)
+}'
