@@ -43,7 +43,8 @@ start_redis() {
 }
 
 # start_redis_node NAME PORT [ARGS...]: another redis-server of the test's own on
-# 127.0.0.1:PORT, its files under $T/NAME; sets NODE_PID_NAME.
+# 127.0.0.1:PORT, its files under $T/NAME; sets NODE_PID_NAME.  NODE_PASS: the
+# password ARGS give it (--requirepass), for the check that it answers.
 start_redis_node() {
 	local name=$1 port=$2
 	shift 2
@@ -53,7 +54,8 @@ start_redis_node() {
 	eval "NODE_PID_$name=\$!"
 	BG_PIDS+=($!)
 	for _ in $(seq 100); do
-		[ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && return 0
+		[ "$(redis-cli -p "$port" ${NODE_PASS:+--no-auth-warning -a "$NODE_PASS"} ping 2>/dev/null)" = PONG ] &&
+			return 0
 		sleep 0.05
 	done
 	fail "redis-server $name did not start: $(tail -3 "$T/$name/redis.log")"
@@ -61,7 +63,8 @@ start_redis_node() {
 
 # start_sentinels MASTER_NAME MASTER_PORT PORT...: a Sentinel on each PORT (redis-server
 # --sentinel, a config file of its own that it rewrites), watching the master, a
-# quorum of two, down after one second.
+# quorum of two, down after one second.  SENTINEL_PASS: the Sentinels' own
+# password; MASTER_PASS: the master's (and its replicas').
 start_sentinels() {
 	local name=$1 mport=$2 port
 	shift 2
@@ -77,16 +80,21 @@ sentinel monitor $name 127.0.0.1 $mport 2
 sentinel down-after-milliseconds $name 1000
 sentinel failover-timeout $name 5000
 sentinel parallel-syncs $name 1
+${MASTER_PASS:+sentinel auth-pass $name $MASTER_PASS}
+${SENTINEL_PASS:+requirepass $SENTINEL_PASS}
+${SENTINEL_PASS:+sentinel sentinel-pass $SENTINEL_PASS}
 EOF3
 		redis-server "$T/sentinel-$port/sentinel.conf" --sentinel &
 		BG_PIDS+=($!)
 	done
 	for port in "$@"; do
 		for _ in $(seq 100); do
-			[ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+			[ "$(redis-cli -p "$port" ${SENTINEL_PASS:+--no-auth-warning -a "$SENTINEL_PASS"} ping 2>/dev/null)" = PONG ] &&
+				break
 			sleep 0.05
 		done
-		[ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] || fail "sentinel $port did not start"
+		[ "$(redis-cli -p "$port" ${SENTINEL_PASS:+--no-auth-warning -a "$SENTINEL_PASS"} ping 2>/dev/null)" = PONG ] ||
+			fail "sentinel $port did not start"
 	done
 }
 

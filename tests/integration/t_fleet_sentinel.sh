@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The fleet on Redis Sentinel (issue 29): a master, a replica and three Sentinels
-# on loopback; three daemons find the master through the Sentinels
-# (redis_sentinels, redis_master) and share 30/s, each machine's clients offering
-# 20/s.  `sluice check --redis` names the master each Sentinel gives.  The master
+# on loopback, the master and replica with one password and the Sentinels with
+# another; three daemons find the master through the Sentinels (redis_sentinels,
+# redis_master, redis_auth, redis_sentinel_auth) and share 30/s, each machine's
+# clients offering 20/s.  A wrong Sentinel password is refused, and said.  `sluice check --redis` names the master each Sentinel gives.  The master
 # is killed -9 mid-run: the Sentinels promote the replica; every daemon follows
 # it within 10 s of the kill (sluice stat --json names it, found by sentinels,
 # and Redis is up again), settles as on a Redis come back empty (the log says
@@ -11,24 +12,32 @@
 . "$(dirname "$0")/fleet_lib.sh"
 
 start_server --also 127.0.1.1 --also 127.0.1.2 --also 127.0.1.3
+MASTER_PASS="mp$$" SENTINEL_PASS="sp$$"
+NODE_PASS=$MASTER_PASS
+echo "$MASTER_PASS" >"$T/redis.pass"
+echo "$SENTINEL_PASS" >"$T/sentinel.pass"
 MASTER_PORT=$(free_port)
-start_redis_node master "$MASTER_PORT"
+start_redis_node master "$MASTER_PORT" --requirepass "$MASTER_PASS" --masterauth "$MASTER_PASS"
 REPLICA_PORT=$(free_port)
-start_redis_node replica "$REPLICA_PORT" --replicaof 127.0.0.1 "$MASTER_PORT"
+start_redis_node replica "$REPLICA_PORT" --replicaof 127.0.0.1 "$MASTER_PORT" --requirepass "$MASTER_PASS" \
+	--masterauth "$MASTER_PASS"
 S1=$(free_port) S2=$(free_port) S3=$(free_port)
 NAME="m$$"
 start_sentinels "$NAME" "$MASTER_PORT" "$S1" "$S2" "$S3"
+scli() { redis-cli --no-auth-warning -a "$SENTINEL_PASS" "$@"; }
 # Until the Sentinels know the replica and each other, a failover cannot happen.
 for _ in $(seq 200); do
-	n=$(redis-cli -p "$S1" SENTINEL replicas "$NAME" 2>/dev/null | grep -c "^127.0.0.1$")
-	o=$(redis-cli -p "$S1" SENTINEL sentinels "$NAME" 2>/dev/null | grep -c "^127.0.0.1$")
+	n=$(scli -p "$S1" SENTINEL replicas "$NAME" 2>/dev/null | grep -c "^127.0.0.1$")
+	o=$(scli -p "$S1" SENTINEL sentinels "$NAME" 2>/dev/null | grep -c "^127.0.0.1$")
 	[ "$n" -ge 1 ] && [ "$o" -ge 2 ] && break
 	sleep 0.1
 done
 [ "$n" -ge 1 ] && [ "$o" -ge 2 ] || fail "the Sentinels did not find the replica and each other"
 
 FLEET_REDIS_CONF="redis_sentinels = 127.0.0.1:$S1 127.0.0.1:$S2 127.0.0.1:$S3
-redis_master = $NAME"
+redis_master = $NAME
+redis_auth = $T/redis.pass
+redis_sentinel_auth = $T/sentinel.pass"
 for n in 1 2 3; do
 	fleet_config $n "$T/m$n.ini" <<EOF2
 [api]
@@ -51,6 +60,11 @@ grep -q "^redis 127.0.0.1:$MASTER_PORT: version .*found by sentinels$" "$T/check
 sed "s/^redis_master = .*/redis_master = nosuch/" "$T/m1.ini" >"$T/bad.ini"
 "$SLUICE" check -c "$T/bad.ini" --redis >"$T/bad.out" 2>&1 && fail "check --redis passed an unknown master name"
 grep -q "does not know the master by that name" "$T/bad.out" || fail "check --redis: $(cat "$T/bad.out")"
+# The Sentinels' password wrong: each refuses, and check says so.
+echo "wrong" >"$T/wrong.pass"
+sed "s|^redis_sentinel_auth = .*|redis_sentinel_auth = $T/wrong.pass|" "$T/m1.ini" >"$T/bad.ini"
+"$SLUICE" check -c "$T/bad.ini" --redis >"$T/bad.out" 2>&1 && fail "check --redis passed a wrong Sentinel password"
+grep -q "^sentinel 127.0.0.1:$S1: authentication refused" "$T/bad.out" || fail "check --redis: $(cat "$T/bad.out")"
 
 for n in 1 2 3; do start_machine $n; done
 master_of() { # N: machine N's master address, and whether Redis is up
