@@ -10,6 +10,10 @@
 # daemons follow (sluice stat --json names the new master, found by cluster);
 # at the destination no second ever holds more than the fleet's bound (R·S + the
 # machines' bursts = 33 at 30/s), and the fleet shares its rate on the new node.
+# Then that master, which has a replica, is killed -9: the Cluster promotes the
+# replica, and the daemons find it again through the nodes they were given
+# (CLUSTER SLOTS) within 15 s (the nodes' timeout is 2 s), shaping on the leases in
+# hand meanwhile, never above the bound.
 # Tested with Redis 7.0 (Debian 12); Valkey speaks the same protocol.
 . "$(dirname "$0")/fleet_lib.sh"
 
@@ -48,6 +52,18 @@ SRC=$(owner_of)
 DST=$(( SRC % 3 + 1 ))
 OTHER=$(( DST % 3 + 1 ))
 note "the fleet's slot $SLOT is on node $SRC (port ${P[$SRC]}); it moves to node $DST"
+# A replica for the node the slot moves to, for the failover at the end.
+P[4]=$(cluster_port)
+start_redis_node node4 "${P[4]}" --cluster-enabled yes --cluster-config-file "$T/node4/nodes.conf" \
+	--cluster-node-timeout 2000
+redis-cli --cluster add-node "127.0.0.1:${P[4]}" "127.0.0.1:${P[1]}" --cluster-slave --cluster-master-id \
+	"$(redis-cli -p "${P[$DST]}" CLUSTER MYID)" >"$T/add.out" 2>&1 || fail "add-node: $(tail -5 "$T/add.out")"
+for _ in $(seq 100); do
+	redis-cli -p "${P[4]}" ROLE 2>/dev/null | head -1 | grep -q slave &&
+		redis-cli -p "${P[4]}" INFO replication | grep -q "master_link_status:up" && break
+	sleep 0.1
+done
+redis-cli -p "${P[4]}" INFO replication | grep -q "master_link_status:up" || fail "node 4 did not become a replica"
 
 FLEET_REDIS_CONF="redis_cluster = 127.0.0.1:${P[$DST]} 127.0.0.1:${P[$OTHER]}"
 for n in 1 2 3; do
@@ -80,7 +96,7 @@ sleep 2 # the settling of an empty start
 WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
 
 t0=$(now_ns)
-for n in 1 2 3; do offer $n 20 22; done
+for n in 1 2 3; do offer $n 20 40; done
 sleep 5
 src_id=$(redis-cli -p "${P[$SRC]}" CLUSTER MYID)
 dst_id=$(redis-cli -p "${P[$DST]}" CLUSTER MYID)
@@ -117,12 +133,35 @@ grep -q "slot $SLOT moved to 127.0.0.1:${P[$DST]}" "$T"/sluiced-*.log || fail "n
 grep -q "slot $SLOT migrating: this call asks 127.0.0.1:${P[$DST]}" "$T"/sluiced-*.log ||
 	fail "no daemon's call followed an ASK"
 grep -q "slot $SLOT half moved (TRYAGAIN)" "$T"/sluiced-*.log || fail "no daemon met TRYAGAIN while the keys moved"
+sleep 8
+t_before_kill=$(now_ns)
+kill -9 "$(eval echo "\$NODE_PID_node$DST")"
+wait "$(eval echo "\$NODE_PID_node$DST")" 2>/dev/null
+t_kill=$(now_ns)
+promoted=""
+for _ in $(seq 200); do
+	ok=1
+	for n in 1 2 3; do
+		[ "$(master_of $n)" = "127.0.0.1:${P[4]} cluster up" ] || ok=0
+	done
+	if [ $ok = 1 ]; then
+		promoted=$(now_ns)
+		break
+	fi
+	sleep 0.1
+done
+[ -n "$promoted" ] || fail "the daemons did not find the promoted replica: $(for n in 1 2 3; do master_of $n; done)"
+took=$(( (promoted - t_kill) / 1000000 ))
+note "all three daemons on the promoted replica $took ms after the slot's master was killed"
+[ "$took" -le 15000 ] || fail "the daemons took $took ms to follow the Cluster's failover (at most 15 s)"
 wait "$O_PID_1" "$O_PID_2" "$O_PID_3"
 t1=$(now_ns)
 sleep 0.3
 fleet_syns() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" "$@"; }
-fleet_syns --from $((t0 + 1000000000)) --to "$t1" --what "around the move" --max-per-second 33 ||
-	fail "a second above the fleet's bound while the slot moved"
-fleet_syns --from $((followed + 3000000000)) --to "$t1" --what "after the move" --rate 30 --within 20 ||
+fleet_syns --from $((t0 + 1000000000)) --to "$t1" --what "around the move and the failover" --max-per-second 33 ||
+	fail "a second above the fleet's bound while the slot moved or its master failed"
+fleet_syns --from $((followed + 3000000000)) --to "$t_before_kill" --what "after the move" --rate 30 --within 20 ||
 	fail "the fleet did not share 30/s on the slot's new master"
+fleet_syns --from $((promoted + 3000000000)) --to "$t1" --what "after the failover" --rate 30 --within 20 ||
+	fail "the fleet did not share 30/s on the promoted replica"
 echo "ok"
