@@ -246,6 +246,7 @@ fuzz: | test-deps
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_dnsmsg tests/fuzz/fuzz_dnsmsg.c src/core/dnsmsg.c
 	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http2 tests/fuzz/fuzz_http2.c src/core/http2.c src/core/response.c \
 		src/core/http1.c -lnghttp2
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_redisnode tests/fuzz/fuzz_redisnode.c src/core/redisnode.c $(HIREDIS_LIBS)
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
 	cp tests/fuzz/corpus-response/* $(BUILD)/fuzz/corpus-response/
@@ -261,6 +262,9 @@ fuzz: | test-deps
 	$(BUILD)/fuzz/fuzz_segment -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-segment
 	@mkdir -p $(BUILD)/fuzz/corpus-dns
 	$(BUILD)/fuzz/fuzz_dnsmsg -max_total_time=$(FUZZ_SECONDS) -max_len=1024 $(BUILD)/fuzz/corpus-dns
+	@mkdir -p $(BUILD)/fuzz/corpus-redis
+	cp tests/fuzz/corpus-redis/* $(BUILD)/fuzz/corpus-redis/
+	$(BUILD)/fuzz/fuzz_redisnode -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus-redis
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sluice \
