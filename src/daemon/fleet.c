@@ -689,7 +689,7 @@ static void send_call(struct fleet *f, redisAsyncContext *ac, int asking)
 }
 
 /* A Cluster's answer that the fleet's slot is elsewhere, or moving: MOVED sends
- * every later call to the node it names (as a new master, see master_ready),
+ * every later call to the node it names (as a new master, see on_info),
  * ASK this one call, TRYAGAIN (keys half moved) the same call again shortly.  1
  * when err was one of them. */
 static int cluster_error(struct fleet *f, const char *err)

@@ -8,6 +8,7 @@
  * seed that answered last.
  */
 #include "fleet_find.h"
+#include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/log.h"
 
@@ -27,6 +28,7 @@ struct sl_fleet_find {
 	unsigned at;              /* the seed asked now (or that answered last) */
 	unsigned tried;           /* seeds asked in this search */
 	unsigned watch_at;
+	int64_t watch_next_ns;    /* no new subscription before (a failed one waits) */
 	int searching;
 	int64_t each_ns;
 	ev_timer timer;           /* the seed's time is up; or: report, outside any call */
@@ -212,6 +214,22 @@ void sl_fleet_find_start(struct sl_fleet_find *ff, int64_t each_ns)
 
 /* --- +switch-master --- */
 
+#define WATCH_RETRY_NS (2 * SL_NS_PER_S) /* after a subscription that failed */
+
+static void watch_failed(struct sl_fleet_find *ff, const char *why)
+{
+	redisAsyncContext *ac = ff->watch;
+
+	sl_log_debug("fleet: sentinel subscription failed: %s", why);
+	ff->watch = NULL;
+	ff->watch_at++;
+	ff->watch_next_ns = sl_clock_mono_ns() + WATCH_RETRY_NS;
+	if (ac) {
+		ac->data = NULL;
+		redisAsyncFree(ac);
+	}
+}
+
 static void on_switch(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct sl_fleet_find *ff = ac->data;
@@ -219,6 +237,10 @@ static void on_switch(redisAsyncContext *ac, void *reply, void *priv)
 	struct sl_redis_addr a;
 
 	(void)priv;
+	if (ff && ac == ff->watch && r && r->type == REDIS_REPLY_ERROR) {
+		watch_failed(ff, r->str ? r->str : "an error"); /* a password refused, say */
+		return;
+	}
 	if (!ff || !r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !r->element[0] || !r->element[2] ||
 	    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
 	    r->element[2]->type != REDIS_REPLY_STRING)
@@ -232,8 +254,9 @@ static void on_watch_connect(const redisAsyncContext *ac, int status)
 	struct sl_fleet_find *ff = ac->data;
 
 	if (ff && status != REDIS_OK) {
-		ff->watch = NULL; /* hiredis frees it; the next call tries another */
+		ff->watch = NULL; /* hiredis frees it; a later call tries another */
 		ff->watch_at++;
+		ff->watch_next_ns = sl_clock_mono_ns() + WATCH_RETRY_NS;
 		((redisAsyncContext *)ac)->data = NULL;
 	}
 }
@@ -246,6 +269,7 @@ static void on_watch_disconnect(const redisAsyncContext *ac, int status)
 	if (ff) {
 		ff->watch = NULL;
 		ff->watch_at++;
+		ff->watch_next_ns = sl_clock_mono_ns() + WATCH_RETRY_NS;
 	}
 }
 
@@ -254,7 +278,7 @@ void sl_fleet_find_watch(struct sl_fleet_find *ff)
 	const struct sl_redis_addr *s;
 	redisAsyncContext *ac;
 
-	if (ff->conf->way != SL_FLEET_SENTINEL || ff->watch)
+	if (ff->conf->way != SL_FLEET_SENTINEL || ff->watch || sl_clock_mono_ns() < ff->watch_next_ns)
 		return;
 	s = &ff->conf->seeds[ff->watch_at % ff->conf->nseeds];
 	ac = redisAsyncConnect(s->host, s->port);
@@ -262,6 +286,7 @@ void sl_fleet_find_watch(struct sl_fleet_find *ff)
 		if (ac)
 			redisAsyncFree(ac);
 		ff->watch_at++;
+		ff->watch_next_ns = sl_clock_mono_ns() + WATCH_RETRY_NS;
 		return;
 	}
 	ac->data = ff;
