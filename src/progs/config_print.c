@@ -73,9 +73,22 @@ void sl_spec_dump(const struct sl_spec *s, const struct sl_pattern *pats, const 
 	}
 }
 
+/* The longest key name (of [sluice]'s, or of all): the column the values start
+ * after. */
+static int name_width(int global_only)
+{
+	size_t w = 0;
+
+	for (int k = 0; k < SL_KEY_COUNT; k++)
+		if (!global_only || sl_keys[k].global)
+			w = SL_MAX(w, strlen(sl_keys[k].name));
+	return (int)w;
+}
+
 void sl_config_dump(const struct sl_config *cfg, FILE *out)
 {
 	char value[SL_PATH_MAX + 16];
+	int w = name_width(1);
 
 	fprintf(out, "%s: OK, %u section%s%s\n", cfg->path, cfg->nsections, cfg->nsections == 1 ? "" : "s",
 	        cfg->nsections ? "" : " - nothing is shaped until a [section] with a match is added");
@@ -84,7 +97,7 @@ void sl_config_dump(const struct sl_config *cfg, FILE *out)
 		if (!sl_keys[k].global)
 			continue;
 		format_value(&sl_keys[k], &cfg->global, value, sizeof(value));
-		fprintf(out, "  %-14s %s\n", sl_keys[k].name, value);
+		fprintf(out, "  %-*s %s\n", w, sl_keys[k].name, value);
 	}
 	for (unsigned i = 0; i < cfg->nsections; i++) {
 		uint32_t of = cfg->sections[i].spec.override_of;
@@ -131,12 +144,14 @@ static void applies_to(const struct sl_key_def *k, char *buf, size_t size)
 
 void sl_config_list_keys(FILE *out)
 {
+	int w = name_width(0);
+
 	for (int k = 0; k < SL_KEY_COUNT; k++) {
 		const struct sl_key_def *kd = &sl_keys[k];
 		char where[160];
 
 		applies_to(kd, where, sizeof(where));
-		fprintf(out, "%-9s %-15s default %-28s %s%s%s%s\n", kd->global ? "[sluice]" : "[limit]",
+		fprintf(out, "%-9s %-*s default %-28s %s%s%s%s\n", kd->global ? "[sluice]" : "[limit]", w,
 		        kd->name, kd->def ? kd->def : kd->def_doc ? kd->def_doc : "-", kd->help,
 		        where[0] ? " (" : "", where, where[0] ? ")" : "");
 	}
