@@ -171,30 +171,42 @@ static void auth(struct sl_fleet_find *ff, redisAsyncContext *ac, redisCallbackF
 		redisAsyncCommand(ac, cb, NULL, "AUTH %s", pass);
 }
 
+/* A connection to seed s on the loop, authenticated as the seeds want; NULL
+ * (and why, in why) when it cannot even be begun. */
+static redisAsyncContext *open_seed(struct sl_fleet_find *ff, const struct sl_redis_addr *s,
+                                    redisConnectCallback *on_conn, redisDisconnectCallback *on_disc,
+                                    redisCallbackFn *on_auth_reply, char *why, size_t whylen)
+{
+	redisAsyncContext *ac = redisAsyncConnect(s->host, s->port);
+
+	if (!ac || ac->err) {
+		snprintf(why, whylen, "%s", ac && ac->errstr[0] ? ac->errstr : "out of memory");
+		if (ac)
+			redisAsyncFree(ac);
+		return NULL;
+	}
+	ac->data = ff;
+	redisLibevAttach(ff->loop, ac);
+	redisAsyncSetConnectCallback(ac, on_conn);
+	redisAsyncSetDisconnectCallback(ac, on_disc);
+	auth(ff, ac, on_auth_reply);
+	return ac;
+}
+
 static void ask_seed(struct sl_fleet_find *ff)
 {
-	const struct sl_redis_addr *s = &ff->conf->seeds[ff->at];
-	redisAsyncContext *ac = redisAsyncConnect(s->host, s->port);
+	char why[128];
+	redisAsyncContext *ac;
 
 	ev_timer_stop(ff->loop, &ff->timer);
 	ev_timer_set(&ff->timer, (double)ff->each_ns / 1e9, 0.);
 	ev_timer_start(ff->loop, &ff->timer);
-	if (!ac || ac->err) {
-		const char *why = ac && ac->errstr[0] ? ac->errstr : "out of memory";
-		char copy[128];
-
-		snprintf(copy, sizeof(copy), "%s", why);
-		if (ac)
-			redisAsyncFree(ac);
-		seed_failed(ff, copy);
+	if (!(ac = open_seed(ff, &ff->conf->seeds[ff->at], on_seed_connect, on_seed_disconnect, on_auth, why,
+	                     sizeof(why)))) {
+		seed_failed(ff, why);
 		return;
 	}
-	ac->data = ff;
 	ff->ac = ac;
-	redisLibevAttach(ff->loop, ac);
-	redisAsyncSetConnectCallback(ac, on_seed_connect);
-	redisAsyncSetDisconnectCallback(ac, on_seed_disconnect);
-	auth(ff, ac, on_auth);
 	if (ff->conf->way == SL_FLEET_SENTINEL)
 		redisAsyncCommand(ac, on_answer, NULL, "SENTINEL get-master-addr-by-name %s", ff->conf->master_name);
 	else
@@ -275,26 +287,18 @@ static void on_watch_disconnect(const redisAsyncContext *ac, int status)
 
 void sl_fleet_find_watch(struct sl_fleet_find *ff)
 {
-	const struct sl_redis_addr *s;
+	char why[128];
 	redisAsyncContext *ac;
 
 	if (ff->conf->way != SL_FLEET_SENTINEL || ff->watch || sl_clock_mono_ns() < ff->watch_next_ns)
 		return;
-	s = &ff->conf->seeds[ff->watch_at % ff->conf->nseeds];
-	ac = redisAsyncConnect(s->host, s->port);
-	if (!ac || ac->err) {
-		if (ac)
-			redisAsyncFree(ac);
+	if (!(ac = open_seed(ff, &ff->conf->seeds[ff->watch_at % ff->conf->nseeds], on_watch_connect,
+	                     on_watch_disconnect, NULL, why, sizeof(why)))) {
 		ff->watch_at++;
 		ff->watch_next_ns = sl_clock_mono_ns() + WATCH_RETRY_NS;
 		return;
 	}
-	ac->data = ff;
 	ff->watch = ac;
-	redisLibevAttach(ff->loop, ac);
-	redisAsyncSetConnectCallback(ac, on_watch_connect);
-	redisAsyncSetDisconnectCallback(ac, on_watch_disconnect);
-	auth(ff, ac, NULL);
 	redisAsyncCommand(ac, on_switch, NULL, "SUBSCRIBE +switch-master");
 }
 

@@ -156,6 +156,34 @@ offer() {
 	eval "O_PID_$1=\$!"
 }
 
+# master_of N: "ADDRESS FOUND_BY STATE" - which Redis machine N's daemon takes its
+# leases from, how it found it, and whether Redis is up (sluice stat --json).
+master_of() {
+	"$SLUICE" stat -c "$T/m$1.ini" --json >"$T/w$1.json" 2>/dev/null &&
+		python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print(d["redis_master"]["address"], d["redis_master"]["found_by"], d["redis"]["state"])' "$T/w$1.json"
+}
+
+# on_master WANT TRIES N...: wait, looking every 0.1 s at most TRIES times, until
+# every machine N says WANT (as master_of does); prints when (now_ns), or fails
+# with 1 and prints nothing.
+on_master() {
+	local want=$1 tries=$2 n ok
+	shift 2
+	for _ in $(seq "$tries"); do
+		ok=1
+		for n in "$@"; do
+			[ "$(master_of "$n")" = "$want" ] || ok=0
+		done
+		if [ $ok = 1 ]; then
+			now_ns
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
 # machine_json N SECTION FIELD: a field of machine N's section in `sluice stat --json`.
 machine_json() {
 	"$SLUICE" stat -c "$T/m$1.ini" --json >"$T/s$1.json" && json_field "$T/s$1.json" "$2" "$3"

@@ -82,16 +82,8 @@ grep -q "^redis 127.0.0.1:${P[$SRC]}: version .*found by cluster$" "$T/check.out
 	fail "check --redis did not reach the slot's master: $(cat "$T/check.out")"
 
 for n in 1 2 3; do start_machine $n; done
-master_of() { # N: machine N's master address, how found, and whether Redis is up
-	"$SLUICE" stat -c "$T/m$1.ini" --json >"$T/w$1.json" 2>/dev/null &&
-		python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
-print(d["redis_master"]["address"], d["redis_master"]["found_by"], d["redis"]["state"])' "$T/w$1.json"
-}
-for _ in $(seq 50); do
-	[ "$(master_of 1)" = "127.0.0.1:${P[$SRC]} cluster up" ] && break
-	sleep 0.1
-done
-[ "$(master_of 1)" = "127.0.0.1:${P[$SRC]} cluster up" ] || fail "machine 1 is not on the slot's master: $(master_of 1)"
+on_master "127.0.0.1:${P[$SRC]} cluster up" 50 1 >/dev/null ||
+	fail "machine 1 is not on the slot's master: $(master_of 1)"
 sleep 2 # the settling of an empty start
 WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
 
@@ -115,18 +107,7 @@ for i in "$DST" "$SRC" "$OTHER"; do
 	redis-cli -p "${P[$i]}" CLUSTER SETSLOT "$SLOT" NODE "$dst_id" >/dev/null
 done
 t_moved=$(now_ns)
-followed=""
-for _ in $(seq 100); do
-	ok=1
-	for n in 1 2 3; do
-		[ "$(master_of $n)" = "127.0.0.1:${P[$DST]} cluster up" ] || ok=0
-	done
-	if [ $ok = 1 ]; then
-		followed=$(now_ns)
-		break
-	fi
-	sleep 0.1
-done
+followed=$(on_master "127.0.0.1:${P[$DST]} cluster up" 100 1 2 3)
 [ -n "$followed" ] || fail "the daemons did not follow the slot: $(for n in 1 2 3; do master_of $n; done)"
 note "all three daemons on the slot's new master $(( (followed - t_moved) / 1000000 )) ms after it was given over"
 grep -q "slot $SLOT moved to 127.0.0.1:${P[$DST]}" "$T"/sluiced-*.log || fail "no daemon followed a MOVED"
@@ -138,18 +119,7 @@ t_before_kill=$(now_ns)
 kill -9 "$(eval echo "\$NODE_PID_node$DST")"
 wait "$(eval echo "\$NODE_PID_node$DST")" 2>/dev/null
 t_kill=$(now_ns)
-promoted=""
-for _ in $(seq 200); do
-	ok=1
-	for n in 1 2 3; do
-		[ "$(master_of $n)" = "127.0.0.1:${P[4]} cluster up" ] || ok=0
-	done
-	if [ $ok = 1 ]; then
-		promoted=$(now_ns)
-		break
-	fi
-	sleep 0.1
-done
+promoted=$(on_master "127.0.0.1:${P[4]} cluster up" 200 1 2 3)
 [ -n "$promoted" ] || fail "the daemons did not find the promoted replica: $(for n in 1 2 3; do master_of $n; done)"
 took=$(( (promoted - t_kill) / 1000000 ))
 note "all three daemons on the promoted replica $took ms after the slot's master was killed"

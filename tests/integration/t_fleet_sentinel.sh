@@ -67,16 +67,8 @@ sed "s|^redis_sentinel_auth = .*|redis_sentinel_auth = $T/wrong.pass|" "$T/m1.in
 grep -q "^sentinel 127.0.0.1:$S1: authentication refused" "$T/bad.out" || fail "check --redis: $(cat "$T/bad.out")"
 
 for n in 1 2 3; do start_machine $n; done
-master_of() { # N: machine N's master address, and whether Redis is up
-	"$SLUICE" stat -c "$T/m$1.ini" --json >"$T/w$1.json" 2>/dev/null &&
-		python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
-print(d["redis_master"]["address"], d["redis_master"]["found_by"], d["redis"]["state"])' "$T/w$1.json"
-}
-for _ in $(seq 50); do
-	[ "$(master_of 1)" = "127.0.0.1:$MASTER_PORT sentinels up" ] && break
-	sleep 0.1
-done
-[ "$(master_of 1)" = "127.0.0.1:$MASTER_PORT sentinels up" ] || fail "machine 1 is not on the master: $(master_of 1)"
+on_master "127.0.0.1:$MASTER_PORT sentinels up" 50 1 >/dev/null ||
+	fail "machine 1 is not on the master: $(master_of 1)"
 "$SLUICE" stat -c "$T/m1.ini" | grep -q "^redis: master 127.0.0.1:$MASTER_PORT (found by sentinels) since " ||
 	fail "sluice stat does not say which master: $("$SLUICE" stat -c "$T/m1.ini" | grep redis)"
 sleep 2 # the settling of an empty start
@@ -88,18 +80,7 @@ sleep 6
 kill -9 "$NODE_PID_master"
 wait "$NODE_PID_master" 2>/dev/null
 t_kill=$(now_ns)
-followed=""
-for _ in $(seq 120); do
-	ok=1
-	for n in 1 2 3; do
-		[ "$(master_of $n)" = "127.0.0.1:$REPLICA_PORT sentinels up" ] || ok=0
-	done
-	if [ $ok = 1 ]; then
-		followed=$(now_ns)
-		break
-	fi
-	sleep 0.1
-done
+followed=$(on_master "127.0.0.1:$REPLICA_PORT sentinels up" 120 1 2 3)
 [ -n "$followed" ] || fail "the daemons did not follow the promoted replica: $(for n in 1 2 3; do master_of $n; done)"
 took=$(( (followed - t_kill) / 1000000 ))
 note "all three daemons on the promoted replica $took ms after the master was killed"
