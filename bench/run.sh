@@ -49,7 +49,9 @@
 #  20. a fleet at size (bench/fleet_scale.sh): 50 and 100 daemons on this machine
 #      sharing 100/s, each client offering 10/s, and 200 with the demand moving
 #      among them every second: delivered, the most in any one-second span, the
-#      fewest in a whole second, Redis's calls, CPU and cost per call.
+#      fewest in a whole second, Redis's calls, CPU and cost per call; and the
+#      lease script's cost a call at 100, 1,000 and 10,000 machines on one item
+#      (bench/lease_cost.sh).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The figures only: `sluice run` saying its held calls (README "When a call is
@@ -687,3 +689,5 @@ for run in "50 20 steady" "100 15 steady" "200 15 moving"; do
 	echo "   $1 daemons, $3 demand:"
 	BUILD=${BUILD:-build} bash "$ROOT/bench/fleet_scale.sh" "$@" | grep '^   ' | sed 's/^/  /'
 done
+echo "   the lease script alone, one item shared by N machines (bench/lease_cost.sh):"
+bash "$ROOT/bench/lease_cost.sh" | grep '^   ' | sed 's/^/  /'

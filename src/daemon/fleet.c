@@ -68,7 +68,7 @@ struct fleet {
 	const char **argv;
 	size_t *lens;
 	char (*num)[32];
-	char (*pkeys)[SL_FLEET_KEY_MAX + 8]; /* each item's pause key */
+	char (*pkeys)[SL_FLEET_KEY_MAX + 8]; /* each item's pause keys, expiry sets, totals */
 	size_t argc;
 	char epoch[SL_FLEET_KEY_MAX]; /* the epoch key's name */
 	int ready;             /* connected, authenticated, script loaded */
@@ -735,11 +735,11 @@ static int cluster_error(struct fleet *f, const char *err)
 static void send_round(struct fleet *f)
 {
 	size_t n = collect(f, sl_clock_mono_ns());
-	size_t argc = 3 + 1 + 2 * n + 5 + (SL_FLEET_FIELDS_IN + 1) * n, a = 0;
+	size_t argc = 3 + 1 + 4 * n + 5 + (SL_FLEET_FIELDS_IN + 1) * n, a = 0;
 	const char **argv = calloc(argc, sizeof(*argv));
 	size_t *lens = calloc(argc, sizeof(*lens));
 	char (*num)[32] = calloc(5 + SL_FLEET_FIELDS_IN * n, sizeof(*num)); /* the NUMs below */
-	char (*pkeys)[SL_FLEET_KEY_MAX + 8] = calloc(n ? n : 1, sizeof(*pkeys));
+	char (*pkeys)[SL_FLEET_KEY_MAX + 8] = calloc(n ? 3 * n : 1, sizeof(*pkeys));
 	size_t k = 0;
 
 	free_call(f);
@@ -760,13 +760,21 @@ static void send_round(struct fleet *f)
 #define NUM(fmt, v) (snprintf(num[k], sizeof(num[k]), fmt, v), ARG(num[k++]))
 	ARG("EVALSHA");
 	ARG(f->sha);
-	NUM("%zu", 1 + 2 * n);
+	NUM("%zu", 1 + 4 * n);
 	ARG(f->epoch);
 	for (size_t j = 0; j < n; j++)
 		ARG(f->items[j].key);
 	for (size_t j = 0; j < n; j++) {
 		snprintf(pkeys[j], sizeof(pkeys[j]), "%s:pause", f->items[j].key);
 		ARG(pkeys[j]);
+	}
+	for (size_t j = 0; j < n; j++) {
+		snprintf(pkeys[n + j], sizeof(pkeys[n + j]), "%s:exp", f->items[j].key);
+		ARG(pkeys[n + j]);
+	}
+	for (size_t j = 0; j < n; j++) {
+		snprintf(pkeys[2 * n + j], sizeof(pkeys[2 * n + j]), "%s:totals", f->items[j].key);
+		ARG(pkeys[2 * n + j]);
 	}
 	ARG(f->conf.machine);
 	NUM("%" PRIu64, f->conf.ttl_ms);

@@ -6,10 +6,13 @@
 -- KEYS[1]      the fleet's epoch: when its state began (absent: Redis came back
 --              empty, or this is the first call)
 -- KEYS[1 + i]  item i's hash: a section, or one key of a keyed section
--- KEYS[1 + n + i]  item i's pause key (its hash's name with ':pause'); a caller
---              that does not give it has it derived.  Every key the script
---              touches is declared, so a Cluster moving the fleet's slot routes
---              the call as a whole (ASK, TRYAGAIN) instead of failing it.
+-- KEYS[1 + n + i]  item i's pause key (its hash's name with ':pause')
+-- KEYS[1 + 2n + i] item i's expiry set (its hash's name with ':exp')
+-- KEYS[1 + 3n + i] item i's totals (its hash's name with ':totals')
+--              A caller that does not give these has them derived.  Every key
+--              the script touches is declared, so a Cluster moving the fleet's
+--              slot routes the call as a whole (ASK, TRYAGAIN) instead of
+--              failing it.
 -- ARGV[1]      this machine's name         ARGV[2]  lease time to live (ms)
 -- ARGV[3]      settling time after an empty start (ms)
 -- ARGV[4]      the part of a rate that may be granted, per million (headroom for the
@@ -68,77 +71,224 @@ local function num(x)
 	return math.floor(v)
 end
 
--- Fair shares of `budget` over the demands: a machine asking less than its equal
--- part gets what it asks, the rest is split among the others; what nobody asks
--- for is split among all, so a rising demand has room at once.
-local function fair(budget, demands, count)
-	local target, left, open = {}, budget, count
-	local order = {}
-	for m, d in pairs(demands) do
-		order[#order + 1] = m
-	end
-	table.sort(order, function(a, b)
-		return demands[a] < demands[b]
-	end)
-	for _, m in ipairs(order) do
-		local part = math.floor(left / open)
-		local give = math.min(demands[m], part)
-		target[m] = give
-		left = left - give
-		open = open - 1
-	end
-	if count > 0 and left > 0 then
-		local extra = math.floor(left / count)
-		for m, _ in pairs(target) do
-			target[m] = target[m] + extra
-		end
-	end
-	return target
+-- Rate and place items keep running totals, so that a call costs the same
+-- whatever the fleet's size (docs/design.md, "At size").  Three keys an item:
+--   its hash     machine -> "held:grant:expires:demand", and the field '#v' (a
+--                machine's name never starts with '#'), set while the totals
+--                below are those of the entries.  An older script deletes fields
+--                it cannot read, '#v' among them: the totals are then rebuilt
+--                once from the entries;
+--   ':exp'       each entry's expiry as its score, so expired entries are found
+--                without walking the others;
+--   ':totals'    n entries, u the sum of max(held, grant), d the sum of demands,
+--                and per demand bucket k (DEMAND_STEPS to a doubling) 'c:k' and
+--                's:k' its count and the sum of its demands; and the water level
+--                last computed from them (below).
+-- Invariant: n, u, d and the buckets are exactly those of the entries in the hash.
+local DEMAND_STEPS = 16
+local SWEEP_MAX = 64 -- expired entries taken out per call, at most
+local LEVEL_MS = 100 -- how long a water level computed from the buckets is used
+
+local function int(x)
+	return string.format('%d', x)
 end
 
--- A share of a rate, or of places.  Each machine's entry: held:grant:expires:demand.
-local function share(key, limit, demand, held, integral)
+local function bucket(d)
+	if d < 1 then
+		return 0
+	end
+	return 1 + math.floor(DEMAND_STEPS * math.log(d) / math.log(2))
+end
+
+local function parse_entry(v)
+	if v == nil or v == false then
+		return nil
+	end
+	local h, g, exp, d = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+	if h == nil then
+		return nil
+	end
+	return {held = num(h), grant = num(g), exp = num(exp), demand = num(d)}
+end
+
+-- Add (sign 1) or take out (sign -1) one entry's part of the totals t (kept in
+-- step in tkey unless `only_here`).
+local function count_in(t, tkey, e, sign, only_here)
+	local k = bucket(e.demand)
+	local u = math.max(e.held, e.grant)
+	t.n = t.n + sign
+	t.u = t.u + sign * u
+	t.d = t.d + sign * e.demand
+	if only_here then
+		t.b[k] = t.b[k] or {c = 0, s = 0}
+		t.b[k].c = t.b[k].c + sign
+		t.b[k].s = t.b[k].s + sign * e.demand
+		return
+	end
+	redis.call('HINCRBY', tkey, 'n', sign)
+	redis.call('HINCRBY', tkey, 'u', int(sign * u))
+	redis.call('HINCRBY', tkey, 'd', int(sign * e.demand))
+	if redis.call('HINCRBY', tkey, 'c:' .. k, sign) <= 0 then
+		redis.call('HDEL', tkey, 'c:' .. k, 's:' .. k)
+	else
+		redis.call('HINCRBY', tkey, 's:' .. k, int(sign * e.demand))
+	end
+end
+
+-- The totals rebuilt from every entry (expired ones deleted): once, after an
+-- older script, a key of the three gone, or totals that do not add up.
+local function rebuild(key, ekey, tkey)
+	local t = {n = 0, u = 0, d = 0, b = {}}
+	redis.call('DEL', ekey, tkey)
 	local entries = redis.call('HGETALL', key)
-	local live, demands, count = {}, {}, 0
 	for i = 1, #entries, 2 do
 		local m = entries[i]
-		local h, g, exp, d = string.match(entries[i + 1], '^(%d+):(%d+):(%d+):(%d+)$')
-		if h == nil or num(exp) < now then
-			redis.call('HDEL', key, m)
-		elseif m ~= me then
-			live[m] = {held = num(h), grant = num(g)}
-			demands[m] = num(d)
-			count = count + 1
+		if m ~= '#v' then
+			local e = parse_entry(entries[i + 1])
+			if e == nil or e.exp < now then
+				redis.call('HDEL', key, m)
+			else
+				count_in(t, tkey, e, 1, true)
+				redis.call('ZADD', ekey, e.exp, m)
+			end
 		end
 	end
-	demands[me] = demand
-	count = count + 1
+	local fields = {'n', int(t.n), 'u', int(t.u), 'd', int(t.d)}
+	for k, b in pairs(t.b) do
+		if b.c > 0 then
+			fields[#fields + 1] = 'c:' .. k
+			fields[#fields + 1] = int(b.c)
+			fields[#fields + 1] = 's:' .. k
+			fields[#fields + 1] = int(b.s)
+		end
+	end
+	redis.call('HSET', tkey, unpack(fields))
+	redis.call('HSET', key, '#v', 1)
+	return t
+end
+
+-- The totals (n, u, d, and the cached level), with up to SWEEP_MAX expired
+-- entries taken out.
+local function totals(key, ekey, tkey)
+	local v = redis.call('HMGET', tkey, 'n', 'u', 'd', 'level', 'level_at', 'level_budget', 'level_n')
+	local t = {n = tonumber(v[1]), u = tonumber(v[2]), d = tonumber(v[3]), level = tonumber(v[4]),
+		level_at = tonumber(v[5]), level_budget = tonumber(v[6]), level_n = tonumber(v[7])}
+	if redis.call('HEXISTS', key, '#v') == 0 or t.n == nil or t.u == nil or t.d == nil or t.n < 0 or t.u < 0 or
+		t.d < 0 or (t.n > 0 and redis.call('EXISTS', ekey) == 0) then
+		return rebuild(key, ekey, tkey)
+	end
+	local gone = redis.call('ZRANGEBYSCORE', ekey, '-inf', '(' .. now, 'LIMIT', 0, SWEEP_MAX)
+	for _, m in ipairs(gone) do
+		local e = parse_entry(redis.call('HGET', key, m))
+		if e ~= nil then
+			count_in(t, tkey, e, -1)
+		end
+		redis.call('HDEL', key, m)
+		redis.call('ZREM', ekey, m)
+	end
+	if t.n < 0 or t.u < 0 or t.d < 0 then
+		return rebuild(key, ekey, tkey)
+	end
+	return t
+end
+
+-- The water level of `budget` over the demand buckets: a bucket whose machines
+-- ask on average no more than an equal part of what is left gets what it asks;
+-- the level is then an equal part of the rest.  Demands within a bucket differ
+-- by at most 4.4%; where the level falls inside a bucket, its machines asking
+-- less than the level are counted as if they asked for it, so the level may be
+-- low by that much for them.  Computed again after LEVEL_MS, or when the number
+-- of machines or the budget changed (it walks the buckets, a few hundred at
+-- most, never the machines); the grant's bound on the budget does not depend on
+-- it.
+local function level(t, tkey, budget, demand)
+	if t.level ~= nil and t.level_budget == budget and t.level_n == t.n + 1 and t.level_at ~= nil and
+		now - t.level_at < LEVEL_MS and now >= t.level_at then
+		return t.level
+	end
+	local f = redis.call('HGETALL', tkey)
+	local b, order = {}, {}
+	for i = 1, #f, 2 do
+		local kind, k = string.match(f[i], '^([cs]):(%d+)$')
+		if kind ~= nil then
+			k = tonumber(k)
+			if b[k] == nil then
+				b[k] = {c = 0, s = 0}
+				order[#order + 1] = k
+			end
+			b[k][kind] = tonumber(f[i + 1]) or 0
+		end
+	end
+	-- The caller, its old entry taken out, counted at the demand it reports now.
+	local mine = bucket(demand)
+	if b[mine] == nil then
+		b[mine] = {c = 0, s = 0}
+		order[#order + 1] = mine
+	end
+	b[mine].c = b[mine].c + 1
+	b[mine].s = b[mine].s + demand
+	table.sort(order)
+	local left, open, lv = budget, t.n + 1, budget
+	for _, k in ipairs(order) do
+		if open <= 0 then
+			break
+		end
+		if b[k].s > b[k].c * (left / open) then
+			lv = math.floor(left / open)
+			break
+		end
+		left = left - b[k].s
+		open = open - b[k].c
+	end
+	redis.call('HSET', tkey, 'level', int(lv), 'level_at', int(now), 'level_budget', int(budget), 'level_n',
+		int(t.n + 1))
+	return lv
+end
+
+-- A share of a rate, or of places.
+local function share(key, ekey, tkey, limit, demand, held, integral)
+	ekey = ekey or (key .. ':exp')
+	tkey = tkey or (key .. ':totals')
+	local t = totals(key, ekey, tkey)
+	local mine = parse_entry(redis.call('HGET', key, me))
+	if mine ~= nil then
+		count_in(t, tkey, mine, -1)
+	end
+	-- What the others may be using until they hear again: the larger of what they
+	-- last reported and what they were last granted.
+	local others = t.u
 	local budget = limit
 	if not integral then
 		budget = math.floor(limit * ppm / 1000000)
 	end
-	local target = fair(budget, demands, count)
-	-- What the others may be using until they hear again: the larger of what they
-	-- last reported and what they were last granted.
-	local others = 0
-	for _, e in pairs(live) do
-		others = others + math.max(e.held, e.grant)
+	-- The fair part: what it asks, and an equal part of what nobody asks for,
+	-- while the demands fit the budget; the water level when they do not.
+	local target
+	if t.d + demand <= budget then
+		target = demand + math.floor((budget - t.d - demand) / (t.n + 1))
+	else
+		target = math.min(demand, level(t, tkey, budget, demand))
 	end
-	local grant = math.max(0, math.min(target[me], budget - others))
+	local grant = math.max(0, math.min(target, budget - others))
 	-- Short by more than rounding (a hundredth of a rate): the others are told.
 	local slack = 0
 	if not integral then
 		slack = math.floor(budget / 100)
 	end
-	if grant + slack < target[me] and grant < demand then
+	if grant + slack < target and grant < demand then
 		short = true
 	end
 	if settling == 1 then
 		grant = math.min(grant, held)
 	end
-	redis.call('HSET', key, me, held .. ':' .. grant .. ':' .. (now + ttl) .. ':' .. demand)
-	redis.call('PEXPIRE', key, ttl * 4)
-	return grant, count
+	local e = {held = held, grant = grant, exp = now + ttl, demand = demand}
+	count_in(t, tkey, e, 1)
+	redis.call('HSET', key, me, int(held) .. ':' .. int(grant) .. ':' .. int(e.exp) .. ':' .. int(demand))
+	redis.call('ZADD', ekey, e.exp, me)
+	for _, k in ipairs({key, ekey, tkey}) do
+		redis.call('PEXPIRE', k, ttl * 4)
+	end
+	return grant, t.n
 end
 
 -- A chunk of a window's AMOUNT.  Fixed windows are numbered on Redis's clock; a
@@ -235,7 +385,7 @@ for i = 1, n do
 	if key == nil or window == 0 then
 		g = 0
 	elseif kind == 'r' or kind == 'c' then
-		g, count = share(key, limit, demand, held, kind == 'c')
+		g, count = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], limit, demand, held, kind == 'c')
 	elseif kind == 'f' or kind == 's' or kind == 'l' then
 		g, count, id, stop = chunk(key, kind, limit, window, demand)
 	end

@@ -24,10 +24,16 @@ static int64_t realtime_ms(void)
 }
 
 /* Whether r is what the lease script answers for no items: two integers. */
-static int two_ints(const redisReply *r)
+/* The script's answer to the probe's call: Redis's clock, settling, and the one
+ * item's five values, all integers. */
+static int probe_answer(const redisReply *r)
 {
-	return r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
-	       r->element[1]->type == REDIS_REPLY_INTEGER && r->element[0]->integer >= 0;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 7)
+		return 0;
+	for (size_t i = 0; i < r->elements; i++)
+		if (r->element[i]->type != REDIS_REPLY_INTEGER)
+			return 0;
+	return r->element[0]->integer >= 0;
 }
 
 /* Ask each seed where the master is, and say what each answered: the first
@@ -170,12 +176,20 @@ int sl_fleet_probe(const struct sl_config *cfg, int timeout_ms, FILE *out)
 	}
 	snprintf(sha, sizeof(sha), "%s", r->str);
 	freeReplyObject(r);
-	r = redisCommand(c, "EVALSHA %s 1 %s:epoch %s %" PRIu64 " 0 %d 0", sha, conf.prefix, conf.machine, conf.ttl_ms,
-	                 SL_FLEET_HEADROOM_PPM);
-	if (!two_ints(r)) {
-		fprintf(out, "redis %s (version %s): the lease script did not answer as it should%s%s\n", label,
-		        version, r && r->type == REDIS_REPLY_ERROR ? ": " : "",
-		        r && r->type == REDIS_REPLY_ERROR && r->str ? r->str : "");
+	/* One call on an item of the probe's own (a key no section has, its entry
+	 * gone in seconds), so that every command the script runs is tried: an ACL
+	 * missing one fails here, not in the daemon's first round. */
+	r = redisCommand(c, "EVALSHA %s 5 %s:epoch %s:probe %s:probe:pause %s:probe:exp %s:probe:totals %s 1000 0 %d 1 "
+	                 "r 1000 1000 0 0 0", sha, conf.prefix, conf.prefix, conf.prefix, conf.prefix, conf.prefix,
+	                 conf.machine, SL_FLEET_HEADROOM_PPM);
+	if (!probe_answer(r)) {
+		int error = r && r->type == REDIS_REPLY_ERROR && r->str;
+
+		fprintf(out, "redis %s (version %s): the lease script did not answer as it should%s%s%s\n", label,
+		        version, error ? ": " : "", error ? r->str : "",
+		        error && strstr(r->str, "can't run this command")
+		                ? " (the ACL user lacks a command the lease script runs: docs/config.md lists them)"
+		                : "");
 		if (r)
 			freeReplyObject(r);
 		goto out;

@@ -43,10 +43,15 @@ for dst in 127.0.2.1 127.0.2.2; do
 	grep -Eq "^  key $dst +[0-9]+ admitted, share [0-9.]+$" "$T/top.txt" ||
 		fail "sluice top does not show $dst's share: $(cat "$T/top.txt")"
 done
+# Each leased key is a hash of the machines' entries, a sorted set of their
+# expiries and their running totals (src/daemon/fleet.lua).
 keys=$(redis-cli -p "$REDIS_PORT" --scan --pattern "sluice:{t$$}:i:hooks/*" | sort | tr '\n' ' ')
 note "leased keys: $keys"
-[ "$keys" = "sluice:{t$$}:i:hooks/127.0.2.1:r sluice:{t$$}:i:hooks/127.0.2.2:r " ] ||
-	fail "Redis should hold the two keys in use, and only them: $keys"
+want=""
+for dst in 127.0.2.1 127.0.2.2; do
+	want+="sluice:{t$$}:i:hooks/$dst:r sluice:{t$$}:i:hooks/$dst:r:exp sluice:{t$$}:i:hooks/$dst:r:totals "
+done
+[ "$keys" = "$want" ] || fail "Redis should hold the two keys in use, and only them: $keys"
 wait "${KO_PIDS[@]}"
 t1=$(now_ns)
 sleep 0.3

@@ -29,8 +29,9 @@ def _lease(bad, role=MASTER_ROLE):
         if cmd and cmd[0].upper() == b"ROLE":
             return role
         if cmd and cmd[0].upper() == b"EVALSHA":
-            # KEYS: the epoch, then each item's hash and its pause key.
-            items = max(int(cmd[2]) - 1, 0) // 2 if len(cmd) > 2 and cmd[2].isdigit() else 0
+            # KEYS: the epoch, then each item's hash, pause key, expiry set and
+            # totals (src/daemon/fleet.lua).
+            items = max(int(cmd[2]) - 1, 0) // 4 if len(cmd) > 2 and cmd[2].isdigit() else 0
             return bad(2 + 5 * items)
         return b"+OK\r\n"
     return answer
