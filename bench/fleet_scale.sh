@@ -49,13 +49,16 @@ evals() { redis_info commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),
 begin=$(( $(date +%s) + N / 5 + 5 ))
 pids=()
 for n in $(seq "$N"); do
+	# Offering for longer than the count lasts (they are stopped after it): on a
+	# loaded machine the count may start well after `begin`, and seconds counted
+	# after the clients ended would read as the fleet's shortfall.
 	if [ "$MODE" = steady ]; then
-		what=(10 $((SECS + 4)))
+		what=(10 $((SECS + N / 5 + 40)))
 	else
 		# Machine n offers 20/s in the seconds s with s % 10 == n % 10.
-		what=(20 $((SECS + 4)) --every 10 --phase $((n % 10)))
+		what=(20 $((SECS + N / 5 + 40)) --every 10 --phase $((n % 10)))
 	fi
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$n" timeout $((SECS + N / 5 + 60)) python3 \
+	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$n" timeout $((SECS + N / 5 + 90)) python3 \
 		"$HELPERS/offer.py" 127.0.0.1 "$PORT" "${what[@]}" --procs 2 --at "$begin" >/dev/null 2>&1 &
 	pids+=($!)
 done

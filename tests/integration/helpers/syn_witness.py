@@ -194,6 +194,7 @@ class Witness:
         self.port, self.what, self.dst, self.key = port, what, dst, key
         self.turn = {}  # (family, client port) -> the client is mid-turn
         self.syn_at = {}  # (family, client port) -> its first SYN, until it ends
+        self.syn_seq = {}  # (family, client port) -> (ISN, time) of its last SYN recorded
         self.sent_to = {}  # bytes: (family, client port) -> the sequence number after
                            # the last new byte seen
 
@@ -229,6 +230,14 @@ class Witness:
             first = self.syn_at.get((family, sport))
             if first is not None and ns - first < self.RESENT_NS:
                 return None  # sent again
+            # The same initial sequence number again is the same connection's SYN
+            # sent again, even where a FIN or RST on that port came between (one
+            # of an earlier connection's, or the server's): a new connection's
+            # ISN is drawn afresh (RFC 6528), a clock ticking every 64 ns in it.
+            last = self.syn_seq.get((family, sport))
+            if last is not None and last[0] == seq and ns - last[1] < self.RESENT_NS:
+                return None
+            self.syn_seq[(family, sport)] = (seq, ns)
             self.syn_at[(family, sport)] = ns
             self.sent_to[(family, sport)] = (seq + 1) & 0xFFFFFFFF
             # With TCP Fast Open the SYN carries the first request.
