@@ -72,7 +72,8 @@ local function num(x)
 end
 
 -- Rate and place items keep running totals, so that a call costs the same
--- whatever the fleet's size (docs/design.md, "At size").  Three keys an item:
+-- whatever the fleet's size (docs/design.md, "At size").  Beside its pause key,
+-- an item has three keys:
 --   its hash     machine -> "held:grant:expires:demand", and the field '#v' (a
 --                machine's name never starts with '#'), set while the totals
 --                below are those of the entries.  An older script deletes fields
