@@ -225,10 +225,13 @@ cross:
 		-E SLUICE_FALLBACK=open $(CROSS_BUILD)/raw_syscalls others && echo "ok   arm64 syscall() through the shim"
 
 # The chaos suite at full size (make test runs it small, as t_chaos).
+# Each phase's records are kept for a look when it fails, removed when it passes.
+CHAOS_PHASE = d=$$(mktemp -d /tmp/sluice-chaos.XXXXXX) && /usr/bin/python3 tests/chaos/chaos.py $(BUILD) "$$d"
+CHAOS_DONE = && rm -rf "$$d" || { echo "make chaos: the phase's records are in $$d"; exit 1; }
 chaos: test-deps all $(BENCH_BINS)
-	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size full
-	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size overload
-	@/usr/bin/python3 tests/chaos/chaos.py $(BUILD) $$(mktemp -d /tmp/sluice-chaos.XXXXXX) --size full --keyed
+	@$(CHAOS_PHASE) --size full $(CHAOS_DONE)
+	@$(CHAOS_PHASE) --size overload $(CHAOS_DONE)
+	@$(CHAOS_PHASE) --size full --keyed $(CHAOS_DONE)
 
 # Fuzz the config and pattern parsers, the first-write name parser, the HTTP/1
 # parser and the shared segment as untrusted input, with libFuzzer (clang),
