@@ -98,14 +98,17 @@ uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int
 
 /* At the same short intervals, a release checked up to SL_WAKE_SLACK_NS after its
  * gate (the earliest instant the release check allowed) is charged from the gate,
- * not from the check: the waiter's own wake-up and the work between its clock
- * read and the check (a heap pop, a lock, an fstat) no longer push every later
- * release of the queue back by as much - 5 us a release was 2.5% of 5,000/s.  A
- * release later than that is charged from its check less SL_WAKE_SLACK_NS, so a
- * lag is never made up faster than that once: the instants keep at most burst +
- * (W + SL_WAKE_SLACK_NS)/interval in any span W, and no two packets closer than
- * interval - SL_CALL_SPREAD_NS (docs/design.md, "Where the bound is kept"). */
-#define SL_WAKE_SLACK_NS (50 * 1000LL)
+ * not from the check: the waiter's wake-up, a preemption while it spins, the work
+ * between its clock read and the check (a heap pop, a lock, an fstat) no longer
+ * push every later release of the queue back by as much.  A release later than
+ * that is charged from its check less SL_WAKE_SLACK_NS, so a lag is never made up
+ * faster than that once: the instants keep at most burst + (W + SL_WAKE_SLACK_NS)
+ * / interval in any span W.  It is SL_CALL_SPREAD_NS itself: the destination was
+ * already told "no two packets closer than interval - SL_CALL_SPREAD_NS", and a
+ * check forgiven as much concedes nothing more there; 50 us, as it first was, lost
+ * 0.5-1% of 5,000/s to wake-ups 50-200 us late (docs/design.md, "Where the bound
+ * is kept"). */
+#define SL_WAKE_SLACK_NS SL_CALL_SPREAD_NS
 
 /* The instant a release of `cost` checked at `checked`, whose call ended at `end`,
  * counts from in st (under the lock). */
