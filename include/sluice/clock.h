@@ -40,13 +40,16 @@ int64_t sl_clock_wall_offset_follow(int64_t previous);
 int sl_clock_sleep_until(int64_t deadline_ns);
 
 /* The same, but on time to a few microseconds: sleeps to SL_CLOCK_SPIN_NS before
- * the deadline and yields the processor in a loop for the rest.  A release woken
- * late makes every later release of its backlog as late (the release check allows
- * no catch-up), so the scheduler's wake-up latency, 50 us to a few ms, would add
- * up release after release.  Costs at most SL_CLOCK_SPIN_NS of CPU per wait.
- * 0, or -EINTR when a signal ended the sleep part. */
-#define SL_CLOCK_SPIN_NS (200 * 1000)
-#define SL_CLOCK_BUSY_NS (50 * 1000)
+ * the deadline and spins the rest.  A release checked more than SL_WAKE_SLACK_NS
+ * after its gate moves every later release of its queue (include/sluice/lease.h),
+ * so the scheduler's wake-up latency, tens of microseconds to a few ms, must not
+ * reach the check.  Spinning longer cost more than it saved: a blocking program's
+ * thread that had spun 200 us had used up its share of the core and was preempted
+ * right after its connect, still inside its release, as the server woke - 8
+ * processes at 5,000/s delivered 99.3-99.5% with 200 us, 99.6% with 50 us (make
+ * bench item 18).  Costs at most SL_CLOCK_SPIN_NS of CPU per wait.  0, or -EINTR
+ * when a signal ended the sleep part. */
+#define SL_CLOCK_SPIN_NS (50 * 1000)
 int sl_clock_sleep_until_precise(int64_t deadline_ns);
 
 /* For a thread of sluice's own whose wake-ups are releases (the shim's kicker,
@@ -62,8 +65,9 @@ void sl_clock_prefer_wakeups(void);
  * priority, where the process may have it (root, CAP_SYS_NICE or RLIMIT_RTPRIO of
  * at least 1) and RLIMIT_RTTIME is unlimited.  Such a thread is not kept off a
  * core by ordinary threads (docs/design.md, "Deferred connects on time"); it must
- * sleep between its instants.  1 when granted; on refusal the thread stays as it
- * was.  The caller asks only where SLUICE_REALTIME=0 was not said. */
+ * sleep between its instants.  What it starts (threads, children) does not
+ * inherit it.  1 when granted; on refusal the thread stays as it was.  The caller
+ * asks only where SLUICE_REALTIME=0 was not said. */
 #define SL_CLOCK_RT_PRIORITY 1
 int sl_clock_prefer_realtime(void);
 

@@ -52,12 +52,8 @@ int sl_clock_sleep_until_precise(int64_t deadline_ns)
 		rc = sl_clock_sleep_until(deadline_ns - SL_CLOCK_SPIN_NS);
 	if (rc != 0)
 		return rc;
-	for (int64_t now; (now = sl_clock_mono_ns()) < deadline_ns;) {
-		if (deadline_ns - now > SL_CLOCK_BUSY_NS)
-			sched_yield();
-		else
-			sl_cpu_relax();
-	}
+	while (sl_clock_mono_ns() < deadline_ns)
+		sl_cpu_relax();
 	return 0;
 }
 
@@ -87,7 +83,9 @@ int sl_clock_prefer_realtime(void)
 	 * that runs that long without blocking: the program would die of it. */
 	if (getrlimit(RLIMIT_RTTIME, &rl) != 0 || rl.rlim_cur != RLIM_INFINITY)
 		return 0;
-	return sched_setscheduler(0, SCHED_FIFO, &sp) == 0; /* this thread only */
+	/* This thread only; and a thread or process it starts (the supervisor's
+	 * resolver thread, anything forked) begins as an ordinary one. */
+	return sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0;
 }
 
 int64_t sl_clock_wall_offset_ns(void)

@@ -92,11 +92,11 @@ static void log_go(const char *what, struct sl_record *rec, const struct sl_matc
  *
  * On time to a few microseconds, as a blocking connect's wait is (pending.c): the
  * futex ends SL_CLOCK_SPIN_NS early under a 1 ns timer slack and the rest is spun
- * (a signal in those last 200 us runs its handler and the wait goes on).
- * A release late by a wake-up is never made up - the next piece's slot follows
- * the instant the last one went (docs/design.md, "The queue") - so 50 us of
- * default slack and a timer's lateness on every 64 KiB piece cost a bytes section
- * a tenth of its rate at 100 MiB/s. */
+ * (a signal in those last microseconds runs its handler and the wait goes on).
+ * A release later than SL_WAKE_SLACK_NS is never made up - the next piece's slot
+ * follows the instant the last one went (docs/design.md, "The queue") - so 50 us
+ * of default slack and a timer's lateness on every 64 KiB piece cost a bytes
+ * section a tenth of its rate at 100 MiB/s. */
 static int sleep_like_send(int64_t at, int64_t timeout_at)
 {
 	static uint32_t never_woken;
