@@ -6,6 +6,7 @@
  *   places.c      concurrency places, followed through sock_diag until closed;
  *   names.c       the config's names and the host file's, on a thread of their own;
  *   dns.c         the program's own lookups, learned through a proxy;
+ *   realtime.c    the loop's SCHED_FIFO, and the rests that bound it;
  *   supervisor.c  start and stop.
  * Invariants every part keeps:
  *   - a call is answered once: with its result or "continue" only after its
@@ -184,6 +185,13 @@ struct sl_supervisor {
 	int tfd;
 	ev_io tfd_io;
 	int diag;              /* NETLINK_SOCK_DIAG, or -1 */
+	/* Realtime (sup_go_realtime): the loop's runs without a pause are timed from
+	 * run_from_ns, and one past SUP_RUN_MAX_NS rests SUP_REST_NS. */
+	int realtime;
+	int64_t waited_from_ns, run_from_ns;
+	uint64_t rests;
+	ev_prepare before_wait;
+	ev_check after_wait;
 	void (*on_gone)(void *);
 	void *gone_arg;
 	uint64_t trapped, held, refused, passed;
@@ -203,6 +211,13 @@ struct names_job {
 	struct resolved *out;
 	unsigned nout;
 };
+
+/* realtime.c */
+/* SCHED_FIFO for the loop where the process may have it and SLUICE_REALTIME=0 was
+ * not said (docs/design.md, "Seccomp"), with the rests that keep it from holding
+ * a core; sup_realtime_stop undoes the watchers. */
+void sup_go_realtime(struct sl_supervisor *s);
+void sup_realtime_stop(struct sl_supervisor *s);
 
 /* calls.c */
 void sup_say(const struct sl_supervisor *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -81,6 +81,7 @@ struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, con
 	s->tfd_io.data = s;
 	ev_io_start(loop, &s->tfd_io);
 	sl_clock_prefer_wakeups();
+	sup_go_realtime(s);
 	ev_io_init(&s->io, sup_on_notify, listener, EV_READ);
 	s->io.data = s;
 	ev_io_start(loop, &s->io);
@@ -97,6 +98,7 @@ void sl_supervise_stop(struct sl_supervisor *s)
 	if (!s)
 		return;
 	ev_io_stop(s->loop, &s->io);
+	sup_realtime_stop(s);
 	ev_timer_stop(s->loop, &s->names_timer);
 	ev_async_stop(s->loop, &s->names_ready);
 	if (s->job) { /* a refresh still under way: its thread frees the job */

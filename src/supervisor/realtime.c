@@ -1,0 +1,90 @@
+/*
+ * realtime.c - the supervisor's loop as a realtime thread (internal.h;
+ * docs/design.md, "Seccomp").
+ *
+ * The loop makes each held call itself, inside its release.  As an ordinary
+ * thread it was taken off its core right after a connect - on loopback the
+ * handshake wakes the server - and came back 2-3 ms later, still inside the
+ * release; the next release counts from that late end (SL_CALL_SPREAD_NS), so
+ * runs of releases 13 ms apart cost 2-8% of 100/s in one run of three.
+ * SCHED_FIFO at the lowest priority keeps ordinary threads from doing that, as
+ * for the shim's kicker (src/shim/kicker.c).  What keeps it from holding a core:
+ * the loop sleeps in epoll between its events, and once it has gone
+ * SUP_RUN_MAX_NS without a wait that let anybody else run (a flood of trapped
+ * calls) it rests SUP_REST_NS.
+ */
+#include "internal.h"
+#include <string.h>
+#include <time.h>
+
+#define SUP_RUN_MAX_NS (2 * SL_NS_PER_MS)
+#define SUP_REST_NS (100 * SL_NS_PER_US)
+/* A wait in epoll shorter than this is taken as no wait at all. */
+#define SUP_WAITED_NS (20 * SL_NS_PER_US)
+
+static void before_wait(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct sl_supervisor *s = w->data;
+
+	(void)loop;
+	(void)revents;
+	s->waited_from_ns = sl_clock_mono_ns();
+}
+
+static void after_wait(struct ev_loop *loop, ev_check *w, int revents)
+{
+	struct sl_supervisor *s = w->data;
+	int64_t now = sl_clock_mono_ns();
+
+	(void)loop;
+	(void)revents;
+	if (now - s->waited_from_ns >= SUP_WAITED_NS) {
+		s->run_from_ns = now;
+		return;
+	}
+	if (now - s->run_from_ns > SUP_RUN_MAX_NS) {
+		struct timespec rest = {.tv_nsec = SUP_REST_NS};
+
+		nanosleep(&rest, NULL);
+		s->rests++;
+		s->run_from_ns = sl_clock_mono_ns();
+	}
+}
+
+void sup_go_realtime(struct sl_supervisor *s)
+{
+	const char *env = getenv("SLUICE_REALTIME");
+
+	if (env && strcmp(env, "0") == 0) {
+		sup_say(s, "SLUICE_REALTIME=0: the loop runs as an ordinary thread");
+		return;
+	}
+	if (!sl_clock_prefer_realtime()) {
+		sup_say(s, "the loop runs as an ordinary thread (no SCHED_FIFO here, or RLIMIT_RTTIME is finite)");
+		return;
+	}
+	s->realtime = 1;
+	s->run_from_ns = s->waited_from_ns = sl_clock_mono_ns();
+	ev_prepare_init(&s->before_wait, before_wait);
+	s->before_wait.data = s;
+	ev_prepare_start(s->loop, &s->before_wait);
+	ev_check_init(&s->after_wait, after_wait);
+	s->after_wait.data = s;
+	ev_check_start(s->loop, &s->after_wait);
+	/* Neither keeps the loop running once everything else has stopped. */
+	ev_unref(s->loop);
+	ev_unref(s->loop);
+	sup_say(s, "the loop runs SCHED_FIFO at priority %d", SL_CLOCK_RT_PRIORITY);
+}
+
+void sup_realtime_stop(struct sl_supervisor *s)
+{
+	if (!s->realtime)
+		return;
+	sup_say(s, "realtime: the loop rested %llu times", (unsigned long long)s->rests);
+	ev_ref(s->loop);
+	ev_ref(s->loop);
+	ev_prepare_stop(s->loop, &s->before_wait);
+	ev_check_stop(s->loop, &s->after_wait);
+	s->realtime = 0;
+}
