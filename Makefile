@@ -199,6 +199,10 @@ run: all
 test: test-deps all $(UNIT_BINS) $(BENCH_BINS) $(STATIC_BINS)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
 
+# The same tests with two busy loops competing for the cores (scripts/busy.sh).
+test-busy:
+	@scripts/busy.sh 2 $(MAKE) --no-print-directory test
+
 bench: test-deps all $(BENCH_BINS) $(STATIC_BINS)
 	@BUILD=$(BUILD) bench/run.sh
 
@@ -301,6 +305,6 @@ deb: | test-deps
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps test-deps run test bench asan chaos cross fuzz install deb clean
+.PHONY: all deps test-deps run test test-busy bench asan chaos cross fuzz install deb clean
 
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)
