@@ -6,7 +6,7 @@
  * thread it was taken off its core right after a connect - on loopback the
  * handshake wakes the server - and came back 2-3 ms later, still inside the
  * release; the next release counts from that late end (SL_CALL_SPREAD_NS), so
- * runs of releases 13 ms apart cost 2-8% of 100/s in one run of three.
+ * runs of releases 13 ms apart cost 2-8% of 100/s in two runs of five.
  * SCHED_FIFO at the lowest priority keeps ordinary threads from doing that, as
  * for the shim's kicker (src/shim/kicker.c).  What keeps it from holding a core:
  * the loop sleeps in epoll between its events, and once it has gone
@@ -14,6 +14,7 @@
  * calls) it rests SUP_REST_NS.
  */
 #include "internal.h"
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -87,4 +88,11 @@ void sup_realtime_stop(struct sl_supervisor *s)
 	ev_prepare_stop(s->loop, &s->before_wait);
 	ev_check_stop(s->loop, &s->after_wait);
 	s->realtime = 0;
+	{
+		/* What the process does after supervising (an embedded daemon's last
+		 * work, its exit) is ordinary again. */
+		struct sched_param sp = {.sched_priority = 0};
+
+		sched_setscheduler(0, SCHED_OTHER, &sp);
+	}
 }
