@@ -258,10 +258,12 @@ static void act_on(struct sl_record *rec, int64_t now)
 static void *run(void *arg)
 {
 	(void)arg;
-	prctl(PR_SET_NAME, "sluice-kicker", 0, 0, 0);
 	on_kicker = 1;
 	sl_clock_prefer_wakeups();
 	realtime = realtime_allowed && sl_clock_prefer_realtime();
+	/* Named once its scheduling is settled: whoever finds it by name (ps, top,
+	 * t_kicker_realtime under load) sees what it runs as. */
+	prctl(PR_SET_NAME, "sluice-kicker", 0, 0, 0);
 	for (;;) {
 		uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
 		int64_t at = earliest(), now = sl_clock_mono_ns(), began;
