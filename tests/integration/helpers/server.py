@@ -5,9 +5,10 @@ Binds 127.0.0.1 (or ::1 with --ipv6) on a free port, writes the port to --port-f
 and answers every GET, POST or PUT with a small body naming the path (and, for a
 body it received - Content-Length or chunked - how many bytes); a path
 /status/NNN is answered with status NNN, /slow/MS after MS ms and /stream/MS in
-chunks over MS ms (each then logs "MONOTONIC_NS end PATH").  Each request's
-arrival is appended to --log as "MONOTONIC_NS PATH" (time.monotonic_ns() reads
-CLOCK_MONOTONIC, the clock the shim uses, so times compare directly).  Exits by
+chunks over MS ms (each then logs "MONOTONIC_NS end PATH", the time read just
+before its last bytes are written).  Each request's arrival is appended to
+--log as "MONOTONIC_NS PATH" (time.monotonic_ns() reads CLOCK_MONOTONIC, the
+clock the shim uses, so times compare directly).  Exits by
 itself after --lifetime seconds so a failed test never leaves it behind.
 """
 import argparse
@@ -66,11 +67,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _slow(self, kind, seconds):
+        # The end is read just before the answer's last bytes are written: the
+        # client cannot have them earlier, so a request that arrives before this
+        # instant really overlapped.  Read after the write, a server thread
+        # preempted between the two would log its end late and make a request
+        # sent on time look outstanding beside it.
         body = b"slow\n"
         if kind == "/slow/":
             time.sleep(seconds)
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
+            end = time.monotonic_ns()
             self.end_headers()
             self.wfile.write(body)
         else:
@@ -82,11 +89,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(seconds / 3)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(body), body))
                 self.wfile.flush()
+            end = time.monotonic_ns()
             self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         if self.server.log_path:
             with self.server.log_lock, open(self.server.log_path, "a") as f:
-                f.write("%d end %s\n" % (time.monotonic_ns(), self.path))
+                f.write("%d end %s\n" % (end, self.path))
 
     do_GET = _answer
     do_POST = _answer
