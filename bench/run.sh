@@ -16,7 +16,7 @@
 #      per whole window for the window strategies;
 #   7. how long a freed concurrency place takes to reach the next waiter;
 #   8. meter = bytes against trickle: achieved vs configured rate for the same
-#      uploads (blocking writes at four rates, one 20 MB write, a non-blocking
+#      uploads, beside the same upload unshaped (blocking writes at four rates, one 20 MB write, a non-blocking
 #      epoll sender with its CPU time, python3, four processes sharing a limit);
 #   9. deferred connects as the destination sees them: 400 non-blocking connects
 #      at once at 200/s (asyncio and node), kernel SYN timestamps at the server:
@@ -24,7 +24,8 @@
 #  10. an idle process's memory (RSS and PSS) shaped against unshaped; (10b) what
 #      10,000 sockets cost in RSS, followed and waiting, shaped against unshaped;
 #  11. node opening 10,000 connections at once, unshaped and shaped at 2000/s:
-#      achieved rate and the event loop's worst stall;
+#      achieved rate, the event loop's worst stall, and the rate at the
+#      destination (kernel SYN times);
 #  12. what one epoll_wait costs a process holding 10,000 connections with records
 #      (meter = requests), against none and against no shim;
 #  13. what finding the sections that apply costs at 10, 1,000 and 10,000 sections
@@ -333,16 +334,20 @@ rate = $1/s
 max_wait = 10m
 EOF
 }
-# row LABEL RATE_KIB TOTAL CMD...: the upload under sluice, then under trickle.
+# row LABEL RATE_KIB TOTAL CMD...: the upload under sluice, then under trickle, and
+# last unshaped: what this machine's loopback and sink carry at all, the ceiling
+# no shaper can pass (a rate above it measures the machine, not the shaper).
 row() {
 	local label=$1 kib=$2 total=$3
 	shift 3
 	bytes_ini "${kib}K" >"$T/row.ini"
 	s=$("$B/sluice" run -c "$T/row.ini" -- "$@" 2>/dev/null | tail -1)
 	t=$(trickle -s -u "$kib" "$@" 2>/dev/null | tail -1)
-	python3 - "$label" "$kib" "$s" "$t" <<'PY'
+	u=$("$@" 2>/dev/null | tail -1)
+	python3 - "$label" "$kib" "$s" "$t" "$u" <<'PY'
 import sys
 label, kib, s, t = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+u = sys.argv[5].split()
 want = kib * 1024
 def cell(r):
     if len(r) < 2:
@@ -350,7 +355,8 @@ def cell(r):
     rate = float(r[0]) / float(r[1])
     return "%8.0f KiB/s %+7.2f%%%s" % (rate / 1024, 100 * (rate / want - 1),
                                         " cpu %.2fs" % float(r[2]) if label.startswith("non-blocking") else "")
-print("   %-34s %8d KiB/s | sluice %s | trickle %s" % (label, kib, cell(s), cell(t)))
+print("   %-34s %8d KiB/s | sluice %s | trickle %s | unshaped %s" % (label, kib, cell(s), cell(t),
+      "%.0f KiB/s" % (float(u[0]) / float(u[1]) / 1024) if len(u) >= 2 else "failed"))
 PY
 }
 row "blocking 64 KiB writes" 100 $((250 * 1024)) "$up" 127.0.0.1 "$uport" $((250 * 1024)) 65536 block
@@ -499,11 +505,31 @@ match = 127.0.0.1:$port
 rate = 2000/s
 max_wait = 1m
 INI
-many_row() { # LABEL CMD...: the rate and worst stall of many_connections.js under CMD
-	local label=$1
+# many_row LABEL CMD...: many_connections.js under CMD - its own rate (all 10,000
+# over the whole run, the loop's start included) and worst stall - and the rate
+# at the destination: kernel SYN times, first to last, against the 2000/s asked.
+many_row() {
+	local label=$1 w
 	shift
-	"$@" node "$ROOT/tests/integration/helpers/many_connections.js" "$port" 10000 |
-		awk -v l="$label" '{ printf "   %-34s %.0f/s, worst event-loop stall %.0f ms\n", l, $2 / $3, $4 }'
+	: >"$T/many.syn"
+	rm -f "$T/many.ready"
+	python3 "$ROOT/tests/integration/helpers/syn_witness.py" --port "$port" --out "$T/many.syn" \
+		--ready-file "$T/many.ready" --lifetime 120 &
+	w=$!
+	for _ in $(seq 100); do [ -s "$T/many.ready" ] && break; sleep 0.1; done
+	"$@" node "$ROOT/tests/integration/helpers/many_connections.js" "$port" 10000 >"$T/many.out"
+	sleep 0.3
+	kill $w 2>/dev/null
+	wait $w 2>/dev/null || true
+	python3 - "$T/many.syn" "$T/many.out" "$label" <<'PY2'
+import sys
+t = sorted(int(l.split()[0]) for l in open(sys.argv[1]))
+f = open(sys.argv[2]).read().split()
+dest = (len(t) - 1) / ((t[-1] - t[0]) / 1e9)
+share = "" if sys.argv[3].startswith("without") else " (%.2f%% of 2000/s)" % (dest / 20)
+print("   %-34s %.0f/s, worst event-loop stall %.0f ms; at the destination %d SYNs, %.1f/s%s"
+      % (sys.argv[3], int(f[1]) / float(f[2]), float(f[3]), len(t), dest, share))
+PY2
 }
 (ulimit -n 12000
 many_row "without the shim:" env
