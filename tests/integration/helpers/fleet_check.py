@@ -68,6 +68,15 @@ def main():
     print("%s: %d in %.2f s = %.2f/s; most in any 1 s: %d; by machine: %s" % (
         a.what, len(times), span_s, rate, most,
         ", ".join("%s %.2f/s" % (k, v / span_s) for k, v in sorted(per.items()))))
+    # The whole seconds from the start to the last arrival, counted one by one:
+    # the rate while demand stood, without the run's ragged last second (the
+    # clients stop at their own times) - the figure make bench's table reports.
+    first = a.start if a.start else times[0]
+    whole = [sum(1 for t in times if first + k * 10**9 <= t < first + (k + 1) * 10**9)
+             for k in range((times[-1] - first) // 10**9)]
+    if whole:
+        print("  whole seconds: %d, %.2f/s on average, fewest %d, most %d" % (
+            len(whole), sum(whole) / len(whole), min(whole), max(whole)))
     if a.max_per_second is not None and most > a.max_per_second:
         print("FAIL: %d in one second, more than %d" % (most, a.max_per_second))
         return 1
