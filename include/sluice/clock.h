@@ -67,8 +67,21 @@ void sl_clock_prefer_wakeups(void);
  * core by ordinary threads (docs/design.md, "Deferred connects on time"); it must
  * sleep between its instants.  What it starts (threads, children) does not
  * inherit it.  1 when granted; on refusal the thread stays as it was.  The caller
- * asks only where SLUICE_REALTIME=0 was not said. */
+ * asks only where sl_clock_realtime_wanted() says so. */
 #define SL_CLOCK_RT_PRIORITY 1
 int sl_clock_prefer_realtime(void);
+
+/* SLUICE_REALTIME's value (NULL where unset): 0 where it says "0", the user's
+ * way to keep both threads ordinary (README, "Environment"). */
+#define SL_REALTIME_ENV "SLUICE_REALTIME"
+int sl_clock_realtime_wanted(const char *value);
+
+/* What keeps such a thread from holding a core: besides sleeping between its
+ * instants, once it has acted SL_CLOCK_RT_RUN_MAX_NS without a pause it calls
+ * sl_clock_realtime_rest(), which leaves the core to others for
+ * SL_CLOCK_RT_REST_NS. */
+#define SL_CLOCK_RT_RUN_MAX_NS (2 * SL_NS_PER_MS)
+#define SL_CLOCK_RT_REST_NS (100 * SL_NS_PER_US)
+void sl_clock_realtime_rest(void);
 
 #endif

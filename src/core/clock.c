@@ -88,6 +88,18 @@ int sl_clock_prefer_realtime(void)
 	return sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0;
 }
 
+int sl_clock_realtime_wanted(const char *value)
+{
+	return !(value && strcmp(value, "0") == 0);
+}
+
+void sl_clock_realtime_rest(void)
+{
+	struct timespec rest = {.tv_nsec = SL_CLOCK_RT_REST_NS};
+
+	nanosleep(&rest, NULL);
+}
+
 int64_t sl_clock_wall_offset_ns(void)
 {
 	int64_t best = INT64_MAX, offset = 0;

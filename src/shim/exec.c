@@ -11,6 +11,7 @@
  * own stack.  What they add was copied into static buffers at start-up.
  */
 #include "shim.h"
+#include "sluice/clock.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,7 +33,7 @@ static const char *const carried_names[] = {
 	"LD_PRELOAD", "SLUICE_CONFIG", "SLUICE_SHM", "SLUICE_FALLBACK", "SLUICE_DEBUG", "SLUICE_LOG",
 	"SLUICE_SECCOMP", /* sluice/seccomp.h: a child under the filter makes its calls marked too */
 	"SLUICE_SAY",     /* sluice/say.h: held and refused calls are told to `sluice run` */
-	"SLUICE_REALTIME", /* kicker.h: 0 keeps the kicker an ordinary thread */
+	SL_REALTIME_ENV, /* sluice/clock.h: 0 keeps the kicker an ordinary thread */
 };
 #define CARRY_MAX SL_ARRAY_LEN(carried_names)
 

@@ -13,6 +13,7 @@
  *   SLUICE_DEBUG     1: log each decision to stderr
  *   SLUICE_LOG       file to append debug lines to instead of stderr
  */
+#include "sluice/clock.h"
 #include "sluice/say.h"
 #include "shim.h"
 #include "sluice/config_keys.h"
@@ -126,7 +127,7 @@ static void init_once_body(void)
 	const char *shm_name = getenv("SLUICE_SHM");
 	const char *dbg = getenv("SLUICE_DEBUG");
 	const char *log = getenv("SLUICE_LOG");
-	const char *realtime = getenv("SLUICE_REALTIME");
+	const char *realtime = getenv(SL_REALTIME_ENV);
 	struct sl_config *cfg = NULL;
 	int fallback = SL_FALLBACK_LOCAL, rc = -ENOENT, tried = 0;
 
@@ -135,7 +136,7 @@ static void init_once_body(void)
 	sl_exec_capture();
 	sl_shim.pid = (int32_t)getpid();
 	sl_shim.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
-	sl_kicker_allow_realtime(!(realtime && strcmp(realtime, "0") == 0));
+	sl_kicker_allow_realtime(sl_clock_realtime_wanted(realtime));
 	sl_say_setup(getenv(SL_SAY_ENV)); /* a bad name: silent, as the shim is */
 	if (log && sl_strlcpy(sl_shim.log_path, log, sizeof(sl_shim.log_path)) < 0)
 		sl_shim.log_path[0] = '\0';

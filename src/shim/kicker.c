@@ -62,10 +62,8 @@
  * 1.5-4 ms later (perf sched, node at 1,000/s beside an nginx on two cores):
  * 99.0% of the rate rather than 99.85%, and 91% of 5,000/s rather than 98.7%.
  * What keeps it from taking a core for good: it sleeps between instants and
- * spins at most KICK_SPIN_NS before one, and after KICK_RUN_MAX_NS of acting
- * without a pause it rests KICK_REST_NS. */
-#define KICK_RUN_MAX_NS (2 * SL_NS_PER_MS)
-#define KICK_REST_NS (100 * SL_NS_PER_US)
+ * spins at most KICK_SPIN_NS before one, and after SL_CLOCK_RT_RUN_MAX_NS of
+ * acting without a pause it rests (sl_clock_realtime_rest). */
 static int realtime_allowed = 1; /* SLUICE_REALTIME=0 at the start: 0 */
 static int realtime;
 /* 1 on the thread itself: what it queues it finds at its next look at the heap,
@@ -279,12 +277,10 @@ static void *run(void *arg)
 		while (pop_due(now = sl_clock_mono_ns(), &e)) {
 			struct sl_record *rec;
 
-			if (realtime && now - began > KICK_RUN_MAX_NS) {
+			if (realtime && now - began > SL_CLOCK_RT_RUN_MAX_NS) {
 				/* A moment left to the program's threads, which a
 				 * realtime thread would otherwise keep off this core. */
-				struct timespec rest = {.tv_nsec = KICK_REST_NS};
-
-				nanosleep(&rest, NULL);
+				sl_clock_realtime_rest();
 				began = now = sl_clock_mono_ns();
 			}
 			rec = sl_record_at(e.index);

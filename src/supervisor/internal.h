@@ -186,7 +186,7 @@ struct sl_supervisor {
 	ev_io tfd_io;
 	int diag;              /* NETLINK_SOCK_DIAG, or -1 */
 	/* Realtime (sup_go_realtime): the loop's runs without a pause are timed from
-	 * run_from_ns, and one past SUP_RUN_MAX_NS rests SUP_REST_NS. */
+	 * run_from_ns, and one past SL_CLOCK_RT_RUN_MAX_NS rests (rests counts). */
 	int realtime;
 	int64_t waited_from_ns, run_from_ns;
 	uint64_t rests;

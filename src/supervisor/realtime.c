@@ -10,16 +10,14 @@
  * SCHED_FIFO at the lowest priority keeps ordinary threads from doing that, as
  * for the shim's kicker (src/shim/kicker.c).  What keeps it from holding a core:
  * the loop sleeps in epoll between its events, and once it has gone
- * SUP_RUN_MAX_NS without a wait that let anybody else run (a flood of trapped
- * calls) it rests SUP_REST_NS.
+ * SL_CLOCK_RT_RUN_MAX_NS without a wait that let anybody else run (a flood of
+ * trapped calls) it rests (sl_clock_realtime_rest).
  */
 #include "internal.h"
 #include <sched.h>
 #include <string.h>
 #include <time.h>
 
-#define SUP_RUN_MAX_NS (2 * SL_NS_PER_MS)
-#define SUP_REST_NS (100 * SL_NS_PER_US)
 /* A wait in epoll shorter than this is taken as no wait at all. */
 #define SUP_WAITED_NS (20 * SL_NS_PER_US)
 
@@ -43,10 +41,8 @@ static void after_wait(struct ev_loop *loop, ev_check *w, int revents)
 		s->run_from_ns = now;
 		return;
 	}
-	if (now - s->run_from_ns > SUP_RUN_MAX_NS) {
-		struct timespec rest = {.tv_nsec = SUP_REST_NS};
-
-		nanosleep(&rest, NULL);
+	if (now - s->run_from_ns > SL_CLOCK_RT_RUN_MAX_NS) {
+		sl_clock_realtime_rest();
 		s->rests++;
 		s->run_from_ns = sl_clock_mono_ns();
 	}
@@ -54,9 +50,7 @@ static void after_wait(struct ev_loop *loop, ev_check *w, int revents)
 
 void sup_go_realtime(struct sl_supervisor *s)
 {
-	const char *env = getenv("SLUICE_REALTIME");
-
-	if (env && strcmp(env, "0") == 0) {
+	if (!sl_clock_realtime_wanted(getenv(SL_REALTIME_ENV))) {
 		sup_say(s, "SLUICE_REALTIME=0: the loop runs as an ordinary thread");
 		return;
 	}

@@ -1,4 +1,5 @@
-/* clock.c: the wall clock's offset, read tightly and followed only on steps. */
+/* clock.c: the wall clock's offset, read tightly and followed only on steps;
+ * SLUICE_REALTIME's reading and a realtime thread's rest. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,11 +37,37 @@ static void test_offset_follows_steps_only(void **state)
 	assert_true(sl_clock_wall_offset_follow(now - 10 * SL_NS_PER_MS) - now < SL_NS_PER_MS);
 }
 
+/* Only "0" keeps sluice's threads ordinary: unset, empty or anything else leaves
+ * realtime wanted (README, "Environment"). */
+static void test_realtime_wanted(void **state)
+{
+	(void)state;
+	assert_false(sl_clock_realtime_wanted("0"));
+	assert_true(sl_clock_realtime_wanted(NULL));
+	assert_true(sl_clock_realtime_wanted(""));
+	assert_true(sl_clock_realtime_wanted("1"));
+	assert_true(sl_clock_realtime_wanted("00"));
+}
+
+/* The rest leaves the core for at least SL_CLOCK_RT_REST_NS, and not for long. */
+static void test_realtime_rest(void **state)
+{
+	int64_t t0 = sl_clock_mono_ns(), took;
+
+	(void)state;
+	sl_clock_realtime_rest();
+	took = sl_clock_mono_ns() - t0;
+	assert_true(took >= SL_CLOCK_RT_REST_NS);
+	assert_true(took < SL_CLOCK_RT_RUN_MAX_NS * 50); /* generous: a noisy machine */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_offset_reading),
 		cmocka_unit_test(test_offset_follows_steps_only),
+		cmocka_unit_test(test_realtime_wanted),
+		cmocka_unit_test(test_realtime_rest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
