@@ -29,6 +29,7 @@ struct sl_fleet_memo {
 	uint32_t misses_seen;       /* the same at the last round, measured or not */
 	int64_t at;                 /* CLOCK_MONOTONIC of the last measure */
 	double flow;                /* requests asked for per ns at the last measure */
+	double flow_avg;            /* the same averaged over about a second */
 	double waiting;             /* callers held with no share at the last measure */
 	double demand;              /* the last demand reported, smoothed */
 };
