@@ -16,8 +16,9 @@
 #      per whole window for the window strategies;
 #   7. how long a freed concurrency place takes to reach the next waiter;
 #   8. meter = bytes against trickle: achieved vs configured rate for the same
-#      uploads, beside the same upload unshaped (blocking writes at four rates, one 20 MB write, a non-blocking
-#      epoll sender with its CPU time, python3, four processes sharing a limit);
+#      uploads, beside each upload unshaped (blocking writes at four rates, one
+#      20 MB write, a non-blocking epoll sender with its CPU time, python3, four
+#      processes sharing a limit);
 #   9. deferred connects as the destination sees them: 400 non-blocking connects
 #      at once at 200/s (asyncio and node), kernel SYN timestamps at the server:
 #      achieved rate, the most SYNs in any one second, how late the last one was;
