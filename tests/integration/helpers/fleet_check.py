@@ -11,6 +11,10 @@ the fleet promises.
   --rate R --within PCT  all together came at R/s, within PCT percent (below or above)
   --share DST=R/PCT      that machine's arrivals came at R/s within PCT percent
   --at-least N           at least N arrivals
+  --arrivals-span        measure the rate from the first arrival to the last, as
+                         (N - 1) over that span: a section whose client starts and
+                         stops inside [from, to) (a process's start-up is not the
+                         shaper's to deliver)
   --reached DST=R/S      that machine's arrivals, counted over half a second, came
                          to 90% of R/s within S seconds of --from (prints when)
 
@@ -45,6 +49,7 @@ def main():
     ap.add_argument("--exclude", action="append", default=[])
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--reached", action="append", default=[])
+    ap.add_argument("--arrivals-span", action="store_true")
     ap.add_argument("--what", default="arrivals")
     a = ap.parse_args()
     lost = syn_witness.missed(a.file)
@@ -61,17 +66,22 @@ def main():
     span_s = ((min(a.end, times[-1] + 1) if a.end < 1 << 63 else times[-1]) -
               (a.start if a.start else times[0])) / 1e9
     rate = len(times) / span_s if span_s > 0 else 0.0
+    if a.arrivals_span:
+        # N arrivals bound N - 1 intervals: the rate the shaper kept while its
+        # client was there to be shaped.
+        span_s = (times[-1] - times[0]) / 1e9
+        rate = (len(times) - 1) / span_s if span_s > 0 else 0.0
     most = most_in(times, 1_000_000_000)
     per = {}
     for r in rows:
         per[r[3] if len(r) > 3 else "-"] = per.get(r[3] if len(r) > 3 else "-", 0) + 1
-    print("%s: %d in %.2f s = %.2f/s; most in any 1 s: %d; by machine: %s" % (
-        a.what, len(times), span_s, rate, most,
-        ", ".join("%s %.2f/s" % (k, v / span_s) for k, v in sorted(per.items()))))
+    print("%s: %d in %.2f s%s = %.2f/s; most in any 1 s: %d; by machine: %s" % (
+        a.what, len(times), span_s, " (first to last arrival)" if a.arrivals_span else "", rate, most,
+        ", ".join("%s %.2f/s" % (k, (v - a.arrivals_span) / span_s) for k, v in sorted(per.items()))))
     # The whole seconds from the start to the last arrival, counted one by one:
     # the rate while demand stood, without the run's ragged last second (the
     # clients stop at their own times) - the figure make bench's table reports.
-    first = a.start if a.start else times[0]
+    first = a.start if a.start and not a.arrivals_span else times[0]
     whole = [sum(1 for t in times if first + k * 10**9 <= t < first + (k + 1) * 10**9)
              for k in range((times[-1] - first) // 10**9)]
     if whole:
@@ -86,7 +96,7 @@ def main():
     for s in a.share:
         dst, _, spec = s.partition("=")
         want, _, pct = spec.partition("/")
-        got = per.get(dst, 0) / span_s
+        got = (per.get(dst, 0) - (1 if a.arrivals_span else 0)) / span_s if span_s > 0 else 0.0
         if abs(got - float(want)) > float(want) * float(pct) / 100:
             print("FAIL: %s came at %.2f/s, not within %s%% of %s/s" % (dst, got, pct, want))
             return 1
