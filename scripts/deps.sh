@@ -68,6 +68,7 @@ fakeroot:/usr/bin/fakeroot
 busybox-static:/bin/busybox
 golang-go:/usr/bin/go
 nginx-light:/usr/sbin/nginx
+iproute2:/sbin/ip
 bind9-dnsutils:/usr/bin/dig
 "
 

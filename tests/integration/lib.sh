@@ -90,11 +90,13 @@ start_server() {
 # start_syn_witness PORT FILE: kernel timestamps of every SYN to PORT on loopback,
 # appended to FILE (helpers/syn_witness.py): the destination's own record of when
 # connections were attempted.  Sets WITNESS_PID (stop it before reusing FILE).
+# WITNESS_NETNS and WITNESS_IF watch another interface inside a network namespace
+# the caller made (make bench's veth rows).
 start_syn_witness() {
 	local ready="$T/witness.$RANDOM"
-	python3 "$HELPERS/syn_witness.py" --port "$1" --out "$2" --ready-file "$ready" --lifetime 240 \
-		--what "${WITNESS_WHAT:-syn}" ${WITNESS_DST:+--dst "$WITNESS_DST"} \
-		${WITNESS_KEY:+--key "$WITNESS_KEY"} &
+	${WITNESS_NETNS:+ip netns exec "$WITNESS_NETNS"} python3 "$HELPERS/syn_witness.py" --port "$1" --out "$2" \
+		--ready-file "$ready" --lifetime 240 --what "${WITNESS_WHAT:-syn}" ${WITNESS_DST:+--dst "$WITNESS_DST"} \
+		${WITNESS_KEY:+--key "$WITNESS_KEY"} ${WITNESS_IF:+--interface "$WITNESS_IF"} &
 	WITNESS_PID=$!
 	BG_PIDS+=($!)
 	for _ in $(seq 100); do

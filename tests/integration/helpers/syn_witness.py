@@ -270,6 +270,9 @@ class Witness:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--interface", default="lo",
+                    help="the interface to watch (default lo; make bench's veth rows watch the "
+                         "namespace's end of their pair)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--ready-file", required=True)
     ap.add_argument("--lifetime", type=float, default=240)
@@ -289,7 +292,7 @@ def main():
     keep = attach_filter(s, args.port, want, syn_only)
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    s.bind(("lo", 0))
+    s.bind((args.interface, 0))
     s.settimeout(0.5)
     drops(s)  # from here on, every drop counts
     stop = []
