@@ -44,7 +44,8 @@
 #  18. the delivered table (bench/delivered.sh): each kind of client at 10, 100,
 #      1,000 and 5,000/s under a standing queue - delivered against configured,
 #      the smallest gap at the destination, how far behind schedule - beside
-#      nginx's limit_req at 100 and 1,000/s;
+#      nginx's limit_req at 100 and 1,000/s; blocking and static clients again
+#      over a veth pair into a network namespace of its own;
 #  19. HTTP/2 followed request by request (meter = requests, signals = on): what
 #      each frame written and read costs (callgrind's instructions, and time), and
 #      a 1 GiB download over h2c (nghttpd, curl) against no shim;
@@ -73,6 +74,22 @@ done
 wait_port() {
 	for _ in $(seq 100); do [ -s "$1" ] && break; sleep 0.1; done
 	cat "$1"
+}
+# witness_start PORT FILE: the destination's record of SYNs to PORT, appended to
+# FILE (helpers/syn_witness.py), once it is capturing; WITNESS is its pid.
+# witness_stop: the SYNs still in flight counted, then the witness ended.
+witness_start() {
+	: >"$2"
+	rm -f "$2.ready"
+	python3 "$ROOT/tests/integration/helpers/syn_witness.py" --port "$1" --out "$2" \
+		--ready-file "$2.ready" --lifetime 120 &
+	WITNESS=$!
+	for _ in $(seq 100); do [ -s "$2.ready" ] && break; sleep 0.1; done
+}
+witness_stop() {
+	sleep 0.3
+	kill "$WITNESS" 2>/dev/null
+	wait "$WITNESS" 2>/dev/null || true
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 repeat() { local n=$1; shift; for _ in $(seq "$n"); do "$@"; done | median; }
@@ -402,14 +419,9 @@ EOF
 deferred_row() { # LABEL CMD...: one run, witnessed at the destination
 	local label=$1
 	shift
-	: >"$T/syn.log"
-	python3 "$ROOT/tests/integration/helpers/syn_witness.py" --port "$dport" --out "$T/syn.log" \
-		--ready-file "$T/syn.ready.$label" --lifetime 120 &
-	local w=$!
-	for _ in $(seq 100); do [ -s "$T/syn.ready.$label" ] && break; sleep 0.1; done
+	witness_start "$dport" "$T/syn.log"
 	"$B/sluice" run -c "$T/deferred.ini" -- "$@" >/dev/null
-	sleep 0.3
-	kill $w 2>/dev/null
+	witness_stop
 	python3 - "$T/syn.log" "$label" <<'PY'
 import bisect, sys
 t = sorted(int(l.split()[0]) for l in open(sys.argv[1]))
@@ -510,18 +522,11 @@ INI
 # over the whole run, the loop's start included) and worst stall - and the rate
 # at the destination: kernel SYN times, first to last, against the 2000/s asked.
 many_row() {
-	local label=$1 w
+	local label=$1
 	shift
-	: >"$T/many.syn"
-	rm -f "$T/many.ready"
-	python3 "$ROOT/tests/integration/helpers/syn_witness.py" --port "$port" --out "$T/many.syn" \
-		--ready-file "$T/many.ready" --lifetime 120 &
-	w=$!
-	for _ in $(seq 100); do [ -s "$T/many.ready" ] && break; sleep 0.1; done
+	witness_start "$port" "$T/many.syn"
 	"$@" node "$ROOT/tests/integration/helpers/many_connections.js" "$port" 10000 >"$T/many.out"
-	sleep 0.3
-	kill $w 2>/dev/null
-	wait $w 2>/dev/null || true
+	witness_stop
 	python3 - "$T/many.syn" "$T/many.out" "$label" <<'PY2'
 import sys
 t = sorted(int(l.split()[0]) for l in open(sys.argv[1]))
