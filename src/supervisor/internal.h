@@ -186,9 +186,12 @@ struct sl_supervisor {
 	ev_io tfd_io;
 	int diag;              /* NETLINK_SOCK_DIAG, or -1 */
 	/* Realtime (sup_go_realtime): the loop's runs without a pause are timed from
-	 * run_from_ns, and one past SL_CLOCK_RT_RUN_MAX_NS rests (rests counts). */
+	 * run_from_ns, and one past SL_CLOCK_RT_RUN_MAX_NS rests (rests counts).
+	 * switches_before: the thread's voluntary context switches as its last wait
+	 * began (-1: getrusage failed, and the wait's length decides). */
 	int realtime;
 	int64_t waited_from_ns, run_from_ns;
+	long switches_before;
 	uint64_t rests;
 	ev_prepare before_wait;
 	ev_check after_wait;

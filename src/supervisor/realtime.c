@@ -15,11 +15,25 @@
  */
 #include "internal.h"
 #include <sched.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <time.h>
 
-/* A wait in epoll shorter than this is taken as no wait at all. */
+/* Where the kernel cannot say whether the loop slept: a wait in epoll shorter
+ * than this is taken as no wait at all. */
 #define SUP_WAITED_NS (20 * SL_NS_PER_US)
+
+/* The calling thread's voluntary context switches so far, or -1.  An epoll_wait
+ * that blocks switches voluntarily; one that returns at once (events ready, a
+ * flood of trapped calls) does not, however long the call took: timed by the
+ * clock alone, a wait the machine stretched (a virtual CPU taken away inside
+ * it) counted as the loop having let the program and the server run. */
+static long voluntary_switches(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : -1;
+}
 
 static void before_wait(struct ev_loop *loop, ev_prepare *w, int revents)
 {
@@ -27,6 +41,7 @@ static void before_wait(struct ev_loop *loop, ev_prepare *w, int revents)
 
 	(void)loop;
 	(void)revents;
+	s->switches_before = voluntary_switches();
 	s->waited_from_ns = sl_clock_mono_ns();
 }
 
@@ -34,10 +49,12 @@ static void after_wait(struct ev_loop *loop, ev_check *w, int revents)
 {
 	struct sl_supervisor *s = w->data;
 	int64_t now = sl_clock_mono_ns();
+	long switches = s->switches_before < 0 ? -1 : voluntary_switches();
+	int slept = switches >= 0 ? switches != s->switches_before : now - s->waited_from_ns >= SUP_WAITED_NS;
 
 	(void)loop;
 	(void)revents;
-	if (now - s->waited_from_ns >= SUP_WAITED_NS) {
+	if (slept) {
 		s->run_from_ns = now;
 		return;
 	}
