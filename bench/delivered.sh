@@ -44,20 +44,28 @@ python3 "$ROOT/tests/integration/helpers/udp_sink.py" --port-file "$T/uport" --l
 BG_PIDS+=($!)
 for _ in $(seq 50); do [ -s "$T/uport" ] && break; sleep 0.1; done
 UPORT=$(cat "$T/uport")
-mkdir -p "$T/nginx"
-cat >"$T/nginx/nginx.conf" <<EOF
+# nginx_conf DIR: an nginx config keeping its pid, log and temporary files under
+# DIR (which must exist), the servers of its http block read from stdin.
+nginx_conf() {
+	cat <<EOF
 daemon off;
 master_process off;
-pid $T/nginx/nginx.pid;
-error_log $T/nginx/error.log;
+pid $1/nginx.pid;
+error_log $1/error.log;
 events { worker_connections 32768; }
 http {
 	access_log off;
-	client_body_temp_path $T/nginx/body;
-	proxy_temp_path $T/nginx/proxy;
-	fastcgi_temp_path $T/nginx/fastcgi;
-	uwsgi_temp_path $T/nginx/uwsgi;
-	scgi_temp_path $T/nginx/scgi;
+	client_body_temp_path $1/body;
+	proxy_temp_path $1/proxy;
+	fastcgi_temp_path $1/fastcgi;
+	uwsgi_temp_path $1/uwsgi;
+	scgi_temp_path $1/scgi;
+EOF
+	cat
+	echo "}"
+}
+mkdir -p "$T/nginx"
+nginx_conf "$T/nginx" >"$T/nginx/nginx.conf" <<EOF
 	# The destination, on each machine's address.
 	server {
 		listen 127.0.0.1:$PORT backlog=8192;
@@ -79,7 +87,6 @@ http {
 		listen 127.0.0.1:$PROXY_1000;
 		location / { limit_req zone=r1000 burst=100000; proxy_pass http://127.0.0.1:$PORT; }
 	}
-}
 EOF
 "$NGINX" -c "$T/nginx/nginx.conf" -e "$T/nginx/error.log" &
 BG_PIDS+=($!)
@@ -375,24 +382,11 @@ ip netns add "$VNS" && ip link add "$VA" type veth peer name "$VB" && ip link se
 	ip netns exec "$VNS" ip addr add "$VNET.2/24" dev "$VB" && ip netns exec "$VNS" ip link set "$VB" up &&
 	ip netns exec "$VNS" ip link set lo up || fail "no network namespace and veth pair (needs root and iproute2)"
 mkdir -p "$T/vnginx"
-cat >"$T/vnginx/nginx.conf" <<EOF
-daemon off;
-master_process off;
-pid $T/vnginx/nginx.pid;
-error_log $T/vnginx/error.log;
-events { worker_connections 32768; }
-http {
-	access_log off;
-	client_body_temp_path $T/vnginx/body;
-	proxy_temp_path $T/vnginx/proxy;
-	fastcgi_temp_path $T/vnginx/fastcgi;
-	uwsgi_temp_path $T/vnginx/uwsgi;
-	scgi_temp_path $T/vnginx/scgi;
+nginx_conf "$T/vnginx" >"$T/vnginx/nginx.conf" <<EOF
 	server {
 		listen $VNET.2:$PORT backlog=8192;
 		location / { return 200 "ok\n"; }
 	}
-}
 EOF
 ip netns exec "$VNS" "$NGINX" -c "$T/vnginx/nginx.conf" -e "$T/vnginx/error.log" &
 BG_PIDS+=($!)
