@@ -134,11 +134,12 @@ struct sl_grant {
 	uint64_t chunk;     /* which chunk: the same one topped up keeps its counts */
 	uint32_t machines;  /* machines sharing it (0: unknown, keep the last) */
 	int64_t valid_ns;   /* the lease is usable until (CLOCK_MONOTONIC) */
+	struct sl_grid grid; /* a rate's slots on the fleet's grid (none: n == 0) */
 };
 
 /* Under the segment lock: st's lease becomes g at `now`.  A chunk other than the one
  * held starts its counts afresh; a part g lacks is kept as it was (a rate's share
- * stays until another comes).  Returns 1 when places were added (the caller wakes
+ * stays until another comes; a rate's grid comes and goes with its share).  Returns 1 when places were added (the caller wakes
  * the section's waiters). */
 int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now);
 

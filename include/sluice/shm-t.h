@@ -19,11 +19,13 @@
 #ifndef SLUICE_SHM_T_H
 #define SLUICE_SHM_T_H
 
+#include "sluice/grid.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 10          /* incompatible layout changes */
+#define SL_SHM_MAJOR 11          /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
@@ -255,6 +257,9 @@ struct sl_state_more {
 		                      * with each answer, or while Redis is away; a machine
 		                      * whose daemon died stops using its share before the
 		                      * fleet gives it to the others */
+		struct sl_grid grid; /* rate strategies counting requests: this machine's
+		                      * slots of the fleet's grid (grid.h); releases go at
+		                      * them only.  No usable grid: the share's GCRA */
 	} lease;
 	/* adapt = on: how the last cut and climb went (pause.c) */
 	struct sl_adapt {

@@ -1,6 +1,7 @@
 /* What limits a state: its spec, or this machine's lease on a fleet limit (lease.h). */
 #include "sluice/lease.h"
 #include "sluice/common.h"
+#include "sluice/grid.h"
 #include "sluice/limiter.h"
 #include "sluice/strategy.h"
 
@@ -27,6 +28,48 @@ static const struct sl_spec *rate_spec(const struct sl_spec *s, const struct sl_
 	tmp->window_ns = l->window_ns;
 	tmp->burst = l->burst ? l->burst : 1;
 	return tmp;
+}
+
+/* The grid a fleet rate state releases on (grid.h), or NULL: none held, or the
+ * lease lapsed (rate_spec answers NULL then too).  With one, each request takes
+ * one of this machine's slots: the scheduling half hands them out in order, the
+ * release half lets a caller use the first slot it has not used that started
+ * less than an interval ago - no later, so that every release is within an
+ * interval of its slot (docs/design.md, "The grid"). */
+static const struct sl_grid *grid_of(const struct sl_state *st, int64_t now)
+{
+	const struct sl_lease *l = lease_of(st);
+
+	if (!(l->flags & SL_LEASE_RATE) || !l->amount || now >= l->valid_ns || !sl_grid_usable(&l->grid))
+		return NULL;
+	return &l->grid;
+}
+
+/* Past the slot starting at `slot` on g: where a queue's schedule or its release
+ * half stands once that slot is taken - half an interval on, not a whole one.
+ * The grid's origin moves with the daemon's estimate of Redis's clock (by
+ * microseconds, now and then more): a whole interval on, the next slot moved
+ * earlier by any of it was skipped and lost (1.5% of a machine's slots here);
+ * half one on, a move of less than half an interval either way neither skips the
+ * next slot nor gives the used one again. */
+static int64_t grid_past(const struct sl_grid *g, int64_t slot)
+{
+	return slot + g->interval_ns / 2 + 1;
+}
+
+/* The average spacing of g's slots: the interval over g's part of the ranks. */
+static int64_t grid_gap(const struct sl_grid *g)
+{
+	unsigned ranks = sl_grid_ranks(g);
+
+	return ranks ? (int64_t)((__int128)g->interval_ns * SL_GRID_RANKS / ranks) : 0;
+}
+
+/* The slot a release checked at `now` may use on g: the first of this machine's
+ * not yet used (rel_tat) that started at most an interval before now. */
+static int64_t grid_release_slot(const struct sl_grid *g, const struct sl_state *st, int64_t now)
+{
+	return sl_grid_next(g, SL_MAX(sl_sane_ns(st->rel_tat_ns), now - g->interval_ns + 1));
 }
 
 /* A rate state with no usable share: counted (the daemon's measure of a demand
@@ -76,6 +119,7 @@ int64_t sl_limit_slot(const struct sl_spec *s, struct sl_state *st, int64_t now,
 {
 	struct sl_spec tmp;
 	const struct sl_spec *r;
+	const struct sl_grid *g;
 
 	if (!sl_limit_fleet(s))
 		return sl_strategy_slot(s, st, now, cost, wall_off);
@@ -83,6 +127,11 @@ int64_t sl_limit_slot(const struct sl_spec *s, struct sl_state *st, int64_t now,
 		return chunk_has(st, now, lease_of(st)->sched_used, cost) ? now : chunk_next(st, now);
 	if (!(r = rate_spec(s, st, &tmp, now)))
 		return missed(st, now);
+	if ((g = grid_of(st, now))) {
+		int64_t at = sl_grid_next(g, SL_MAX(sl_sane_ns(st->tat_ns), now));
+
+		return at == INT64_MAX ? missed(st, now) : at;
+	}
 	return sl_strategy_slot(r, st, now, cost, wall_off);
 }
 
@@ -91,6 +140,7 @@ void sl_limit_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, u
 {
 	struct sl_spec tmp;
 	const struct sl_spec *r;
+	const struct sl_grid *g;
 
 	if (!sl_limit_fleet(s)) {
 		sl_strategy_charge(s, st, at, cost, wall_off, undo);
@@ -108,7 +158,9 @@ void sl_limit_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, u
 		}
 		return;
 	}
-	if ((r = rate_spec(s, st, &tmp, at)))
+	if ((g = grid_of(st, at)))
+		st->tat_ns = SL_MAX(sl_sane_ns(st->tat_ns), grid_past(g, at));
+	else if ((r = rate_spec(s, st, &tmp, at)))
 		sl_strategy_charge(r, st, at, cost, wall_off, undo);
 }
 
@@ -133,6 +185,7 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 {
 	struct sl_spec tmp;
 	const struct sl_spec *r;
+	const struct sl_grid *g;
 	int64_t at;
 
 	if (!sl_limit_fleet(s))
@@ -141,11 +194,21 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 		return chunk_has(st, now, lease_of(st)->rel_used, cost) ? now : chunk_next(st, now);
 	if (!(r = rate_spec(s, st, &tmp, now)))
 		return missed(st, now);
-	at = sl_strategy_release_at(r, st, now, cost, wall_off);
+	if ((g = grid_of(st, now))) {
+		if ((at = grid_release_slot(g, st, now)) == INT64_MAX)
+			return missed(st, now);
+	} else {
+		at = sl_strategy_release_at(r, st, now, cost, wall_off);
+	}
 	/* A caller that looked and must wait on past the next look: the share is far
 	 * too small for it (the daemon asks for more).  A wait shorter than that is a
-	 * queue the daemon sees as one. */
-	if (at > now + SL_LEASE_RECHECK_NS)
+	 * queue the daemon sees as one.  On the grid a caller may wait for the
+	 * machine's next slot where a GCRA would let it go at once - one slot
+	 * spacing more, on average, than the share's queue - so that much more is
+	 * no sign: counted, a light machine's clients arriving together (10/s on a
+	 * share of 11/s) asked for an equal part of the fleet every few rounds, and
+	 * what it held of it went unused. */
+	if (at > now + SL_LEASE_RECHECK_NS + (g ? grid_gap(g) : 0))
 		lease_of(st)->misses++;
 	return sl_limit_wake(s, at, now);
 }
@@ -165,6 +228,7 @@ void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now
 {
 	struct sl_spec tmp;
 	const struct sl_spec *r;
+	const struct sl_grid *g;
 
 	if (!sl_limit_fleet(s)) {
 		sl_strategy_released(s, st, charged_from(s, cost, now), cost, wall_off);
@@ -174,8 +238,14 @@ void sl_limit_released(const struct sl_spec *s, struct sl_state *st, int64_t now
 		lease_of(st)->rel_used += cost;
 		return;
 	}
-	if ((r = rate_spec(s, st, &tmp, now)))
+	if ((g = grid_of(st, now))) {
+		/* The slot release_at found (or, were there none, now): used. */
+		int64_t slot = SL_MIN(grid_release_slot(g, st, now), now);
+
+		st->rel_tat_ns = SL_MAX(sl_sane_ns(st->rel_tat_ns), grid_past(g, slot));
+	} else if ((r = rate_spec(s, st, &tmp, now))) {
 		sl_strategy_released(r, st, charged_from(r, cost, now), cost, wall_off);
+	}
 }
 
 void sl_limit_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
@@ -189,7 +259,9 @@ void sl_limit_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, 
 		return;
 	}
 	/* A chunk counts a request once, wherever in it it falls. */
-	if (!is_window(s) && (r = rate_spec(s, st, &tmp, to)))
+	if (!is_window(s) && grid_of(st, to))
+		st->rel_tat_ns = sl_limit_moved_tat(s, st, st->rel_tat_ns, to, cost);
+	else if (!is_window(s) && (r = rate_spec(s, st, &tmp, to)))
 		sl_strategy_moved(r, st, from, to, cost, wall_off);
 }
 
@@ -202,6 +274,10 @@ int64_t sl_limit_moved_tat(const struct sl_spec *s, const struct sl_state *st, i
 
 	if (s->amount == 0 || (sl_limit_fleet(s) && !(r = rate_spec(s, st, &tmp, to))))
 		return rel_tat;
+	/* On the grid a release that went on to `to` used its slot all that time:
+	 * this machine's slots that started meanwhile are not used either. */
+	if (sl_limit_fleet(s) && grid_of(st, to))
+		return SL_MAX(sl_sane_ns(rel_tat), to + 1);
 	next = sl_sane_ns(to) + sl_gcra_increment(r, cost);
 	return next > sl_sane_ns(rel_tat) ? next : rel_tat;
 }
@@ -258,6 +334,7 @@ uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int
 {
 	struct sl_spec tmp;
 	const struct sl_spec *r;
+	const struct sl_grid *g;
 
 	if (!sl_limit_fleet(s))
 		return sl_strategy_queued(s, st, now, wall_off);
@@ -265,6 +342,13 @@ uint64_t sl_limit_queued(const struct sl_spec *s, const struct sl_state *st, int
 		const struct sl_lease *l = lease_of(st);
 
 		return l->sched_used > l->rel_used ? l->sched_used - l->rel_used : 0;
+	}
+	if ((g = grid_of(st, now))) {
+		/* Reservations still ahead, in slots of the machine's share (as a GCRA
+		 * counts them: fleetpolicy.c reads a waiter as demand). */
+		int64_t last = sl_sane_ns(st->tat_ns) - g->interval_ns / 2 - 1, gap = grid_gap(g);
+
+		return last > now && gap > 0 ? (uint64_t)((last - now + gap - 1) / gap) : 0;
 	}
 	if ((r = rate_spec(s, st, &tmp, now)))
 		return sl_strategy_queued(r, st, now, wall_off);
@@ -315,8 +399,12 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		/* The queue keeps its length in requests at the new share: otherwise a
 		 * schedule laid out under a small share would keep the machine's callers
 		 * waiting long after it grew (and one laid out under a large share would
-		 * let them go too fast after it shrank). */
-		if ((l->flags & SL_LEASE_RATE) && l->amount && l->window_ns > 0 && g->amount && g->window_ns > 0) {
+		 * let them go too fast after it shrank).  On the grid the schedule is
+		 * instants on it, whatever the share: rescaled, it skipped or doubled up
+		 * slots at each of the small changes a busy fleet's shares go through,
+		 * and a slot nobody waits for is lost (3% of the busy machines' shares). */
+		if ((l->flags & SL_LEASE_RATE) && l->amount && l->window_ns > 0 && g->amount && g->window_ns > 0 &&
+		    !sl_grid_usable(&g->grid)) {
 			struct sl_spec a = {.amount = l->amount, .window_ns = l->window_ns};
 			struct sl_spec b = {.amount = g->amount, .window_ns = g->window_ns};
 			int64_t from = sl_gcra_increment(&a, 1), to = sl_gcra_increment(&b, 1);
@@ -329,6 +417,7 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		l->amount = g->amount;
 		l->window_ns = g->window_ns;
 		l->burst = g->burst ? g->burst : 1;
+		l->grid = g->grid; /* none with a share that has none */
 	}
 	if (g->flags & SL_LEASE_CHUNK) {
 		if (!(l->flags & SL_LEASE_CHUNK) || l->chunk != g->chunk) {

@@ -2,6 +2,7 @@
  * one; a rate share spaces releases at the share; a chunk lets its count through
  * until it ends; places bound what is open. */
 #include "sluice/admit.h"
+#include "sluice/common.h"
 #include "sluice/conc.h"
 #include "sluice/config.h"
 #include "sluice/lease.h"
@@ -158,6 +159,101 @@ static void test_share_grows(void **state)
 	sl_shm_detach(&a);
 }
 
+/* On the grid (grid.h): two machines, each holding half the ranks of the fleet's
+ * 100/s - even slots and odd ones.  Each releases only at its own slots, each
+ * slot once, within an interval of the slot's start: a caller woken 4 ms late
+ * still has its slot, one woken 14 ms late has lost it to the next.  A release
+ * whose call went on for 25 ms uses up the machine's slots that started
+ * meanwhile.  Together they never release two in one slot. */
+static void test_grid(void **state)
+{
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
+	struct sl_shm m[2];
+	int64_t iv = 10 * MS, origin = 5 * MS, last[2] = {0, 0};
+	static int64_t slot_used[4000];
+	int n = 0;
+
+	(void)state;
+	memset(slot_used, 0, sizeof(slot_used));
+	for (int i = 0; i < 2; i++) {
+		struct sl_grant g = {.flags = SL_LEASE_RATE, .amount = 50, .window_ns = 1000 * MS,
+		                     .grid = {.origin_ns = origin, .interval_ns = iv, .n = 1,
+		                              .run = {{(uint16_t)(i * 2048), (uint16_t)(i * 2048 + 2048)}}}};
+
+		load(&m[i], fleet_rate);
+		grant(m[i].hdr, &g);
+	}
+	for (int round = 0; round < 40; round++) {
+		for (int i = 0; i < 2; i++) {
+			int64_t now = NOW + round * 40 * MS + (round % 3) * MS, slot, at, retry;
+			int64_t late = round % 5 == 1 ? 4 * MS : round % 5 == 3 ? 14 * MS : 0;
+
+			slot = reserve(m[i].hdr, now, t);
+			assert_true(slot >= now);
+			assert_int_equal((slot - origin) % iv, 0);
+			assert_int_equal((slot - origin) / iv % 2, i); /* its own */
+			at = SL_MAX(slot + late, last[i]);
+			while (sl_admit_release(m[i].hdr, t, at, 1, &retry) == 1) {
+				assert_true(retry > at);
+				at = retry;
+			}
+			/* Released within an interval of one of its own slots, used once. */
+			{
+				int64_t k = (at - origin) / iv;
+
+				assert_int_equal(k % 2, i);
+				assert_true(at - (origin + k * iv) < iv);
+				assert_true(k - (NOW - origin) / iv < 4000);
+				assert_int_equal(slot_used[k - (NOW - origin) / iv]++, 0);
+				if (late == 14 * MS)
+					assert_true(at > slot + iv); /* its slot was lost */
+				else if (late)
+					assert_int_equal(at, slot + late);
+			}
+			last[i] = at;
+			n++;
+		}
+	}
+	assert_int_equal(n, 80);
+	/* A call that went on for 25 ms: the machine's slots meanwhile are used up. */
+	{
+		struct sl_state *st = &sl_shm_section(m[0].hdr, 0)->state;
+		int64_t now = last[0] + 100 * MS, slot, retry;
+
+		slot = reserve(m[0].hdr, now, t);
+		assert_int_equal(sl_admit_release(m[0].hdr, t, slot, 1, &retry), 0);
+		assert_int_equal(sl_shm_lock(m[0].hdr, 1, 1000 * MS), 0);
+		sl_limit_moved(&sl_shm_section(m[0].hdr, 0)->spec, st, slot, slot + 25 * MS, 1, 0);
+		sl_shm_unlock(m[0].hdr, 1);
+		reserve(m[0].hdr, slot + 1, t);
+		assert_true(release(m[0].hdr, t, slot + 1000 * MS) >= slot + 25 * MS);
+	}
+	/* Four callers at once on half the grid: four slots, every other one, all
+	 * four queued. */
+	{
+		union sl_ticket_room q[4];
+		struct sl_state *st = &sl_shm_section(m[1].hdr, 0)->state;
+		int64_t now = NOW + 60 * 1000 * MS, prev = 0;
+
+		for (int i = 0; i < 4; i++) {
+			int64_t slot = reserve(m[1].hdr, now, &q[i].t);
+
+			assert_true(slot > prev + (i ? iv : 0));
+			assert_int_equal((slot - origin) / iv % 2, 1);
+			prev = slot;
+		}
+		assert_int_equal(sl_limit_queued(&sl_shm_section(m[1].hdr, 0)->spec, st, now, 0), 4);
+	}
+	/* The lease lapsed: no slot at all. */
+	grant(m[1].hdr, &(struct sl_grant){.flags = SL_LEASE_RATE, .amount = 50, .window_ns = 1000 * MS,
+	                                   .valid_ns = NOW, .grid = {.origin_ns = origin, .interval_ns = iv,
+	                                                             .n = 1, .run = {{2048, 4096}}}});
+	assert_int_equal(reserve(m[1].hdr, NOW + 2000 * MS, t), NOW + 2000 * MS + SL_LEASE_RETRY_NS);
+	for (int i = 0; i < 2; i++)
+		sl_shm_detach(&m[i]);
+}
+
 /* A chunk of a fixed window: its count goes until it ends, then nothing until the
  * next; topped up (the same chunk), the count goes on; a new chunk starts it anew. */
 static void test_window_chunk(void **state)
@@ -222,6 +318,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rate_share),
 		cmocka_unit_test(test_share_grows),
+		cmocka_unit_test(test_grid),
 		cmocka_unit_test(test_window_chunk),
 		cmocka_unit_test(test_places),
 	};
