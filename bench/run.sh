@@ -716,7 +716,7 @@ printf '   %-34s %6s s   %s\n' "1 GiB over h2c, followed:" "$don" \
 
 echo
 echo "20. a fleet at size: many daemons on this machine sharing 100/s through one Redis"
-for run in "50 20 steady" "100 15 steady" "200 15 moving"; do
+for run in "50 20 steady" "100 15 steady" "200 15 steady" "200 15 moving"; do
 	set -- $run
 	echo "   $1 daemons, $3 demand:"
 	BUILD=${BUILD:-build} bash "$ROOT/bench/fleet_scale.sh" "$@" | grep '^   ' | sed 's/^/  /'

@@ -12,14 +12,24 @@
 #include "sluice/lease.h"
 #include "sluice/shm-t.h"
 
+#include "sluice/grid.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #define SL_FLEET_SCALE 1000          /* rate shares go in thousandths of a request per window */
 #define SL_FLEET_HEADROOM_PPM 995000 /* a rate's grants add up to 99.5% of it */
 #define SL_FLEET_KEY_MAX 400         /* a Redis key: prefix, section, key */
-#define SL_FLEET_FIELDS_IN 5         /* per item in a call, after its kind (fleet.lua) */
-#define SL_FLEET_FIELDS_OUT 5        /* per item in an answer */
+#define SL_FLEET_FIELDS_IN 6         /* per item in a call, after its kind (fleet.lua) */
+#define SL_FLEET_HEAD_OUT 3          /* an answer's first numbers: Redis's clock (ms),
+                                      * settling, Redis's clock (us) */
+#define SL_FLEET_FIELDS_OUT (5 + SL_GRID_RUNS) /* per item in an answer: five, then a
+                                      * grid item's runs, from * 8192 + to (0: none) */
+#define SL_FLEET_GRID_JUMP_NS (1000000LL) /* the grid's origin (fleet.c): a later
+                                      * estimate by more than this and its round
+                                      * trip is a new clock */
+#define SL_FLEET_GRID_CREEP_NS (20 * 1000LL) /* ... by less, it moves this far at most
+                                      * an answer: less than any interval above 50,000/s */
 
 /* What one item's demand is measured from, carried across rounds. */
 struct sl_fleet_memo {
@@ -46,6 +56,9 @@ struct sl_fleet_item {
 	uint64_t burst;        /* the section's */
 	uint64_t demand, held; /* as reported */
 	int64_t pause_ms;      /* the end of its pause, on Redis's clock (0: none) */
+	int grid;              /* r: released on the fleet's grid (a GCRA counting
+	                        * requests, not bytes, with no burst: grid.h) */
+	struct sl_grid held_grid; /* r: the runs of ranks the lease holds now */
 	struct sl_fleet_memo *memo; /* NULL: no room to remember it (no demand) */
 };
 
@@ -76,9 +89,10 @@ struct sl_grant sl_fleet_rate_grant(const struct sl_fleet_item *it, uint64_t gra
 int sl_fleet_outage_grant(const struct sl_fleet_item *it, const struct sl_lease *l, uint32_t hosts,
                           int64_t now, int64_t redis_ms, struct sl_grant *g);
 
-/* Whether an answer's numbers (vals: now, settling, then SL_FLEET_FIELDS_OUT per
- * item, every one >= 0) could be fleet.lua's for items[0..n-1]: a clock after
- * 2020, no grant above its item's limit, no pause past 400 days.  One number out
+/* Whether an answer's numbers (vals: SL_FLEET_HEAD_OUT, then SL_FLEET_FIELDS_OUT
+ * per item, every one >= 0) could be fleet.lua's for items[0..n-1]: a clock after
+ * 2020 (both readings of it within a millisecond), no grant above its item's limit,
+ * no pause past 400 days, runs of ranks inside the frame and only for a grid item.  One number out
  * of range and none of the answer is used - clamping would hand a whole limit to
  * whatever a broken or hostile server said. */
 int sl_fleet_plausible(const struct sl_fleet_item *items, size_t n, const long long *vals);
@@ -94,9 +108,25 @@ struct sl_fleet_round {
 
 /* The grant for `it` from its answer fields e (SL_FLEET_FIELDS_OUT), Redis's clock
  * rnow (ms), the call's round trip rtt (ns) and this machine's `now`; valid until
- * valid_ns.  Returns 1 with *g to write, 0 when a window's answer is stale (its
- * window ended): nothing to write.  Updates *r. */
+ * valid_ns; a grid item's slots placed with Redis's time 0 at origin_ns
+ * (CLOCK_MONOTONIC).  Returns 1 with *g to write, 0 when a window's answer is
+ * stale (its window ended): nothing to write.  Updates *r. */
 int sl_fleet_answer(const struct sl_fleet_item *it, const long long *e, long long rnow, int64_t rtt,
-                    int64_t now, int64_t valid_ns, struct sl_fleet_round *r, struct sl_grant *g);
+                    int64_t now, int64_t valid_ns, int64_t origin_ns, struct sl_fleet_round *r,
+                    struct sl_grant *g);
+
+/* The grid's origin after an answer: Redis's time 0 on CLOCK_MONOTONIC, from the
+ * estimate `est` (the answer's arrival less Redis's clock in it: late by at most
+ * the answer's round trip `rtt`) and the origin in use (`have` 0: none).  An
+ * earlier estimate is taken at once (a smaller delay); a later one by
+ * SL_FLEET_GRID_CREEP_NS an answer at most (a slow answer, or the clocks' drift),
+ * so a slow answer does not move this machine's slots against the others'; one
+ * later than the round trip explains by SL_FLEET_GRID_JUMP_NS more is Redis's
+ * clock stepped, or another Redis, taken at once (docs/design.md, "The grid"). */
+int64_t sl_fleet_grid_origin(int have, int64_t origin, int64_t est, int64_t rtt);
+
+/* The runs of ranks of g as fleet.lua reads them ("from-to" joined by '.'; "-"
+ * for none) into buf; returns buf. */
+const char *sl_fleet_grid_runs(const struct sl_grid *g, char *buf, size_t len);
 
 #endif

@@ -68,7 +68,8 @@ struct fleet {
 	const char **argv;
 	size_t *lens;
 	char (*num)[32];
-	char (*pkeys)[SL_FLEET_KEY_MAX + 8]; /* each item's pause keys, expiry sets, totals */
+	char (*pkeys)[SL_FLEET_KEY_MAX + 8]; /* each item's pause keys, expiry sets, totals, grids */
+	char (*runs)[SL_GRID_RUNS * 10 + 2]; /* each item's runs of ranks held */
 	size_t argc;
 	char epoch[SL_FLEET_KEY_MAX]; /* the epoch key's name */
 	int ready;             /* connected, authenticated, script loaded */
@@ -95,6 +96,8 @@ struct fleet {
 	int64_t off_ms;        /* Redis's clock - CLOCK_REALTIME at the last answer */
 	int64_t rtt_ms;        /* that answer's round trip, rounded up (ms) */
 	int have_off;
+	int have_origin;
+	int64_t grid_origin;   /* Redis's time 0 on CLOCK_MONOTONIC (sl_fleet_grid_origin) */
 	struct sl_fleet_memo *memo;
 	size_t nmemo;          /* a power of two */
 	size_t memo_used;
@@ -558,6 +561,10 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 	int64_t rtt = now - f->sent_ns;
 	long long rnow = vals[0];
 
+	/* Redis read its clock (us) between the call's send and now: placed at now,
+	 * the grid's slots are late by at most the round trip, never early. */
+	f->grid_origin = sl_fleet_grid_origin(f->have_origin, f->grid_origin, now - vals[2] * 1000, rtt);
+	f->have_origin = 1;
 	f->off_ms = rnow - realtime_ms();
 	f->rtt_ms = (rtt + SL_NS_PER_MS - 1) / SL_NS_PER_MS;
 	f->have_off = 1;
@@ -571,14 +578,15 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 	}
 	for (size_t j = 0; j < f->nitems; j++) {
 		const struct sl_fleet_item *it = &f->items[j];
-		const long long *e = vals + 2 + SL_FLEET_FIELDS_OUT * j;
+		const long long *e = vals + SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT * j;
 		struct sl_grant g;
 
 		sl_log_debug("fleet %s: demand %" PRIu64 " held %" PRIu64 " granted %lld (%lld machines)", it->key,
 		             it->demand, it->held, e[0], e[1]);
 		/* Usable for one lease time from when the call left: Redis counts it from
 		 * when the call came, which is later. */
-		if (sl_fleet_answer(it, e, rnow, rtt, now, f->sent_ns + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS, &round, &g))
+		if (sl_fleet_answer(it, e, rnow, rtt, now, f->sent_ns + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS,
+		                    f->grid_origin, &round, &g))
 			write_grant(f, it, &g, now);
 		fleet_pause(f, it, e[4], rnow, now, rtt);
 	}
@@ -627,7 +635,7 @@ static void on_leases(redisAsyncContext *ac, void *reply, void *priv)
 		drop(f, "the lease call failed");
 		return;
 	}
-	want = 2 + SL_FLEET_FIELDS_OUT * f->nitems;
+	want = SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT * f->nitems;
 	if (!valid_ints(r, want)) {
 		warn(f, "redis %s: an answer that is not the lease script's (%s): leases kept", here(f),
 		     r->type == REDIS_REPLY_ARRAY ? "wrong length or type" : "not an array");
@@ -654,7 +662,9 @@ static void free_call(struct fleet *f)
 	free(f->lens);
 	free(f->num);
 	free(f->pkeys);
+	free(f->runs);
 	f->pkeys = NULL;
+	f->runs = NULL;
 	f->argv = NULL;
 	f->lens = NULL;
 	f->num = NULL;
@@ -735,32 +745,35 @@ static int cluster_error(struct fleet *f, const char *err)
 static void send_round(struct fleet *f)
 {
 	size_t n = collect(f, sl_clock_mono_ns());
-	size_t argc = 3 + 1 + 4 * n + 5 + (SL_FLEET_FIELDS_IN + 1) * n, a = 0;
+	size_t argc = 3 + 1 + 5 * n + 5 + (SL_FLEET_FIELDS_IN + 1) * n, a = 0;
 	const char **argv = calloc(argc, sizeof(*argv));
 	size_t *lens = calloc(argc, sizeof(*lens));
 	char (*num)[32] = calloc(5 + SL_FLEET_FIELDS_IN * n, sizeof(*num)); /* the NUMs below */
-	char (*pkeys)[SL_FLEET_KEY_MAX + 8] = calloc(n ? 3 * n : 1, sizeof(*pkeys));
+	char (*pkeys)[SL_FLEET_KEY_MAX + 8] = calloc(n ? 4 * n : 1, sizeof(*pkeys));
+	char (*runs)[SL_GRID_RUNS * 10 + 2] = calloc(n ? n : 1, sizeof(*runs));
 	size_t k = 0;
 
 	free_call(f);
 	drop_ask(f);
-	if (!argv || !lens || !num || !pkeys) {
+	if (!argv || !lens || !num || !pkeys || !runs) {
 		free(argv);
 		free(lens);
 		free(num);
 		free(pkeys);
+		free(runs);
 		return;
 	}
 	f->argv = argv;
 	f->lens = lens;
 	f->num = num;
 	f->pkeys = pkeys;
+	f->runs = runs;
 	f->nitems = n;
 #define ARG(s) (argv[a] = (s), lens[a] = strlen(argv[a]), a++)
 #define NUM(fmt, v) (snprintf(num[k], sizeof(num[k]), fmt, v), ARG(num[k++]))
 	ARG("EVALSHA");
 	ARG(f->sha);
-	NUM("%zu", 1 + 4 * n);
+	NUM("%zu", 1 + 5 * n);
 	ARG(f->epoch);
 	for (size_t j = 0; j < n; j++)
 		ARG(f->items[j].key);
@@ -776,6 +789,10 @@ static void send_round(struct fleet *f)
 		snprintf(pkeys[2 * n + j], sizeof(pkeys[2 * n + j]), "%s:totals", f->items[j].key);
 		ARG(pkeys[2 * n + j]);
 	}
+	for (size_t j = 0; j < n; j++) {
+		snprintf(pkeys[3 * n + j], sizeof(pkeys[3 * n + j]), "%s:grid", f->items[j].key);
+		ARG(pkeys[3 * n + j]);
+	}
 	ARG(f->conf.machine);
 	NUM("%" PRIu64, f->conf.ttl_ms);
 	NUM("%" PRIu64, 2 * f->conf.ttl_ms); /* settling after an empty start */
@@ -784,8 +801,8 @@ static void send_round(struct fleet *f)
 	for (size_t j = 0; j < n; j++) {
 		/* SL_FLEET_FIELDS_IN + 1 values each: kind and what follows */
 		const struct sl_fleet_item *it = &f->items[j];
-		static const char *const kinds[] = {"r", "c", "f", "s", "l"};
-		const char *kind = it->kind == 'r' ? kinds[0] : it->kind == 'c' ? kinds[1]
+		static const char *const kinds[] = {"r", "c", "f", "s", "l", "g"};
+		const char *kind = it->kind == 'r' ? kinds[it->grid ? 5 : 0] : it->kind == 'c' ? kinds[1]
 		                 : it->kind == 'f' ? kinds[2] : it->kind == 's' ? kinds[3] : kinds[4];
 
 		ARG(kind);
@@ -794,6 +811,7 @@ static void send_round(struct fleet *f)
 		NUM("%" PRIu64, it->demand);
 		NUM("%" PRIu64, it->held);
 		NUM("%" PRId64, it->pause_ms);
+		ARG(sl_fleet_grid_runs(&it->held_grid, runs[j], sizeof(runs[j])));
 	}
 #undef ARG
 #undef NUM
@@ -1138,6 +1156,13 @@ int sl_fleet_start(struct sl_daemon *d)
 	f->backoff_ns = BACKOFF_MIN_NS;
 	f->spare_at = sl_clock_mono_ns();
 	ev_timer_init(&f->tick, on_tick, 0., 0.);
+	/* Lowest: a loop that wakes late (a daemon kept off the cores) finds the
+	 * answer and the tick pending together, and reads the answer first rather
+	 * than calling it overdue - 200 daemons on two cores timed out twice each in
+	 * 12 s, and each such outage let a machine shape on ranks Redis then gave to
+	 * another (docs/design.md, "The grid").  libev runs pending watchers by
+	 * priority. */
+	ev_set_priority(&f->tick, EV_MINPRI);
 	f->tick.data = f;
 	ev_timer_init(&f->retry, on_retry, 0., 0.);
 	f->retry.data = f;

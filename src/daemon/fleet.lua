@@ -9,6 +9,8 @@
 -- KEYS[1 + n + i]  item i's pause key (its hash's name with ':pause')
 -- KEYS[1 + 2n + i] item i's expiry set (its hash's name with ':exp')
 -- KEYS[1 + 3n + i] item i's totals (its hash's name with ':totals')
+-- KEYS[1 + 4n + i] item i's grid (its hash's name with ':grid'): which ranks of
+--              the fleet's slot grid are taken (below, "The grid")
 --              A caller that does not give these has them derived.  Every key
 --              the script touches is declared, so a Cluster moving the fleet's
 --              slot routes the call as a whole (ASK, TRYAGAIN) instead of
@@ -17,8 +19,9 @@
 -- ARGV[3]      settling time after an empty start (ms)
 -- ARGV[4]      the part of a rate that may be granted, per million (headroom for the
 --              machines' own bursts)
--- ARGV[5]      how many items; then six fields each:
---   kind     r rate | c places | f fixed window | s session window | l sliding window
+-- ARGV[5]      how many items; then seven fields each:
+--   kind     r rate | g rate on the grid | c places | f fixed window | s session window |
+--            l sliding window
 --   limit    r: the rate in thousandths per window; c: places; windows: AMOUNT
 --   window   the window (ms)
 --   demand   r: thousandths per window this machine would use; c: places it would
@@ -26,25 +29,29 @@
 --   held     r, c: what it enforces now (thousandths per window, places)
 --   pause    when a pause the destination asked of this machine ends (Redis ms;
 --            0: none): kept for the item as the latest such end, for every machine
+--   runs     g: the runs of ranks its lease holds, "from-to" joined by '.' ('-': none)
 --
 -- When a machine is granted less than its fair part because others still hold
 -- the rest, the script publishes its name on the fleet's wake channel (the epoch
 -- key's name with ':wake' for ':epoch'): the others call at once and learn their
 -- smaller shares, rather than at their next period.
 --
--- Returns {now_ms, settling, then five values per item}: the grant (r: thousandths
--- per window; c: places; windows: the machine's count in the chunk), the machines
--- live for the item, for windows the window's number and its end (ms), and the
--- end of the item's pause (ms; 0: none) - each machine pauses until then too.
+-- Returns {now_ms, settling, now_us, then 21 values per item}: the grant (r,
+-- g: thousandths per window; c: places; windows: the machine's count in the
+-- chunk), the machines live for the item, for windows the window's number and its
+-- end (ms), the end of the item's pause (ms; 0: none) - each machine pauses until
+-- then too - and for g the runs of ranks granted, from * 8192 + to (0: none).
 
-local now
+local now, now_us
 do
 	local t = redis.call('TIME')
 	now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local me, ttl, settle, ppm = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
-if not me or not ttl or not settle or not ppm or not n or n < 0 or #ARGV < 5 + 6 * n then
+local FIELDS = 7 -- per item in ARGV, its kind included
+if not me or not ttl or not settle or not ppm or not n or n < 0 or #ARGV < 5 + FIELDS * n then
 	return redis.error_reply('fleet: bad arguments')
 end
 
@@ -101,15 +108,237 @@ local function bucket(d)
 	return 1 + math.floor(DEMAND_STEPS * math.log(d) / math.log(2))
 end
 
+-- The grid (docs/design.md, "The grid").  A rate counting requests is released
+-- on one grid of slots, slot k starting at k intervals of Redis's time, and slot
+-- k belongs to whoever holds rank bitrev12(k mod 4096).  A machine is granted
+-- runs of ranks, at most GRID_RUNS of them, that no other machine holds: the
+-- item's grid key is a string of GRID_RANKS bytes, 1 where a rank is taken.  A
+-- machine's entry keeps every rank it may be using - those it reports holding
+-- and those it was last granted - and only ranks in no entry are free: a rank
+-- taken away is given to another only after its holder has reported no longer
+-- holding it, or its entry expired (as a smaller share is counted at its old
+-- size until reported).  So no two machines' leases ever hold the same rank,
+-- and no slot is released twice by the fleet.
+local GRID_RANKS, GRID_RUNS = 4096, 16
+
+-- Runs of ranks: sorted, disjoint, not touching; each {from, to}.
+local function runs_norm(r)
+	table.sort(r, function(x, y) return x[1] < y[1] end)
+	local out = {}
+	for _, x in ipairs(r) do
+		if x[1] < x[2] then
+			local last = out[#out]
+			if last ~= nil and x[1] <= last[2] then
+				if x[2] > last[2] then
+					last[2] = x[2]
+				end
+			else
+				out[#out + 1] = {x[1], x[2]}
+			end
+		end
+	end
+	return out
+end
+
+local function runs_parse(s)
+	local r = {}
+	if type(s) ~= 'string' then
+		return r
+	end
+	for a, b in string.gmatch(s, '(%d+)%-(%d+)') do
+		a, b = tonumber(a), tonumber(b)
+		if a ~= nil and b ~= nil and a < b and b <= GRID_RANKS and #r < 64 then
+			r[#r + 1] = {a, b}
+		end
+	end
+	return runs_norm(r)
+end
+
+local function runs_string(r)
+	local parts = {}
+	for _, x in ipairs(r) do
+		parts[#parts + 1] = int(x[1]) .. '-' .. int(x[2])
+	end
+	return table.concat(parts, '.')
+end
+
+local function runs_size(r)
+	local n = 0
+	for _, x in ipairs(r) do
+		n = n + x[2] - x[1]
+	end
+	return n
+end
+
+-- a less b.
+local function runs_diff(a, b)
+	local out = {}
+	for _, x in ipairs(a) do
+		local from = x[1]
+		for _, y in ipairs(b) do
+			if y[2] > from and y[1] < x[2] then
+				if y[1] > from then
+					out[#out + 1] = {from, y[1]}
+				end
+				from = math.max(from, y[2])
+			end
+		end
+		if from < x[2] then
+			out[#out + 1] = {from, x[2]}
+		end
+	end
+	return runs_norm(out)
+end
+
+local function runs_union(a, b)
+	local all = {}
+	for _, x in ipairs(a) do
+		all[#all + 1] = {x[1], x[2]}
+	end
+	for _, x in ipairs(b) do
+		all[#all + 1] = {x[1], x[2]}
+	end
+	return runs_norm(all)
+end
+
 local function parse_entry(v)
 	if v == nil or v == false then
 		return nil
 	end
-	local h, g, exp, d = string.match(v, '^(%d+):(%d+):(%d+):(%d+)$')
+	local h, g, exp, d, r = string.match(v, '^(%d+):(%d+):(%d+):(%d+):?([%d%.%-]*)$')
 	if h == nil then
 		return nil
 	end
-	return {held = num(h), grant = num(g), exp = num(exp), demand = num(d)}
+	return {held = num(h), grant = num(g), exp = num(exp), demand = num(d), runs = runs_parse(r)}
+end
+
+-- An item's grid: its bytes (read once a call, kept in step with every write).
+local grids = {}
+
+local function grid_get(gkey)
+	if grids[gkey] == nil then
+		local v = redis.call('GET', gkey)
+		if type(v) ~= 'string' or #v ~= GRID_RANKS then
+			v = string.rep('\0', GRID_RANKS)
+		end
+		grids[gkey] = v
+	end
+	return grids[gkey]
+end
+
+-- Mark runs r taken (1) or free (0).
+local function grid_set(gkey, r, taken)
+	local v = grid_get(gkey)
+	local c = taken and '\1' or '\0'
+	for _, x in ipairs(r) do
+		local fill = string.rep(c, x[2] - x[1])
+		redis.call('SETRANGE', gkey, x[1], fill)
+		v = string.sub(v, 1, x[1]) .. fill .. string.sub(v, x[2] + 1)
+	end
+	grids[gkey] = v
+end
+
+-- The free parts of runs r.
+local function grid_free_parts(gkey, r)
+	local v, out = grid_get(gkey), {}
+	for _, x in ipairs(r) do
+		local at = x[1] + 1 -- rank i is byte i + 1
+		while at <= x[2] do
+			local s, e = string.find(v, '%z+', at)
+			if s == nil or s > x[2] then
+				break
+			end
+			out[#out + 1] = {s - 1, math.min(e, x[2])}
+			at = e + 1
+		end
+	end
+	return out
+end
+
+-- Runs longest first (the order a machine keeps and takes them in: a machine
+-- keeps its longest runs and gives up its shortest, and takes the longest free
+-- ones, so the frame does not crumble into pieces no machine can use within
+-- GRID_RUNS runs).
+local function longest_first(r)
+	local c = {}
+	for _, x in ipairs(r) do
+		c[#c + 1] = {x[1], x[2]}
+	end
+	table.sort(c, function(x, y)
+		if x[2] - x[1] ~= y[2] - y[1] then
+			return x[2] - x[1] > y[2] - y[1]
+		end
+		return x[1] < y[1]
+	end)
+	return c
+end
+
+-- Up to `want` ranks for a machine that may use `own` (its entry's), preferring
+-- those it holds now (`held`), then the rest of its own, then free ranks next to
+-- what it has, then the longest free runs: at most GRID_RUNS runs in all.  The
+-- free ranks taken are marked.
+local function grid_take(gkey, held, own, want)
+	local out, need = {}, want
+	local function add(from, to)
+		local k = math.min(need, to - from)
+		if k > 0 then
+			out[#out + 1] = {from, from + k}
+			need = need - k
+		end
+	end
+	for _, x in ipairs(longest_first(held)) do
+		add(x[1], x[2])
+	end
+	for _, x in ipairs(longest_first(runs_diff(own, held))) do
+		add(x[1], x[2])
+	end
+	out = runs_norm(out)
+	while #out > GRID_RUNS do
+		-- The shortest run goes (its ranks stay the machine's until reported).
+		local short = 1
+		for i, x in ipairs(out) do
+			if x[2] - x[1] < out[short][2] - out[short][1] then
+				short = i
+			end
+		end
+		need = need + out[short][2] - out[short][1]
+		table.remove(out, short)
+	end
+	if need > 0 then
+		local v, got = grid_get(gkey), {}
+		for _, x in ipairs(out) do
+			if need <= 0 then
+				break
+			end
+			if x[2] < GRID_RANKS and string.byte(v, x[2] + 1) == 0 then
+				local stop = (string.find(v, '[^%z]', x[2] + 1) or GRID_RANKS + 1) - 1
+				local k = math.min(need, stop - x[2])
+				got[#got + 1] = {x[2], x[2] + k}
+				need = need - k
+			end
+		end
+		local free, at = {}, 1
+		while true do
+			local s, e = string.find(v, '%z+', at)
+			if s == nil then
+				break
+			end
+			free[#free + 1] = {s - 1, e}
+			at = e + 1
+		end
+		free = runs_diff(free, got) -- not what an extension just took
+		for _, x in ipairs(longest_first(free)) do
+			if need <= 0 or #out + #got >= GRID_RUNS then
+				break
+			end
+			local k = math.min(need, x[2] - x[1])
+			got[#got + 1] = {x[1], x[1] + k}
+			need = need - k
+		end
+		grid_set(gkey, runs_norm(got), true)
+		out = runs_norm(runs_union(out, got))
+	end
+	return out
 end
 
 -- Add (sign 1) or take out (sign -1) one entry's part of the totals t (kept in
@@ -138,9 +367,10 @@ end
 
 -- The totals rebuilt from every entry (expired ones deleted): once, after an
 -- older script, a key of the three gone, or totals that do not add up.
-local function rebuild(key, ekey, tkey)
+local function rebuild(key, ekey, tkey, gkey)
 	local t = {n = 0, u = 0, d = 0, b = {}}
 	redis.call('DEL', ekey, tkey)
+	local taken = {}
 	local entries = redis.call('HGETALL', key)
 	for i = 1, #entries, 2 do
 		local m = entries[i]
@@ -151,8 +381,18 @@ local function rebuild(key, ekey, tkey)
 			else
 				count_in(t, tkey, e, 1, true)
 				redis.call('ZADD', ekey, e.exp, m)
+				for _, x in ipairs(e.runs) do
+					taken[#taken + 1] = x
+				end
 			end
 		end
+	end
+	if gkey ~= nil then
+		-- Every entry's ranks taken again (two entries holding one rank can come
+		-- only from a scribble: both keep it until one reports otherwise).
+		redis.call('SET', gkey, string.rep('\0', GRID_RANKS))
+		grids[gkey] = nil
+		grid_set(gkey, runs_norm(taken), true)
 	end
 	local fields = {'n', int(t.n), 'u', int(t.u), 'd', int(t.d)}
 	for k, b in pairs(t.b) do
@@ -170,25 +410,29 @@ end
 
 -- The totals (n, u, d, and the cached level), with up to SWEEP_MAX expired
 -- entries taken out.
-local function totals(key, ekey, tkey)
+local function totals(key, ekey, tkey, gkey)
 	local v = redis.call('HMGET', tkey, 'n', 'u', 'd', 'level', 'level_at', 'level_budget', 'level_n')
 	local t = {n = tonumber(v[1]), u = tonumber(v[2]), d = tonumber(v[3]), level = tonumber(v[4]),
 		level_at = tonumber(v[5]), level_budget = tonumber(v[6]), level_n = tonumber(v[7])}
 	if redis.call('HEXISTS', key, '#v') == 0 or t.n == nil or t.u == nil or t.d == nil or t.n < 0 or t.u < 0 or
-		t.d < 0 or (t.n > 0 and redis.call('EXISTS', ekey) == 0) then
-		return rebuild(key, ekey, tkey)
+		t.d < 0 or (t.n > 0 and redis.call('EXISTS', ekey) == 0) or
+		(gkey ~= nil and redis.call('STRLEN', gkey) ~= GRID_RANKS) then
+		return rebuild(key, ekey, tkey, gkey)
 	end
 	local gone = redis.call('ZRANGEBYSCORE', ekey, '-inf', '(' .. now, 'LIMIT', 0, SWEEP_MAX)
 	for _, m in ipairs(gone) do
 		local e = parse_entry(redis.call('HGET', key, m))
 		if e ~= nil then
 			count_in(t, tkey, e, -1)
+			if gkey ~= nil then
+				grid_set(gkey, e.runs, false)
+			end
 		end
 		redis.call('HDEL', key, m)
 		redis.call('ZREM', ekey, m)
 	end
 	if t.n < 0 or t.u < 0 or t.d < 0 then
-		return rebuild(key, ekey, tkey)
+		return rebuild(key, ekey, tkey, gkey)
 	end
 	return t
 end
@@ -246,11 +490,11 @@ local function level(t, tkey, budget, demand)
 	return lv
 end
 
--- A share of a rate, or of places.
-local function share(key, ekey, tkey, limit, demand, held, integral)
+-- A share of a rate, or of places; on the grid (gkey given), as runs of ranks too.
+local function share(key, ekey, tkey, gkey, limit, demand, held, integral, hruns)
 	ekey = ekey or (key .. ':exp')
 	tkey = tkey or (key .. ':totals')
-	local t = totals(key, ekey, tkey)
+	local t = totals(key, ekey, tkey, gkey)
 	local mine = parse_entry(redis.call('HGET', key, me))
 	if mine ~= nil then
 		count_in(t, tkey, mine, -1)
@@ -258,8 +502,9 @@ local function share(key, ekey, tkey, limit, demand, held, integral)
 	-- What the others may be using until they hear again: the larger of what they
 	-- last reported and what they were last granted.
 	local others = t.u
+	-- On the grid no machine bursts beyond its own slots: the whole rate.
 	local budget = limit
-	if not integral then
+	if not integral and gkey == nil then
 		budget = math.floor(limit * ppm / 1000000)
 	end
 	-- The fair part: what it asks, and an equal part of what nobody asks for,
@@ -279,17 +524,46 @@ local function share(key, ekey, tkey, limit, demand, held, integral)
 	if grant + slack < target and grant < demand then
 		short = true
 	end
+	local unsettled = grant
 	if settling == 1 then
 		grant = math.min(grant, held)
 	end
+	local runs, own = {}, {}
+	if gkey ~= nil and limit > 0 then
+		-- What it reports holding beyond its entry is taken where still free
+		-- (Redis came back empty, or its entry expired while it was cut off);
+		-- ranks another holds are not its to keep.
+		local mine_runs = (mine ~= nil and mine.runs) or {}
+		local reported = runs_parse(hruns)
+		local claimed = grid_free_parts(gkey, runs_diff(reported, mine_runs))
+		grid_set(gkey, claimed, true)
+		own = runs_union(mine_runs, claimed)
+		local holds = runs_diff(reported, runs_diff(reported, own))
+		-- Rounded up: what limits the grid is its ranks, all of them handed out,
+		-- and a share converted back and forth must not shrink a rank a call.
+		-- Settling, nobody gets more ranks than it holds.
+		local want = math.ceil(unsettled * GRID_RANKS / limit)
+		if settling == 1 then
+			want = math.min(want, runs_size(holds))
+		end
+		runs = grid_take(gkey, holds, own, want)
+		grant = math.floor(runs_size(runs) * limit / GRID_RANKS)
+		local keep = runs_union(holds, runs)
+		grid_set(gkey, runs_diff(own, keep), false)
+		own = keep
+	end
 	local e = {held = held, grant = grant, exp = now + ttl, demand = demand}
 	count_in(t, tkey, e, 1)
-	redis.call('HSET', key, me, int(held) .. ':' .. int(grant) .. ':' .. int(e.exp) .. ':' .. int(demand))
+	local v = int(held) .. ':' .. int(grant) .. ':' .. int(e.exp) .. ':' .. int(demand)
+	if gkey ~= nil then
+		v = v .. ':' .. runs_string(own)
+	end
+	redis.call('HSET', key, me, v)
 	redis.call('ZADD', ekey, e.exp, me)
-	for _, k in ipairs({key, ekey, tkey}) do
+	for _, k in ipairs({key, ekey, tkey, gkey}) do
 		redis.call('PEXPIRE', k, ttl * 4)
 	end
-	return grant, t.n
+	return grant, t.n, runs
 end
 
 -- A chunk of a window's AMOUNT.  Fixed windows are numbered on Redis's clock; a
@@ -375,18 +649,21 @@ local function paused(key, pkey, pause)
 	return kept
 end
 
-local out = {now, settling}
+local out = {now, settling, now_us}
 for i = 1, n do
-	local base = 5 + (i - 1) * 6
+	local base = 5 + (i - 1) * FIELDS
 	local kind = ARGV[base + 1]
 	local limit, window = num(ARGV[base + 2]), num(ARGV[base + 3])
 	local demand, held = num(ARGV[base + 4]), num(ARGV[base + 5])
 	local key = KEYS[1 + i]
-	local g, count, id, stop = 0, 0, 0, 0
+	local g, count, id, stop, runs = 0, 0, 0, 0, {}
 	if key == nil or window == 0 then
 		g = 0
 	elseif kind == 'r' or kind == 'c' then
-		g, count = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], limit, demand, held, kind == 'c')
+		g, count = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], nil, limit, demand, held, kind == 'c')
+	elseif kind == 'g' then
+		g, count, runs = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], KEYS[1 + 4 * n + i] or (key .. ':grid'),
+			limit, demand, held, false, ARGV[base + 7])
 	elseif kind == 'f' or kind == 's' or kind == 'l' then
 		g, count, id, stop = chunk(key, kind, limit, window, demand)
 	end
@@ -398,6 +675,10 @@ for i = 1, n do
 		out[#out + 1] = 0
 	else
 		out[#out + 1] = paused(key, KEYS[1 + n + i], num(ARGV[base + 6]))
+	end
+	for k = 1, GRID_RUNS do
+		local x = runs[k]
+		out[#out + 1] = x and (x[1] * 8192 + x[2]) or 0
 	end
 end
 if short then

@@ -23,11 +23,11 @@ static int64_t realtime_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The script's answer to the probe's call: Redis's clock, settling, and the one
- * item's five values, all integers. */
+/* The script's answer to the probe's call: Redis's clock, settling, Redis's clock
+ * again, and the one item's values, all integers. */
 static int probe_answer(const redisReply *r)
 {
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 7)
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT)
 		return 0;
 	for (size_t i = 0; i < r->elements; i++)
 		if (r->element[i]->type != REDIS_REPLY_INTEGER)
@@ -38,9 +38,11 @@ static int probe_answer(const redisReply *r)
 /* One lease call for the probe's item, its entry living ttl_ms. */
 static redisReply *probe_call(redisContext *c, const char *sha, const struct sl_fleet_conf *conf, int ttl_ms)
 {
-	return redisCommand(c, "EVALSHA %s 5 %s:epoch %s:probe %s:probe:pause %s:probe:exp %s:probe:totals %s %d 0 %d 1 "
-	                    "r 1000 1000 2000 0 0", sha, conf->prefix, conf->prefix, conf->prefix, conf->prefix,
-	                    conf->prefix, conf->machine, ttl_ms, SL_FLEET_HEADROOM_PPM);
+	/* A rate on the grid: the commands it needs are the most the script uses. */
+	return redisCommand(c, "EVALSHA %s 6 %s:epoch %s:probe %s:probe:pause %s:probe:exp %s:probe:totals "
+	                    "%s:probe:grid %s %d 0 %d 1 g 1000 1000 2000 0 0 -", sha, conf->prefix, conf->prefix,
+	                    conf->prefix, conf->prefix, conf->prefix, conf->prefix, conf->machine, ttl_ms,
+	                    SL_FLEET_HEADROOM_PPM);
 }
 
 /* Ask each seed where the master is, and say what each answered: the first

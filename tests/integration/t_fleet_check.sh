@@ -33,7 +33,7 @@ start_redis
 redis-cli -p "$REDIS_PORT" CONFIG SET requirepass s3cret >/dev/null
 # What the daemon runs (docs/config.md): its own commands and the lease script's.
 acl_cmds=(+eval +evalsha +script +publish +subscribe +time +info +ping +get +set +del +exists +pexpire
-	+hget +hmget +hset +hgetall +hdel +hexists +hincrby +zadd +zrangebyscore +zrem)
+	+hget +hmget +hset +hgetall +hdel +hexists +hincrby +zadd +zrangebyscore +zrem +setrange +strlen)
 redis-cli -p "$REDIS_PORT" -a s3cret --no-auth-warning ACL SETUSER shaper on '>pw2' '~sluice:*' '&sluice:*' \
 	"${acl_cmds[@]}" >/dev/null
 printf 's3cret\n' >"$T/pw"

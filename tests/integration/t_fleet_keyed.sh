@@ -44,12 +44,14 @@ for dst in 127.0.2.1 127.0.2.2; do
 		fail "sluice top does not show $dst's share: $(cat "$T/top.txt")"
 done
 # Each leased key is a hash of the machines' entries, a sorted set of their
-# expiries and their running totals (src/daemon/fleet.lua).
+# expiries, their running totals and the ranks of the grid they hold
+# (src/daemon/fleet.lua).
 keys=$(redis-cli -p "$REDIS_PORT" --scan --pattern "sluice:{t$$}:i:hooks/*" | sort | tr '\n' ' ')
 note "leased keys: $keys"
 want=""
 for dst in 127.0.2.1 127.0.2.2; do
-	want+="sluice:{t$$}:i:hooks/$dst:r sluice:{t$$}:i:hooks/$dst:r:exp sluice:{t$$}:i:hooks/$dst:r:totals "
+	want+="sluice:{t$$}:i:hooks/$dst:r sluice:{t$$}:i:hooks/$dst:r:exp sluice:{t$$}:i:hooks/$dst:r:grid "
+	want+="sluice:{t$$}:i:hooks/$dst:r:totals "
 done
 [ "$keys" = "$want" ] || fail "Redis should hold the two keys in use, and only them: $keys"
 wait "${KO_PIDS[@]}"

@@ -2,11 +2,13 @@
 # A fleet of fifty (issue 29, CI size; make bench item 20 runs 50, 100 and 200):
 # fifty daemons on this machine, each its own segment and machine name, share
 # 100/s through one Redis, each one's client offering 10/s (bench/fleet_scale.sh).
-# Held at the destination: never more in any one-second span than the bound
-# docs/design.md proves today, 0.995·R·S plus a burst of one a machine (149; 100
-# is what is measured, and what design.md's "At size" says a grid would promise);
-# the rate as a generous floor (90/s; bench prints the figure, 99.8/s here); and
-# Redis's calls at most five a second a daemon, plus the wake-ups' spare (6).
+# Held at the destination: never more in any one-second span than the grid's
+# bound, R·(S + ε) + 2 (docs/design.md, "The grid"): 102 while the machines place
+# Redis's clock within 10 ms, whatever their number - where the shares' bound
+# of before, 0.995·R·S and one a machine, allowed 149; the rate, and the fewest
+# in a whole second, as generous floors (90; bench prints the figures, 99.9/s
+# and 100 here); and Redis's calls at most five a second a daemon, plus the
+# wake-ups' spare (6).
 . "$(dirname "$0")/lib.sh"
 
 BUILD=${BUILD:-build} timeout 240 bash "$(dirname "$0")/../../bench/fleet_scale.sh" 50 12 steady >"$T/scale.out" 2>&1 ||
@@ -19,7 +21,8 @@ read -r rate most fewest calls < <(awk '
 	/Redis:/ { sub("[(]", "", $4); c = $4 }
 	END { print r, m, f, c }' "$T/scale.out")
 [ -n "$most" ] && [ -n "$calls" ] || fail "no figures: $(cat "$T/scale.out")"
-[ "$most" -le 149 ] || fail "$most in one second from fifty machines sharing 100/s (bound 149)"
+[ "$most" -le 102 ] || fail "$most in one second from fifty machines sharing 100/s (bound 102)"
 awk -v r="$rate" 'BEGIN { exit !(r >= 90) }' || fail "the fleet of fifty delivered $rate/s of 100/s (floor 90)"
+[ "$fewest" -ge 90 ] || fail "$fewest in a whole second from fifty machines sharing 100/s (floor 90)"
 awk -v c="$calls" 'BEGIN { exit !(c <= 6) }' || fail "$calls lease calls a second a daemon (at most 6)"
 echo "ok"

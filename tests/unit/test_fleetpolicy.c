@@ -41,28 +41,47 @@ static struct sl_fleet_item item(char kind, uint64_t limit, int64_t window_ns)
 static void test_plausible(void **state)
 {
 	struct sl_fleet_item its[2] = {item('r', 100000, S), item('c', 4, S)};
-	long long good[12] = {1700000000000LL, 0, 50000, 2, 0, 0, 0, 4, 2, 0, 0, 0};
-	long long v[12];
+	enum { E0 = SL_FLEET_HEAD_OUT, E1 = SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT };
+	long long good[SL_FLEET_HEAD_OUT + 2 * SL_FLEET_FIELDS_OUT] = {1700000000000LL, 0, 1700000000000123LL};
+	long long v[sizeof(good) / sizeof(good[0])];
 
 	(void)state;
+	good[E0] = 50000;
+	good[E0 + 1] = 2;
+	good[E1] = 4;
+	good[E1 + 1] = 2;
+	its[0].grid = 1;
+	good[E0 + 5] = 0 * 8192 + 2048; /* ranks [0, 2048): half the grid */
 	assert_true(sl_fleet_plausible(its, 2, good));
+	memcpy(v, good, sizeof(v));
+	v[2] = 1700000002000000LL; /* the two readings of Redis's clock 2 s apart */
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
+	v[E0 + 6] = 100 * 8192 + 50; /* a run that ends before it starts */
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
+	v[E0 + 6] = 100 * 8192 + 4097; /* past the frame */
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
+	v[E1 + 5] = 8; /* runs for places */
+	assert_false(sl_fleet_plausible(its, 2, v));
 	memcpy(v, good, sizeof(v));
 	v[0] = 1500000000000LL; /* a clock before 2020 */
 	assert_false(sl_fleet_plausible(its, 2, v));
 	memcpy(v, good, sizeof(v));
-	v[7] = 5; /* five places of four */
+	v[E1] = 5; /* five places of four */
 	assert_false(sl_fleet_plausible(its, 2, v));
 	memcpy(v, good, sizeof(v));
-	v[2] = 100001; /* a share above the whole rate */
+	v[E0] = 100001; /* a share above the whole rate */
 	assert_false(sl_fleet_plausible(its, 2, v));
 	memcpy(v, good, sizeof(v));
-	v[6] = good[0] + 34560000001LL; /* a pause past 400 days */
+	v[E0 + 4] = good[0] + 34560000001LL; /* a pause past 400 days */
 	assert_false(sl_fleet_plausible(its, 2, v));
 	memcpy(v, good, sizeof(v));
-	v[3] = (long long)UINT32_MAX + 1; /* machines past any count */
+	v[E0 + 1] = (long long)UINT32_MAX + 1; /* machines past any count */
 	assert_false(sl_fleet_plausible(its, 2, v));
 	memcpy(v, good, sizeof(v));
-	v[2] = -1;
+	v[E0] = -1;
 	assert_false(sl_fleet_plausible(its, 2, v));
 }
 
@@ -73,13 +92,13 @@ static void test_answer_rate(void **state)
 	struct sl_fleet_item it = item('r', 100000, S);
 	struct sl_fleet_round r = {0};
 	struct sl_grant g;
-	long long e[5] = {40000, 3, 0, 0, 0};
+	long long e[SL_FLEET_FIELDS_OUT] = {40000, 3, 0, 0, 0};
 
 	(void)state;
 	it.burst = 10;
 	it.held = 60000;
 	it.demand = 90000;
-	assert_int_equal(sl_fleet_answer(&it, e, 1700000000000LL, MS, 5 * S, 7 * S, &r, &g), 1);
+	assert_int_equal(sl_fleet_answer(&it, e, 1700000000000LL, MS, 5 * S, 7 * S, 0, &r, &g), 1);
 	assert_int_equal(g.flags, SL_LEASE_RATE);
 	assert_int_equal(g.amount, 40000); /* thousandths per 1000 windows */
 	assert_int_equal(g.window_ns, 1000 * S);
@@ -95,8 +114,49 @@ static void test_answer_rate(void **state)
 	it.held = 20000;
 	it.demand = 20000;
 	e[0] = 20000;
-	sl_fleet_answer(&it, e, 1700000000000LL, MS, 5 * S, 7 * S, &r, &g);
+	sl_fleet_answer(&it, e, 1700000000000LL, MS, 5 * S, 7 * S, 0, &r, &g);
 	assert_false(r.shrank || r.starved || r.above);
+}
+
+/* A grid item's runs come with its slots' interval (its limit, evenly) and the
+ * origin it is given; a rate item that is not the grid's has none. */
+static void test_answer_grid(void **state)
+{
+	struct sl_fleet_item it = item('r', 100000, S); /* 100/s */
+	struct sl_fleet_round r = {0};
+	struct sl_grant g;
+	long long e[SL_FLEET_FIELDS_OUT] = {50000, 2, 0, 0, 0, 0 * 8192 + 1024, 3072 * 8192 + 4096};
+
+	(void)state;
+	it.grid = 1;
+	assert_int_equal(sl_fleet_answer(&it, e, 1700000000000LL, MS, 5 * S, 7 * S, -42, &r, &g), 1);
+	assert_int_equal(g.grid.n, 2);
+	assert_int_equal(g.grid.interval_ns, 10 * MS);
+	assert_int_equal(g.grid.origin_ns, -42);
+	assert_int_equal(g.grid.run[0].from, 0);
+	assert_int_equal(g.grid.run[0].to, 1024);
+	assert_int_equal(g.grid.run[1].from, 3072);
+	assert_int_equal(g.grid.run[1].to, 4096);
+	assert_int_equal(sl_grid_ranks(&g.grid), 2048);
+	it.grid = 0;
+	assert_int_equal(sl_fleet_answer(&it, e, 1700000000000LL, MS, 5 * S, 7 * S, -42, &r, &g), 1);
+	assert_int_equal(g.grid.n, 0);
+	/* The origin: earlier estimates at once, later ones creep, a step is a step. */
+	assert_int_equal(sl_fleet_grid_origin(0, 0, 500, MS), 500);
+	assert_int_equal(sl_fleet_grid_origin(1, 1000, 400, MS), 400);
+	/* Later by 3 ms with an answer 3 ms slow: the delay, followed slowly. */
+	assert_int_equal(sl_fleet_grid_origin(1, 1000, 1000 + 3 * MS, 3 * MS), 1000 + SL_FLEET_GRID_CREEP_NS);
+	assert_int_equal(sl_fleet_grid_origin(1, 1000, 1000 + 5, MS), 1005);
+	/* Later by 9 ms on an answer 1 ms slow: Redis's clock moved. */
+	assert_int_equal(sl_fleet_grid_origin(1, 1000, 1000 + 9 * MS, MS), 1000 + 9 * MS);
+	{
+		char buf[SL_GRID_RUNS * 10 + 2];
+
+		assert_string_equal(sl_fleet_grid_runs(&g.grid, buf, sizeof(buf)), "-");
+		sl_fleet_answer(&(struct sl_fleet_item){.kind = 'r', .limit = 100000, .window_ns = S, .grid = 1}, e,
+		                1700000000000LL, MS, 5 * S, 7 * S, 0, &r, &g);
+		assert_string_equal(sl_fleet_grid_runs(&g.grid, buf, sizeof(buf)), "0-1024.3072-4096");
+	}
 }
 
 static void test_answer_places_and_windows(void **state)
@@ -105,24 +165,24 @@ static void test_answer_places_and_windows(void **state)
 	struct sl_fleet_round r = {0};
 	struct sl_grant g;
 	long long rnow = 1700000000000LL;
-	long long pe[5] = {3, 2, 0, 0, 0};
-	long long fe[5] = {120, 2, 170000000, rnow + 4000, 0};
+	long long pe[SL_FLEET_FIELDS_OUT] = {3, 2, 0, 0, 0};
+	long long fe[SL_FLEET_FIELDS_OUT] = {120, 2, 170000000, rnow + 4000, 0};
 
 	(void)state;
 	c.held = 5;
-	assert_int_equal(sl_fleet_answer(&c, pe, rnow, MS, 9 * S, 10 * S, &r, &g), 1);
+	assert_int_equal(sl_fleet_answer(&c, pe, rnow, MS, 9 * S, 10 * S, 0, &r, &g), 1);
 	assert_int_equal(g.flags, SL_LEASE_PLACES);
 	assert_int_equal(g.places, 3);
 	assert_true(r.shrank);
 	/* A chunk ends early rather than late: the round trip and two milliseconds. */
-	assert_int_equal(sl_fleet_answer(&f, fe, rnow, 3 * MS, 9 * S, 10 * S, &r, &g), 1);
+	assert_int_equal(sl_fleet_answer(&f, fe, rnow, 3 * MS, 9 * S, 10 * S, 0, &r, &g), 1);
 	assert_int_equal(g.flags, SL_LEASE_CHUNK);
 	assert_int_equal(g.amount, 120);
 	assert_int_equal(g.chunk, 170000000);
 	assert_int_equal(g.until_ns, 9 * S - 3 * MS + (4000 - 2) * MS);
 	/* A window that ended before Redis answered: nothing to write. */
 	fe[3] = rnow;
-	assert_int_equal(sl_fleet_answer(&f, fe, rnow, 3 * MS, 9 * S, 10 * S, &r, &g), 0);
+	assert_int_equal(sl_fleet_answer(&f, fe, rnow, 3 * MS, 9 * S, 10 * S, 0, &r, &g), 0);
 }
 
 /* --- while Redis is away --- */
@@ -275,7 +335,7 @@ static long long lease_ttl(const char *machine, char kind, uint64_t limit, uint6
 {
 	char k[2] = {kind, 0}, lim[32], dem[32], hel[32], settle[16], ttl[16];
 	const char *argv[] = {"EVALSHA", sha, "2", "sluice:{t}:epoch", "sluice:{t}:i:api:r", machine, ttl,
-	                      settle, "995000", "1", k, lim, "1000", dem, hel, "0"};
+	                      settle, "995000", "1", k, lim, "1000", dem, hel, "0", "-"};
 	redisReply *r;
 	long long g;
 
@@ -289,10 +349,10 @@ static long long lease_ttl(const char *machine, char kind, uint64_t limit, uint6
 	if (r->type == REDIS_REPLY_ERROR)
 		fail_msg("fleet.lua: %s", r->str);
 	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-	assert_int_equal(r->elements, 7);
-	g = r->element[2]->integer;
+	assert_int_equal(r->elements, SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT);
+	g = r->element[SL_FLEET_HEAD_OUT]->integer;
 	if (live)
-		*live = r->element[3]->integer;
+		*live = r->element[SL_FLEET_HEAD_OUT + 1]->integer;
 	freeReplyObject(r);
 	return g;
 }
@@ -399,6 +459,123 @@ static void test_budget_through_changes(void **state)
 	assert_true(grant[1] >= 12000);
 	/* Rounding: a thousandth of a request per machine, at most. */
 	assert_true(in_effect(grant, MACHINES) >= SL_MIN(asked, (long long)budget) - MACHINES);
+}
+
+/* One machine's call for a rate on the grid: its runs held in, its runs granted
+ * out (from * 8192 + to each, 0: none); returns the grant. */
+static long long lease_grid(const char *machine, uint64_t limit, uint64_t demand, uint64_t held,
+                            const long long *in, long long *out, int settle_ms)
+{
+	char lim[32], dem[32], hel[32], settle[16], runs[SL_GRID_RUNS * 12 + 2] = "";
+	const char *argv[] = {"EVALSHA", sha, "2", "sluice:{t}:epoch", "sluice:{t}:i:api:r", machine, "3000",
+	                      settle, "995000", "1", "g", lim, "1000", dem, hel, "0", runs};
+	redisReply *r;
+	long long g;
+
+	for (int k = 0; k < SL_GRID_RUNS; k++)
+		if (in[k])
+			snprintf(runs + strlen(runs), sizeof(runs) - strlen(runs), "%s%lld-%lld", runs[0] ? "." : "",
+			         in[k] / 8192, in[k] % 8192);
+	if (!runs[0])
+		strcpy(runs, "-");
+	snprintf(lim, sizeof(lim), "%llu", (unsigned long long)limit);
+	snprintf(dem, sizeof(dem), "%llu", (unsigned long long)demand);
+	snprintf(hel, sizeof(hel), "%llu", (unsigned long long)held);
+	snprintf(settle, sizeof(settle), "%d", settle_ms);
+	r = redisCommandArgv(rc, (int)(sizeof(argv) / sizeof(argv[0])), argv, NULL);
+	assert_non_null(r);
+	if (r->type == REDIS_REPLY_ERROR)
+		fail_msg("fleet.lua: %s", r->str);
+	assert_int_equal(r->elements, SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT);
+	g = r->element[SL_FLEET_HEAD_OUT]->integer;
+	for (int k = 0; k < SL_GRID_RUNS; k++)
+		out[k] = r->element[SL_FLEET_HEAD_OUT + 5 + k]->integer;
+	freeReplyObject(r);
+	return g;
+}
+
+/* Ranks held by more than one machine (each holding what it was granted last),
+ * and in *taken how many are held at all. */
+static int ranks_twice(long long runs[][SL_GRID_RUNS], int n, int *taken)
+{
+	static unsigned char seen[SL_GRID_RANKS];
+	int twice = 0;
+
+	memset(seen, 0, sizeof(seen));
+	*taken = 0;
+	for (int m = 0; m < n; m++)
+		for (int k = 0; k < SL_GRID_RUNS; k++)
+			for (long long q = runs[m][k] / 8192; runs[m][k] && q < runs[m][k] % 8192; q++) {
+				twice += seen[q]++ > 0;
+				++*taken;
+			}
+	return twice;
+}
+
+/* Five machines on the grid, demands changing at every call: no rank is ever
+ * held by two of them, each holds at most SL_GRID_RUNS runs making up exactly its
+ * grant, and once the demands settle the whole rate is handed out.  Redis then
+ * comes back empty: each machine keeps what it reports holding, and nobody is
+ * given a rank another still holds. */
+static void test_grid_ranks(void **state)
+{
+	uint64_t limit = 100000, seed = 4242;
+	long long grant[MACHINES] = {0}, runs[MACHINES][SL_GRID_RUNS];
+	int taken;
+
+	(void)state;
+	memset(runs, 0, sizeof(runs));
+	flush();
+	for (int call = 0; call < 600; call++) {
+		long long in[SL_GRID_RUNS], ranks = 0;
+		uint64_t demand;
+		int m;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		m = (int)((seed >> 33) % MACHINES);
+		demand = (seed >> 13) % 5 == 0 ? 0 : (seed >> 17) % limit;
+		memcpy(in, runs[m], sizeof(in));
+		grant[m] = lease_grid(names[m], limit, demand, (uint64_t)grant[m], in, runs[m], 0);
+		for (int k = 0; k < SL_GRID_RUNS; k++)
+			if (runs[m][k])
+				ranks += runs[m][k] % 8192 - runs[m][k] / 8192;
+		assert_int_equal(grant[m], ranks * (long long)limit / SL_GRID_RANKS);
+		assert_int_equal(ranks_twice(runs, MACHINES, &taken), 0);
+	}
+	for (int round = 0; round < 3; round++)
+		for (int m = 0; m < MACHINES; m++) {
+			long long in[SL_GRID_RUNS];
+
+			memcpy(in, runs[m], sizeof(in));
+			grant[m] = lease_grid(names[m], limit, limit, (uint64_t)grant[m], in, runs[m], 0);
+			assert_int_equal(ranks_twice(runs, MACHINES, &taken), 0);
+		}
+	assert_true(taken >= (int)SL_GRID_RANKS - MACHINES);
+	/* Redis empty: while the fleet settles nobody is given a rank it does not
+	 * report holding, and m4, which says it holds m0's ranks as well as its own,
+	 * is not given them. */
+	flush();
+	for (int m = 0; m < MACHINES; m++) {
+		long long in[SL_GRID_RUNS], was[SL_GRID_RUNS];
+
+		memcpy(in, runs[m], sizeof(in));
+		memcpy(was, runs[m], sizeof(was));
+		if (m == MACHINES - 1)
+			for (int k = 0; k < SL_GRID_RUNS; k++)
+				if (!in[k]) {
+					in[k] = runs[0][0];
+					break;
+				}
+		lease_grid(names[m], limit, limit, (uint64_t)limit, in, runs[m], 6000);
+		for (int k = 0; k < SL_GRID_RUNS; k++) {
+			int inside = !runs[m][k];
+
+			for (int w = 0; w < SL_GRID_RUNS && !inside; w++)
+				inside = was[w] && runs[m][k] / 8192 >= was[w] / 8192 && runs[m][k] % 8192 <= was[w] % 8192;
+			assert_true(inside);
+		}
+		assert_int_equal(ranks_twice(runs, MACHINES, &taken), 0);
+	}
 }
 
 /* Redis came back empty: while the fleet settles, nobody is granted more than it
@@ -534,6 +711,7 @@ int main(void)
 	const struct CMUnitTest pure[] = {
 		cmocka_unit_test(test_plausible),
 		cmocka_unit_test(test_answer_rate),
+		cmocka_unit_test(test_answer_grid),
 		cmocka_unit_test(test_answer_places_and_windows),
 		cmocka_unit_test(test_outage_shares),
 		cmocka_unit_test(test_demand),
@@ -541,6 +719,7 @@ int main(void)
 	const struct CMUnitTest redis[] = {
 		cmocka_unit_test(test_water_filling),
 		cmocka_unit_test(test_budget_through_changes),
+		cmocka_unit_test(test_grid_ranks),
 		cmocka_unit_test(test_settling_after_empty_start),
 		cmocka_unit_test(test_totals_at_size),
 		cmocka_unit_test(test_totals_rebuilt),

@@ -29,10 +29,11 @@ def _lease(bad, role=MASTER_ROLE):
         if cmd and cmd[0].upper() == b"ROLE":
             return role
         if cmd and cmd[0].upper() == b"EVALSHA":
-            # KEYS: the epoch, then each item's hash, pause key, expiry set and
-            # totals (src/daemon/fleet.lua).
-            items = max(int(cmd[2]) - 1, 0) // 4 if len(cmd) > 2 and cmd[2].isdigit() else 0
-            return bad(2 + 5 * items)
+            # KEYS: the epoch, then each item's hash, pause key, expiry set,
+            # totals and grid (src/daemon/fleet.lua); the answer: three numbers,
+            # then 21 an item.
+            items = max(int(cmd[2]) - 1, 0) // 5 if len(cmd) > 2 and cmd[2].isdigit() else 0
+            return bad(3 + 21 * items)
         return b"+OK\r\n"
     return answer
 
@@ -54,14 +55,20 @@ WAYS = [
                                                       b"$9\r\nconnected\r\n:1\r\n")),
     ("an array of the wrong length", _lease(lambda n: ints([1] * (n + 3)))),
     ("negative numbers", _lease(lambda n: ints([-5] * n))),
-    ("a grant far above the limit", _lease(lambda n: ints([int(time.time() * 1000), 0] + [10 ** 15, 3, 0, 0, 0] * ((n - 2) // 5)))),
+    ("a grant far above the limit", _lease(lambda n: ints([int(time.time() * 1000), 0, int(time.time() * 1000000)] +
+                                                          ([10 ** 15, 3, 0, 0, 0] + [0] * 16) * ((n - 3) // 21)))),
+    ("a run of ranks past the grid", _lease(lambda n: ints([int(time.time() * 1000), 0, int(time.time() * 1000000)] +
+                                                           ([1000, 3, 0, 0, 0, 5000 * 8192 + 6000] + [0] * 15) *
+                                                           ((n - 3) // 21)))),
     ("a number past 64 bits", _lease(lambda n: b"*%d\r\n" % n + b":99999999999999999999999\r\n" * n)),
     ("nesting 10,000 deep", _lease(lambda n: b"*1\r\n" * 10000)),
     ("a string", _lease(lambda n: b"$5\r\nhello\r\n")),
     ("an error", _lease(lambda n: b"-ERR the fake says no\r\n")),
     ("a bulk string of 2 GB announced", _lease(lambda n: b"$2147483647\r\nabc")),
-    ("a pause a thousand years long", _lease(lambda n: ints([int(time.time() * 1000), 0] + [1, 3, 0, 0, int(time.time() * 1000) + 10 ** 13] * ((n - 2) // 5)))),
-    ("a clock from 1970", _lease(lambda n: ints([5, 0] + [1, 3, 0, 0, 0] * ((n - 2) // 5)))),
+    ("a pause a thousand years long", _lease(lambda n: ints([int(time.time() * 1000), 0, int(time.time() * 1000000)] +
+                                                            ([1, 3, 0, 0, int(time.time() * 1000) + 10 ** 13] + [0] * 16) *
+                                                            ((n - 3) // 21)))),
+    ("a clock from 1970", _lease(lambda n: ints([5, 0, 5000] + ([1, 3, 0, 0, 0] + [0] * 16) * ((n - 3) // 21)))),
     ("silence", _lease(lambda n: None)),
 ]
 
