@@ -83,7 +83,7 @@ bulk=$(awk -v a="$a0" -v b="$(admitted bulk)" -v s="$secs" 'BEGIN { printf "%.0f
 
 printf '   %-34s %s per daemon\n' "lease calls/s at 100/s:" "$low"
 printf '   %-34s %s per daemon (the fleet carried %s/s)\n' "lease calls/s at 10,000/s:" "$high" "$bulk"
-printf '   %-34s %s/s of 100/s (%s%%; the shares add up to 99.5)\n' "aggregate rate, 3 daemons:" "$rate" \
+printf '   %-34s %s/s of 100/s (%s%%; on the grid the whole rate is shared)\n' "aggregate rate, 3 daemons:" "$rate" \
 	"$(awk -v r="$rate" 'BEGIN { printf "%+.1f", r - 100 }')"
 
 # --- the step, three times: machines 1 and 2 at 200/s, machine 3 joins 3 s in ---
