@@ -152,6 +152,14 @@ void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, 
 	it->pause_ms = it->kind != 'c' && env->redis_ms && s->signals && sl_sane_ns(st->pause.until_ns) > now
 	               ? env->redis_ms + (sl_sane_ns(st->pause.until_ns) - now + SL_NS_PER_MS - 1) / SL_NS_PER_MS
 	               : 0;
+	if (it->kind == 'r') {
+		/* The grid (grid.h) releases one request a slot: a rate counting requests
+		 * with no burst.  Bytes, or a burst to share, keep the share's own GCRA.
+		 * Known before any measure: an item is asked for one way only. */
+		it->grid = s->meter != SL_METER_BYTES && sl_strategy_is_gcra(s) && s->burst <= 1;
+		if (it->grid && (lease_of(st)->flags & SL_LEASE_RATE) && sl_grid_usable(&lease_of(st)->grid))
+			it->held_grid = lease_of(st)->grid;
+	}
 	if (!m) {
 		it->demand = it->held = 0;
 		return;
@@ -171,11 +179,6 @@ void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, 
 		                  lease_of(st)->flags & SL_LEASE_PLACES ? (uint64_t)lease_of(st)->places : 0);
 	} else if (it->kind == 'r') {
 		rate_demand(env, it, s, st, waiting, queued, fresh);
-		/* The grid (grid.h) releases one request a slot: a rate counting requests
-		 * with no burst.  Bytes, or a burst to share, keep the share's own GCRA. */
-		it->grid = s->meter != SL_METER_BYTES && sl_strategy_is_gcra(s) && s->burst <= 1;
-		if (it->grid && (lease_of(st)->flags & SL_LEASE_RATE) && sl_grid_usable(&lease_of(st)->grid))
-			it->held_grid = lease_of(st)->grid;
 	} else {
 		window_demand(env, it, s, st, waiting, queued, now);
 	}

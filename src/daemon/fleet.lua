@@ -410,7 +410,7 @@ end
 
 -- The totals (n, u, d, and the cached level), with up to SWEEP_MAX expired
 -- entries taken out.
-local function totals(key, ekey, tkey, gkey)
+local function totals(key, ekey, tkey, gkey, sweep_gkey)
 	local v = redis.call('HMGET', tkey, 'n', 'u', 'd', 'level', 'level_at', 'level_budget', 'level_n')
 	local t = {n = tonumber(v[1]), u = tonumber(v[2]), d = tonumber(v[3]), level = tonumber(v[4]),
 		level_at = tonumber(v[5]), level_budget = tonumber(v[6]), level_n = tonumber(v[7])}
@@ -424,8 +424,9 @@ local function totals(key, ekey, tkey, gkey)
 		local e = parse_entry(redis.call('HGET', key, m))
 		if e ~= nil then
 			count_in(t, tkey, e, -1)
-			if gkey ~= nil then
-				grid_set(gkey, e.runs, false)
+			-- Its ranks, whatever kind of call finds it expired.
+			if (gkey or sweep_gkey) ~= nil and #e.runs > 0 then
+				grid_set(gkey or sweep_gkey, e.runs, false)
 			end
 		end
 		redis.call('HDEL', key, m)
@@ -491,13 +492,19 @@ local function level(t, tkey, budget, demand)
 end
 
 -- A share of a rate, or of places; on the grid (gkey given), as runs of ranks too.
-local function share(key, ekey, tkey, gkey, limit, demand, held, integral, hruns)
+-- A rate off the grid names its item's grid (sweep_gkey) only so that ranks an
+-- entry held are freed whoever finds it gone: the same item may be called both
+-- ways (a daemon that does not know the item yet asks off the grid).
+local function share(key, ekey, tkey, gkey, limit, demand, held, integral, hruns, sweep_gkey)
 	ekey = ekey or (key .. ':exp')
 	tkey = tkey or (key .. ':totals')
-	local t = totals(key, ekey, tkey, gkey)
+	local t = totals(key, ekey, tkey, gkey, sweep_gkey)
 	local mine = parse_entry(redis.call('HGET', key, me))
 	if mine ~= nil then
 		count_in(t, tkey, mine, -1)
+		if gkey == nil and sweep_gkey ~= nil and #mine.runs > 0 then
+			grid_set(sweep_gkey, mine.runs, false) -- off the grid now: its ranks go
+		end
 	end
 	-- What the others may be using until they hear again: the larger of what they
 	-- last reported and what they were last granted.
@@ -660,7 +667,8 @@ for i = 1, n do
 	if key == nil or window == 0 then
 		g = 0
 	elseif kind == 'r' or kind == 'c' then
-		g, count = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], nil, limit, demand, held, kind == 'c')
+		g, count = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], nil, limit, demand, held, kind == 'c', nil,
+			kind == 'r' and (KEYS[1 + 4 * n + i] or (key .. ':grid')) or nil)
 	elseif kind == 'g' then
 		g, count, runs = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], KEYS[1 + 4 * n + i] or (key .. ':grid'),
 			limit, demand, held, false, ARGV[base + 7])

@@ -463,11 +463,11 @@ static void test_budget_through_changes(void **state)
 
 /* One machine's call for a rate on the grid: its runs held in, its runs granted
  * out (from * 8192 + to each, 0: none); returns the grant. */
-static long long lease_grid(const char *machine, uint64_t limit, uint64_t demand, uint64_t held,
-                            const long long *in, long long *out, int settle_ms)
+static long long lease_grid_ttl(const char *machine, uint64_t limit, uint64_t demand, uint64_t held,
+                                const long long *in, long long *out, int settle_ms, const char *ttl)
 {
 	char lim[32], dem[32], hel[32], settle[16], runs[SL_GRID_RUNS * 12 + 2] = "";
-	const char *argv[] = {"EVALSHA", sha, "2", "sluice:{t}:epoch", "sluice:{t}:i:api:r", machine, "3000",
+	const char *argv[] = {"EVALSHA", sha, "2", "sluice:{t}:epoch", "sluice:{t}:i:api:r", machine, ttl,
 	                      settle, "995000", "1", "g", lim, "1000", dem, hel, "0", runs};
 	redisReply *r;
 	long long g;
@@ -492,6 +492,12 @@ static long long lease_grid(const char *machine, uint64_t limit, uint64_t demand
 		out[k] = r->element[SL_FLEET_HEAD_OUT + 5 + k]->integer;
 	freeReplyObject(r);
 	return g;
+}
+
+static long long lease_grid(const char *machine, uint64_t limit, uint64_t demand, uint64_t held,
+                            const long long *in, long long *out, int settle_ms)
+{
+	return lease_grid_ttl(machine, limit, demand, held, in, out, settle_ms, "3000");
 }
 
 /* Ranks held by more than one machine (each holding what it was granted last),
@@ -576,6 +582,31 @@ static void test_grid_ranks(void **state)
 		}
 		assert_int_equal(ranks_twice(runs, MACHINES, &taken), 0);
 	}
+}
+
+/* A machine's entry that expires gives its ranks back whoever finds it gone -
+ * a call off the grid too (a daemon that does not know the item yet asks so). */
+static void test_grid_expiry(void **state)
+{
+	long long none[SL_GRID_RUNS] = {0}, runs[SL_GRID_RUNS];
+	struct timespec pause = {0, 80 * 1000 * 1000};
+	redisReply *r;
+	size_t taken = 0;
+
+	(void)state;
+	flush();
+	lease_grid_ttl("m0", 100000, 100000, 0, none, runs, 0, "30");
+	assert_true(runs[0] != 0);
+	nanosleep(&pause, NULL);
+	lease_ttl("m1", 'r', 100000, 0, 0, 0, 3000, NULL); /* sweeps m0's entry */
+	r = redisCommand(rc, "GET sluice:{t}:i:api:r:grid");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	assert_int_equal(r->len, SL_GRID_RANKS);
+	for (size_t i = 0; i < r->len; i++)
+		taken += r->str[i] != 0;
+	freeReplyObject(r);
+	assert_int_equal(taken, 0);
 }
 
 /* Redis came back empty: while the fleet settles, nobody is granted more than it
@@ -720,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_water_filling),
 		cmocka_unit_test(test_budget_through_changes),
 		cmocka_unit_test(test_grid_ranks),
+		cmocka_unit_test(test_grid_expiry),
 		cmocka_unit_test(test_settling_after_empty_start),
 		cmocka_unit_test(test_totals_at_size),
 		cmocka_unit_test(test_totals_rebuilt),
