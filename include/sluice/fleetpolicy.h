@@ -90,8 +90,8 @@ int sl_fleet_outage_grant(const struct sl_fleet_item *it, const struct sl_lease 
                           int64_t now, int64_t redis_ms, struct sl_grant *g);
 
 /* Whether an answer's numbers (vals: SL_FLEET_HEAD_OUT, then SL_FLEET_FIELDS_OUT
- * per item, every one >= 0) could be fleet.lua's for items[0..n-1]: a clock after
- * 2020 (both readings of it within a millisecond), no grant above its item's limit,
+ * per item, every one >= 0) could be fleet.lua's for items[0..n-1]: a clock from
+ * 2020 to 2200 (both readings of it within a millisecond), no grant above its item's limit,
  * no pause past 400 days, runs of ranks inside the frame and only for a grid item.  One number out
  * of range and none of the answer is used - clamping would hand a whole limit to
  * whatever a broken or hostile server said. */

@@ -227,7 +227,9 @@ int sl_fleet_plausible(const struct sl_fleet_item *items, size_t n, const long l
 {
 	long long rnow = vals[0], rnow_us = vals[2];
 
-	if (rnow < 1577836800000LL || rnow_us / 1000 < rnow - 1 || rnow_us / 1000 > rnow + 1) /* 2020-01-01, in ms */
+	/* 2020-01-01 to 2200-01-01, in ms: the grid's origin is computed from the
+	 * microseconds in nanoseconds, which no later clock fits. */
+	if (rnow < 1577836800000LL || rnow > 7258118400000LL || rnow_us / 1000 < rnow - 1 || rnow_us / 1000 > rnow + 1)
 		return 0;
 	for (size_t j = 0; j < n; j++) {
 		const long long *e = vals + SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT * j;

@@ -57,6 +57,10 @@ static void test_plausible(void **state)
 	v[2] = 1700000002000000LL; /* the two readings of Redis's clock 2 s apart */
 	assert_false(sl_fleet_plausible(its, 2, v));
 	memcpy(v, good, sizeof(v));
+	v[0] = 9000000000000000LL; /* a clock past 2200: its microseconds in ns overflow */
+	v[2] = v[0] * 1000;
+	assert_false(sl_fleet_plausible(its, 2, v));
+	memcpy(v, good, sizeof(v));
 	v[E0 + 6] = 100 * 8192 + 50; /* a run that ends before it starts */
 	assert_false(sl_fleet_plausible(its, 2, v));
 	memcpy(v, good, sizeof(v));
