@@ -77,12 +77,23 @@ def main():
             with lock:
                 log.write("%d %s %s %d\n" % (time.monotonic_ns(), kind, name, qtype))
 
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", a.port))
-    port = udp.getsockname()[1]
-    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    tcp.bind(("127.0.0.1", port))
+    # One port number for both: the kernel picks a free UDP port, whose TCP twin
+    # may be some connection's ephemeral port (make asan once met that); a port
+    # picked so is tried again, a given one fails at once.  Bounded: 50 tries.
+    for attempt in range(50):
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind(("127.0.0.1", a.port))
+        port = udp.getsockname()[1]
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            tcp.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            tcp.close()
+            udp.close()
+            if a.port or attempt == 49:
+                raise
     tcp.listen(16)
 
     def serve_udp():
