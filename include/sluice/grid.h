@@ -45,7 +45,8 @@ int sl_grid_usable(const struct sl_grid *g);
 unsigned sl_grid_ranks(const struct sl_grid *g);
 
 /* The start of g's first own slot at or after t; INT64_MAX when g is unusable or
- * t lies outside the years the arithmetic covers.  Looks at one frame at most. */
+ * t lies outside the years the arithmetic covers.  No walk: a few hundred steps
+ * of arithmetic at most, whatever g holds. */
 int64_t sl_grid_next(const struct sl_grid *g, int64_t t);
 
 #endif

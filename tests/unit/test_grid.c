@@ -80,6 +80,54 @@ static void test_disjoint(void **state)
 	}
 }
 
+/* The next own slot the slow way: slot by slot for a frame, testing each rank. */
+static int64_t walk_next(const struct sl_grid *g, int64_t t)
+{
+	int64_t off = t - g->origin_ns, k = off / g->interval_ns;
+
+	if (k * g->interval_ns < off)
+		k++;
+	for (int i = 0; i < (int)SL_GRID_RANKS; i++, k++)
+		for (uint32_t r = 0; r < g->n; r++)
+			if (sl_grid_rank(k) >= g->run[r].from && sl_grid_rank(k) < g->run[r].to)
+				return g->origin_ns + k * g->interval_ns;
+	return INT64_MAX;
+}
+
+/* sl_grid_next finds its slot by arithmetic on blocks of ranks: it must agree with
+ * the walk for any runs (short, long, touching the frame's ends, overlapping as a
+ * scribble may leave them), any origin and any instant, before or after it. */
+static void test_next_matches_walk(void **state)
+{
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	for (int i = 0; i < 3000; i++) {
+		struct sl_grid g = {.interval_ns = 1 + (int64_t)(x % 20000)};
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		g.origin_ns = (int64_t)(x % 2000000000) - 1000000000;
+		g.n = 1 + (uint32_t)(x >> 40) % SL_GRID_RUNS;
+		for (uint32_t r = 0; r < g.n; r++) {
+			unsigned a, len;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			a = (unsigned)(x % SL_GRID_RANKS);
+			len = (x >> 32) % 4 == 0 ? 1 : 1 + (unsigned)((x >> 20) % (SL_GRID_RANKS - a));
+			g.run[r].from = (uint16_t)a;
+			g.run[r].to = (uint16_t)(a + len > SL_GRID_RANKS ? SL_GRID_RANKS : a + len);
+		}
+		for (int j = 0; j < 8; j++) {
+			int64_t t;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			t = g.origin_ns + (int64_t)(x % (uint64_t)(3 * SL_GRID_RANKS * g.interval_ns)) -
+			    SL_GRID_RANKS * g.interval_ns;
+			assert_int_equal(sl_grid_next(&g, t), walk_next(&g, t));
+		}
+	}
+}
+
 /* What a scribble can leave: no interval, no runs, too many, a run that ends
  * before it starts or past the frame.  None places a slot. */
 static void test_unusable(void **state)
@@ -113,6 +161,7 @@ int main(void)
 		cmocka_unit_test(test_rank),
 		cmocka_unit_test(test_next),
 		cmocka_unit_test(test_disjoint),
+		cmocka_unit_test(test_next_matches_walk),
 		cmocka_unit_test(test_unusable),
 	};
 
