@@ -77,16 +77,18 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	 * it shows: it asks for a fifth more and an equal part at least, at once,
 	 * rather than grow a trickle over rounds - its clients may be few and waiting,
 	 * so its queue says little of what they would send.  Fair shares never give it
-	 * more than an equal part while others want it. */
-	/* With nobody held the flow is what the clients choose to send: averaged,
+	 * more than an equal part while others want it.
+	 *
+	 * With nobody held the flow is what the clients choose to send: averaged,
 	 * it keeps the share steady.  At 10/s a half period of 125 ms holds 0, 1 or
 	 * 2 requests, and demands read from each alone swung a machine's share
 	 * between 9.4/s and 12.6/s - above its use the rest went to nobody (the
 	 * fleet delivered 95% of 100/s to demands of 10, 200 and 200/s; 97.5%
 	 * averaged).  With callers held the flow is what the share lets through:
 	 * the latest reading, so a machine whose demand stepped up is not judged
-	 * by the lull before (t_fleet_rate: its third within 2 s). */
-	/* On the grid (grid.h) a caller waits for the machine's next slot however
+	 * by the lull before (t_fleet_rate: its third within 2 s).
+	 *
+	 * On the grid (grid.h) a caller waits for the machine's next slot however
 	 * short the queue, where a GCRA would let a lone one go at once: as a queue
 	 * is there almost always, whether the share is used whole is read from the
 	 * flow averaged over a second, not from half a period.  Read from half a
@@ -94,7 +96,10 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	 * share every few rounds and asked for an equal part: the fleet delivered
 	 * 92-94% of 100/s to demands of 10, 200 and 200/s; read so, 95-96%.  (Not
 	 * counting the one waiting for the next slot as backlog read 93%: the busy
-	 * machines then asked too little when they missed slots.) */
+	 * machines then asked too little when they missed slots.  Asking a fifth
+	 * over the averaged flow plus the backlog past one caller read 96-97%, but
+	 * a machine whose demand stepped up then took 4 s to its third, or kept
+	 * 25/s of it, in three of five runs: docs/design.md, "At size".) */
 	int grid = (lease_of(st)->flags & SL_LEASE_RATE) && sl_grid_usable(&lease_of(st)->grid);
 	double flow = queued > 0 || waiting > 0 ? SL_MAX(m->flow, m->flow_avg) : m->flow_avg;
 	double rate_now = flow * (double)s->window_ns;
@@ -223,6 +228,19 @@ int sl_fleet_outage_grant(const struct sl_fleet_item *it, const struct sl_lease 
 	return 1;
 }
 
+/* An answer's run of ranks, encoded from * 8192 + to (fleet.lua); 0 is none.
+ * Returns whether v is one: a non-empty run inside the frame. */
+static int run_decode(long long v, struct sl_grid_run *r)
+{
+	long long from = v / 8192, to = v % 8192;
+
+	if (v <= 0 || from >= to || to > SL_GRID_RANKS)
+		return 0;
+	r->from = (uint16_t)from;
+	r->to = (uint16_t)to;
+	return 1;
+}
+
 int sl_fleet_plausible(const struct sl_fleet_item *items, size_t n, const long long *vals)
 {
 	long long rnow = vals[0], rnow_us = vals[2];
@@ -238,9 +256,9 @@ int sl_fleet_plausible(const struct sl_fleet_item *items, size_t n, const long l
 		    e[4] < 0 || e[4] > rnow + 34560000000LL) /* a pause past 400 days */
 			return 0;
 		for (int k = 0; k < SL_GRID_RUNS; k++) {
-			long long v = e[5 + k], from = v / 8192, to = v % 8192;
+			struct sl_grid_run r;
 
-			if (v && (!items[j].grid || from >= to || to > SL_GRID_RANKS))
+			if (e[5 + k] && (!items[j].grid || !run_decode(e[5 + k], &r)))
 				return 0;
 		}
 	}
@@ -290,13 +308,8 @@ static void grid_of_answer(const struct sl_fleet_item *it, const long long *e, i
 	iv = ((unsigned __int128)(uint64_t)it->window_ns * SL_FLEET_SCALE + it->limit - 1) / it->limit;
 	if (iv == 0 || iv > (unsigned __int128)SL_SANE_NS)
 		return;
-	for (int k = 0; k < SL_GRID_RUNS; k++) {
-		if (!e[5 + k])
-			continue;
-		g->run[g->n].from = (uint16_t)(e[5 + k] / 8192);
-		g->run[g->n].to = (uint16_t)(e[5 + k] % 8192);
-		g->n++;
-	}
+	for (int k = 0; k < SL_GRID_RUNS; k++)
+		g->n += (uint32_t)run_decode(e[5 + k], &g->run[g->n]);
 	if (!g->n)
 		return;
 	g->interval_ns = (int64_t)iv;

@@ -208,7 +208,7 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 	 * no sign: counted, a light machine's clients arriving together (10/s on a
 	 * share of 11/s) asked for an equal part of the fleet every few rounds, and
 	 * what it held of it went unused. */
-	if (at > now + SL_LEASE_RECHECK_NS + (g ? grid_gap(g) : 0))
+	if (at > now + SL_LEASE_RECHECK_NS && (!g || at > now + SL_LEASE_RECHECK_NS + grid_gap(g)))
 		lease_of(st)->misses++;
 	return sl_limit_wake(s, at, now);
 }
