@@ -104,7 +104,12 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	double flow = queued > 0 || waiting > 0 ? SL_MAX(m->flow, m->flow_avg) : m->flow_avg;
 	double rate_now = flow * (double)s->window_ns;
 	double used = (grid ? m->flow_avg : flow) * (double)s->window_ns;
-	double backlog = (double)queued * (double)s->window_ns / (double)env->refresh_ns;
+	/* Callers held with no ranks at all are backlog as much as those queued on
+	 * the machine's slots (a grid item counts requests, so callers are its
+	 * unit): a machine starting from nothing asks for them in its first round,
+	 * not for an equal part only and its backlog a round later. */
+	double held_on = it->grid ? SL_MAX((double)queued, waiting) : (double)queued;
+	double backlog = held_on * (double)s->window_ns / (double)env->refresh_ns;
 	double share = lease_of(st)->flags & SL_LEASE_RATE ? (double)lease_of(st)->amount / SL_FLEET_SCALE : 0;
 	double want = rate_now + backlog > 0 ? rate_now * 1.1 + backlog + 0.5 : 0;
 

@@ -255,6 +255,29 @@ static void test_demand(void **state)
 	assert_int_equal(it.demand, 0);
 }
 
+/* On the grid, callers held with no ranks at all are backlog: a machine
+ * starting from nothing asks for them at once, not for an equal part only. */
+static void test_demand_held_on_grid(void **state)
+{
+	struct sl_section sec = {0};
+	struct sl_fleet_memo memo = {0};
+	struct sl_fleet_item it = item('r', 0, S);
+	struct sl_fleet_env env = {.refresh_ns = S / 4, .hosts = 50};
+
+	(void)state;
+	sec.spec.amount = 100;
+	sec.spec.window_ns = S;
+	sec.spec.scope = SL_SCOPE_FLEET;
+	it.memo = &memo;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
+	assert_true(it.grid); /* requests, burst 1: released on the grid */
+	/* 40 looks in a second, each SL_LEASE_RETRY_NS apart: two callers held.
+	 * Within a round of 250 ms they are 8 a second, and one more. */
+	sec.more.lease.misses = 40;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S);
+	assert_int_equal(it.demand, 9000);
+}
+
 /* --- the water-filling, in a real Redis --- */
 
 static char dir[] = "/tmp/sluice-fleetpolicy.XXXXXX";
@@ -750,6 +773,7 @@ int main(void)
 		cmocka_unit_test(test_answer_places_and_windows),
 		cmocka_unit_test(test_outage_shares),
 		cmocka_unit_test(test_demand),
+		cmocka_unit_test(test_demand_held_on_grid),
 	};
 	const struct CMUnitTest redis[] = {
 		cmocka_unit_test(test_water_filling),
