@@ -6,9 +6,10 @@
 # bound, R·(S + ε) + 2 (docs/design.md, "The grid"): 102 while the machines place
 # Redis's clock within 10 ms, whatever their number - where the shares' bound
 # of before, 0.995·R·S and one a machine, allowed 149; the rate, and the fewest
-# in a whole second, as generous floors (90; bench prints the figures, 99.9/s
-# and 100 here); and Redis's calls at most five a second a daemon, plus the
-# wake-ups' spare (6).
+# in a whole second, as floors of 95 - the issue's 98 is make bench's figure
+# (item 20), as a two-core machine running fifty daemons and their clients
+# gave 97 in a second now and then (98-100 in seven runs on 2026-12-04); and
+# Redis's calls at most five a second a daemon, plus the wake-ups' spare (6).
 . "$(dirname "$0")/lib.sh"
 
 BUILD=${BUILD:-build} timeout 240 bash "$(dirname "$0")/../../bench/fleet_scale.sh" 50 12 steady >"$T/scale.out" 2>&1 ||
@@ -22,7 +23,7 @@ read -r rate most fewest calls < <(awk '
 	END { print r, m, f, c }' "$T/scale.out")
 [ -n "$most" ] && [ -n "$calls" ] || fail "no figures: $(cat "$T/scale.out")"
 [ "$most" -le 102 ] || fail "$most in one second from fifty machines sharing 100/s (bound 102)"
-awk -v r="$rate" 'BEGIN { exit !(r >= 90) }' || fail "the fleet of fifty delivered $rate/s of 100/s (floor 90)"
-[ "$fewest" -ge 90 ] || fail "$fewest in a whole second from fifty machines sharing 100/s (floor 90)"
+awk -v r="$rate" 'BEGIN { exit !(r >= 95) }' || fail "the fleet of fifty delivered $rate/s of 100/s (floor 95)"
+[ "$fewest" -ge 95 ] || fail "$fewest in a whole second from fifty machines sharing 100/s (floor 95)"
 awk -v c="$calls" 'BEGIN { exit !(c <= 6) }' || fail "$calls lease calls a second a daemon (at most 6)"
 echo "ok"
