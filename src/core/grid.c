@@ -81,6 +81,8 @@ int64_t sl_grid_next(const struct sl_grid *g, int64_t t)
 			a += 1u << j;
 		}
 	}
+	if (best >= SL_GRID_RANKS)
+		return INT64_MAX; /* no block: cannot be, with a usable g */
 	at = (__int128)g->origin_ns + (k + best) * g->interval_ns;
 	return at >= INT64_MAX || at < INT64_MIN ? INT64_MAX : (int64_t)at;
 }
