@@ -8,7 +8,7 @@
 # of before, 0.995·R·S and one a machine, allowed 149; the rate, and the fewest
 # in a whole second, as floors of 95 - the issue's 98 is make bench's figure
 # (item 20), as a two-core machine running fifty daemons and their clients
-# gave 97 in a second now and then (98-100 in seven runs on 2026-12-04); and
+# gave 97 in a second now and then (97-100 in the runs of 2026-12-04); and
 # Redis's calls at most five a second a daemon, plus the wake-ups' spare (6).
 . "$(dirname "$0")/lib.sh"
 
