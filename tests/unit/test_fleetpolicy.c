@@ -223,6 +223,15 @@ static void test_outage_shares(void **state)
 
 /* --- demand --- */
 
+/* A fleet section of 100/s counting requests, and its rate item remembered in memo. */
+static void fleet_rate_100(struct sl_section *sec, struct sl_fleet_item *it, struct sl_fleet_memo *memo)
+{
+	sec->spec.amount = 100;
+	sec->spec.window_ns = S;
+	sec->spec.scope = SL_SCOPE_FLEET;
+	it->memo = memo;
+}
+
 static void test_demand(void **state)
 {
 	struct sl_section sec = {0}; /* its state, with the more after it */
@@ -231,10 +240,7 @@ static void test_demand(void **state)
 	struct sl_fleet_env env = {.refresh_ns = S, .hosts = 4};
 
 	(void)state;
-	sec.spec.amount = 100;
-	sec.spec.window_ns = S;
-	sec.spec.scope = SL_SCOPE_FLEET;
-	it.memo = &memo;
+	fleet_rate_100(&sec, &it, &memo);
 	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
 	assert_int_equal(it.demand, 0); /* nothing measured yet */
 	assert_int_equal(it.limit, 100000);
@@ -265,10 +271,7 @@ static void test_demand_held_on_grid(void **state)
 	struct sl_fleet_env env = {.refresh_ns = S / 4, .hosts = 50};
 
 	(void)state;
-	sec.spec.amount = 100;
-	sec.spec.window_ns = S;
-	sec.spec.scope = SL_SCOPE_FLEET;
-	it.memo = &memo;
+	fleet_rate_100(&sec, &it, &memo);
 	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
 	assert_true(it.grid); /* requests, burst 1: released on the grid */
 	/* 40 looks in a second, each SL_LEASE_RETRY_NS apart: two callers held.
