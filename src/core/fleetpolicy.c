@@ -86,7 +86,7 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	 * fleet delivered 95% of 100/s to demands of 10, 200 and 200/s; 97.5%
 	 * averaged).  With callers held the flow is what the share lets through:
 	 * the latest reading, so a machine whose demand stepped up is not judged
-	 * by the lull before (t_fleet_rate: its third within 2 s).
+	 * by the lull before (t_fleet_rate: its third within 3 s, usually under one).
 	 *
 	 * On the grid (grid.h) a caller waits for the machine's next slot however
 	 * short the queue, where a GCRA would let a lone one go at once: as a queue
