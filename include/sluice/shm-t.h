@@ -429,6 +429,7 @@ enum sl_redis_state {
 	SL_REDIS_CONNECTING = 1,
 	SL_REDIS_UP = 2,
 	SL_REDIS_DOWN = 3,       /* unreachable: shaping on the last leases */
+	SL_REDIS_LATE = 4,       /* reached, but no answer in time: the leases lapse */
 };
 _Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");

@@ -6,10 +6,14 @@
  * active key of a keyed one; for a section with both a rate and a concurrency,
  * one item for each - with what each is asked for (demand) and holds; send them in
  * one EVALSHA of fleet.lua; write what comes back into the segment.  Only one call
- * is in flight at a time.  A call unanswered for `timeout` drops the connection;
- * reconnecting backs off from 100 ms to 2 s.  While Redis cannot be reached the
+ * is in flight at a time.  A call unanswered for `timeout` lets the leases lapse,
+ * and for DEAD_AFTER timeouts drops the connection, as does a new one not ready in
+ * `timeout`; reconnecting backs off from 100 ms to 2 s.  While Redis cannot be reached the
  * leases stay as they are (shaping goes on with them), and an item that never had
- * one is given its part of the limit over `hosts`.
+ * one is given its part of the limit over `hosts`.  A Redis that can be reached
+ * but answers late is no outage: it may be answering the other machines, and
+ * giving them this one's share once its entry expires, so the leases lapse
+ * instead (docs/design.md, "Late").
  *
  * Replies are untrusted: anything but the array of integers fleet.lua returns, of
  * the length asked for, is logged (rate-limited) and changes no lease.
@@ -49,6 +53,7 @@
 #define BACKOFF_MIN_NS (100 * SL_NS_PER_MS)
 #define BACKOFF_MAX_NS (2 * SL_NS_PER_S)
 #define SPARE_MAX 5.0
+#define DEAD_AFTER 4 /* timeouts unanswered before a live connection is given up */
 
 struct fleet {
 	struct sl_daemon *d;
@@ -73,6 +78,10 @@ struct fleet {
 	size_t argc;
 	char epoch[SL_FLEET_KEY_MAX]; /* the epoch key's name */
 	int ready;             /* connected, authenticated, script loaded */
+	int tcp_up;            /* the connection in f->ac is made (on_connect said so) */
+	int late;              /* Redis, reached, answered late: no outage shares (the
+	                        * leases lapse) until an answer comes, whatever fails
+	                        * meanwhile */
 	char sha[64];
 	struct sl_fleet_conf conf; /* where Redis is, who we are to it, the periods */
 	ev_timer tick, retry;
@@ -148,7 +157,8 @@ static void set_state(struct fleet *f, uint32_t state)
 
 	if (!h)
 		return;
-	if (state == SL_REDIS_DOWN && h->redis_state != SL_REDIS_DOWN)
+	if ((state == SL_REDIS_DOWN || state == SL_REDIS_LATE) && h->redis_state != SL_REDIS_DOWN &&
+	    h->redis_state != SL_REDIS_LATE)
 		h->redis_down_ns = sl_clock_mono_ns();
 	if (state == SL_REDIS_UP)
 		h->redis_down_ns = 0;
@@ -435,8 +445,20 @@ static void drop_ask(struct fleet *f)
 	}
 }
 
-static void drop(struct fleet *f, const char *why)
+/* Give up on the connection and try again after the backoff.  `late`: Redis was
+ * reached but did not answer in time - it may be answering the others, and
+ * giving them this machine's share once its entry expires (a lease life after
+ * our last call it ran), so nothing is extended and the leases lapse: no share
+ * is no "go".  That holds until Redis answers again: a lease that lapsed is not
+ * brought back by a connection failing afterwards (an overloaded Redis also
+ * fails connects), as its share may be another machine's by then.  Otherwise
+ * (refused, reset, closed, a bad answer, a replica) it is an outage: the leases
+ * in hand are kept (docs/design.md, "Outage"). */
+static void drop_as(struct fleet *f, const char *why, int late)
 {
+	uint32_t was = f->d->shm.hdr ? f->d->shm.hdr->redis_state : SL_REDIS_NONE;
+
+	late = late || f->late;
 	unsubscribe(f);
 	drop_ask(f);
 	if (f->conf.way != SL_FLEET_DIRECT)
@@ -449,16 +471,46 @@ static void drop(struct fleet *f, const char *why)
 		redisAsyncFree(ac); /* pending callbacks run with no reply */
 	}
 	f->ready = 0;
+	f->tcp_up = 0;
 	f->in_flight = 0;
-	if (f->d->shm.hdr && f->d->shm.hdr->redis_state != SL_REDIS_DOWN)
-		sl_log_warnx("redis %s: %s; shaping on the leases in hand",
-		             here(f), why);
-	set_state(f, SL_REDIS_DOWN);
-	outage_shares(f);
+	f->late = late;
+	if (late) {
+		if (was != SL_REDIS_LATE)
+			sl_log_warnx("redis %s: %s; the leases lapse until it answers", here(f), why);
+		else
+			sl_log_info("redis %s: %s", here(f), why);
+		set_state(f, SL_REDIS_LATE);
+	} else {
+		if (was != SL_REDIS_DOWN)
+			sl_log_warnx("redis %s: %s; shaping on the leases in hand", here(f), why);
+		set_state(f, SL_REDIS_DOWN);
+		outage_shares(f);
+	}
 	ev_timer_stop(f->d->loop, &f->retry); /* libev: never set an active watcher */
 	ev_timer_set(&f->retry, (double)f->backoff_ns / 1e9, 0.);
 	ev_timer_start(f->d->loop, &f->retry);
 	f->backoff_ns = SL_MIN(f->backoff_ns * 2, (int64_t)BACKOFF_MAX_NS);
+}
+
+static void drop(struct fleet *f, const char *why)
+{
+	drop_as(f, why, 0);
+}
+
+/* The call in flight is overdue: the leases lapse (drop_as says why), but the
+ * connection is kept, for a Redis that is only busy answers in the end - and
+ * two hundred daemons reconnecting at once would keep it busy - until
+ * DEAD_AFTER timeouts, when it may be a connection whose other end is gone. */
+static void answer_overdue(struct fleet *f, int64_t now)
+{
+	if (now - f->sent_ns > DEAD_AFTER * f->conf.timeout_ns) {
+		drop_as(f, "still no answer: connecting again", 1);
+		return;
+	}
+	if (!f->late)
+		sl_log_warnx("redis %s: no answer in time; the leases lapse until it answers", here(f));
+	f->late = 1;
+	set_state(f, SL_REDIS_LATE);
 }
 
 static void on_retry(struct ev_loop *loop, ev_timer *w, int revents)
@@ -569,6 +621,7 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 	f->rtt_ms = (rtt + SL_NS_PER_MS - 1) / SL_NS_PER_MS;
 	f->have_off = 1;
 	f->tryagain = 0;
+	f->late = 0;
 	f->backoff_ns = BACKOFF_MIN_NS;
 	set_state(f, SL_REDIS_UP);
 	h->redis_answer_ns = now;
@@ -827,15 +880,18 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	f->ack_due = 0;
 	if (f->ready && f->in_flight && sl_clock_mono_ns() - f->sent_ns > f->conf.timeout_ns) {
-		drop(f, "no answer in time");
+		answer_overdue(f, sl_clock_mono_ns());
 	} else if (f->ac && !f->ready && sl_clock_mono_ns() - f->connected_ns > f->conf.timeout_ns) {
-		drop(f, "not ready in time (connect, authentication or script load)");
+		if (f->tcp_up)
+			drop_as(f, "not ready in time (authentication or script load)", 1);
+		else
+			drop(f, "cannot connect in time");
 	} else if (f->ready && !f->in_flight) {
 		subscribe(f); /* again, if it went */
 		f->call_woke = f->woke;
 		f->woke = 0;
 		send_round(f);
-	} else if (!f->ac) {
+	} else if (!f->ac && !f->late) {
 		outage_shares(f); /* the leases that ended while Redis is away */
 	}
 	if (f->find)
@@ -1042,6 +1098,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		drop(f, ac->errstr[0] ? ac->errstr : "cannot connect");
 		return;
 	}
+	f->tcp_up = 1;
 	sl_log_info("redis %s: connected (fleet %s, machine %s%s%s)", here(f), f->d->cfg->global.fleet[0] ?
 	            f->d->cfg->global.fleet : "sluice", f->conf.machine, f->conf.way != SL_FLEET_DIRECT ? ", found by " : "",
 	            f->conf.way != SL_FLEET_DIRECT ? sl_fleet_way_name(f->conf.way) : "");
@@ -1091,20 +1148,26 @@ static void on_switched(void *arg, const struct sl_redis_addr *master)
 	reconnect_soon(f);
 }
 
+/* While connecting again, the state stays what the drop made it. */
+static uint32_t connecting_state(const struct fleet *f)
+{
+	uint32_t s = f->d->shm.hdr ? f->d->shm.hdr->redis_state : SL_REDIS_NONE;
+
+	return s == SL_REDIS_DOWN || s == SL_REDIS_LATE ? s : SL_REDIS_CONNECTING;
+}
+
 static void connect_now(struct fleet *f)
 {
 	redisAsyncContext *ac;
 
 	if (f->conf.way != SL_FLEET_DIRECT && !f->have_master) {
-		set_state(f, f->d->shm.hdr && f->d->shm.hdr->redis_state == SL_REDIS_DOWN ? SL_REDIS_DOWN
-		                                                                             : SL_REDIS_CONNECTING);
+		set_state(f, connecting_state(f));
 		sl_fleet_find_start(f->find, SL_MIN(f->conf.timeout_ns, (int64_t)SL_NS_PER_S));
 		return;
 	}
 	ac = f->conf.port ? redisAsyncConnect(f->conf.host, f->conf.port) : redisAsyncConnectUnix(f->conf.host);
 
-	set_state(f, f->d->shm.hdr && f->d->shm.hdr->redis_state == SL_REDIS_DOWN ? SL_REDIS_DOWN
-	                                                                             : SL_REDIS_CONNECTING);
+	set_state(f, connecting_state(f));
 	if (!ac || ac->err) {
 		const char *why = ac && ac->errstr[0] ? ac->errstr : "out of memory";
 

@@ -247,8 +247,8 @@ static void render_where(const struct sl_redis_where *w, int json, FILE *out)
 
 static void render_redis(const struct sl_shm_header *h, int json, int64_t now, FILE *out)
 {
-	static const char *const states[] = {"none", "connecting", "up", "down"};
-	const char *state = h->redis_state < 4 ? states[h->redis_state] : "?";
+	static const char *const states[] = {"none", "connecting", "up", "down", "late"};
+	const char *state = h->redis_state < 5 ? states[h->redis_state] : "?";
 	long long answer = h->redis_answer_ns ? (sl_sane_ns(now) - sl_sane_ns(h->redis_answer_ns)) / SL_NS_PER_MS : -1;
 	long long down = h->redis_down_ns ? (sl_sane_ns(now) - sl_sane_ns(h->redis_down_ns)) / SL_NS_PER_MS : 0;
 
@@ -266,6 +266,8 @@ static void render_redis(const struct sl_shm_header *h, int json, int64_t now, F
 		fprintf(out, "redis: %s, no answer yet\n", state);
 	if (h->redis_state == SL_REDIS_DOWN)
 		fprintf(out, "redis: unreachable for %lld ms: shaping on the leases in hand\n", down);
+	if (h->redis_state == SL_REDIS_LATE)
+		fprintf(out, "redis: no answer in time for %lld ms: the leases lapse, callers wait\n", down);
 }
 
 /* A fixed or session window's use (sl_strategy_window_now): used, left and when

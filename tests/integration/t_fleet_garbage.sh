@@ -2,9 +2,10 @@
 # Redis's answers are untrusted (issue 11): a machine holding a lease from a real
 # Redis meets, on the same port, a fake that answers badly in a dozen ways (garbage
 # bytes, wrong types and lengths, numbers past 64 bits or far above the limit, deep
-# nesting, a 2 GB string announced, silence, a replica's ROLE).  The daemon logs,
+# nesting, a 2 GB string announced, a replica's ROLE).  The daemon logs,
 # never calls a server that says it is no master, keeps its lease and
 # its shaping, and does not crash; when a real Redis comes back, it renews.
+# (Silence is another matter: the lease lapses - t_fleet_late.sh.)
 . "$(dirname "$0")/fleet_lib.sh"
 
 start_server --also 127.0.1.1

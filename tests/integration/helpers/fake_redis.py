@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """fake_redis.py PORT SECONDS: a server on 127.0.0.1:PORT that speaks Redis's
 protocol badly, for SECONDS.  Each connection gets the next of the ways below to
-be wrong, in turn; the lease script's load (SCRIPT LOAD) and ROLE are answered as
+be wrong, in turn (silence is not among them: a Redis reached that does not
+answer makes the leases lapse, which t_fleet_late.sh holds with a stopped Redis); the lease script's load (SCRIPT LOAD) and ROLE are answered as
 a Redis master would in the ways that need it, so the daemon's lease call meets
 the bad answer.
 Prints, at the end, how many connections came and which ways were served.
@@ -13,7 +14,7 @@ import time
 
 SHA = b"0123456789abcdef0123456789abcdef01234567"
 
-# Each: (name, answer to a command) - the answer is bytes, or None to close.
+# Each: (name, answer to a command) - the answer, bytes.
 def garbage(cmd):
     return b"\x00\xff!#not redis at all\r\n"
 
@@ -44,6 +45,11 @@ def script_refused(cmd):
         return b"-ERR the fake runs no scripts\r\n"
     return b"+OK\r\n"
 
+# The start of an answer that never ends: the connection is closed after it (a
+# stall mid-answer would be silence, which makes the leases lapse).
+CUT = b"abc, and then the connection closes"
+
+
 def ints(values):
     return b"*%d\r\n" % len(values) + b"".join(b":%d\r\n" % v for v in values)
 
@@ -64,12 +70,11 @@ WAYS = [
     ("nesting 10,000 deep", _lease(lambda n: b"*1\r\n" * 10000)),
     ("a string", _lease(lambda n: b"$5\r\nhello\r\n")),
     ("an error", _lease(lambda n: b"-ERR the fake says no\r\n")),
-    ("a bulk string of 2 GB announced", _lease(lambda n: b"$2147483647\r\nabc")),
+    ("a bulk string of 2 GB announced", _lease(lambda n: b"$2147483647\r\n" + CUT)),
     ("a pause a thousand years long", _lease(lambda n: ints([int(time.time() * 1000), 0, int(time.time() * 1000000)] +
                                                             ([1, 3, 0, 0, int(time.time() * 1000) + 10 ** 13] + [0] * 16) *
                                                             ((n - 3) // 21)))),
     ("a clock from 1970", _lease(lambda n: ints([5, 0, 5000] + ([1, 3, 0, 0, 0] + [0] * 16) * ((n - 3) // 21)))),
-    ("silence", _lease(lambda n: None)),
 ]
 
 
@@ -97,10 +102,9 @@ def serve(conn, way):
             if cmd is None:
                 return
             reply = answer(cmd)
-            if reply is None:
-                time.sleep(30)  # never answers; the client gives up
-                return
             conn.sendall(reply)
+            if reply.endswith(CUT):
+                return  # an answer cut short: the connection closes mid-answer
     except (OSError, ValueError):
         pass
     finally:

@@ -10,7 +10,8 @@ the fleet promises.
   --max-per-second N     never more than N in any span of one second (strict)
   --rate R --within PCT  all together came at R/s, within PCT percent (below or above)
   --share DST=R/PCT      that machine's arrivals came at R/s within PCT percent
-  --at-least N           at least N arrivals
+  --at-least N           at least N arrivals (1 unless told; 0 for a span that
+                         must see none, with --max-per-second 0)
   --arrivals-span        measure the rate from the first arrival to the last, as
                          (N - 1) over that span: a section whose client starts and
                          stops inside [from, to) (a process's start-up is not the
@@ -63,6 +64,10 @@ def main():
     if len(times) < a.at_least:
         print("FAIL: %d %s, expected at least %d" % (len(times), a.what, a.at_least))
         return 1
+    if not times:
+        # --at-least 0: none is what was asked; a rate or a share of none fails.
+        print("%s: none" % a.what)
+        return 1 if a.rate is not None or a.share or a.reached else 0
     span_s = ((min(a.end, times[-1] + 1) if a.end < 1 << 63 else times[-1]) -
               (a.start if a.start else times[0])) / 1e9
     rate = len(times) / span_s if span_s > 0 else 0.0
