@@ -7,7 +7,8 @@
 #   make bench      figures: admission cost, shim overhead, release error
 #   make asan       everything built with AddressSanitizer + UBSan, then the tests
 #   make chaos      the chaos suite at full size (kill storms, restarts, reloads, scribbles),
-#                   then overloaded with 2,000 processes
+#                   then overloaded with 2,000 processes, keyed, and a fleet whose
+#                   Sentinel master hangs
 #   make cross      build for arm64 (Debian's cross compiler), unit tests under qemu-user
 #   make fuzz       libFuzzer on the config, pattern, first-write, response and HTTP/2 parsers (clang)
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -236,6 +237,9 @@ chaos: test-deps all $(BENCH_BINS)
 	@$(CHAOS_PHASE) --size full $(CHAOS_DONE)
 	@$(CHAOS_PHASE) --size overload $(CHAOS_DONE)
 	@$(CHAOS_PHASE) --size full --keyed $(CHAOS_DONE)
+	@echo "make chaos: a Sentinel master hung (SIGSTOP) mid-run" && \
+		out=$$(SENTINEL_KILL=STOP BUILD=$(BUILD) bash tests/integration/t_fleet_sentinel.sh 2>&1) && \
+		echo "$$out" | grep "promoted replica" || { echo "$$out" | tail -20; exit 1; }
 
 # Fuzz the config and pattern parsers, the first-write name parser, the HTTP/1
 # parser and the shared segment as untrusted input, with libFuzzer (clang),
