@@ -189,6 +189,12 @@ machine_json() {
 	"$SLUICE" stat -c "$T/m$1.ini" --json >"$T/s$1.json" && json_field "$T/s$1.json" "$2" "$3"
 }
 
+# redis_field N FIELD: a field of machine N's Redis state in `sluice stat --json`
+# (state, calls, machines, ...).
+redis_field() {
+	machine_json "$1" - redis | python3 -c 'import ast, sys; print(ast.literal_eval(sys.stdin.read())[sys.argv[1]])' "$2"
+}
+
 now_ns() {
 	date +%s%N
 }

@@ -52,6 +52,6 @@ t2=$(now_ns)
 sleep 0.3
 python3 "$HELPERS/fleet_check.py" "$T/syn.log" --from "$t0" --to "$t1" --what "among bad answers" \
 	--max-per-second 31 --share 127.0.1.1=30/5 || fail "shaping changed among bad answers"
-[ "$(machine_json 1 - redis | python3 -c 'import ast, sys; print(ast.literal_eval(sys.stdin.read())["state"])')" = up ] ||
+[ "$(redis_field 1 state)" = up ] ||
 	fail "not back on the real Redis"
 echo "ok"

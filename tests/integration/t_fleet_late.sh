@@ -24,9 +24,6 @@ EOF2
 start_machine 1
 sleep 2.5 # the settling time of an empty Redis
 WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
-redis_field() {
-	machine_json "$1" - redis | python3 -c 'import ast, sys; print(ast.literal_eval(sys.stdin.read())[sys.argv[1]])' "$2"
-}
 offer 1 60 26
 sleep 3
 

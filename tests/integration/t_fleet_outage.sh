@@ -26,9 +26,6 @@ done
 sleep 2.5 # Redis started empty: the settling time
 WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
 fleet_syns() { python3 "$HELPERS/fleet_check.py" "$T/syn.log" "$@"; }
-redis_field() {
-	machine_json "$1" - redis | python3 -c 'import ast, sys; print(ast.literal_eval(sys.stdin.read())[sys.argv[1]])' "$2"
-}
 
 t0=$(now_ns)
 for n in 1 2 3; do offer $n 80 38; done
