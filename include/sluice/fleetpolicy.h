@@ -42,6 +42,9 @@ struct sl_fleet_memo {
 	double flow_avg;            /* the same averaged over about a second */
 	double waiting;             /* callers held with no share at the last measure */
 	double demand;              /* the last demand reported, smoothed */
+	int64_t active_at;          /* the last measure that found the item in use:
+	                             * a request, a queue or a caller held */
+	double active_flow;         /* flow_avg then (per ns) */
 };
 
 /* One thing this machine leases: a fleet section, or one key of a keyed one; a

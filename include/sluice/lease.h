@@ -28,6 +28,10 @@
  * used up, after it was topped up).  When it looks, the release half decides. */
 #define SL_LEASE_RECHECK_NS (100 * 1000000LL)
 
+/* sl_lease_held: a held_until_ns further than this past a caller's own look is
+ * taken for a scribble, not for another caller. */
+#define SL_LEASE_HELD_SANE_NS (3600 * 1000000000LL)
+
 /* When a caller held until `release` is woken to look again (`now` is when it
  * was held): the slot itself, or sooner for a fleet limit (a window's chunk may be
  * topped up before it ends). */
@@ -118,6 +122,17 @@ int64_t sl_limit_counted_from(const struct sl_spec *s, const struct sl_state *st
 /* The concurrency places st may hold at `now`: the spec's, or the lease's (0 with
  * none, or one no longer valid). */
 uint32_t sl_limit_places(const struct sl_spec *s, const struct sl_state *st, int64_t now);
+
+/* Under the lock: a caller held on st looks again at `until`.  held_until_ns
+ * only moves on (another caller may look later), but not from a value an hour
+ * past this one's: a scribble must not read as a caller held for ever. */
+static inline void sl_lease_held(struct sl_state *st, int64_t until)
+{
+	struct sl_lease *l = &sl_state_more(st)->lease;
+
+	if (until > l->held_until_ns || l->held_until_ns > until + SL_LEASE_HELD_SANE_NS)
+		l->held_until_ns = until;
+}
 
 /* Under the lock: st's lease stays usable until `until` (the daemon, while Redis
  * cannot be reached; never shortened). */

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 11          /* incompatible layout changes */
+#define SL_SHM_MAJOR 12          /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
@@ -260,6 +260,11 @@ struct sl_state_more {
 		struct sl_grid grid; /* rate strategies counting requests: this machine's
 		                      * slots of the fleet's grid (grid.h); releases go at
 		                      * them only.  No usable grid: the share's GCRA */
+		int64_t held_until_ns; /* a rate: the latest instant a caller held on it
+		                      * said it would look again (CLOCK_MONOTONIC; every
+		                      * held caller looks within SL_LEASE_RECHECK_NS, so
+		                      * past it by more than a late wake-up, nobody is
+		                      * held - one killed while held lapses with it) */
 	} lease;
 	/* adapt = on: how the last cut and climb went (pause.c) */
 	struct sl_adapt {

@@ -240,6 +240,8 @@ static void charge_sections(struct sl_shm_header *h, struct sl_ticket *t, int64_
 		st->last_seq = t->sec[k].seq;
 		st->last_undo = t->sec[k].undo;
 		st->last_slot = release;
+		if (t->release_ns > now && sl_limit_fleet(&sec->spec))
+			sl_lease_held(st, t->release_ns); /* its next look (note_held) */
 	}
 }
 
@@ -266,6 +268,9 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 		t->mask = 0;
 		return 0;
 	}
+	/* Charged at its slot; a caller on a fleet share looks again sooner (lease.h). */
+	t->release_ns = p.fleet ? sl_limit_wake(&sl_shm_section(h, (unsigned)p.limiting)->spec, p.release, now)
+	                        : p.release;
 	charge_sections(h, t, p.release, now, self);
 	/* A release that finds its gate still closed past max_wait - the queue pushed
 	 * on by what happened after the reservation, a wall-clock step moving the
@@ -274,9 +279,6 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 	 * a queue, milliseconds, from turning into refusals. */
 	if (p.max_wait >= 0)
 		t->give_up_ns = now + p.max_wait + MAX_WAIT_GRACE_NS + p.max_wait / 10;
-	/* Charged at its slot; a caller on a fleet share looks again sooner (lease.h). */
-	t->release_ns = p.fleet ? sl_limit_wake(&sl_shm_section(h, (unsigned)p.limiting)->spec, p.release, now)
-	                        : p.release;
 	t->slot_ns = p.release;
 	t->held = p.release > now;
 	return 0;
@@ -405,6 +407,17 @@ static void refuse_late(struct sl_shm_header *h, struct sl_ticket *t, int limiti
 	 * mask, which means "nothing to wait for". */
 }
 
+/* t is held until `until`: each fleet lease it waits on learns that a caller
+ * looks again then (lease.h, held_until_ns) - the daemon's sign that this
+ * machine has callers held, which a queue read from the schedule misses once
+ * the slots a caller reserved have passed (docs/design.md, "Across machines"). */
+static void note_held(struct sl_shm_header *h, struct sl_ticket *t, int64_t until, int64_t now)
+{
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 0, now);)
+		if (w.st && sl_limit_fleet(&w.sec->spec))
+			sl_lease_held(w.st, until);
+}
+
 /* When t's gate opens: the latest over its sections of the strategy's release
  * time and the destination's pause (now when every gate is open), and the section
  * it is latest in (*limiting; -1 if none).  -ETIMEDOUT when a key evicted since
@@ -503,6 +516,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 	if (later > now) {
 		t->held = 1;
 		*retry_ns = later;
+		note_held(h, t, later, now);
 		return 1;
 	}
 	/* Charged first, then made: a process killed inside the call below (under

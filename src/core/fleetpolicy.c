@@ -59,6 +59,39 @@ static int measure_flow(const struct sl_fleet_env *env, struct sl_fleet_memo *m,
 	return fresh;
 }
 
+/* A caller held on the lease looked again no later than this after the
+ * instant it named (sl_lease_held): a wake-up later than that on a loaded
+ * machine is rare, and reads at worst as a lull the next measure corrects. */
+#define HELD_SLACK_NS (100 * 1000000LL)
+
+/* Whether a rate item's flow has stopped: a fresh measure finds no request, no
+ * queue, no caller held or looking for a share, and none has been seen for a
+ * round and for three of the flow's own average gaps.  Its demand then drops to
+ * nothing at once rather than fading by 30% a round: the ranks or share it holds
+ * are what the machines whose demand grew are waiting for (a fleet whose demand
+ * moved every second delivered a quarter to a half of the rate while the
+ * machines left behind kept asking).  A light flow keeps its share between
+ * requests (3 gaps at 1/s is 3 s); a caller asleep until its slot is held, not
+ * idle, whatever the schedule shows. */
+static int flow_stopped(const struct sl_fleet_env *env, struct sl_fleet_memo *m, const struct sl_state *st,
+                        double waiting, uint64_t queued, int fresh, int64_t now)
+{
+	int64_t held = lease_of(st)->held_until_ns;
+
+	if (!fresh)
+		return 0;
+	if (m->flow > 0 || queued > 0 || waiting > 0 || held >= now - HELD_SLACK_NS) {
+		m->active_at = now;
+		m->active_flow = m->flow_avg;
+		return 0;
+	}
+	if ((double)(now - m->active_at) < SL_MAX((double)env->refresh_ns, 3.0 / SL_MAX(m->active_flow, 1e-300)))
+		return 0;
+	m->flow_avg = 0;
+	m->demand = 0;
+	return 1;
+}
+
 /* An equal part of `amount` over the machines last seen (or `hosts`). */
 static double equal_part(const struct sl_fleet_env *env, const struct sl_state *st, double amount)
 {
@@ -67,7 +100,7 @@ static double equal_part(const struct sl_fleet_env *env, const struct sl_state *
 
 /* A rate item's demand, thousandths per window. */
 static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it, const struct sl_spec *s,
-                        const struct sl_state *st, double waiting, uint64_t queued, int fresh)
+                        const struct sl_state *st, double waiting, uint64_t queued, int fresh, int64_t now)
 {
 	struct sl_fleet_memo *m = it->memo;
 	/* Per window: what went (and was refused), a tenth more and half a request
@@ -112,6 +145,13 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	double backlog = held_on * (double)s->window_ns / (double)env->refresh_ns;
 	double share = lease_of(st)->flags & SL_LEASE_RATE ? (double)lease_of(st)->amount / SL_FLEET_SCALE : 0;
 	double want = rate_now + backlog > 0 ? rate_now * 1.1 + backlog + 0.5 : 0;
+
+	if (flow_stopped(env, m, st, waiting, queued, fresh, now)) {
+		it->limit = s->amount * SL_FLEET_SCALE;
+		it->demand = 0;
+		it->held = lease_of(st)->flags & SL_LEASE_RATE ? lease_of(st)->amount : 0;
+		return;
+	}
 
 	if (waiting > 0 || (queued > 0 && used >= 0.9 * share))
 		want = SL_MAX(rate_now * 1.2 + backlog + 1, equal_part(env, st, (double)s->amount));
@@ -188,7 +228,7 @@ void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, 
 		it->held = SL_MAX((uint64_t)open,
 		                  lease_of(st)->flags & SL_LEASE_PLACES ? (uint64_t)lease_of(st)->places : 0);
 	} else if (it->kind == 'r') {
-		rate_demand(env, it, s, st, waiting, queued, fresh);
+		rate_demand(env, it, s, st, waiting, queued, fresh, now);
 	} else {
 		window_demand(env, it, s, st, waiting, queued, now);
 	}

@@ -248,17 +248,60 @@ static void test_demand(void **state)
 	sec.state.admitted = 40;
 	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S);
 	assert_int_equal(it.demand, 44500);
-	/* A lull of a round: falls by 30% at most. */
-	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 12 * S);
+	/* A lull shorter than a round: falls by 30% at most. */
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S + 600 * MS);
 	assert_int_equal(it.demand, 31150);
 	/* Callers held for want of a share: an equal part at least, at once. */
 	sec.more.lease.misses = 20;
-	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 13 * S);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 12 * S + 200 * MS);
 	assert_true(it.demand >= 25000);
 	/* No room to remember the item: it asks for nothing. */
 	it.memo = NULL;
 	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 14 * S);
 	assert_int_equal(it.demand, 0);
+}
+
+/* A flow that stopped - no request, queue, caller held or looking, for a round
+ * and three of its own gaps - asks for nothing at once; a caller held (its
+ * promise to look again not yet past) keeps the demand, and one whose promise
+ * lapsed (it was killed) does not. */
+static void test_demand_stops(void **state)
+{
+	struct sl_section sec = {0};
+	struct sl_fleet_memo memo = {0};
+	struct sl_fleet_item it = item('r', 0, S);
+	struct sl_fleet_env env = {.refresh_ns = S / 4, .hosts = 2};
+
+	(void)state;
+	fleet_rate_100(&sec, &it, &memo);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
+	sec.state.admitted = 10; /* 40/s over a round (10/s averaged) */
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 250 * MS);
+	assert_true(it.demand > 10000);
+	/* A caller held, looking again 50 ms from now: the demand stays. */
+	sec.more.lease.held_until_ns = 10 * S + 550 * MS;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 500 * MS);
+	assert_true(it.demand > 5000);
+	/* ... and is still there a round later while its look is at most
+	 * HELD_SLACK_NS (100 ms) past. */
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 640 * MS);
+	assert_true(it.demand > 2000);
+	/* Its look is 150 ms past (it was killed), nothing else: but three gaps of
+	 * its flow (about 7/s averaged) since it was last seen are not over. */
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 800 * MS);
+	assert_true(it.demand > 0);
+	/* Then nothing at all, at once (a fade would ask 30% less). */
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S + 200 * MS);
+	assert_int_equal(it.demand, 0);
+	assert_true(memo.flow_avg == 0);
+
+	/* A light flow, one request a second: keeps asking between its requests. */
+	sec.state.admitted = 11;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S + 500 * MS);
+	for (int64_t t = 11 * S + 750 * MS; t < 13 * S + 500 * MS; t += 250 * MS) {
+		sl_fleet_measure(&env, &it, &sec, &sec.state, 0, t);
+		assert_true(it.demand > 0);
+	}
 }
 
 /* On the grid, callers held with no ranks at all are backlog: a machine
@@ -777,6 +820,7 @@ int main(void)
 		cmocka_unit_test(test_outage_shares),
 		cmocka_unit_test(test_demand),
 		cmocka_unit_test(test_demand_held_on_grid),
+		cmocka_unit_test(test_demand_stops),
 	};
 	const struct CMUnitTest redis[] = {
 		cmocka_unit_test(test_water_filling),
