@@ -72,7 +72,7 @@ static int measure_flow(const struct sl_fleet_env *env, struct sl_fleet_memo *m,
  * moved every second delivered a quarter to a half of the rate while the
  * machines left behind kept asking).  A light flow keeps its share between
  * requests (3 gaps at 1/s is 3 s); a caller asleep until its slot is held, not
- * idle, whatever the schedule shows. */
+ * idle, whatever the schedule shows.  A byte meter's demand fades as before. */
 static int flow_stopped(const struct sl_fleet_env *env, struct sl_fleet_memo *m, const struct sl_state *st,
                         double waiting, uint64_t queued, int fresh, int64_t now)
 {
@@ -80,7 +80,10 @@ static int flow_stopped(const struct sl_fleet_env *env, struct sl_fleet_memo *m,
 
 	if (!fresh)
 		return 0;
-	if (m->flow > 0 || queued > 0 || waiting > 0 || held >= now - HELD_SLACK_NS) {
+	/* Further ahead than any caller looks: a scribble, read as nobody held (the
+	 * next caller held writes over it: sl_lease_held). */
+	if (m->flow > 0 || queued > 0 || waiting > 0 ||
+	    (held >= now - HELD_SLACK_NS && held <= now + SL_LEASE_HELD_SANE_NS)) {
 		m->active_at = now;
 		m->active_flow = m->flow_avg;
 		return 0;
@@ -146,7 +149,8 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	double share = lease_of(st)->flags & SL_LEASE_RATE ? (double)lease_of(st)->amount / SL_FLEET_SCALE : 0;
 	double want = rate_now + backlog > 0 ? rate_now * 1.1 + backlog + 0.5 : 0;
 
-	if (flow_stopped(env, m, st, waiting, queued, fresh, now)) {
+	/* Counted in requests only: a byte flow's gaps say nothing of its requests'. */
+	if (s->meter != SL_METER_BYTES && flow_stopped(env, m, st, waiting, queued, fresh, now)) {
 		it->limit = s->amount * SL_FLEET_SCALE;
 		it->demand = 0;
 		it->held = lease_of(st)->flags & SL_LEASE_RATE ? lease_of(st)->amount : 0;

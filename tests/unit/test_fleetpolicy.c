@@ -296,12 +296,47 @@ static void test_demand_stops(void **state)
 	assert_true(memo.flow_avg == 0);
 
 	/* A light flow, one request a second: keeps asking between its requests. */
+	sec.more.lease.held_until_ns = 0;
 	sec.state.admitted = 11;
 	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S + 500 * MS);
 	for (int64_t t = 11 * S + 750 * MS; t < 13 * S + 500 * MS; t += 250 * MS) {
 		sl_fleet_measure(&env, &it, &sec, &sec.state, 0, t);
 		assert_true(it.demand > 0);
 	}
+}
+
+/* A held_until_ns scribbled far ahead is no caller held; a byte meter's demand
+ * fades as it did (its gaps are bytes', not requests'). */
+static void test_demand_stops_scribble_bytes(void **state)
+{
+	struct sl_section sec = {0};
+	struct sl_fleet_memo memo = {0};
+	struct sl_fleet_item it = item('r', 0, S);
+	struct sl_fleet_env env = {.refresh_ns = S / 4, .hosts = 2};
+	uint64_t before;
+
+	(void)state;
+	fleet_rate_100(&sec, &it, &memo);
+	sec.more.lease.held_until_ns = INT64_MAX;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
+	sec.state.admitted = 10;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 250 * MS);
+	assert_true(it.demand > 0);
+	for (int64_t t = 10 * S + 500 * MS; t <= 12 * S; t += 250 * MS)
+		sl_fleet_measure(&env, &it, &sec, &sec.state, 0, t);
+	assert_int_equal(it.demand, 0);
+
+	memset(&sec, 0, sizeof(sec));
+	memset(&memo, 0, sizeof(memo));
+	fleet_rate_100(&sec, &it, &memo);
+	sec.spec.meter = SL_METER_BYTES;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
+	sec.state.admitted = 10;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 250 * MS);
+	before = it.demand;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 500 * MS);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 750 * MS);
+	assert_true(it.demand > 0 && it.demand < before);
 }
 
 /* On the grid, callers held with no ranks at all are backlog: a machine
@@ -821,6 +856,7 @@ int main(void)
 		cmocka_unit_test(test_demand),
 		cmocka_unit_test(test_demand_held_on_grid),
 		cmocka_unit_test(test_demand_stops),
+		cmocka_unit_test(test_demand_stops_scribble_bytes),
 	};
 	const struct CMUnitTest redis[] = {
 		cmocka_unit_test(test_water_filling),
