@@ -21,6 +21,7 @@
 #include "fleet.h"
 #include "fleet_conf.h"
 #include "fleet_find.h"
+#include "resolver.h"
 #include "fleet_lua.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
@@ -54,6 +55,7 @@
 #define BACKOFF_MAX_NS (2 * SL_NS_PER_S)
 #define SPARE_MAX 5.0
 #define DEAD_AFTER 4 /* timeouts unanswered before a live connection is given up */
+#define RESOLVE_POLL_S 0.02 /* connect_now looks for a name's address this often */
 
 struct fleet {
 	struct sl_daemon *d;
@@ -63,6 +65,9 @@ struct fleet {
 	/* Sentinel or Cluster (conf.way): the master is found before each connection
 	 * (fleet_find.c) and forgotten when it is lost. */
 	struct sl_fleet_find *find;
+	struct sl_resolver *names; /* host names, resolved off the loop (resolver.h) */
+	int64_t resolving_ns;  /* connect_now waits for conf.host's address since */
+	char name_why[200];    /* why conf.host has no address, as last logged */
 	int have_master;       /* conf.host and conf.port name the master to use */
 	unsigned tryagain;     /* TRYAGAIN answers in a row (the slot half moved) */
 	char run_id[41];       /* the run id of the master last used: "" not known */
@@ -459,6 +464,8 @@ static void drop_as(struct fleet *f, const char *why, int late)
 	uint32_t was = f->d->shm.hdr ? f->d->shm.hdr->redis_state : SL_REDIS_NONE;
 
 	late = late || f->late;
+	if (f->conf.port)
+		sl_resolver_stale(f->names, f->conf.host); /* it may have moved */
 	unsubscribe(f);
 	drop_ask(f);
 	if (f->conf.way != SL_FLEET_DIRECT)
@@ -759,7 +766,7 @@ static int cluster_error(struct fleet *f, const char *err)
 {
 	struct sl_redis_addr self, to;
 	int kind;
-	char where[SL_REDIS_HOST_MAX + 8];
+	char where[SL_REDIS_HOST_MAX + 8], addr[64], why[200];
 
 	snprintf(self.host, sizeof(self.host), "%s", f->conf.host);
 	self.port = f->conf.port;
@@ -783,7 +790,8 @@ static int cluster_error(struct fleet *f, const char *err)
 	/* ASK: this call only, to that node, on a connection of its own. */
 	sl_log_debug("redis %s: slot %u migrating: this call asks %s", f->in_use, f->conf.slot, where);
 	drop_ask(f);
-	if (!(f->ask = redisAsyncConnect(to.host, to.port)) || f->ask->err) {
+	if (sl_resolver_get(f->names, to.host, addr, sizeof(addr), why, sizeof(why)) <= 0 ||
+	    !(f->ask = redisAsyncConnect(addr, to.port)) || f->ask->err) {
 		drop_ask(f);
 		return 0;
 	}
@@ -982,10 +990,13 @@ static void on_sub_disconnect(const redisAsyncContext *ac, int status)
 static void subscribe(struct fleet *f)
 {
 	redisAsyncContext *ac;
+	char addr[64], why[200];
 
 	if (f->sub || !f->ready)
 		return;
-	ac = f->conf.port ? redisAsyncConnect(f->conf.host, f->conf.port) : redisAsyncConnectUnix(f->conf.host);
+	if (f->conf.port && sl_resolver_get(f->names, f->conf.host, addr, sizeof(addr), why, sizeof(why)) <= 0)
+		return; /* tried again at the next round */
+	ac = f->conf.port ? redisAsyncConnect(addr, f->conf.port) : redisAsyncConnectUnix(f->conf.host);
 	if (!ac || ac->err) {
 		if (ac)
 			redisAsyncFree(ac);
@@ -1156,16 +1167,53 @@ static uint32_t connecting_state(const struct fleet *f)
 	return s == SL_REDIS_DOWN || s == SL_REDIS_LATE ? s : SL_REDIS_CONNECTING;
 }
 
+/* conf.host's address, into addr: 1 known, 0 still being resolved (connect_now
+ * is called again shortly), -1 none (dropped, as Redis cannot be had: an
+ * outage).  A name the resolver has not answered within the connect timeout
+ * is none either. */
+static int address_of_master(struct fleet *f, char *addr, size_t len)
+{
+	char why[200];
+	int64_t now = sl_clock_mono_ns();
+	int known = sl_resolver_get(f->names, f->conf.host, addr, len, why, sizeof(why));
+
+	if (known > 0) {
+		f->resolving_ns = 0;
+		f->name_why[0] = '\0';
+		return 1;
+	}
+	/* Said once per reason: drop_as logs only the first drop of an outage. */
+	if (known < 0 && strcmp(why, f->name_why) != 0) {
+		sl_log_warnx("redis %s: %s", here(f), why);
+		snprintf(f->name_why, sizeof(f->name_why), "%s", why);
+	}
+	if (known == 0 && !f->resolving_ns)
+		f->resolving_ns = now;
+	if (known < 0 || now - f->resolving_ns > f->conf.timeout_ns) {
+		f->resolving_ns = 0;
+		drop(f, known < 0 ? why : "its name not resolved in time");
+		return -1;
+	}
+	set_state(f, connecting_state(f));
+	ev_timer_stop(f->d->loop, &f->retry);
+	ev_timer_set(&f->retry, RESOLVE_POLL_S, 0.);
+	ev_timer_start(f->d->loop, &f->retry);
+	return 0;
+}
+
 static void connect_now(struct fleet *f)
 {
 	redisAsyncContext *ac;
+	char addr[64];
 
 	if (f->conf.way != SL_FLEET_DIRECT && !f->have_master) {
 		set_state(f, connecting_state(f));
 		sl_fleet_find_start(f->find, SL_MIN(f->conf.timeout_ns, (int64_t)SL_NS_PER_S));
 		return;
 	}
-	ac = f->conf.port ? redisAsyncConnect(f->conf.host, f->conf.port) : redisAsyncConnectUnix(f->conf.host);
+	if (f->conf.port && address_of_master(f, addr, sizeof(addr)) <= 0)
+		return;
+	ac = f->conf.port ? redisAsyncConnect(addr, f->conf.port) : redisAsyncConnectUnix(f->conf.host);
 
 	set_state(f, connecting_state(f));
 	if (!ac || ac->err) {
@@ -1210,8 +1258,12 @@ int sl_fleet_start(struct sl_daemon *d)
 	}
 	srandom((unsigned)(getpid() ^ (uint32_t)sl_clock_mono_ns()));
 	snprintf(f->epoch, sizeof(f->epoch), "%s:epoch", f->conf.prefix);
+	/* Without a thread for names, one is resolved in the loop as before. */
+	if (!(f->names = sl_resolver_new()))
+		sl_log_warn("fleet: no thread to resolve host names; resolved in the daemon's loop");
 	if (f->conf.way != SL_FLEET_DIRECT &&
-	    !(f->find = sl_fleet_find_new(d->loop, &f->conf, on_found, on_switched, f))) {
+	    !(f->find = sl_fleet_find_new(d->loop, &f->conf, f->names, on_found, on_switched, f))) {
+		sl_resolver_free(f->names);
 		free(f->items);
 		free(f);
 		return -ENOMEM;
@@ -1251,6 +1303,7 @@ void sl_fleet_stop(struct sl_daemon *d)
 	unsubscribe(f);
 	drop_ask(f);
 	sl_fleet_find_free(f->find);
+	sl_resolver_free(f->names);
 	if (f->ac) {
 		f->ac->data = NULL;
 		redisAsyncFree(f->ac);

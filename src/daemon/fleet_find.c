@@ -20,6 +20,7 @@
 struct sl_fleet_find {
 	struct ev_loop *loop;
 	const struct sl_fleet_conf *conf;
+	struct sl_resolver *names;
 	sl_fleet_found_fn *found;
 	sl_fleet_switched_fn *switched;
 	void *arg;
@@ -32,6 +33,7 @@ struct sl_fleet_find {
 	int searching;
 	int64_t each_ns;
 	ev_timer timer;           /* the seed's time is up; or: report, outside any call */
+	ev_timer poll;            /* the seed's name is being resolved: look again */
 	struct sl_redis_addr answer;
 	int have_answer;
 	char why[200];
@@ -41,6 +43,7 @@ static void ask_seed(struct sl_fleet_find *ff);
 
 static void close_seed(struct sl_fleet_find *ff)
 {
+	ev_timer_stop(ff->loop, &ff->poll);
 	if (ff->ac) {
 		redisAsyncContext *ac = ff->ac;
 
@@ -81,6 +84,18 @@ static void seed_failed(struct sl_fleet_find *ff, const char *why)
 	}
 	ff->at = (ff->at + 1) % ff->conf->nseeds;
 	ask_seed(ff);
+}
+
+static void open_asked(struct sl_fleet_find *ff);
+
+static void on_poll(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sl_fleet_find *ff = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (ff->searching == 1 && !ff->ac)
+		open_asked(ff);
 }
 
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
@@ -177,8 +192,14 @@ static redisAsyncContext *open_seed(struct sl_fleet_find *ff, const struct sl_re
                                     redisConnectCallback *on_conn, redisDisconnectCallback *on_disc,
                                     redisCallbackFn *on_auth_reply, char *why, size_t whylen)
 {
-	redisAsyncContext *ac = redisAsyncConnect(s->host, s->port);
+	char addr[64];
+	redisAsyncContext *ac;
 
+	/* A name not resolved yet (or not at all) opens nothing: ask_seed waits for
+	 * it within the seed's time; the watch tries again later. */
+	if (sl_resolver_get(ff->names, s->host, addr, sizeof(addr), why, whylen) <= 0)
+		return NULL;
+	ac = redisAsyncConnect(addr, s->port);
 	if (!ac || ac->err) {
 		snprintf(why, whylen, "%s", ac && ac->errstr[0] ? ac->errstr : "out of memory");
 		if (ac)
@@ -193,16 +214,23 @@ static redisAsyncContext *open_seed(struct sl_fleet_find *ff, const struct sl_re
 	return ac;
 }
 
-static void ask_seed(struct sl_fleet_find *ff)
+#define POLL_S 0.02 /* a seed's name being resolved is looked for this often */
+
+/* Open the seed asked now: at once when its address is known; while its name
+ * is being resolved, looked for again every POLL_S within the seed's time. */
+static void open_asked(struct sl_fleet_find *ff)
 {
-	char why[128];
+	char why[200], addr[64];
+	const struct sl_redis_addr *seed = &ff->conf->seeds[ff->at];
 	redisAsyncContext *ac;
 
-	ev_timer_stop(ff->loop, &ff->timer);
-	ev_timer_set(&ff->timer, (double)ff->each_ns / 1e9, 0.);
-	ev_timer_start(ff->loop, &ff->timer);
-	if (!(ac = open_seed(ff, &ff->conf->seeds[ff->at], on_seed_connect, on_seed_disconnect, on_auth, why,
-	                     sizeof(why)))) {
+	if (sl_resolver_get(ff->names, seed->host, addr, sizeof(addr), why, sizeof(why)) == 0) {
+		ev_timer_stop(ff->loop, &ff->poll);
+		ev_timer_set(&ff->poll, POLL_S, 0.);
+		ev_timer_start(ff->loop, &ff->poll);
+		return;
+	}
+	if (!(ac = open_seed(ff, seed, on_seed_connect, on_seed_disconnect, on_auth, why, sizeof(why)))) {
 		seed_failed(ff, why);
 		return;
 	}
@@ -211,6 +239,17 @@ static void ask_seed(struct sl_fleet_find *ff)
 		redisAsyncCommand(ac, on_answer, NULL, "SENTINEL get-master-addr-by-name %s", ff->conf->master_name);
 	else
 		redisAsyncCommand(ac, on_answer, NULL, "CLUSTER SLOTS");
+}
+
+/* Ask the seed at ff->at, for at most each_ns: its name, if it has one, asked
+ * of the name servers afresh (the search uses the address known until then). */
+static void ask_seed(struct sl_fleet_find *ff)
+{
+	ev_timer_stop(ff->loop, &ff->timer);
+	ev_timer_set(&ff->timer, (double)ff->each_ns / 1e9, 0.);
+	ev_timer_start(ff->loop, &ff->timer);
+	sl_resolver_stale(ff->names, ff->conf->seeds[ff->at].host);
+	open_asked(ff);
 }
 
 void sl_fleet_find_start(struct sl_fleet_find *ff, int64_t each_ns)
@@ -303,7 +342,8 @@ void sl_fleet_find_watch(struct sl_fleet_find *ff)
 }
 
 struct sl_fleet_find *sl_fleet_find_new(struct ev_loop *loop, const struct sl_fleet_conf *conf,
-                                        sl_fleet_found_fn *found, sl_fleet_switched_fn *switched, void *arg)
+                                        struct sl_resolver *names, sl_fleet_found_fn *found,
+                                        sl_fleet_switched_fn *switched, void *arg)
 {
 	struct sl_fleet_find *ff = calloc(1, sizeof(*ff));
 
@@ -311,6 +351,7 @@ struct sl_fleet_find *sl_fleet_find_new(struct ev_loop *loop, const struct sl_fl
 		return NULL;
 	ff->loop = loop;
 	ff->conf = conf;
+	ff->names = names;
 	ff->found = found;
 	ff->switched = switched;
 	ff->arg = arg;
@@ -318,6 +359,8 @@ struct sl_fleet_find *sl_fleet_find_new(struct ev_loop *loop, const struct sl_fl
 	ff->watch_at = ff->at;
 	ev_timer_init(&ff->timer, on_timer, 0., 0.);
 	ff->timer.data = ff;
+	ev_timer_init(&ff->poll, on_poll, 0., 0.);
+	ff->poll.data = ff;
 	return ff;
 }
 
@@ -327,6 +370,7 @@ void sl_fleet_find_free(struct sl_fleet_find *ff)
 		return;
 	ev_timer_stop(ff->loop, &ff->timer);
 	close_seed(ff);
+	ev_timer_stop(ff->loop, &ff->poll);
 	if (ff->watch) {
 		redisAsyncContext *ac = ff->watch;
 

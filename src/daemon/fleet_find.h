@@ -10,6 +10,7 @@
 #define SLUICE_DAEMON_FLEET_FIND_H
 
 #include "fleet_conf.h"
+#include "resolver.h"
 
 #include <ev.h>
 
@@ -21,8 +22,11 @@ typedef void sl_fleet_found_fn(void *arg, const struct sl_redis_addr *master, co
 /* The Sentinels announced a new master. */
 typedef void sl_fleet_switched_fn(void *arg, const struct sl_redis_addr *master);
 
+/* Seeds named by host name are connected to at the address `names` knows
+ * (resolver.h; NULL: resolved in the loop). */
 struct sl_fleet_find *sl_fleet_find_new(struct ev_loop *loop, const struct sl_fleet_conf *conf,
-                                        sl_fleet_found_fn *found, sl_fleet_switched_fn *switched, void *arg);
+                                        struct sl_resolver *names, sl_fleet_found_fn *found,
+                                        sl_fleet_switched_fn *switched, void *arg);
 
 /* Ask the seeds in turn, each for at most `each_ns`; `found` is called once,
  * later (never from within this call).  A search already under way goes on. */

@@ -2,14 +2,15 @@
 """A small DNS responder on loopback, over UDP and TCP, for tests.
 
   dns_server.py --port-file FILE [--port N] [--log FILE] [--name NAME=ADDR ...]
-                [--only-named] [--truncate-udp] [--lifetime S]
+                [--only-named] [--truncate-udp] [--delay S] [--lifetime S]
 
 Answers A queries: a --name it was given with that address, any other name with
 127.0.0.1 unless --only-named (then NXDOMAIN).  AAAA and other types get an empty
 NOERROR answer.  Each query is logged as "NS udp|tcp NAME TYPE" (monotonic
 nanoseconds).  --truncate-udp answers every UDP query with the TC bit and no
-records, so the client asks again over TCP.  Exits by itself after --lifetime
-seconds.
+records, so the client asks again over TCP.  --delay sends each UDP answer S
+seconds after its query (a slow name server; queries meanwhile are answered
+too).  Exits by itself after --lifetime seconds.
 """
 import argparse
 import os
@@ -66,6 +67,7 @@ def main():
     ap.add_argument("--only-named", action="store_true")
     ap.add_argument("--truncate-udp", action="store_true")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--delay", type=float, default=0.0)
     ap.add_argument("--lifetime", type=float, default=240)
     a = ap.parse_args()
     names = dict(n.lower().split("=", 1) for n in a.name)
@@ -104,7 +106,10 @@ def main():
             except (ValueError, IndexError, struct.error):
                 continue
             note("udp", name, qtype)
-            udp.sendto(out, peer)
+            if a.delay > 0:
+                threading.Timer(a.delay, udp.sendto, args=(out, peer)).start()
+            else:
+                udp.sendto(out, peer)
 
     def serve_tcp_conn(c):
         with c:
