@@ -9,6 +9,7 @@
 #include "resolver.h"
 #include "sluice/common.h"
 #include "sluice/clock.h"
+#include "sluice/match.h"
 #include "sluice/redisnode.h"
 
 #include <arpa/inet.h>
@@ -41,13 +42,6 @@ struct sl_resolver {
 	int refs; /* the daemon's and the thread's */
 	struct name names[SL_RESOLVE_NAMES];
 };
-
-static int literal(const char *host)
-{
-	unsigned char buf[sizeof(struct in6_addr)];
-
-	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
-}
 
 static void put(struct sl_resolver *r)
 {
@@ -200,7 +194,7 @@ int sl_resolver_get(struct sl_resolver *r, const char *host, char *addr, size_t 
 	struct name *n;
 	int rc;
 
-	if (literal(host) || !r) {
+	if (sl_is_numeric_host(host) || !r) {
 		snprintf(addr, len, "%s", host);
 		return 1;
 	}
@@ -227,7 +221,7 @@ void sl_resolver_stale(struct sl_resolver *r, const char *host)
 {
 	struct name *n;
 
-	if (!r || literal(host))
+	if (!r || sl_is_numeric_host(host))
 		return;
 	pthread_mutex_lock(&r->mu);
 	if ((n = find(r, host, 0))) {
