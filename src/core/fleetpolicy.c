@@ -149,13 +149,10 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	double share = lease_of(st)->flags & SL_LEASE_RATE ? (double)lease_of(st)->amount / SL_FLEET_SCALE : 0;
 	double want = rate_now + backlog > 0 ? rate_now * 1.1 + backlog + 0.5 : 0;
 
-	/* Counted in requests only: a byte flow's gaps say nothing of its requests'. */
-	if (s->meter != SL_METER_BYTES && flow_stopped(env, m, st, waiting, queued, fresh, now)) {
-		it->limit = s->amount * SL_FLEET_SCALE;
-		it->demand = 0;
-		it->held = lease_of(st)->flags & SL_LEASE_RATE ? lease_of(st)->amount : 0;
-		return;
-	}
+	/* Counted in requests only: a byte flow's gaps say nothing of its requests'.
+	 * Stopped, m->demand is nothing too, so nothing is reported below. */
+	if (s->meter != SL_METER_BYTES && flow_stopped(env, m, st, waiting, queued, fresh, now))
+		want = 0;
 
 	if (waiting > 0 || (queued > 0 && used >= 0.9 * share))
 		want = SL_MAX(rate_now * 1.2 + backlog + 1, equal_part(env, st, (double)s->amount));
