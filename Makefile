@@ -290,13 +290,12 @@ install: all
 	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' dist/sluiced.service.in >$(DESTDIR)$(SYSTEMDDIR)/sluiced.service
 	install -m 0644 dist/sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/sluice.conf
 	install -m 0644 dist/tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/sluice.conf
-	@# The machine's config: the commented sample, set for the service (its socket
-	@# in the unit's runtime directory, its queues for the group sluice) and inert -
-	@# [sluice] live, every example section commented out, so nothing is shaped
-	@# until the operator adds a section; an existing one is kept.
+	@# The machine's config: the commented sample, set for the service (its queues
+	@# for the group sluice) and inert - [sluice] live, every example section
+	@# commented out, so nothing is shaped until the operator adds a section; an
+	@# existing one is kept.
 	test -e $(DESTDIR)$(SYSCONFDIR)/sluice/sluice.ini || \
-	  sed -e 's|^control_socket = /run/sluice.sock   |control_socket = /run/sluice/sluice.sock|' \
-	      -e 's|^;shm_group     = sluice |shm_group      = sluice |' conf/sluice.ini | \
+	  sed -e 's|^;shm_group     = sluice |shm_group      = sluice |' conf/sluice.ini | \
 	  scripts/inert-config.awk >$(DESTDIR)$(SYSCONFDIR)/sluice/sluice.ini
 
 # The Debian package, in $(BUILD)/: its own hardened build under $(BUILD)/deb,

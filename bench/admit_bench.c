@@ -371,7 +371,7 @@ static int quota(const char *dir, long iterations)
 static int sizes(void)
 {
 	for (uint32_t more = 0; more <= 1; more++) {
-		struct sl_shm_dims a = {64, 1024, SL_HOLDERS_DEFAULT, 1000, more}, b = a;
+		struct sl_shm_dims a = {64, 1024, SL_HOLDERS_DEFAULT, 1000, more, SL_PROCS_DEFAULT}, b = a;
 		struct sl_shm_layout la, lb;
 
 		b.keys = 101000;

@@ -149,7 +149,7 @@ void sl_admit_refund(struct sl_shm_header *h, const struct sl_ticket *t, int32_t
  * process that `is_dead` says has died before its slot came, give that slot back (as
  * the process would have, had it given up alive).  Returns how many were returned. */
 int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
-                       int (*is_dead)(int32_t pid));
+                       sl_gone_fn is_dead);
 
 /* Daemon, at each heartbeat: reset every section's state that lies further ahead
  * than any admission can put it (sl_strategy_repair).  Returns how many were

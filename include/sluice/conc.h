@@ -46,7 +46,7 @@ void sl_conc_wait(struct sl_shm_header *h, struct sl_match *m, unsigned idx, uin
 
 /* Daemon, at each heartbeat: give back what processes that `is_dead` says died held.
  * Returns how many places were given back. */
-int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid));
+int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, sl_gone_fn is_dead);
 
 /* Wake st's waiters: a place was given back, or (a fleet section) more were leased. */
 void sl_conc_wake(struct sl_state *st);

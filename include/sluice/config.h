@@ -37,6 +37,7 @@ struct sl_global {
 	uint32_t sections; /* records in the segment's section table; 0: twice the config's */
 	uint32_t patterns; /* records in its pattern table; 0: twice the config's */
 	uint32_t holders;  /* entries in its holder table (a power of two) */
+	uint32_t processes; /* entries in its roster (processes attached at once) */
 	/* Across machines (scope = fleet): where the fleet's Redis is, and who this
 	 * machine is in it (docs/config.md, "Across machines"). */
 	char redis[SL_PATH_MAX];      /* "HOST:PORT" or a unix socket's path; "" none */
@@ -56,7 +57,6 @@ struct sl_global {
 	char metrics[SL_PATH_MAX];    /* Prometheus endpoint "HOST:PORT"; "" off */
 	char state_dir[SL_PATH_MAX];  /* where quotas are kept (quota.h): a directory,
 	                               * "auto" (sluiced -S says), or "" none */
-	uint32_t pad0;
 };
 
 struct sl_section_conf {

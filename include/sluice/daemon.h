@@ -20,8 +20,12 @@ struct sl_daemon_opts {
 	const char *config_path;
 	const char *shm_name;   /* NULL: the config's shm_name */
 	int control;            /* serve the config's control socket */
-	int unlink_shm_on_exit; /* embedded daemons remove their private segment */
+	/* `sluice run`'s own daemon: a private segment it serves itself on this
+	 * socket (no keeper: the segment ends with the run).  NULL: the machine's,
+	 * kept by a keeper at the config's segment socket (segsock.h). */
+	const char *private_socket;
 	int handle_signals;     /* SIGHUP reloads, SIGTERM/SIGINT stop */
+	int foreground;         /* logging to stderr: a keeper it starts does too */
 	const char *state_dir;  /* what state_dir = auto means (sluiced -S); NULL: none */
 };
 
@@ -31,9 +35,12 @@ struct sl_daemon {
 	char config_path[SL_PATH_MAX]; /* absolute */
 	char shm_name[SL_PATH_MAX];
 	struct sl_config *cfg; /* the configuration in force */
-	struct sl_shm shm;
+	struct sl_shm shm;    /* shm.self: the daemon's own roster token */
+	char seg_path[108];   /* the segment's socket (segsock.h) */
+	struct sl_segserve *serve; /* a private segment's server (private_socket) */
+	int64_t keeper_checked_ns; /* the keeper was last found answering */
+	int keeper_lost;      /* the keeper was gone and could not be started: said once */
 	struct sl_golden *golden; /* what the last load wrote, checked at each beat */
-	int shm_gone; /* its name was removed under it: said once */
 	int ctl_fd;
 	char ctl_path[108];
 	ev_io ctl_watcher;

@@ -52,6 +52,9 @@ struct sl_keyref *sl_match_conc_key(struct sl_match *m, unsigned i, int make);
 /* The position of section index i in m, or -1. */
 int sl_match_find(const struct sl_match *m, uint32_t i);
 
+/* Whether some section of m is one only a daemon can keep (sl_spec_needs_daemon). */
+int sl_match_needs_daemon(struct sl_shm_header *h, const struct sl_match *m);
+
 /* Whether a and b have a section in common. */
 int sl_match_meets(const struct sl_match *a, const struct sl_match *b);
 

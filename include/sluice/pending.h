@@ -10,8 +10,11 @@
  *   RELEASE  the release check at the slot, and after it while an earlier late
  *            release keeps the gate closed.
  * Each step answers GO (make the call now: released, or nothing to wait for),
- * WAIT (step again at p->at), REFUSED (fail the call with p->err) or MOVED (the
- * daemon moved the segment: follow it, then step again at once).  When the
+ * WAIT (step again at p->at), REFUSED (fail the call with p->err), MOVED (the
+ * daemon moved the segment: follow it, then step again at once) or CHECK (the
+ * segment's daemon has not beaten for SL_ORPHAN_NS: ask its socket whether it is
+ * still the one served - it may have been lost and made anew - then step again;
+ * only for an ask with `orphans` set, once per SL_ORPHAN_CHECK_NS).  When the
  * segment cannot decide - no lock, a full holder table, sections gone in a
  * reload - the fallback policy decides here and nowhere else: open goes, closed
  * refuses, local asks the shared queue again until the call's max_wait and
@@ -32,6 +35,7 @@ enum sl_pending_answer {
 	SL_PEND_WAIT = 1,
 	SL_PEND_REFUSED = 2,
 	SL_PEND_MOVED = 3,
+	SL_PEND_CHECK = 4,
 };
 
 enum sl_pending_phase {
@@ -58,6 +62,8 @@ struct sl_pending_ask {
 	int fallback;             /* SL_FALLBACK_*: when the segment cannot decide */
 	int default_errno;        /* a refusal's errno when its section names none */
 	int places;               /* a connection: take concurrency places first */
+	int orphans;              /* the front end can ask the segment's socket
+	                           * whether its segment is still served (CHECK) */
 	int refuse_all;           /* no segment and fallback = closed: refuse (counted) */
 	unsigned room;            /* positions its ticket has room for (0: any match:
 	                           * the pending is a union sl_pending_room) */
@@ -75,6 +81,7 @@ struct sl_pending {
 	uint64_t taken;           /* places in hand: the caller's once GO, given back by
 	                           * sl_pending_cancel before */
 	int64_t asked_ns;
+	int64_t orphan_checked_ns; /* CHECK last answered (0: never) */
 	int64_t deadline_ns;      /* asked + the call's max_wait (INT64_MAX: none):
 	                           * places and an undecided segment are waited for
 	                           * until then, and refused after */
@@ -123,9 +130,16 @@ void sl_pending_cancel(struct sl_pending *p, struct sl_shm_header *h);
 int64_t sl_pending_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,
                             int *refuse_errno);
 
-/* The segment a blocking caller steps against, followed first when `moved`
- * (the shim's attachment, `sluice acquire`'s). */
-typedef struct sl_shm_header *(*sl_pending_segment_fn)(void *ctx, int moved);
+/* What a blocking caller's segment callback is asked to do first. */
+enum sl_segment_ask {
+	SL_SEGMENT_AS_IS = 0,
+	SL_SEGMENT_FOLLOW = 1, /* it was moved (MOVED) */
+	SL_SEGMENT_CHECK = 2,  /* ask whether it is still the one served (CHECK) */
+};
+
+/* The segment a blocking caller steps against, after doing what `ask` says (the
+ * shim's attachment, `sluice acquire`'s). */
+typedef struct sl_shm_header *(*sl_pending_segment_fn)(void *ctx, int ask);
 
 /* Step p to its answer, sleeping between steps: precisely to a slot, on the
  * section's futex word for a place.  A signal handler interrupts a sleep; the

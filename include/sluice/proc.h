@@ -33,6 +33,9 @@ int sl_proc_check(int32_t pid, uint32_t stamp);
  * pid exists. */
 int sl_proc_owner(int32_t pid, uint32_t stamp);
 
+/* The start stamp of process `pid` (0: cannot be read). */
+uint32_t sl_proc_stamp(int32_t pid);
+
 /* The calling process's start stamp, never 0 (a start time whose low 32 bits are
  * 0 is stamped 1, here and in every comparison); `self` is its pid as the caller
  * caches it (read from /proc once per pid, so once again in a fork child).  0

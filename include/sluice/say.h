@@ -10,10 +10,13 @@
  * Datagrams, one line each:
  *   H SECTION WAIT_MS PID         held: this call waits WAIT_MS before it goes
  *   R SECTION COUNT WHY           COUNT calls refused (the shim sends 1 a call), why
+ *   N TEXT                        a notice a process says once (the shared queues
+ *                                 cannot be reached, and what its calls do)
  */
 #ifndef SLUICE_SAY_H
 #define SLUICE_SAY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define SL_SAY_ENV "SLUICE_SAY"
@@ -33,6 +36,9 @@ void sl_say_held(int section, int64_t wait_ns, int64_t now);
 
 /* A call of `section` (-1: none known) refused, for `why`. */
 void sl_say_refused(int section, const char *why, int64_t now);
+
+/* A notice of len bytes (one line, no newline), said by the caller once. */
+void sl_say_notice(const char *text, size_t len);
 
 #define SL_SAY_EVERY_NS (2000 * 1000000LL)
 

@@ -1,7 +1,11 @@
-/* The System V segments on this machine as an operator sees them (README
- * "Segments"): what `sluice segments` lists, and what every segment error and
- * `sluice stat` name - the key, shmid, owner and mode - so a segment left by an
- * earlier run is found without reading the source for the key's hash. */
+/* The segments an operator can find (README "Segments"): what `sluice segments`
+ * lists and what every attach error names - a segment's socket, who keeps it, who
+ * may use it and how many are attached - so that a segment that cannot be reached
+ * is explained without reading the source.
+ *
+ * A segment is found by its socket (segsock.h): NAME.segment in a directory -
+ * the directory of a config's control socket, or a `sluice run`'s private one
+ * (sl_run_dir). */
 #ifndef SLUICE_SEGMENTS_H
 #define SLUICE_SEGMENTS_H
 
@@ -12,53 +16,57 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-enum sl_segment_kind {
-	SL_SEGMENT_OURS = 0,   /* carries sluice's magic */
-	SL_SEGMENT_UNREADABLE, /* this user may not attach it: sluice's or not is unknown */
-	SL_SEGMENT_OTHER,      /* another program's */
-};
-
 struct sl_segment {
-	key_t key;
-	int shmid;
-	unsigned mode;       /* permission bits */
-	uid_t uid;           /* owner */
+	char path[108];      /* its socket */
+	uid_t uid;           /* the socket file's owner and group */
 	gid_t gid;
-	uint64_t size;       /* bytes */
-	unsigned attached;   /* processes attached (nattch) */
-	pid_t creator;       /* the process that made it */
-	int64_t changed_s;   /* wall-clock seconds of its last change (ctime) */
-	enum sl_segment_kind kind;
-	/* Read from the header when kind is SL_SEGMENT_OURS: */
-	char name[40];       /* the shm_name it was made under ("" before minor 1) */
+	unsigned file_mode;  /* the socket file's permission bits */
+	int64_t changed_s;   /* wall-clock seconds of the socket file's last change */
+	int err;             /* 0: a server answered; else why not (-errno of segsock.h) */
+	/* What the server said (err == 0): */
+	pid_t pid;           /* the keeper's (or `sluice run`'s), in its pid namespace */
+	uint64_t id;         /* segment_id */
+	char name[40];       /* the shm_name it was made under */
 	char config[SL_PATH_MAX]; /* the config its daemon loaded */
-	int32_t daemon_pid;
-	int moved;           /* a newer segment took over its name */
+	unsigned attached;   /* processes in its roster */
+	unsigned mode;       /* who may attach: shm_mode */
+	gid_t policy_gid;    /* ... and shm_group */
+	int32_t daemon_pid;  /* the daemon's, in its pid namespace (0: none) */
+	int64_t heartbeat_ms; /* since the daemon's last beat (-1: never) */
+	uint64_t generation;
+	int moved;           /* a successor took over from it */
 };
 
-/* Every System V segment, read from /proc/sysvipc/shm (which anyone may read,
- * whatever the segments' modes) and each attached read-only to tell sluice's
- * from others'.  fn returns non-zero to stop.  Returns 0, or -errno when the
- * list cannot be read. */
-int sl_segments_each(int (*fn)(const struct sl_segment *, void *), void *arg);
+/* Every segment socket in dir: fn(s, arg) for each (which returns non-zero to
+ * stop).  0, or -errno when dir cannot be read (-ENOENT: no such directory). */
+int sl_segments_in(const char *dir, int (*fn)(const struct sl_segment *, void *), void *arg);
 
-/* The segment that shm_name `name` keys to: 0, or -ENOENT when there is none. */
-int sl_segment_find(const char *name, struct sl_segment *out);
+/* The segment whose socket is `path`: 0 with *out filled (out->err says whether a
+ * server answered), or -ENOENT when there is no socket there. */
+int sl_segment_find(const char *path, struct sl_segment *out);
 
-/* "user:group" of s (numbers where the names are unknown). */
+/* "user:group" of s's socket (numbers where the names are unknown). */
 void sl_segment_owner(const struct sl_segment *s, char *buf, size_t len);
 
-/* "segment /sluice (System V key 0x51ce2a0b, shmid 42, owner root:sluice, mode
- * 0660, 3 attached)", or "... (System V key 0x51ce2a0b: none exists)". */
-void sl_segment_about(const char *name, char *buf, size_t len);
+/* "segment at /run/sluice/sluice.segment (kept by pid 812, owner sluice:sluice,
+ * mode 0660, 3 attached)"; "segment at PATH (owner O, mode M)" when no server
+ * tells more (the caller says why); or "segment at PATH: no such socket". */
+void sl_segment_about(const char *path, char *buf, size_t len);
 
-/* What an operator does about `err` (a negative errno from making or attaching
- * segment `name`): one line, or "" when there is nothing to say. */
-void sl_segment_fix(const char *name, int err, char *buf, size_t len);
+/* What an operator does about `err` (a negative errno from attaching the segment
+ * at `path`; `why` what its server said, or "", which the caller says first): one
+ * line, or "" when there is nothing to say. */
+void sl_segment_fix(const char *path, int err, const char *why, char *buf, size_t len);
 
-/* Whether `--remove-unused` may remove s: sluice's, nobody attached, not changed
- * in the last SL_SEGMENT_SETTLE_S seconds (one being made is not attached yet). */
-#define SL_SEGMENT_SETTLE_S 10
-int sl_segment_unused(const struct sl_segment *s, int64_t now_s);
+/* How `user` comes to use what group `gid` may: "sudo usermod -aG G USER, then
+ * log in again (or run under `newgrp G`)" - or, for group root, to name a group
+ * for the purpose in the daemon's config (never "join group root"). */
+void sl_segment_join(gid_t gid, const char *user, char *buf, size_t len);
+
+/* The directory `sluice run`'s private segment sockets are made in for this
+ * user: $XDG_RUNTIME_DIR/sluice when that is set, else /tmp/sluice-UID.  Made
+ * 0700 when `make` is set; refused (-EPERM) when it exists but is another user's
+ * or others may write it. */
+int sl_run_dir(char *out, size_t len, int make);
 
 #endif

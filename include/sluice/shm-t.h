@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 12          /* incompatible layout changes */
+#define SL_SHM_MAJOR 13          /* incompatible layout changes */
 #define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
@@ -33,6 +33,7 @@
 #define SL_SECTIONS_MAX 1048576
 #define SL_PATTERNS_MAX 4194304
 #define SL_HOLDERS_MAX 4194304 /* a power of two */
+#define SL_PROCS_MAX 1048575   /* entries of the roster: a token's index is 20 bits */
 #define SL_SECTION_NAME_MAX 64
 #define SL_HOST_MAX 256     /* 253 characters of DNS name, NUL, padding */
 #define SL_WAIT_BUCKETS 64  /* wait histogram, see sl_stats_bucket() */
@@ -177,9 +178,9 @@ struct sl_state {
 	uint64_t admitted;  /* requests released (count) */
 	/* The last reservation handed out, so the daemon can return it when its holder
 	 * dies before its slot (docs/design.md, "The queue": a caller that gives up returns its
-	 * slot when it is still the last one handed out).  last_pid 0: nothing to return. */
+	 * slot when it is still the last one handed out).  last_owner 0: nothing to return. */
 	int64_t last_slot;     /* its release time */
-	int32_t last_pid;
+	int32_t last_owner;    /* its taker's roster token (roster.h) */
 	uint32_t seq;          /* reservations handed out (wraps); unchanged = still the last */
 	uint32_t last_seq;     /* seq right after the last reservation */
 	/* concurrency: places taken now (each also counted in a holder entry, so the
@@ -304,6 +305,17 @@ static inline int sl_spec_needs_more(const struct sl_spec *s)
 	return s->strategy == SL_STRAT_SLIDING_WINDOW || s->scope == SL_SCOPE_FLEET || s->adapt;
 }
 
+/* Whether only a daemon can keep a limit of spec s: a window's count (fixed,
+ * sliding or session), a durable quota, a fleet's share.  A process that limits
+ * itself (control_socket = none) refuses its calls rather than count them alone:
+ * each short-lived process would start a window afresh (docs/design.md, "Never a
+ * silent split"). */
+static inline int sl_spec_needs_daemon(const struct sl_spec *s)
+{
+	return s->durable || s->scope == SL_SCOPE_FLEET || s->strategy == SL_STRAT_FIXED_WINDOW ||
+	       s->strategy == SL_STRAT_SLIDING_WINDOW || s->strategy == SL_STRAT_SESSION_WINDOW;
+}
+
 /* The more that follows st: for a section's state always; for a key's only in a
  * segment whose key records carry it (see above). */
 static inline struct sl_state_more *sl_state_more(const struct sl_state *st)
@@ -368,11 +380,13 @@ struct sl_shm_header {
 	uint64_t generation;   /* config generation: +1 per successful load or reload */
 	uint32_t spec_seq;     /* seqlock over every spec: odd while the daemon writes */
 	uint32_t lock_waiters; /* processes sleeping on the lock's futex */
-	uint64_t lock;         /* segment lock, 0 when free: the holder's pid in the low
-	                        * 32 bits (the futex word) and its start stamp in the
-	                        * high 32, so a pid reused by another process, or a
-	                        * scribbled word, is known not to be the holder (shm.c) */
-	int32_t daemon_pid;    /* pid of the daemon that last attached (0: none) */
+	uint64_t lock;         /* segment lock, 0 when free: the holder's roster token in
+	                        * the low 32 bits (the futex word) and its registration's
+	                        * nonce in the high 32, so a holder that died, or a
+	                        * scribbled word, is known not to be one (lock.c) */
+	int32_t daemon_pid;    /* pid of the daemon that last attached, in its own pid
+	                        * namespace (0: none): for people to read; whether it
+	                        * lives is daemon_owner's to say */
 	uint32_t has_names;    /* some section matches by host name */
 	int64_t heartbeat_ns;  /* CLOCK_MONOTONIC of the daemon's last beat */
 	uint32_t fallback;     /* the config's fallback, for information */
@@ -419,8 +433,22 @@ struct sl_shm_header {
 	uint32_t key_size;       /* bytes of a key record: sizeof(struct sl_key), or with
 	                          * a struct sl_state_more after it (sl_shm_dims.key_more) */
 	char shm_name[40];       /* the name it was made under (shm_name), cut to 39
-	                          * bytes: for `sluice segments`, which sees only keys
-	                          * (from layout 8.1 on; empty in older segments) */
+	                          * bytes: for `sluice segments` (from layout 8.1 on;
+	                          * empty in older segments) */
+	/* From layout 13 on: the segment is a sealed memfd handed over a socket, and
+	 * processes are named by roster tokens (docs/design.md, "The segment"). */
+	uint32_t max_procs;      /* entries in the roster (struct sl_proc) */
+	int32_t daemon_owner;    /* the daemon's roster token (0: none): it is alive while
+	                          * its registration is (roster.h) */
+	uint64_t segment_id;     /* random at creation, never 0: tells one segment from
+	                          * another (a successor, an orphan) whatever its name */
+	int64_t hold_until_ns;   /* CLOCK_MONOTONIC: nothing is released from this
+	                          * segment before it - a segment made in place of one
+	                          * that was lost, while the programs still on that one
+	                          * find it (docs/design.md, "Never a silent split").
+	                          * Read only when within SL_HOLD_MAX_NS of now: a
+	                          * scribble further ahead is none */
+	uint8_t reserved[488];   /* zero; minor versions grow into it */
 };
 
 /* Whether a segment's header carries shm_name (layout 8.1 and every later one). */
@@ -436,7 +464,8 @@ enum sl_redis_state {
 	SL_REDIS_DOWN = 3,       /* unreachable: shaping on the last leases */
 	SL_REDIS_LATE = 4,       /* reached, but no answer in time: the leases lapse */
 };
-_Static_assert(sizeof(struct sl_shm_header) == 512, "sl_shm_header ABI");
+_Static_assert(sizeof(struct sl_shm_header) == 1024, "sl_shm_header ABI");
+_Static_assert(offsetof(struct sl_shm_header, max_procs) == 512, "sl_shm_header ABI");
 _Static_assert(offsetof(struct sl_shm_header, generation) == 32, "sl_shm_header ABI");
 /* 8-aligned: the lock is one 64-bit compare-and-swap. */
 _Static_assert(offsetof(struct sl_shm_header, lock) == 48, "sl_shm_header ABI");
@@ -451,9 +480,9 @@ _Static_assert(offsetof(struct sl_shm_header, index_v4_lens) == 392, "sl_shm_hea
 _Static_assert(offsetof(struct sl_shm_header, summary_sum) == 456, "sl_shm_header ABI");
 
 /* Who holds concurrency places: one entry per (process, section), in a table of
- * max_holders entries.  pid 0: free. */
+ * max_holders entries.  owner 0: free. */
 struct sl_holder {
-	int32_t pid;
+	int32_t owner;    /* the holder's roster token (roster.h) */
 	uint32_t section; /* index */
 	uint32_t serial;  /* the section's serial when the places were taken */
 	uint32_t count;   /* places this process holds in it */
@@ -466,6 +495,51 @@ _Static_assert(sizeof(struct sl_holder) == 16, "sl_holder ABI");
 /* A holder entry's `section` with this bit set names a key record (its index in
  * the low bits) and `serial` is that record's serial. */
 #define SL_HOLDER_KEY 0x80000000u
+
+/* --- the roster: who is attached (src/core/roster.c) ---
+ *
+ * One entry per process that was handed the segment, written by whoever handed it
+ * over (the keeper or a `sluice run`: src/daemon/segserve.c) and ended when the
+ * kernel says the process exited (a pidfd).  A process is named in the segment -
+ * lock word, holder entries, a state's last reservation - by its token: its
+ * entry's index and the generation of its registration (roster.h), never by a pid,
+ * which means another process in another pid namespace. */
+struct sl_proc {
+	uint32_t gen;    /* odd: a live registration; even: free.  +1 at each
+	                  * registration and at each end */
+	uint32_t nonce;  /* random, never 0: the lock word's high half */
+	int32_t pid;     /* as the process sees itself (getpid(), its pid namespace) */
+	uint32_t stamp;  /* its start stamp as it read it (proc.h) */
+	uint64_t pidns;  /* the inode of its pid namespace; 0 when its /proc does not
+	                  * show it its own pids (then nobody reads /proc for it) */
+	int32_t kpid;    /* as its registrar saw it (SO_PEERCRED; 0: not visible) */
+	uint32_t kstamp; /* its start stamp as the registrar read it (0: unknown) */
+};
+_Static_assert(sizeof(struct sl_proc) == 32, "sl_proc ABI");
+#define SL_PROCS_DEFAULT 16384 /* processes attached at once when the config says nothing */
+
+/* A segment whose daemon has not beaten for this long may have been lost and made
+ * anew (its keeper and daemon both gone): its programs ask its socket which one
+ * is served, at most once per SL_ORPHAN_CHECK_NS each (docs/design.md, "Never a
+ * silent split").  A segment made in place of a lost one holds its releases for
+ * SL_ORPHAN_HOLD_NS, so those programs find it before it releases anything. */
+#define SL_ORPHAN_NS (3 * 1000000000LL)
+#define SL_ORPHAN_CHECK_NS (1000000000LL)
+#define SL_ORPHAN_HOLD_NS (SL_ORPHAN_NS + 2 * SL_ORPHAN_CHECK_NS)
+#define SL_HOLD_MAX_NS (60 * 1000000000LL)
+
+/* The hold of segment h at `now` (hold_until_ns): an instant nothing is released
+ * before, or `now` when none (or a scribble). */
+static inline int64_t sl_shm_hold(const struct sl_shm_header *h, int64_t now)
+{
+	int64_t v = __atomic_load_n(&h->hold_until_ns, __ATOMIC_RELAXED);
+
+	return v > now && v - now <= SL_HOLD_MAX_NS ? v : now;
+}
+
+struct sl_shm_header;
+/* Whether the process a token names is gone (sl_roster_gone, or a test's own). */
+typedef int (*sl_gone_fn)(struct sl_shm_header *h, int32_t owner);
 
 /* --- the match index: which patterns a destination's name or address may take ---
  *
@@ -536,6 +610,9 @@ struct sl_shm_dims {
 	uint32_t holders;  /* holder entries, a power of two */
 	uint32_t keys;     /* key records */
 	uint32_t key_more; /* 1: each key record carries a struct sl_state_more */
+	uint32_t procs;    /* roster entries (processes attached at once) */
 };
+/* The dims of a segment made without a config (tests, the embedded defaults). */
+#define SL_SHM_DIMS_DEFAULT {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT, 1, SL_PROCS_DEFAULT}
 
 #endif

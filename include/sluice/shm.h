@@ -25,12 +25,17 @@ struct sl_shm {
 	struct sl_shm_header *hdr; /* NULL when not attached */
 	size_t size;
 	int anonymous; /* a process-private segment (fallback = local, tests) */
-	int id;        /* its System V id; -1 when anonymous */
+	int fd;        /* its memfd, kept by the process that made it or keeps it
+	                * (the daemon, `sluice run`); -1 in every other process:
+	                * attached, the segment is its mapping alone */
+	int32_t self;  /* this process's roster token in it (roster.h); 0: none */
+	uint64_t ino;  /* its memfd's inode: the same segment handed over twice has
+	                * the same (0: anonymous) */
 };
 
 /* Where each table of a segment of given dims lies (byte offsets from its start). */
 struct sl_shm_layout {
-	size_t sections, patterns, index, refs, holders, tags, keys;
+	size_t sections, patterns, index, refs, holders, procs, tags, keys;
 	size_t size; /* the whole segment */
 };
 
@@ -39,6 +44,7 @@ struct sl_shm_layout {
 struct sl_shm_view {
 	struct sl_shm_dims dims;
 	uint32_t index_slots;
+	uint32_t private_; /* anonymous memory of this process alone (lock.h) */
 	struct sl_shm_layout at;
 };
 
@@ -68,10 +74,6 @@ const struct sl_shm_view *sl_shm_view(const struct sl_shm_header *h);
 /* The dims of the segment h (its view), or zeros. */
 struct sl_shm_dims sl_shm_dims_of(const struct sl_shm_header *h);
 
-/* The System V key of the segment named `name` (the config's shm_name): a hash
- * of the name, never IPC_PRIVATE. */
-key_t sl_shm_key(const char *name);
-
 /* Whether a segment's first word says some sluice made it (any layout version,
  * published or not). */
 int sl_shm_magic_is_ours(uint32_t magic);
@@ -79,25 +81,26 @@ int sl_shm_magic_is_ours(uint32_t magic);
 /* Note in the header the name the segment is made under (cut to fit). */
 void sl_shm_set_name(struct sl_shm_header *h, const char *name);
 
-/* Attach an existing segment read-write (shim) or read-only (stat).  Keeps no fd
- * open.  Returns 0, -errno from shmget/shmat (-ENOENT: none), or -EPROTO for a
- * layout we do not know (the caller passes traffic through). */
-int sl_shm_attach(struct sl_shm *shm, const char *name, int writable);
+/* --- where a segment lives (docs/design.md, "The segment") ---
+ *
+ * A memfd sealed against shrinking and growing, so no one who was handed it can
+ * make another's mapping fault (a truncated file raises SIGBUS at the next touch),
+ * handed from process to process over a unix socket (segsock.h): the socket
+ * reaches every namespace its directory is mounted into, where a System V key
+ * reaches its IPC namespace only. */
 
-/* Daemon: create the segment with tables of sizes `dims`, or re-attach it with its
- * state when it already holds a valid one.  *reattached tells which.  An invalid
- * segment of our size is re-initialised.  One of other sizes is kept as it is when
- * programs still have it attached (its dims then differ from `dims`: the caller
- * says so, and checks that the config fits), else replaced by one of the sizes
- * asked for - each table at least as large as what it carries over - with its
- * state carried over (when it is of this layout); a stranger's segment under our
- * key gives -EEXIST.  A segment made here is not yet published: attaching
- * programs take it for none until sl_shm_publish(), which the caller calls once
- * the config is in, so no program matches against an empty table. */
-int sl_shm_open_or_create_dims(struct sl_shm *shm, const char *name, unsigned mode,
-                               const struct sl_shm_dims *dims, int *reattached);
-/* The same with default dims (tests). */
-int sl_shm_open_or_create(struct sl_shm *shm, const char *name, unsigned mode, int *reattached);
+/* Make a segment of tables `dims` named `name` (the memfd's name, for people):
+ * zero, sealed, mapped read-write, its memfd kept in shm->fd, its header written
+ * but not yet published - an attacher takes it for none until sl_shm_publish(),
+ * which the maker calls once its config is in.  0 or -errno. */
+int sl_shm_create(struct sl_shm *shm, const char *name, const struct sl_shm_dims *dims);
+
+/* Map the segment memfd `fd` (handed over, or kept): read-write or read-only.  The
+ * fd must be a memfd sealed against shrinking and growing, at least as large as
+ * its header says; anything else is refused (-EBADF, -EPERM: not sealed, -EPROTO:
+ * no segment of this layout).  keep_fd: shm->fd keeps fd (the caller's no longer);
+ * else the caller still owns it and closes it.  0 or -errno. */
+int sl_shm_map_fd(struct sl_shm *shm, int fd, int writable, int keep_fd);
 
 /* Let attaching programs see the segment (its magic; already so when re-attached). */
 void sl_shm_publish(struct sl_shm_header *h);
@@ -111,34 +114,25 @@ void sl_config_dims(const struct sl_config *cfg, struct sl_shm_dims *out);
  * -ENOSPC with what is missing said in why. */
 int sl_shm_fits(const struct sl_shm_header *h, const struct sl_config *cfg, char *why, size_t len);
 
-/* Mark the segment named `name` for removal: it goes when its last user detaches,
- * and the name is free at once.  0 or -errno. */
-int sl_shm_remove(const char *name);
+/* A new segment of dims (each table at least what `old` carries) taking over from
+ * `old`, which programs still use (a reload that needs more room).  Under old's
+ * lock its state is carried over (sections, holders, keys, the roster: tokens
+ * mean the same in both), `cfg` loaded, the new segment published, and old marked
+ * moved: an admission that takes old's lock after that is refused it (-EXDEV) and
+ * asks for the segment again (its front end's follow, segsock.h), so every
+ * program shares the new segment's queues from its next admission, and no
+ * release is made in both.  On success *shm is the new segment (its memfd in
+ * shm->fd, to hand out in old's place); old stays attached (the caller detaches
+ * it). */
+int sl_shm_move(struct sl_shm *shm, struct sl_shm *old, const char *name, const struct sl_shm_dims *dims,
+                const struct sl_config *cfg, int32_t self);
 
-/* A new segment under `name`, of dims (each table at least what `old` carries),
- * taking over from `old`, which programs still use: `old` was removed (ipcrm) -
- * or is removed here first, with remove_old (a reload that needs more room).
- * Under old's lock its state is carried over, `cfg` loaded, the new segment
- * published, and old marked moved: an admission that takes old's lock after that
- * is refused it (-EXDEV) and follows the name (sl_shm_follow), so every program
- * shares the new segment's queues from its next admission, and no release is
- * made in both.  On success *shm is the new segment; old stays attached (the
- * caller detaches it).  -EEXIST when another segment took the name meanwhile. */
-int sl_shm_move(struct sl_shm *shm, struct sl_shm *old, const char *name, unsigned mode,
-                const struct sl_shm_dims *dims, const struct sl_config *cfg, int32_t self, int remove_old);
-
-/* When shm's segment was moved (its header says so): attach `name` in its place.
- * The old mapping is left attached (other threads may still be reading it; the
- * memory is the segment's, so it costs address space only).  1 when it followed,
- * 0 when nothing moved, -errno when the new one could not be attached. */
-int sl_shm_follow(struct sl_shm *shm, const char *name);
-
-/* Whether `name` still names the segment `shm` is attached to (not removed, not
- * replaced by another). */
-int sl_shm_is_named(const struct sl_shm *shm, const char *name);
+/* Whether h was moved (a successor took over: follow it). */
+int sl_shm_moved(const struct sl_shm_header *h);
 
 /* A fresh segment in private anonymous memory (not shared across fork's copy),
- * published at once: with default dims, or `dims`. */
+ * published at once, the caller entered in its roster (shm->self): with default
+ * dims, or `dims`. */
 int sl_shm_create_anonymous(struct sl_shm *shm);
 int sl_shm_create_anonymous_dims(struct sl_shm *shm, const struct sl_shm_dims *dims);
 

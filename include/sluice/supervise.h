@@ -26,14 +26,16 @@ int sl_supervise_recv_fd(int sock);
 
 struct sl_supervisor;
 
-/* Start answering the listener's notifications on `loop`, against segment
- * `shm_name` (attached here); cfg gives the fallback and the names to resolve.
+/* Start answering the listener's notifications on `loop`, against the segment
+ * served at `seg_path` (attached here) - or `daemons`, the segment of the daemon
+ * this process hosts (its token is this process's, and it is followed by the
+ * daemon); cfg gives the fallback and the names to resolve.
  * `verbose`: one line per held or refused call on stderr.  on_gone(arg) is called
  * once no process is left under the filter (the command and every child it left
  * behind).  NULL on failure (said on stderr). */
-struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *shm_name,
-                                         const struct sl_config *cfg, int verbose, void (*on_gone)(void *),
-                                         void *arg);
+struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *seg_path,
+                                         struct sl_shm *daemons, const struct sl_config *cfg, int verbose,
+                                         void (*on_gone)(void *), void *arg);
 /* Stop, answering nothing more (the kernel then fails pending and later trapped
  * calls with ENOSYS), give back what is held, and free.  Prints a summary when
  * verbose. */

@@ -4,8 +4,8 @@
  * preload shim nor seccomp (src/supervisor/) reaches: setuid programs, io_uring, shell
  * loops.
  *
- * The segment is, in order: --shm NAME; $SLUICE_SHM (inside `sluice run`); the one
- * a daemon serving the config names; the config's shm_name.  SIGINT, SIGTERM and
+ * The segment is asked for over its socket, in order: --segment SOCKET;
+ * $SLUICE_SEGMENT (inside `sluice run`); the config's (segsock.h).  SIGINT, SIGTERM and
  * SIGHUP while waiting give the place back and exit 128+N.
  */
 #include "cli.h"
@@ -16,6 +16,7 @@
 #include "sluice/shm.h"
 #include "sluice/config.h"
 #include "sluice/pending.h"
+#include "sluice/segsock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,7 +37,7 @@ static void on_signal(int sig)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]\n");
+	fprintf(stderr, "usage: sluice acquire [-c FILE] [--segment SOCKET] [-v] SECTION|HOST[:PORT]\n");
 	return SL_EXIT_USAGE;
 }
 
@@ -115,48 +116,51 @@ static int parse_target(const char *arg, struct sl_dest *d, char *name, size_t n
 	return 0;
 }
 
-static int segment_name(const char *shm_opt, const char *config, char *out, size_t size)
+/* The segment's socket: --segment, else $SLUICE_SEGMENT, else the config's. */
+static int segment_path(const char *opt, const char *config, char *out, size_t size)
 {
-	const char *env = getenv("SLUICE_SHM");
 	struct sl_config *cfg;
-	char *reply = NULL;
+	int rc;
 
-	if (shm_opt)
-		return sl_strlcpy(out, shm_opt, size);
-	if (env && *env)
-		return sl_strlcpy(out, env, size);
+	if (opt)
+		return sl_strlcpy(out, opt, size);
 	cfg = sl_cli_load(sl_cli_config_path(config));
 	if (!cfg)
 		return -EINVAL;
-	if (sl_ctl_request(cfg->global.control_socket, "info", &reply, 1000) != 0 ||
-	    sl_ctl_info_value(reply, "shm_name", out, size) != 0)
-		sl_strlcpy(out, cfg->global.shm_name, size);
-	free(reply);
+	if ((rc = sl_cli_segment_path(cfg, out, size)) == -ENOENT)
+		fprintf(stderr, "sluice: %s says control_socket = none: no shared queue to wait in\n", cfg->path);
 	sl_config_free(cfg);
 	free(cfg);
-	return 0;
+	return rc < 0 ? -EINVAL : 0;
 }
 
-/* The segment, followed when the daemon moves it (sl_shm_move). */
+/* The segment, asked for again when the daemon moves it (sl_shm_move). */
 struct follow {
 	struct sl_shm *shm;
-	const char *name;
+	const char *path;
 };
 
 static struct sl_shm_header *follow_segment(void *ctx, int moved)
 {
 	struct follow *f = ctx;
+	struct sl_shm next;
 
-	if (moved)
-		sl_shm_follow(f->shm, f->name);
+	if (moved && sl_segsock_attach(f->path, 1, SL_SEGSOCK_TIMEOUT_NS, &next, NULL, 0) == 0) {
+		if (next.ino == f->shm->ino) {
+			sl_shm_detach(&next); /* not moved yet: asked again at the next step */
+		} else {
+			/* The old mapping stays: the pending admission's ticket is void there. */
+			*f->shm = next;
+		}
+	}
 	return f->shm->hdr;
 }
 
 int sl_cmd_acquire(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"shm", required_argument, NULL, 's'}, {0}};
-	const char *config = NULL, *shm_opt = NULL, *target;
-	char shm_name[SL_PATH_MAX], name[SL_HOST_MAX];
+	static const struct option longopts[] = {{"segment", required_argument, NULL, 's'}, {0}};
+	const char *config = NULL, *seg_opt = NULL, *target;
+	char seg_path[108], name[SL_HOST_MAX], why[256];
 	struct sigaction sa = {.sa_handler = on_signal};
 	struct sl_match m = {0};
 	union sl_pending_room p_room;
@@ -168,7 +172,7 @@ int sl_cmd_acquire(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "c:s:v", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': config = optarg; break;
-		case 's': shm_opt = optarg; break;
+		case 's': seg_opt = optarg; break;
 		case 'v': verbose = 1; break;
 		default: return usage();
 		}
@@ -176,10 +180,10 @@ int sl_cmd_acquire(int argc, char **argv)
 	if (optind + 1 != argc)
 		return usage();
 	target = argv[optind];
-	if (segment_name(shm_opt, config, shm_name, sizeof(shm_name)) < 0)
+	if (segment_path(seg_opt, config, seg_path, sizeof(seg_path)) < 0)
 		return SL_EXIT_USAGE;
-	if ((rc = sl_shm_attach(&shm, shm_name, 1)) < 0) {
-		sl_cli_segment_error("cannot attach", shm_name, rc);
+	if ((rc = sl_segsock_attach(seg_path, 1, 3 * SL_SEGSOCK_TIMEOUT_NS, &shm, why, sizeof(why))) < 0) {
+		sl_cli_segment_error("cannot attach", seg_path, rc, why);
 		return SL_EXIT_FAIL;
 	}
 	if ((idx = find_section(shm.hdr, target, &m.serial[0])) >= 0) {
@@ -193,12 +197,12 @@ int sl_cmd_acquire(int argc, char **argv)
 		m.mask = 1;
 		m.keyed = 0;
 	} else if (!strchr(target, '.') && !strchr(target, ':') && strcmp(target, "localhost") != 0) {
-		fprintf(stderr, "sluice: no section [%s] in segment %s\n", target, shm_name);
+		fprintf(stderr, "sluice: no section [%s] in the segment at %s\n", target, seg_path);
 		return SL_EXIT_USAGE;
 	} else if (parse_target(target, &d, name, sizeof(name)) < 0) {
 		fprintf(stderr, "sluice: bad destination '%s' (want HOST, HOST:PORT or [IPV6]:PORT)\n", target);
 		return SL_EXIT_USAGE;
-	} else if (sl_match_sections(shm.hdr, &d, &m, (int32_t)getpid()) <= 0) {
+	} else if (sl_match_sections(shm.hdr, &d, &m, shm.self) <= 0) {
 		fprintf(stderr, "sluice: no section limits %s: not held\n", target);
 		return SL_EXIT_OK;
 	}
@@ -209,9 +213,9 @@ int sl_cmd_acquire(int argc, char **argv)
 	{
 		/* Undecided is never a release: a script asking leaves its call undone
 		 * unless the shared queue decides within max_wait (fallback = local). */
-		const struct sl_pending_ask a = {.m = &m, .d = idx >= 0 ? NULL : &d, .self = (int32_t)getpid(),
+		const struct sl_pending_ask a = {.m = &m, .d = idx >= 0 ? NULL : &d, .self = shm.self,
 		                                 .fallback = SL_FALLBACK_LOCAL, .default_errno = ECONNREFUSED};
-		struct follow f = {&shm, shm_name};
+		struct follow f = {&shm, seg_path};
 
 		sl_pending_start(p, shm.hdr, &a, sl_clock_mono_ns());
 		rc = sl_pending_wait(p, follow_segment, &f, &stop_signal, NULL, NULL);
@@ -221,7 +225,7 @@ int sl_cmd_acquire(int argc, char **argv)
 		return 128 + stop_signal;
 	}
 	if (p->undecided_why)
-		fprintf(stderr, "sluice: segment %s could not decide at first (%s)%s\n", shm_name, p->undecided_why,
+		fprintf(stderr, "sluice: the segment at %s could not decide at first (%s)%s\n", seg_path, p->undecided_why,
 		        rc == SL_PEND_GO ? "; its queue did then" : "");
 	if (rc == SL_PEND_REFUSED) {
 		fprintf(stderr, "sluice: refused: %s%s%.*s%s\n", p->why ? p->why : "refused",

@@ -3,6 +3,9 @@
 #define SLUICE_CLI_H
 
 #include "sluice/config.h"
+#include "sluice/shm.h"
+
+#include <stddef.h>
 
 
 /* Exit statuses: 0 fine, 1 runtime failure, 2 bad usage or bad config. */
@@ -20,9 +23,16 @@ int sl_cmd_segments(int argc, char **argv);
 /* The config path a command should use: -c, else $SLUICE_CONFIG, else the default. */
 const char *sl_cli_config_path(const char *given);
 
-/* On stderr: "sluice: WHAT segment NAME (key, shmid, owner, mode): why" and what
- * fixes it (stat.c). */
-void sl_cli_segment_error(const char *what, const char *name, int rc);
+/* On stderr: "sluice: WHAT segment at PATH (keeper, owner, mode): why" and what
+ * fixes it; `why` is what its server said, or NULL (stat.c). */
+void sl_cli_segment_error(const char *what, const char *path, int rc, const char *why);
+
+/* The segment socket a program started here would ask: $SLUICE_SEGMENT, else
+ * the config's (segsock.h).  0, or -ENOENT for control_socket = none. */
+int sl_cli_segment_path(const struct sl_config *cfg, char *out, size_t len);
+
+/* Attach the segment at `path` read-only, saying why not on stderr.  0 or -errno. */
+int sl_cli_attach(const char *path, struct sl_shm *shm);
 
 /* Load `path` into a new config; on errors print them and return NULL. */
 struct sl_config *sl_cli_load(const char *path);

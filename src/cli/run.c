@@ -2,10 +2,11 @@
  * `sluice run`: put the shim in front of a command.
  *
  * If a daemon answers on the config's control socket and serves this very config,
- * or its segment is still there though the daemon died, the command joins that
- * segment and sluice execs it directly.  Otherwise sluice hosts
- * an embedded daemon on a private segment for as long as the command runs; every
- * process the command starts inherits the environment and so shares that segment.
+ * or its segment's keeper still serves it though the daemon died, the command
+ * joins that segment and sluice execs it directly.  Otherwise sluice hosts an
+ * embedded daemon on a private segment for as long as the command runs, served on
+ * a socket in this user's run directory (sl_run_dir); every process the command
+ * starts inherits the environment and so shares that segment.
  * sluice then exits with the command's status (128+N when a signal N killed it).
  *
  * With --seccomp - or by itself for a statically linked or Go program, which no
@@ -27,6 +28,9 @@
 #include "sluice/say.h"
 #include "sluice/segments.h"
 
+#include "sluice/segsock.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -37,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -88,7 +91,7 @@ static int find_shim(char *out, size_t size)
 	return -ENOENT;
 }
 
-static int set_env(const char *lib, const char *config, const char *shm_name)
+static int set_env(const char *lib, const char *config, const char *seg_path)
 {
 	const char *old = getenv("LD_PRELOAD");
 	char *preload;
@@ -103,7 +106,7 @@ static int set_env(const char *lib, const char *config, const char *shm_name)
 	if (!preload)
 		return -ENOMEM;
 	if (setenv("LD_PRELOAD", preload, 1) != 0 || setenv("SLUICE_CONFIG", config, 1) != 0 ||
-	    setenv("SLUICE_SHM", shm_name, 1) != 0) {
+	    setenv("SLUICE_SEGMENT", seg_path, 1) != 0) {
 		free(preload);
 		return -errno;
 	}
@@ -118,14 +121,14 @@ static void exec_command(char **cmd)
 	_exit(errno == ENOENT ? 127 : 126);
 }
 
-/* A daemon serving this config, if one answers: its segment name in `shm`. */
-static int find_daemon(const struct sl_config *cfg, const char *config, char *shm, size_t size)
+/* A daemon serving this config, if one answers: its segment's socket in `seg`. */
+static int find_daemon(const struct sl_config *cfg, const char *config, char *seg, size_t size)
 {
 	char *reply = NULL, served[PATH_MAX];
 	int rc = sl_ctl_request(cfg->global.control_socket, "info", &reply, 1000);
 
 	if (rc == 0 && sl_ctl_info_value(reply, "config", served, sizeof(served)) == 0 &&
-	    strcmp(served, config) == 0 && sl_ctl_info_value(reply, "shm_name", shm, size) == 0)
+	    strcmp(served, config) == 0 && sl_ctl_info_value(reply, "segment", seg, size) == 0)
 		rc = 0;
 	else if (rc == 0)
 		rc = -ESRCH;
@@ -133,88 +136,90 @@ static int find_daemon(const struct sl_config *cfg, const char *config, char *sh
 	return rc;
 }
 
-/* No daemon answers, but its segment may still be there: a dead daemon stops reloads
- * and stats, not shaping, so processes started now must join the same queue as
- * those already running.  Joined only when the segment was compiled from this very
- * config file. */
-static int find_segment(const struct sl_config *cfg, const char *config)
+/* No daemon answers, but its segment's keeper may still serve it: a dead daemon
+ * stops reloads and stats, not shaping, so processes started now must join the
+ * same queue as those already running.  Joined only when the segment was
+ * compiled from this very config file. */
+static int find_segment(const struct sl_config *cfg, const char *config, char *seg, size_t size)
 {
-	struct sl_shm shm;
-	char served[SL_PATH_MAX];
-	int rc = sl_shm_attach(&shm, cfg->global.shm_name, 0);
+	struct sl_segment s;
 
-	if (rc < 0)
-		return rc;
-	memcpy(served, shm.hdr->config_path, sizeof(served));
-	served[sizeof(served) - 1] = '\0';
-	rc = strcmp(served, config) == 0 ? 0 : -ESRCH;
-	sl_shm_detach(&shm);
-	return rc;
+	if (sl_segsock_path(&cfg->global, seg, size) < 0 || sl_segment_find(seg, &s) < 0 || s.err < 0)
+		return -ENOENT;
+	return strcmp(s.config, config) == 0 ? 0 : -ESRCH;
 }
 
 /* The machine's queues are there but this user may not use them (not in the
- * config's shm_group, or a mode that keeps others out).  The shim itself stays
- * quiet about it - it runs inside programs that do not expect its words - so it
- * is said here, before the program starts, with how to fix it.  1 when said. */
-static int cannot_attach(const struct sl_config *cfg)
+ * config's shm_group, or a mode that keeps others out).  The shim says so too,
+ * once per process (attach.c); it is said here first, before the program starts,
+ * with how to fix it.  Never a queue of the run's own instead (docs/design.md,
+ * "Never a silent split"): the program joins the machine's segment socket, and
+ * its shaped calls wait for it and are refused.  1 when said (its socket in
+ * seg). */
+static int cannot_attach(const struct sl_config *cfg, char *seg, size_t seglen)
 {
-	const struct sl_global *g = &cfg->global;
 	struct sl_shm shm;
-	struct stat st;
+	struct sl_segment s;
 	struct passwd *pw = getpwuid(getuid());
 	struct group *gr;
-	char group[64] = "", user[64];
-	int rc = sl_shm_attach(&shm, g->shm_name, 0);
+	char why[256], fix[400], user[64], group[64];
+	int rc;
 
+	if (sl_segsock_path(&cfg->global, seg, seglen) < 0)
+		return 0;
+	rc = sl_segsock_attach(seg, 1, SL_SEGSOCK_TIMEOUT_NS, &shm, why, sizeof(why));
 	if (rc == 0) {
 		sl_shm_detach(&shm);
 		return 0;
 	}
-	if (rc != -EACCES && rc != -EPERM)
+	if ((rc != -EACCES && rc != -EPERM) || sl_segment_find(seg, &s) < 0)
 		return 0; /* none there: this run hosts its own */
 	snprintf(user, sizeof(user), "%s", pw ? pw->pw_name : "this user");
-	if (stat(g->control_socket, &st) == 0 && (gr = getgrgid(st.st_gid)))
+	if ((gr = getgrgid(s.gid)))
 		snprintf(group, sizeof(group), "%s", gr->gr_name);
 	else
-		snprintf(group, sizeof(group), "%s", g->shm_group[0] ? g->shm_group : "?");
+		snprintf(group, sizeof(group), "%u", (unsigned)s.gid);
+	sl_segment_join(s.gid, user, fix, sizeof(fix));
 	fprintf(stderr,
-	        "sluice run: %s may not use this machine's queues: segment %s and control socket %s belong to "
-	        "group %s (mode %04o), and %s is not in it.\n"
-	        "  To share them: sudo usermod -aG %s %s, then log in again (or run under `newgrp %s`).\n"
+	        "sluice run: %s may not use this machine's queues: their socket %s is for group %s (mode %04o)%s%s.\n"
+	        "  To share them: %s.\n"
 	        "  Until then: %s\n",
-	        user, g->shm_name, g->control_socket, group, g->shm_mode, user, group, user, group,
-	        g->fallback == SL_FALLBACK_CLOSED
+	        user, seg, group, s.file_mode, rc == -EACCES && why[0] ? "; " : "", rc == -EACCES ? why : "", fix,
+	        cfg->global.fallback == SL_FALLBACK_CLOSED
 	        ? "fallback = closed - the program is not started."
-	        : "the program is shaped on its own, apart from the machine's other processes.");
+	        : cfg->global.fallback == SL_FALLBACK_OPEN
+	        ? "fallback = open - its calls go unshaped."
+	        : "its calls to shaped destinations wait for them (up to max_wait) and are refused - never shaped apart "
+	          "from the machine's other processes.");
 	return 1;
 }
 
-/* A `sluice run` killed by SIGKILL cannot remove its private segment.  The next
- * one does: a private segment nobody is attached to whose run (the pid in its
- * name) is gone, and which this user may remove.  README "Segments". */
+/* The name a run's private segment is made under (for people: it is found by its
+ * socket, run-PID.segment in the run directory). */
 #define SL_RUN_SHM_PREFIX "/sluice-run-"
-static int sweep_one(const struct sl_segment *s, void *arg)
+
+/* A `sluice run` killed by SIGKILL leaves its private segment's socket behind (the
+ * segment itself went with it).  The next one removes those nobody answers on. */
+static void sweep_private_sockets(const char *dir)
 {
-	int64_t now_s = *(const int64_t *)arg;
-	const char *p = s->name + strlen(SL_RUN_SHM_PREFIX);
-	char *end;
-	long pid;
+	DIR *d = opendir(dir);
+	struct dirent *e;
 
-	if (!sl_segment_unused(s, now_s) || strncmp(s->name, SL_RUN_SHM_PREFIX, strlen(SL_RUN_SHM_PREFIX)) != 0 ||
-	    (s->uid != geteuid() && geteuid() != 0))
-		return 0;
-	pid = strtol(p, &end, 10);
-	if (*p && !*end && pid > 0 && pid <= INT_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-		return 0; /* its run is alive (between its start and its daemon's attach) */
-	shmctl(s->shmid, IPC_RMID, NULL);
-	return 0;
-}
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[PATH_MAX];
+		struct sl_segsock_reply r;
 
-static void sweep_private_segments(void)
-{
-	int64_t now_s = (int64_t)time(NULL);
-
-	sl_segments_each(sweep_one, &now_s);
+		if (strncmp(e->d_name, "run-", 4) != 0 || !strstr(e->d_name, ".segment"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (sl_segsock_ask(path, "info\n", -1, SL_SEGSOCK_TIMEOUT_NS, &r) == -ECONNREFUSED)
+			unlink(path);
+		if (r.fd >= 0)
+			close(r.fd);
+	}
+	closedir(d);
 }
 
 static void on_child(struct ev_loop *loop, ev_child *w, int revents)
@@ -254,10 +259,10 @@ static void on_forward(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
-/* How a command is run: its config and the segment it joins (NULL: an embedded
- * daemon's, made here), and whether under the seccomp supervisor. */
+/* How a command is run: its config and the segment socket it joins (NULL: an
+ * embedded daemon's, made here), and whether under the seccomp supervisor. */
 struct how {
-	const char *config, *lib, *shm;
+	const char *config, *lib, *seg;
 	const struct sl_config *cfg;
 	int seccomp, verbose;
 	int quiet; /* -q, SLUICE_QUIET=1: held and refused calls are not said */
@@ -296,15 +301,15 @@ static void exec_supervised(int sock, pid_t parent, int datagrams, char **cmd)
 static int run_child(const struct how *how, char **cmd)
 {
 	static const int forwarded[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-	struct sl_daemon_opts o = {.config_path = how->config, .unlink_shm_on_exit = 1};
+	struct sl_daemon_opts o = {.config_path = how->config};
 	static struct sl_daemon d;
 	struct sl_supervisor *sup = NULL;
 	struct run r = {0};
 	static struct speaker speaker = {.fd = -1};
 	struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
-	char shm_name[SL_PATH_MAX];
+	char shm_name[SL_PATH_MAX], seg_path[108], dir[96];
 	const char *config = how->config;
-	int embedded = !how->shm, sv[2] = {-1, -1}, listener;
+	int embedded = !how->seg, sv[2] = {-1, -1}, listener;
 	pid_t parent;
 	sigset_t none;
 
@@ -313,9 +318,18 @@ static int run_child(const struct how *how, char **cmd)
 		return SL_EXIT_FAIL;
 	}
 	if (embedded) {
-		sweep_private_segments();
+		int rc = sl_run_dir(dir, sizeof(dir), 1);
+
+		if (rc < 0) {
+			fprintf(stderr, "sluice run: cannot use %s for the run's segment socket: %s\n", dir,
+			        rc == -EPERM ? "another user's, or others may write it" : strerror(-rc));
+			return SL_EXIT_FAIL;
+		}
+		sweep_private_sockets(dir);
 		snprintf(shm_name, sizeof(shm_name), SL_RUN_SHM_PREFIX "%d", (int)getpid());
+		snprintf(seg_path, sizeof(seg_path), "%s/run-%d.segment", dir, (int)getpid());
 		o.shm_name = shm_name;
+		o.private_socket = seg_path;
 		switch (sl_daemon_start(&d, loop, &o)) {
 		case 0: break;
 		case -EINVAL: return SL_EXIT_USAGE;
@@ -323,11 +337,11 @@ static int run_child(const struct how *how, char **cmd)
 		}
 		config = d.config_path;
 	} else {
-		snprintf(shm_name, sizeof(shm_name), "%s", how->shm);
+		snprintf(seg_path, sizeof(seg_path), "%s", how->seg);
 	}
-	if (!how->quiet && speaker_start(&speaker, loop, shm_name) < 0)
+	if (!how->quiet && speaker_start(&speaker, loop, seg_path, embedded ? &d.shm : NULL) < 0)
 		speaker.fd = -1; /* no socket: the run goes on, silent */
-	if (set_env(how->lib, config, shm_name) < 0 || (how->seccomp && setenv(SL_SECCOMP_ENV, "1", 1) != 0) ||
+	if (set_env(how->lib, config, seg_path) < 0 || (how->seccomp && setenv(SL_SECCOMP_ENV, "1", 1) != 0) ||
 	    (how->seccomp && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0))
 		goto fail;
 	parent = getpid(); /* the child checks it still has this parent once it may die with it */
@@ -352,7 +366,8 @@ static int run_child(const struct how *how, char **cmd)
 		/* No listener: the child said why and exits without running the command. */
 		r.loop = loop;
 		if (listener >= 0 &&
-		    !(sup = sl_supervise_start(loop, listener, shm_name, how->cfg, how->verbose, on_filter_gone, &r))) {
+		    !(sup = sl_supervise_start(loop, listener, seg_path, embedded ? &d.shm : NULL, how->cfg, how->verbose,
+		                               on_filter_gone, &r))) {
 			close(listener);
 			kill(r.child, SIGKILL); /* nobody would answer its connects */
 		}
@@ -442,10 +457,10 @@ usage:
  * default). */
 static int run_with(const char *path, struct how *hw, int seccomp, char **cmd)
 {
-	char config[PATH_MAX], lib[PATH_MAX], shm[SL_PATH_MAX], prog[PATH_MAX];
+	char config[PATH_MAX], lib[PATH_MAX], seg[108], prog[PATH_MAX];
 	struct how how = *hw;
 	struct sl_config *cfg;
-	int rc;
+	int rc, refused;
 
 	path = sl_cli_config_path(path);
 	cfg = sl_cli_load(path);
@@ -459,7 +474,7 @@ static int run_with(const char *path, struct how *hw, int seccomp, char **cmd)
 		fprintf(stderr, "sluice: cannot find libsluice.so (set SLUICE_LIB): %s\n", strerror(-rc));
 		goto fail;
 	}
-	if (cannot_attach(cfg) && cfg->global.fallback == SL_FALLBACK_CLOSED)
+	if ((refused = cannot_attach(cfg, seg, sizeof(seg))) && cfg->global.fallback == SL_FALLBACK_CLOSED)
 		goto fail;
 	if (seccomp < 0) {
 		/* What no preload reaches is held through seccomp, said once. */
@@ -473,17 +488,16 @@ static int run_with(const char *path, struct how *hw, int seccomp, char **cmd)
 	}
 	how = (struct how){.config = config, .lib = lib, .cfg = cfg, .seccomp = seccomp, .verbose = how.verbose,
 	                   .quiet = how.quiet};
-	if (find_daemon(cfg, config, shm, sizeof(shm)) == 0 ||
-	    (find_segment(cfg, config) == 0 && sl_strlcpy(shm, cfg->global.shm_name, sizeof(shm)) == 0)) {
+	if (refused || find_daemon(cfg, config, seg, sizeof(seg)) == 0 || find_segment(cfg, config, seg, sizeof(seg)) == 0) {
 		/* Nothing to host, supervise or listen to: the command replaces sluice. */
 		if (!seccomp && how.quiet) {
 			sl_config_free(cfg);
 			free(cfg);
-			if (set_env(lib, config, shm) < 0)
+			if (set_env(lib, config, seg) < 0)
 				return SL_EXIT_FAIL;
 			exec_command(cmd);
 		}
-		how.shm = shm;
+		how.seg = seg;
 	}
 	rc = run_child(&how, cmd);
 	sl_config_free(cfg);

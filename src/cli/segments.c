@@ -1,24 +1,28 @@
-/* `sluice segments`: sluice's System V segments on this machine - who made them,
- * who uses them, which config they serve - and `--remove-unused`, which removes
- * those nobody is attached to (README "Segments"). */
+/* `sluice segments`: the segments this machine's programs can reach - by their
+ * sockets, in the config's directory and this user's run directory - who keeps
+ * each, who may use it, how many are attached, which config it serves; `--remove`
+ * stops a keeper, `--remove-unused` every one nobody is attached to and the
+ * sockets nobody answers on (README "Segments"). */
 #include "cli.h"
 #include "sluice/segments.h"
-#include "sluice/shm.h"
+#include "sluice/segsock.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/shm.h>
 #include <time.h>
+#include <unistd.h>
 
-#define SEGMENTS_USAGE "usage: sluice segments [--remove-unused] | --key NAME\n"
+#define SEGMENTS_USAGE "usage: sluice segments [-c FILE] [--remove-unused | --remove SOCKET]\n"
 
 struct listing {
 	int remove;
 	int64_t now_s;
-	unsigned shown, unreadable, removed, failed;
+	const char *mine; /* the socket a program started here would use */
+	unsigned shown, removed, failed;
+	char seen[8][108]; /* directories listed already */
 };
 
 static void age_of(int64_t s, char *buf, size_t len)
@@ -35,77 +39,116 @@ static void age_of(int64_t s, char *buf, size_t len)
 		snprintf(buf, len, "%lldd", (long long)(s / 86400));
 }
 
-/* Remove s when nobody has attached it since it was listed (IPC_STAT again just
- * before: the window left is the kernel's, and a program attaching in it keeps
- * its mapping; the daemon makes the name anew, as after an ipcrm). */
-static void remove_one(const struct sl_segment *s, struct listing *l)
+/* Stop the keeper at path (it answers only root and its own user), or remove a
+ * socket nobody answers on.  0, or -errno said on stderr. */
+static int remove_at(const char *path, int err)
 {
-	struct shmid_ds ds;
-	char owner[72];
-	const char *why;
+	struct sl_segsock_reply r;
+	int rc;
 
-	if (shmctl(s->shmid, IPC_STAT, &ds) != 0)
-		why = strerror(errno);
-	else if (ds.shm_nattch != 0)
-		return; /* taken up since it was listed: not unused */
-	else if (shmctl(s->shmid, IPC_RMID, NULL) == 0) {
-		printf("removed shmid %d (%s)\n", s->shmid, s->name[0] ? s->name : "name not recorded");
-		l->removed++;
-		return;
-	} else
-		why = errno == EPERM ? "only its owner or root may" : strerror(errno);
-	sl_segment_owner(s, owner, sizeof(owner));
-	fprintf(stderr, "sluice: cannot remove shmid %d (owner %s): %s\n", s->shmid, owner, why);
-	l->failed++;
+	if (err == -ECONNREFUSED) {
+		if (unlink(path) == 0) {
+			printf("removed %s (nobody answered on it)\n", path);
+			return 0;
+		}
+		rc = -errno;
+	} else {
+		rc = sl_segsock_ask(path, "quit\n", -1, SL_SEGSOCK_TIMEOUT_NS, &r);
+		if (r.fd >= 0)
+			close(r.fd);
+		if (rc == 0 && strncmp(r.line, "ok", 2) == 0) {
+			printf("removed %s: its keeper stopped; programs attached keep the segment until they exit\n",
+			       path);
+			return 0;
+		}
+		if (rc == 0) {
+			fprintf(stderr, "sluice: cannot remove %s: %s\n", path,
+			        strncmp(r.line, "error: ", 7) == 0 ? r.line + 7 : r.line);
+			return -EPERM;
+		}
+	}
+	fprintf(stderr, "sluice: cannot remove %s: %s\n", path, strerror(-rc));
+	return rc;
 }
 
 static int list_one(const struct sl_segment *s, void *arg)
 {
 	struct listing *l = arg;
-	char owner[72], age[16], size[16], daemon[24];
+	char owner[72], age[16], daemon[24], keeper[16];
 
-	if (s->kind == SL_SEGMENT_UNREADABLE) {
-		l->unreadable++;
-		return 0;
-	}
-	if (s->kind != SL_SEGMENT_OURS)
-		return 0;
 	if (l->remove) {
-		if (sl_segment_unused(s, l->now_s))
-			remove_one(s, l);
+		/* Unused: nobody attached (a daemon is) and no daemon beating, or nobody
+		 * answering at all. */
+		if (s->err == -ECONNREFUSED ||
+		    (s->err == 0 && s->attached == 0 &&
+		     (s->daemon_pid <= 0 || s->heartbeat_ms < 0 || s->heartbeat_ms > 3000))) {
+			if (remove_at(s->path, s->err) == 0)
+				l->removed++;
+			else
+				l->failed++;
+		}
 		return 0;
 	}
 	if (l->shown++ == 0)
-		printf("%-10s %-7s %-15s %-4s %7s %8s %5s %-7s %-24s %s\n", "KEY", "SHMID", "OWNER", "MODE",
-		       "SIZE", "ATTACHED", "AGE", "DAEMON", "NAME", "CONFIG");
+		printf("%-1s %-40s %-7s %-15s %-4s %8s %5s %-7s %-24s %s\n", "", "SOCKET", "KEEPER", "OWNER", "MODE",
+		       "ATTACHED", "AGE", "DAEMON", "NAME", "CONFIG");
 	sl_segment_owner(s, owner, sizeof(owner));
 	age_of(l->now_s - s->changed_s, age, sizeof(age));
-	snprintf(size, sizeof(size), "%.1fM", (double)s->size / (1 << 20));
+	if (s->err < 0) {
+		printf("%-1s %-40s %-7s %-15s %04o %8s %5s %-7s %-24s %s\n", l->mine && !strcmp(l->mine, s->path) ? "*" : "",
+		       s->path, "gone", owner, s->file_mode, "-", age, "-", "-",
+		       s->err == -ECONNREFUSED ? "(nobody answers: its keeper died)" : strerror(-s->err));
+		return 0;
+	}
+	snprintf(keeper, sizeof(keeper), "%d", (int)s->pid);
 	if (s->moved)
 		snprintf(daemon, sizeof(daemon), "moved");
-	else if (s->daemon_pid > 0 && (kill(s->daemon_pid, 0) == 0 || errno == EPERM))
+	else if (s->daemon_pid > 0 && s->heartbeat_ms >= 0 && s->heartbeat_ms < 3000)
 		snprintf(daemon, sizeof(daemon), "%d", (int)s->daemon_pid);
 	else
 		snprintf(daemon, sizeof(daemon), "none");
-	printf("0x%08x %-7d %-15s %04o %7s %8u %5s %-7s %-24s %s\n", (unsigned)s->key, s->shmid, owner, s->mode,
-	       size, s->attached, age, daemon, s->name[0] ? s->name : "?", s->config[0] ? s->config : "-");
+	printf("%-1s %-40s %-7s %-15s %04o %8u %5s %-7s %-24s %s\n", l->mine && !strcmp(l->mine, s->path) ? "*" : "",
+	       s->path, keeper, owner, s->mode, s->attached, age, daemon, s->name[0] ? s->name : "?",
+	       s->config[0] ? s->config : "-");
 	return 0;
+}
+
+/* List (or sweep) the directory of `path` once. */
+static void list_dir_of(struct listing *l, const char *path, int is_dir)
+{
+	char dir[108];
+	const char *slash = strrchr(path, '/');
+
+	if (is_dir)
+		snprintf(dir, sizeof(dir), "%s", path);
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	for (unsigned i = 0; i < sizeof(l->seen) / sizeof(l->seen[0]); i++) {
+		if (strcmp(l->seen[i], dir) == 0)
+			return;
+		if (!l->seen[i][0]) {
+			snprintf(l->seen[i], sizeof(l->seen[i]), "%s", dir);
+			break;
+		}
+	}
+	sl_segments_in(dir, list_one, l);
 }
 
 int sl_cmd_segments(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"remove-unused", no_argument, NULL, 'r'}, {"key", required_argument, NULL, 'k'}, {0}};
+		{"remove-unused", no_argument, NULL, 'r'}, {"remove", required_argument, NULL, 'R'}, {0}};
 	struct listing l = {0};
-	int opt, rc;
+	struct sl_config *cfg;
+	const char *path = NULL;
+	char mine[108] = "", run[96];
+	int opt;
 
-	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
 		switch (opt) {
+		case 'c': path = optarg; break;
 		case 'r': l.remove = 1; break;
-		case 'k':
-			/* For scripts (the package's purge): the key a name maps to. */
-			printf("0x%08x\n", (unsigned)sl_shm_key(optarg));
-			return SL_EXIT_OK;
+		case 'R': return remove_at(optarg, 0) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
 		default: fputs(SEGMENTS_USAGE, stderr); return SL_EXIT_USAGE;
 		}
 	}
@@ -114,16 +157,24 @@ int sl_cmd_segments(int argc, char **argv)
 		return SL_EXIT_USAGE;
 	}
 	l.now_s = (int64_t)time(NULL);
-	if ((rc = sl_segments_each(list_one, &l)) < 0) {
-		fprintf(stderr, "sluice: cannot read /proc/sysvipc/shm: %s\n", strerror(-rc));
-		return SL_EXIT_FAIL;
-	}
+	cfg = sl_cli_load(sl_cli_config_path(path));
+	if (cfg && sl_cli_segment_path(cfg, mine, sizeof(mine)) == 0)
+		l.mine = mine;
+	if (l.mine)
+		list_dir_of(&l, mine, 0);
+	if (cfg && sl_segsock_path(&cfg->global, run, sizeof(run)) == 0)
+		list_dir_of(&l, run, 0);
+	if (sl_run_dir(run, sizeof(run), 0) == 0)
+		list_dir_of(&l, run, 1);
 	if (!l.remove && l.shown == 0)
-		printf("no sluice segments%s\n", l.unreadable ? " this user can read" : "");
-	if (l.unreadable)
-		printf("(%u segments this user may not read: run as root to see whether they are sluice's)\n",
-		       l.unreadable);
+		printf("no segment sockets%s%s\n", l.mine ? " beside " : "", l.mine ? mine : "");
+	if (!l.remove && l.mine)
+		printf("(* the one a program started here would use: %s)\n", mine);
 	if (l.remove)
 		printf("%u removed%s\n", l.removed, l.removed || l.failed ? "" : " (none was unused)");
+	if (cfg) {
+		sl_config_free(cfg);
+		free(cfg);
+	}
 	return l.failed ? SL_EXIT_FAIL : SL_EXIT_OK;
 }

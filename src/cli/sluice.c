@@ -3,12 +3,12 @@
  *
  *   sluice run [-c FILE] [-v] -- CMD [ARG...]
  *   sluice check [-c FILE] [--keys] [--redis]
- *   sluice stat [-c FILE] [--shm NAME] [--json]
- *   sluice top [-c FILE] [--shm NAME] [--interval S] [--count N]
+ *   sluice stat [-c FILE] [--segment SOCKET] [--json]
+ *   sluice top [-c FILE] [--segment SOCKET] [--interval S] [--count N]
  *   sluice reload [-c FILE]
  *   sluice quota reset [-c FILE] SECTION
- *   sluice acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]
- *   sluice segments [--remove-unused] | --key NAME
+ *   sluice acquire [-c FILE] [--segment SOCKET] [-v] SECTION|HOST[:PORT]
+ *   sluice segments [-c FILE] [--remove-unused | --remove SOCKET]
  */
 #include "cli.h"
 #include "oneliner.h"
@@ -44,17 +44,18 @@ static const struct command commands[] = {
 	{"check", sl_cmd_check, "check [-c FILE | --match ... --rate ...] [--keys] [--redis]",
 	 "validate a config and print it compiled (a one-liner: the section it makes);\n"
 	 "        --keys: every key; --redis: try the fleet's Redis"},
-	{"stat", sl_cmd_stat, "stat [-c FILE] [--shm NAME] [--json | --prometheus] [--top N]",
+	{"stat", sl_cmd_stat, "stat [-c FILE] [--segment SOCKET] [--json | --prometheus] [--top N]",
 	 "show every section's queue (and the N busiest keys)"},
-	{"top", sl_cmd_top, "top [-c FILE] [--shm NAME] [--interval S] [--count N]", "a live view of every queue"},
+	{"top", sl_cmd_top, "top [-c FILE] [--segment SOCKET] [--interval S] [--count N]", "a live view of every queue"},
 	{"reload", sl_cmd_reload, "reload [-c FILE]", "make the daemon re-read its config"},
-	{"acquire", sl_cmd_acquire, "acquire [-c FILE] [--shm NAME] [-v] SECTION|HOST[:PORT]",
+	{"acquire", sl_cmd_acquire, "acquire [-c FILE] [--segment SOCKET] [-v] SECTION|HOST[:PORT]",
 	 "wait for a place in the queue, for scripts"},
 	{"quota", sl_cmd_quota, "quota reset [-c FILE] SECTION",
 	 "start a durable quota's count afresh (a lost or bad state file, a plan upgrade)"},
-	{"segments", sl_cmd_segments, "segments [--remove-unused] | --key NAME",
-	 "list sluice's shared-memory segments (key, shmid, owner, mode, users, config);\n"
-	 "        --remove-unused: remove those nobody is attached to; --key: the key of a shm_name"},
+	{"segments", sl_cmd_segments, "segments [-c FILE] [--remove-unused | --remove SOCKET]",
+	 "list the segments programs here can reach, by their sockets (keeper, owner, mode,\n"
+	 "        processes attached, daemon, config); --remove-unused: stop the keepers nobody\n"
+	 "        uses; --remove: stop one"},
 };
 
 static void say_command(FILE *out, const struct command *c, const char *lead)

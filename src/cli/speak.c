@@ -4,6 +4,7 @@
 #include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/say.h"
+#include "sluice/segsock.h"
 #include "sluice/shm.h"
 
 #include <errno.h>
@@ -17,8 +18,9 @@
 #include <unistd.h>
 
 /* A section's name and its queue now, read from the segment (attached for the
- * moment: the run may have joined the machine's, or host its own). */
-static void describe(const char *shm_name, int section, char *name, size_t nlen, char *queue, size_t qlen)
+ * moment, read-only, through its socket: the run may have joined the machine's,
+ * or host its own). */
+static void describe(const struct speaker *s, int section, char *name, size_t nlen, char *queue, size_t qlen)
 {
 	struct sl_shm shm;
 	static struct sl_section copy; /* large: off the stack */
@@ -27,7 +29,11 @@ static void describe(const char *shm_name, int section, char *name, size_t nlen,
 
 	snprintf(name, nlen, "section %d", section);
 	queue[0] = '\0';
-	if (section < 0 || sl_shm_attach(&shm, shm_name, 0) < 0)
+	if (section < 0)
+		return;
+	if (s->local)
+		shm = *s->local;
+	else if (sl_segsock_attach(s->seg_path, 0, SL_SEGSOCK_TIMEOUT_NS, &shm, NULL, 0) < 0)
 		return;
 	if ((unsigned)section < shm.hdr->slots_used && (sec = sl_shm_section(shm.hdr, (unsigned)section))) {
 		memcpy(&copy, sec, sizeof(copy));
@@ -41,7 +47,8 @@ static void describe(const char *shm_name, int section, char *name, size_t nlen,
 			                                             ts.tv_sec * 1000000000LL + ts.tv_nsec,
 			                                             sl_sane_ns(shm.hdr->wall_off_ns)));
 	}
-	sl_shm_detach(&shm);
+	if (!s->local)
+		sl_shm_detach(&shm);
 }
 
 /* Say the news in n that is due at `now` (all of it when `all`). */
@@ -52,7 +59,7 @@ static void say_due(struct speaker *s, struct speaker_news *n, ev_tstamp now, in
 
 	if (!n->held_max_ms && !n->refused)
 		return;
-	describe(s->shm_name, section, name, sizeof(name), queue, sizeof(queue));
+	describe(s, section, name, sizeof(name), queue, sizeof(queue));
 	if (n->held_max_ms && (all || now - n->said_held >= SPEAK_EVERY_S)) {
 		fprintf(stderr, "sluice run: held %.1f s by [%s]%s\n", (double)n->held_max_ms / 1000, name, queue);
 		n->held_max_ms = 0;
@@ -71,6 +78,27 @@ static void say_due(struct speaker *s, struct speaker_news *n, ev_tstamp now, in
 	}
 }
 
+/* A notice a process said once: printed once per run whatever the number of its
+ * processes that say it (a loop of curl says it once, not once per curl), as
+ * printable text only - anyone may send to the name. */
+static void notice(struct speaker *s, char *text)
+{
+	uint32_t h = 2166136261u;
+	size_t n = strcspn(text, "\n");
+
+	text[n] = '\0';
+	for (char *p = text; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	}
+	for (unsigned i = 0; i < SPEAK_NOTICES; i++)
+		if (s->noticed[i] == h)
+			return;
+	s->noticed[s->nnoticed++ % SPEAK_NOTICES] = h;
+	fprintf(stderr, "sluice run: %s\n", text);
+}
+
 static void on_word(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct speaker *s = w->data;
@@ -86,6 +114,10 @@ static void on_word(struct ev_loop *loop, ev_io *w, int revents)
 		int held;
 
 		buf[n] = '\0';
+		if (buf[0] == 'N' && buf[1] == ' ') {
+			notice(s, buf + 2);
+			continue;
+		}
 		held = sscanf(buf, "H %d %lld %lld", &section, &a, &b) == 3;
 		if (!held && sscanf(buf, "R %d %lld %95[^\n]", &section, &a, why) != 3)
 			continue; /* not ours to believe: anyone may send to the name */
@@ -116,7 +148,7 @@ static void on_flush(struct ev_loop *loop, ev_timer *w, int revents)
 		say_due(s, &s->news[i], ev_now(loop), 0);
 }
 
-int speaker_start(struct speaker *s, struct ev_loop *loop, const char *shm_name)
+int speaker_start(struct speaker *s, struct ev_loop *loop, const char *seg_path, const struct sl_shm *local)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	char name[SL_SAY_NAME_MAX];
@@ -126,7 +158,8 @@ int speaker_start(struct speaker *s, struct ev_loop *loop, const char *shm_name)
 	memset(s, 0, sizeof(*s));
 	for (int i = 0; i < SPEAK_SLOTS; i++)
 		s->news[i].section = i - 1; /* each slot's own first section: nothing to say */
-	s->shm_name = shm_name;
+	s->seg_path = seg_path;
+	s->local = local;
 	if (getentropy(&rnd, sizeof(rnd)) != 0)
 		rnd = (unsigned)time(NULL);
 	n = snprintf(name, sizeof(name), "sluice-say-%d-%08x", (int)getpid(), rnd);

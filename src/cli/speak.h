@@ -5,6 +5,8 @@
 #ifndef SLUICE_CLI_SPEAK_H
 #define SLUICE_CLI_SPEAK_H
 
+#include "sluice/shm.h"
+
 #include <ev.h>
 #include <stdint.h>
 
@@ -20,17 +22,24 @@ struct speaker_news {
 	ev_tstamp said_held, said_refused; /* when each was last said (0: never) */
 };
 
+#define SPEAK_NOTICES 16 /* distinct notices remembered, each said once */
+
 struct speaker {
 	int fd;
-	const char *shm_name;   /* the segment the sections are of, for their names */
+	const char *seg_path;   /* the socket of the segment the sections are of, for
+	                         * their names */
+	const struct sl_shm *local; /* or that segment itself, when this process hosts
+	                             * its daemon (whose server it must not wait on) */
 	ev_io io;
 	ev_timer flush;
 	struct speaker_news news[SPEAK_SLOTS];
+	uint32_t noticed[SPEAK_NOTICES]; /* hashes of the notices said */
+	unsigned nnoticed;
 };
 
 /* Listen, and set SLUICE_SAY for the command and this process's supervisor.
  * -errno when no socket could be made (the run goes on, silent). */
-int speaker_start(struct speaker *s, struct ev_loop *loop, const char *shm_name);
+int speaker_start(struct speaker *s, struct ev_loop *loop, const char *seg_path, const struct sl_shm *local);
 
 /* Say what is still unsaid, and stop listening. */
 void speaker_stop(struct speaker *s, struct ev_loop *loop);

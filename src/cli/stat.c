@@ -1,12 +1,15 @@
 /* `sluice stat`: ask the daemon; when it does not answer, read the segment directly
- * (shaping and its counters live there, not in the daemon).  --prometheus always
- * reads the segment: the same text sluiced serves on `metrics`, for
- * node_exporter's textfile collector. */
+ * (shaping and its counters live there, not in the daemon), asked for over its
+ * socket as a program would.  --prometheus always reads the segment: the same
+ * text sluiced serves on `metrics`, for node_exporter's textfile collector.
+ * Either way it says which segment a program started here would use, and whether
+ * that is the running daemon's: in a container the answer is what matters. */
 #include "cli.h"
 #include "sluice/clock.h"
 #include "sluice/ctl.h"
 #include "sluice/shm.h"
 #include "sluice/segments.h"
+#include "sluice/segsock.h"
 #include "sluice/stats.h"
 
 #include <errno.h>
@@ -21,33 +24,51 @@
 
 enum { TEXT, JSON, PROMETHEUS };
 
-/* Say why segment `name` cannot be read, naming it as `ipcs` would, and the fix. */
-void sl_cli_segment_error(const char *what, const char *name, int rc)
+void sl_cli_segment_error(const char *what, const char *path, int rc, const char *why)
 {
-	char about[256], fix[256];
+	char about[320], fix[400];
 
-	sl_segment_about(name, about, sizeof(about));
-	sl_segment_fix(name, rc, fix, sizeof(fix));
+	sl_segment_about(path, about, sizeof(about));
+	sl_segment_fix(path, rc, why, fix, sizeof(fix));
 	fprintf(stderr, "sluice: %s %s: %s%s%s\n", what, about,
-	        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc), fix[0] ? "\n  " : "", fix);
+	        rc == -EPROTO ? "not a sluice segment of this version"
+	        : rc == -EACCES && why && *why ? why
+	                                       : strerror(-rc),
+	        fix[0] ? "\n  " : "", fix);
+}
+
+int sl_cli_segment_path(const struct sl_config *cfg, char *out, size_t len)
+{
+	const char *env = getenv("SLUICE_SEGMENT");
+
+	if (env && *env)
+		return sl_strlcpy(out, env, len) < 0 ? -ENAMETOOLONG : 0;
+	return sl_segsock_path(&cfg->global, out, len);
+}
+
+int sl_cli_attach(const char *path, struct sl_shm *shm)
+{
+	char why[256];
+	int rc = sl_segsock_attach(path, 0, 3 * SL_SEGSOCK_TIMEOUT_NS, shm, why, sizeof(why));
+
+	if (rc < 0)
+		sl_cli_segment_error("cannot read", path, rc, why);
+	return rc;
 }
 
 /* expect: the config the caller meant (NULL: any); a segment serving another is
  * read all the same, with a word on stderr. */
-static int render_segment(const char *name, int mode, unsigned top, const char *expect)
+static int render_segment(const char *path, int mode, unsigned top, const char *expect)
 {
 	struct sl_shm shm;
 	char served[SL_PATH_MAX], want[SL_PATH_MAX];
-	int rc = sl_shm_attach(&shm, name, 0);
 
-	if (rc < 0) {
-		sl_cli_segment_error("cannot read", name, rc);
+	if (sl_cli_attach(path, &shm) < 0)
 		return SL_EXIT_FAIL;
-	}
 	memcpy(served, shm.hdr->config_path, sizeof(served));
 	served[sizeof(served) - 1] = '\0';
 	if (expect && sl_realpath(expect, want, sizeof(want)) == 0 && served[0] && strcmp(served, want) != 0)
-		fprintf(stderr, "sluice: segment %s was made from %s, not %s: its sections are shown\n", name,
+		fprintf(stderr, "sluice: the segment at %s was made from %s, not %s: its sections are shown\n", path,
 		        served, want);
 	if (mode == PROMETHEUS)
 		sl_stats_render_prometheus(shm.hdr, top, sl_clock_mono_ns(), stdout);
@@ -59,7 +80,7 @@ static int render_segment(const char *name, int mode, unsigned top, const char *
 
 /* Why the daemon did not answer: none listens, or this user may not reach it
  * (the control socket's group) - two things to do about it. */
-static void say_no_answer(const struct sl_config *cfg, int rc)
+static void say_no_answer(const struct sl_config *cfg, const char *seg, int rc)
 {
 	const char *sock = cfg->global.control_socket;
 	struct stat st;
@@ -67,25 +88,54 @@ static void say_no_answer(const struct sl_config *cfg, int rc)
 	struct group *gr;
 
 	if ((rc == -EACCES || rc == -EPERM) && stat(sock, &st) == 0) {
+		char fix[300];
+
 		gr = getgrgid(st.st_gid);
-		fprintf(stderr, "sluice: %s may not use the daemon's control socket %s (group %s, mode %04o): "
-		        "sudo usermod -aG %s %s, then log in again; reading segment %s\n",
-		        pw ? pw->pw_name : "this user", sock, gr ? gr->gr_name : "?", st.st_mode & 07777,
-		        gr ? gr->gr_name : "GROUP", pw ? pw->pw_name : "USER", cfg->global.shm_name);
+		sl_segment_join(st.st_gid, pw ? pw->pw_name : "USER", fix, sizeof(fix));
+		fprintf(stderr, "sluice: %s may not use the daemon's control socket %s (group %s, mode %04o): %s; "
+		        "reading the segment at %s\n", pw ? pw->pw_name : "this user", sock, gr ? gr->gr_name : "?",
+		        st.st_mode & 07777, fix, seg);
 		return;
 	}
-	fprintf(stderr, "sluice: no daemon answers on %s (%s); reading segment %s\n", sock,
-	        rc < 0 ? strerror(-rc) : "it said it could not", cfg->global.shm_name);
+	fprintf(stderr, "sluice: no daemon answers on %s (%s); reading the segment at %s\n", sock,
+	        rc < 0 ? strerror(-rc) : "it said it could not", seg);
+}
+
+/* Which segment a program started here would use, and whether it is the running
+ * daemon's (README "Containers"): one line on stdout. */
+static void say_which(const struct sl_config *cfg, const char *seg)
+{
+	struct sl_segment s;
+	char *reply = NULL, id[32] = "";
+	int ctl = sl_ctl_request(cfg->global.control_socket, "info", &reply, 1000);
+
+	if (ctl == 0)
+		sl_ctl_info_value(reply, "segment_id", id, sizeof(id));
+	free(reply);
+	if (sl_segment_find(seg, &s) < 0)
+		s.err = -ENOENT;
+	if (s.err < 0) {
+		printf("segment: none reachable at %s (%s): programs started here wait for it (max_wait) and are "
+		       "refused, never limited on their own\n", seg,
+		       s.err == -ENOENT ? "no such socket" : strerror(-s.err));
+		return;
+	}
+	printf("segment: %s (id %016llx, %u processes attached), %s\n", seg, (unsigned long long)s.id, s.attached,
+	       id[0] && strtoull(id, NULL, 16) == s.id ? "the running daemon's"
+	       : id[0]                                  ? "NOT the running daemon's: it serves another"
+	       : s.daemon_pid > 0 && s.heartbeat_ms >= 0 && s.heartbeat_ms < 3000
+	           ? "its daemon beats (its control socket is not reachable from here)"
+	                                                      : "kept while no daemon runs");
 }
 
 int sl_cmd_stat(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'}, {"shm", required_argument, NULL, 's'},
+		{"json", no_argument, NULL, 'j'}, {"segment", required_argument, NULL, 's'},
 		{"top", required_argument, NULL, 't'}, {"prometheus", no_argument, NULL, 'p'}, {0}};
-	const char *path = NULL, *shm_name = NULL;
+	const char *path = NULL, *seg_opt = NULL;
 	struct sl_config *cfg;
-	char *reply = NULL, request[64], *end;
+	char *reply = NULL, request[64], *end, seg[108];
 	unsigned top = SL_STATS_TOP_DEFAULT;
 	int mode = TEXT, opt, rc;
 
@@ -94,7 +144,7 @@ int sl_cmd_stat(int argc, char **argv)
 		case 'c': path = optarg; break;
 		case 'j': mode = JSON; break;
 		case 'p': mode = PROMETHEUS; break;
-		case 's': shm_name = optarg; break;
+		case 's': seg_opt = optarg; break;
 		case 't':
 			top = (unsigned)strtoul(optarg, &end, 10);
 			if (*optarg < '0' || *optarg > '9' || *end || top > SL_STATS_TOP_MAX) {
@@ -103,32 +153,40 @@ int sl_cmd_stat(int argc, char **argv)
 			}
 			break;
 		default:
-			fprintf(stderr, "usage: sluice stat [-c FILE] [--shm NAME] [--json | --prometheus] [--top N]\n");
+			fprintf(stderr, "usage: sluice stat [-c FILE] [--segment SOCKET] [--json | --prometheus] [--top N]\n");
 			return SL_EXIT_USAGE;
 		}
 	}
-	if (shm_name)
-		return render_segment(shm_name, mode, top, NULL);
+	if (seg_opt)
+		return render_segment(seg_opt, mode, top, NULL);
 	cfg = sl_cli_load(sl_cli_config_path(path));
 	if (!cfg)
 		return SL_EXIT_USAGE;
+	if (sl_cli_segment_path(cfg, seg, sizeof(seg)) < 0) {
+		fprintf(stderr, "sluice: %s says control_socket = none: no daemon, no shared segment; each program "
+		        "limits itself (fallback = %s)\n", cfg->path,
+		        cfg->global.fallback == SL_FALLBACK_OPEN ? "open" : cfg->global.fallback ? "closed" : "local");
+		rc = SL_EXIT_FAIL;
+		goto out;
+	}
 	if (mode == PROMETHEUS) {
-		rc = render_segment(cfg->global.shm_name, mode, top, cfg->path);
-		sl_config_free(cfg);
-		free(cfg);
-		return rc;
+		rc = render_segment(seg, mode, top, cfg->path);
+		goto out;
 	}
 	snprintf(request, sizeof(request), "stat%s top %u", mode == JSON ? " json" : "", top);
 	rc = sl_ctl_request(cfg->global.control_socket, request, &reply, 3000);
+	if (mode == TEXT)
+		say_which(cfg, seg);
 	if (rc == 0 && strncmp(reply, "error", 5) != 0) {
 		fputs(reply, stdout);
 		rc = SL_EXIT_OK;
 	} else {
 		if (mode != JSON)
-			say_no_answer(cfg, rc);
-		rc = render_segment(cfg->global.shm_name, mode, top, cfg->path);
+			say_no_answer(cfg, seg, rc);
+		rc = render_segment(seg, mode, top, cfg->path);
 	}
 	free(reply);
+out:
 	sl_config_free(cfg);
 	free(cfg);
 	return rc;

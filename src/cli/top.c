@@ -262,11 +262,11 @@ static void print_table(const char *shm, const struct row *r, unsigned n)
 
 int sl_cmd_top(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"shm", required_argument, NULL, 's'},
+	static const struct option longopts[] = {{"segment", required_argument, NULL, 's'},
 	                                         {"count", required_argument, NULL, 'n'},
 	                                         {"interval", required_argument, NULL, 'i'}, {0}};
-	const char *path = NULL, *shm_name = NULL;
-	char shm_buf[SL_PATH_MAX];
+	const char *path = NULL, *seg_path = NULL;
+	char seg_buf[108];
 	struct row *rows = NULL;
 	uint64_t *last = NULL;
 	unsigned nlast = 0;
@@ -280,30 +280,32 @@ int sl_cmd_top(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "c:s:n:i:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
-		case 's': shm_name = optarg; break;
+		case 's': seg_path = optarg; break;
 		case 'n': count = atol(optarg); break;
 		case 'i': interval = atof(optarg); break;
 		default:
-			fprintf(stderr, "usage: sluice top [-c FILE] [--shm NAME] [--interval S] [--count N]\n");
+			fprintf(stderr, "usage: sluice top [-c FILE] [--segment SOCKET] [--interval S] [--count N]\n");
 			return SL_EXIT_USAGE;
 		}
 	}
 	if (interval < 0.1 || interval > 3600)
 		interval = 1.0;
-	if (!shm_name) {
+	if (!seg_path) {
 		struct sl_config *cfg = sl_cli_load(sl_cli_config_path(path));
 
 		if (!cfg)
 			return SL_EXIT_USAGE;
-		snprintf(shm_buf, sizeof(shm_buf), "%s", cfg->global.shm_name);
+		rc = sl_cli_segment_path(cfg, seg_buf, sizeof(seg_buf));
 		sl_config_free(cfg);
 		free(cfg);
-		shm_name = shm_buf;
+		if (rc < 0) {
+			fprintf(stderr, "sluice: control_socket = none: no shared segment to show\n");
+			return SL_EXIT_FAIL;
+		}
+		seg_path = seg_buf;
 	}
-	if ((rc = sl_shm_attach(&shm, shm_name, 0)) < 0) {
-		sl_cli_segment_error("cannot read", shm_name, rc);
+	if (sl_cli_attach(seg_path, &shm) < 0)
 		return SL_EXIT_FAIL;
-	}
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
 	if (tty && tcgetattr(STDIN_FILENO, &saved) == 0) {
@@ -329,7 +331,7 @@ int sl_cmd_top(int argc, char **argv)
 			fputs("\033[H\033[2J", stdout);
 		else if (shown)
 			putchar('\n');
-		print_table(shm_name, rows, n);
+		print_table(seg_path, rows, n);
 		fflush(stdout);
 		if (count >= 0 && shown + 1 >= count)
 			break;

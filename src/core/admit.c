@@ -206,6 +206,7 @@ static int plan_sections(struct sl_shm_header *h, const struct sl_match *m, int6
 			continue;
 		}
 		slot = sl_pause_slot(st, &sec->spec, slot, now, 0); /* the destination's word */
+		slot = SL_MAX(slot, sl_shm_hold(h, now));         /* a successor's hold */
 		t->mask |= 1ULL << k;
 		t->sec[k].serial = m->serial[k];
 		p->fleet |= sl_limit_fleet(&sec->spec);
@@ -236,7 +237,7 @@ static void charge_sections(struct sl_shm_header *h, struct sl_ticket *t, int64_
 		sl_limit_charge(&sec->spec, st, release, cost_in(sec, t), wall_off(h), &t->sec[k].undo);
 		sl_pause_slot(st, &sec->spec, release, now, 1);
 		t->sec[k].seq = ++st->seq;
-		st->last_pid = self;
+		st->last_owner = self;
 		st->last_seq = t->sec[k].seq;
 		st->last_undo = t->sec[k].undo;
 		st->last_slot = release;
@@ -345,6 +346,7 @@ int64_t sl_admit_peek(struct sl_shm_header *h, const struct sl_ticket *t, int64_
 		at = SL_MAX(at, sl_strategy_release_at(&sec->spec, st, now, cost_in(sec, t), wall_off(h)));
 		at = SL_MAX(at, sl_pause_release_at(st, &sec->spec, now));
 	}
+	at = SL_MAX(at, sl_shm_hold(h, now));
 	return SL_MIN(at, now + SL_PEEK_MAX_NS);
 }
 
@@ -386,7 +388,7 @@ static void give_back(const struct sl_spec *spec, struct sl_state *st, const str
 	if (st && st->seq == ts->seq) {
 		sl_limit_undo(spec, st, &ts->undo);
 		st->seq--;
-		st->last_pid = 0;
+		st->last_owner = 0;
 	}
 }
 
@@ -438,6 +440,7 @@ static int64_t gate_of(struct sl_shm_header *h, struct sl_ticket *t, int64_t now
 		repair(h, w.sec, w.st, now);
 		at = SL_MAX(sl_limit_release_at(&w.sec->spec, w.st, now, cost_in(w.sec, t), wall_off(h)),
 		            sl_pause_release_at(w.st, &w.sec->spec, now));
+		at = SL_MAX(at, sl_shm_hold(h, now));
 		*saving = SL_MAX(*saving, sl_quota_release_at(h, &w.sec->spec, w.st, now, cost_in(w.sec, t)));
 		if (at > later) {
 			later = at;
@@ -657,7 +660,7 @@ struct key_pick {
 /* Whether st's last reservation may be one to give back: its slot still to come. */
 static int pending(const struct sl_state *st, int64_t now)
 {
-	return st->last_pid > 0 && st->seq == st->last_seq && st->last_slot > now;
+	return st->last_owner > 0 && st->seq == st->last_seq && st->last_slot > now;
 }
 
 static int pick_pending(struct sl_key *k, uint32_t slot, void *arg)
@@ -673,20 +676,20 @@ static int pick_pending(struct sl_key *k, uint32_t slot, void *arg)
 }
 
 /* Return the slot state `st` last handed out if its taker died before it came. */
-static int reap_state(const struct sl_spec *spec, struct sl_state *st, int64_t now,
-                      int (*is_dead)(int32_t pid))
+static int reap_state(struct sl_shm_header *h, const struct sl_spec *spec, struct sl_state *st, int64_t now,
+                      sl_gone_fn is_dead)
 {
-	if (st->last_pid <= 0)
+	if (st->last_owner <= 0)
 		return 0;
 	if (st->seq != st->last_seq || st->last_slot <= now) {
-		st->last_pid = 0; /* no longer the last, or already due: nothing to return */
+		st->last_owner = 0; /* no longer the last, or already due: nothing to return */
 		return 0;
 	}
-	if (!is_dead(st->last_pid))
+	if (!is_dead(h, st->last_owner))
 		return 0;
 	sl_limit_undo(spec, st, &st->last_undo);
 	st->seq--;
-	st->last_pid = 0;
+	st->last_owner = 0;
 	return 1;
 }
 
@@ -710,7 +713,7 @@ static void pick_section(struct section_pick *p, uint32_t i, const struct sl_sec
 }
 
 int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
-                       int (*is_dead)(int32_t pid))
+                       sl_gone_fn is_dead)
 {
 	static struct key_pick pick; /* daemon only: one heartbeat at a time */
 	static struct section_pick secs;
@@ -733,7 +736,7 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 		struct sl_key *k = sl_keys_ref(h, pick.section[j], pick.ref[j].slot, pick.ref[j].serial);
 		struct sl_section *sec = k ? sl_shm_section(h, k->section) : NULL;
 
-		if (sec && reap_state(&sec->spec, &k->state, now, is_dead)) {
+		if (sec && reap_state(h, &sec->spec, &k->state, now, is_dead)) {
 			atomic_fetch_add_explicit(A(&sec->more.given_up), 1, memory_order_relaxed);
 			returned++;
 		}
@@ -741,7 +744,7 @@ int sl_admit_reap_dead(struct sl_shm_header *h, int64_t now, int32_t self,
 	for (unsigned j = 0; j < secs.n; j++) {
 		struct sl_section *sec = live_section(h, secs.idx[j], secs.serial[j]);
 
-		if (!sec || !reap_state(&sec->spec, &sec->state, now, is_dead))
+		if (!sec || !reap_state(h, &sec->spec, &sec->state, now, is_dead))
 			continue;
 		atomic_fetch_add_explicit(A(&sec->more.given_up), 1, memory_order_relaxed);
 		returned++;

@@ -93,17 +93,17 @@ uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m)
 
 /* --- the holder table: (process, section) -> places held, hashed ---
  *
- * Open addressing with linear probing on (pid, section), max_holders entries (a
+ * Open addressing with linear probing on (owner, section), max_holders entries (a
  * power of two, as this process viewed it at attach); an entry is free when its
- * pid is 0.  Entries are removed with a
+ * owner is 0.  Entries are removed with a
  * backward shift (the ones after it in its run move up), so a probe ends at the
  * first free entry and no tombstones pile up.  Every walk is bounded by the table's
  * size: a scribbled table full of garbage is a full table, never a loop.  All of it
  * under the segment lock. */
 
-static unsigned home(int32_t pid, unsigned section, uint32_t mask)
+static unsigned home(int32_t owner, unsigned section, uint32_t mask)
 {
-	uint32_t x = (uint32_t)pid * 0x9e3779b1u ^ (section + 1) * 0x85ebca6bu;
+	uint32_t x = (uint32_t)owner * 0x9e3779b1u ^ (section + 1) * 0x85ebca6bu;
 
 	x ^= x >> 15;
 	return x & mask;
@@ -117,12 +117,12 @@ static struct sl_holder *holder_in(struct sl_holder *t, uint32_t n, int32_t self
 	unsigned k = home(self, i, n - 1);
 
 	for (unsigned j = 0; j < n; j++, k = (k + 1) & (n - 1)) {
-		if (t[k].pid == self && t[k].section == i && t[k].serial == serial)
+		if (t[k].owner == self && t[k].section == i && t[k].serial == serial)
 			return &t[k];
-		if (t[k].pid == 0) {
+		if (t[k].owner == 0) {
 			if (!create)
 				return NULL;
-			t[k] = (struct sl_holder){.pid = self, .section = i, .serial = serial, .count = 0};
+			t[k] = (struct sl_holder){.owner = self, .section = i, .serial = serial, .count = 0};
 			return &t[k];
 		}
 	}
@@ -149,9 +149,9 @@ static void holder_remove(struct sl_shm_header *h, struct sl_holder *e)
 		unsigned want;
 
 		k = (k + 1) & mask;
-		if (t[k].pid == 0)
+		if (t[k].owner == 0)
 			break;
-		want = home(t[k].pid, t[k].section, mask);
+		want = home(t[k].owner, t[k].section, mask);
 		/* t[k] may fill the gap unless its home lies cyclically in (gap, k]. */
 		if (((k - want) & mask) >= ((k - gap) & mask)) {
 			t[gap] = t[k];
@@ -392,7 +392,7 @@ static void pick_limited(uint32_t i)
 	limited.idx[limited.n++] = i;
 }
 
-int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int32_t pid))
+int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, sl_gone_fn is_dead)
 {
 	static struct open_keys open; /* daemon only: one heartbeat at a time */
 	struct sl_holder *t = sl_shm_holders(h);
@@ -405,7 +405,7 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 	/* Most segments hold no place at all: look without the lock first, so the
 	 * heartbeat does not take the lock every shim contends for. */
 	for (unsigned k = 0; k < nh && !any; k++)
-		any = atomic_load_explicit(A(&t[k].pid), memory_order_relaxed) > 0;
+		any = atomic_load_explicit(A(&t[k].owner), memory_order_relaxed) > 0;
 	limited.n = 0;
 	for (uint32_t i = 0; i < ns; i++) {
 		struct sl_section *sec = sl_shm_section(h, i);
@@ -422,9 +422,9 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 	for (unsigned k = 0, removed = 0; k < nh && removed < nh;) {
 		/* A removal shifts later entries back into k: look at k again then.  (One
 		 * shifted past the table's end, from its start, waits for the next beat.) */
-		if (t[k].pid != 0 && (t[k].pid < 0 || !holder_live(h, &t[k]) || is_dead(t[k].pid))) {
+		if (t[k].owner != 0 && (t[k].owner < 0 || !holder_live(h, &t[k]) || is_dead(h, t[k].owner))) {
 			/* Dead, its section or key gone, or a scribble: its places go with it. */
-			if (t[k].pid > 0)
+			if (t[k].owner > 0)
 				returned += (int)SL_MIN(t[k].count, (uint32_t)INT_MAX / 2);
 			holder_remove(h, &t[k]);
 			removed++;
@@ -448,12 +448,12 @@ int sl_conc_reap_dead(struct sl_shm_header *h, int32_t self, int (*is_dead)(int3
 			key->state.conc_recount = 0;
 	}
 	for (unsigned k = 0; k < nh; k++)
-		if (t[k].pid > 0 && (t[k].section & SL_HOLDER_KEY) && holder_live(h, &t[k]))
+		if (t[k].owner > 0 && (t[k].section & SL_HOLDER_KEY) && holder_live(h, &t[k]))
 			sl_shm_key_at(h, t[k].section & ~SL_HOLDER_KEY)->state.conc_recount = 0;
 	for (unsigned k = 0; k < nh; k++) {
 		struct sl_state *st = NULL;
 
-		if (t[k].pid <= 0 || !holder_live(h, &t[k]))
+		if (t[k].owner <= 0 || !holder_live(h, &t[k]))
 			continue;
 		if (t[k].section & SL_HOLDER_KEY)
 			st = &sl_shm_key_at(h, t[k].section & ~SL_HOLDER_KEY)->state;
@@ -504,7 +504,7 @@ void sl_conc_carry(struct sl_shm_header *to, struct sl_shm_header *from)
 	for (uint32_t k = 0; f && t && k < nf; k++) {
 		struct sl_holder *e;
 
-		if (f[k].pid <= 0 || !(e = holder_in(t, nt, f[k].pid, f[k].section, f[k].serial, 1)))
+		if (f[k].owner <= 0 || !(e = holder_in(t, nt, f[k].owner, f[k].section, f[k].serial, 1)))
 			continue; /* free, a scribble, or no room: the recount frees its places */
 		e->count = f[k].count;
 	}

@@ -5,7 +5,8 @@
 #include "sluice/clock.h"
 #include "sluice/common.h"
 #include "sluice/sys.h"
-#include "sluice/proc.h"
+#include "sluice/roster.h"
+#include "sluice/shm.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -15,11 +16,6 @@
 #include <unistd.h>
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
-
-int sl_pid_is_dead(int32_t pid)
-{
-	return sl_proc_check(pid, 0) == SL_PROC_GONE;
-}
 
 /* The lock word's 32-bit half that holds the pid: the futex word. */
 static uint32_t *lock_futex(struct sl_shm_header *h)
@@ -31,9 +27,26 @@ static uint32_t *lock_futex(struct sl_shm_header *h)
 #endif
 }
 
-static uint64_t lock_value(int32_t pid, uint32_t stamp)
+/* The nonce a private segment's lock words carry: one process holds every lock
+ * of its anonymous memory, so who among its threads holds one needs no proof (a
+ * fork child's copy starts unlocked, init.c), and tests name holders freely. */
+#define PRIVATE_NONCE 1u
+
+static int is_private(const struct sl_shm_header *h)
 {
-	return (uint64_t)stamp << 32 | (uint32_t)pid;
+	const struct sl_shm_view *v = sl_shm_view(h);
+
+	return v && v->private_;
+}
+
+/* The word `self` writes: its token, and its registration's nonce above it. */
+static uint64_t lock_value(struct sl_shm_header *h, int32_t self)
+{
+	uint32_t nonce = sl_roster_nonce(h, self);
+
+	if (!nonce && self > 0 && is_private(h))
+		nonce = PRIVATE_NONCE;
+	return (uint64_t)nonce << 32 | (uint32_t)self;
 }
 
 static void futex_wait(uint32_t *word, uint32_t val, int64_t ns)
@@ -44,22 +57,26 @@ static void futex_wait(uint32_t *word, uint32_t val, int64_t ns)
 	sl_sys(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-/* Whether the lock word `cur` names no owner proved alive: its process is gone,
- * a zombie, its pid belongs to another process now (the stamp differs), or the
- * word holds no stamp at all - a scribble no locker wrote (docs/design.md,
- * "Invariants": value 1, pid 1 and no stamp, once wedged every caller).  The
- * caller's own pid is its own only with its own stamp: then another of its
+/* Whether the lock word `cur` names no owner proved alive (roster.h): its
+ * registration ended or was never made, its nonce is not the word's (a stale or
+ * scribbled word: a word no locker wrote, such as the value 1, once wedged every
+ * caller), or - in the asker's own pid namespace - /proc says its process is gone.
+ * The caller's own token is its own only with its own nonce: then another of its
  * threads holds the lock. */
-static int holder_gone(uint64_t cur, int32_t self)
+static int holder_gone(struct sl_shm_header *h, uint64_t cur, int32_t self)
 {
-	int32_t pid = (int32_t)(cur & 0xffffffffu);
-	uint32_t stamp = (uint32_t)(cur >> 32);
+	int32_t owner = (int32_t)(cur & 0xffffffffu);
+	uint32_t nonce = (uint32_t)(cur >> 32);
 
 	if (cur == 0)
 		return 0;
-	if (pid == self && self > 0)
-		return stamp != sl_proc_self_stamp(self);
-	return sl_proc_owner(pid, stamp) == SL_PROC_GONE;
+	if (nonce == 0)
+		return 1;
+	if (is_private(h))
+		return 0;
+	if (owner == self && self > 0)
+		return nonce != sl_roster_nonce(h, self);
+	return sl_roster_gone(h, owner, nonce);
 }
 
 /* How long a waiter waits before it asks whether the holder still lives, and
@@ -78,9 +95,14 @@ static int holder_gone(uint64_t cur, int32_t self)
 int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 {
 	_Atomic uint64_t *word = A(&h->lock);
-	uint64_t mine = lock_value(self, sl_proc_self_stamp(self));
+	uint64_t mine = lock_value(h, self);
 	int64_t first = 0, asked = 0;
 	int saved = errno;
+
+	/* A process with no live registration holds nothing and takes nothing: the
+	 * caller's fallback decides (pending.h), never an unowned lock. */
+	if (sl_unlikely(mine >> 32 == 0))
+		return -ETIMEDOUT;
 
 	for (unsigned spin = 0;; spin++) {
 		uint64_t cur = 0;
@@ -108,7 +130,7 @@ int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 			continue;
 		if (now - first >= LOCK_SUSPECT_NS && now - asked >= LOCK_SUSPECT_NS) {
 			asked = now;
-			if (holder_gone(cur, self)) {
+			if (holder_gone(h, cur, self)) {
 				if (atomic_compare_exchange_strong_explicit(word, &cur, mine, memory_order_acquire,
 				                                            memory_order_relaxed)) {
 					atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
@@ -132,7 +154,7 @@ int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 
 void sl_shm_unlock(struct sl_shm_header *h, int32_t self)
 {
-	uint64_t expect = lock_value(self, sl_proc_self_stamp(self));
+	uint64_t expect = lock_value(h, self);
 	int saved = errno;
 
 	/* Only the holder releases; a lock taken over meanwhile stays with its new owner. */
@@ -147,7 +169,7 @@ int sl_shm_reap_lock(struct sl_shm_header *h)
 {
 	uint64_t cur = atomic_load_explicit(A(&h->lock), memory_order_relaxed);
 
-	if (cur == 0 || !holder_gone(cur, 0))
+	if (cur == 0 || !holder_gone(h, cur, 0))
 		return 0;
 	if (!atomic_compare_exchange_strong(A(&h->lock), &cur, 0))
 		return 0;

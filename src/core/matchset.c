@@ -251,3 +251,14 @@ int sl_match_sections(struct sl_shm_header *h, const struct sl_dest *d, struct s
 	}
 	return count;
 }
+
+int sl_match_needs_daemon(struct sl_shm_header *h, const struct sl_match *m)
+{
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec && sl_spec_needs_daemon(&sec->spec))
+			return 1;
+	}
+	return 0;
+}

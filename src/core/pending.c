@@ -75,6 +75,7 @@ void sl_pending_start(struct sl_pending *p, struct sl_shm_header *h, const struc
 	p->conc = ask->places && !ask->refuse_all ? sl_conc_sections(h, ask->m) : 0;
 	p->phase = p->conc ? SL_PEND_PLACES : SL_PEND_RESERVE;
 	p->asked_ns = now;
+	p->orphan_checked_ns = 0;
 	w = sl_pending_max_wait(h, ask->m, ask->m->mask, &p->deadline_errno);
 	p->deadline_ns = w < 0 ? INT64_MAX : now + w;
 	p->at = now;
@@ -144,6 +145,9 @@ static int undecided(struct sl_pending *p, struct sl_shm_header *h, int64_t now,
 	if (now >= p->deadline_ns)
 		return refuse(p, h, p->deadline_errno, -1, "still undecided after max_wait");
 	p->phase = p->conc && !p->taken ? SL_PEND_PLACES : SL_PEND_RESERVE;
+	/* The retry may follow a segment again: one not reached yet may be by then
+	 * (the shim's stand-in, attach.c). */
+	p->moves = 0;
 	return wait_until(p, SL_MIN(now + SL_UNDECIDED_RETRY_NS, p->deadline_ns));
 }
 
@@ -292,12 +296,26 @@ static int step_release(struct sl_pending *p, struct sl_shm_header *h, int64_t n
 	return wait_until(p, retry);
 }
 
+/* Whether h's daemon has been silent long enough for h to have been lost and made
+ * anew (SL_ORPHAN_NS).  A segment never beaten for (a private one) is not. */
+static int orphan_suspect(const struct sl_shm_header *h, int64_t now)
+{
+	int64_t beat = atomic_load_explicit(A(&((struct sl_shm_header *)h)->heartbeat_ns), memory_order_relaxed);
+
+	return beat > 0 && now - beat > SL_ORPHAN_NS;
+}
+
 int sl_pending_step(struct sl_pending *p, struct sl_shm_header *h, int64_t now, sl_act_fn act,
                     void *arg)
 {
 	if (p->ask.refuse_all && p->phase != SL_PEND_DONE) {
 		sl_admit_count_refused(h, p->ask.m);
 		return refuse(p, h, 0, -1, "fallback = closed");
+	}
+	if (p->ask.orphans && p->phase != SL_PEND_DONE && sl_unlikely(orphan_suspect(h, now)) &&
+	    now - p->orphan_checked_ns >= SL_ORPHAN_CHECK_NS) {
+		p->orphan_checked_ns = now;
+		return SL_PEND_CHECK;
 	}
 	/* PLACES -> RESERVE -> RELEASE is the longest chain of steps. */
 	for (int n = 0; n < 4; n++) {
@@ -334,12 +352,12 @@ int sl_pending_wait(struct sl_pending *p, sl_pending_segment_fn segment, void *c
 	int slack = -1, rc;
 
 	/* Bounded: every round either answers, sleeps towards an instant that moves
-	 * on (a slot, a place's recheck, max_wait), or follows a moved segment, which
-	 * the stepper allows MOVES_MAX times. */
+	 * on (a slot, a place's recheck, max_wait), follows a moved segment, which
+	 * the stepper allows MOVES_MAX times, or checks one once a second. */
 	for (;;) {
 		rc = sl_pending_step(p, h, sl_clock_mono_ns(), act, arg);
-		if (rc == SL_PEND_MOVED) {
-			h = segment(ctx, 1);
+		if (rc == SL_PEND_MOVED || rc == SL_PEND_CHECK) {
+			h = segment(ctx, rc == SL_PEND_MOVED ? SL_SEGMENT_FOLLOW : SL_SEGMENT_CHECK);
 			continue;
 		}
 		if (rc != SL_PEND_WAIT)

@@ -97,6 +97,14 @@ uint32_t sl_proc_self_stamp(int32_t self)
 	return stamp;
 }
 
+uint32_t sl_proc_stamp(int32_t pid)
+{
+	unsigned long long start = 0;
+	char state;
+
+	return pid > 0 && read_stat(pid, &state, &start) == 0 ? stamp_of(start) : 0;
+}
+
 int sl_proc_owner(int32_t pid, uint32_t stamp)
 {
 	int rc = sl_proc_check(pid, stamp);

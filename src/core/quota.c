@@ -232,7 +232,7 @@ void sl_quota_reset_state(const struct sl_spec *s, struct sl_state *st)
 {
 	st->tat_ns = st->rel_tat_ns = 0;
 	st->last_slot = 0;
-	st->last_pid = 0;
+	st->last_owner = 0;
 	st->last_seq = st->seq;
 	memset(&st->last_undo, 0, sizeof(st->last_undo));
 	st->win = st->rel_win = 0;
@@ -301,5 +301,5 @@ void sl_quota_restore(const struct sl_spec *s, struct sl_state *st, const struct
 		sl_strategy_released(s, st, now, ahead, wall_off);
 	}
 	memset(&st->last_undo, 0, sizeof(st->last_undo));
-	st->last_pid = 0;
+	st->last_owner = 0;
 }

@@ -89,3 +89,14 @@ void sl_say_refused(int section, const char *why, int64_t now)
 	n = snprintf(msg, sizeof(msg), "R %d 1 %s\n", section, why ? why : "refused");
 	say(msg, (size_t)SL_MIN(n, (int)sizeof(msg) - 1));
 }
+
+void sl_say_notice(const char *text, size_t len)
+{
+	char msg[512];
+	int n;
+
+	if (!sl_say_on)
+		return;
+	n = snprintf(msg, sizeof(msg), "N %.*s\n", (int)SL_MIN(len, sizeof(msg) - 4), text);
+	say(msg, (size_t)SL_MIN(n, (int)sizeof(msg) - 1));
+}

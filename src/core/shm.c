@@ -1,7 +1,8 @@
 /*
  * shm.c - the segment's bottom layer: its layout, validation of what another wrote,
- * and attaching by name (shm.h).  It calls nothing above it; carry.c makes and
- * replaces segments, lock.c keeps the lock word.
+ * making a sealed memfd and mapping one handed over (shm.h).  It calls nothing
+ * above it; carry.c replaces segments, lock.c keeps the lock word, segsock.c hands
+ * segments from process to process.
  */
 #include "shm-internal.h"
 #include "sluice/shm.h"
@@ -11,10 +12,11 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ipc.h>
+#include <linux/memfd.h>
 #include <sys/mman.h>
-#include <sys/shm.h>
 #include <sys/stat.h>
+#include "sluice/roster.h"
+#include "sluice/sys.h"
 #include <time.h>
 #include <unistd.h>
 
@@ -39,7 +41,8 @@ int sl_shm_layout(const struct sl_shm_dims *d, struct sl_shm_layout *l)
 	size_t at;
 
 	if (d->sections > SL_SECTIONS_MAX || d->patterns > SL_PATTERNS_MAX || d->keys > SL_KEYS_MAX ||
-	    d->holders > SL_HOLDERS_MAX || (d->holders & (d->holders - 1)) || d->key_more > 1)
+	    d->holders > SL_HOLDERS_MAX || (d->holders & (d->holders - 1)) || d->key_more > 1 ||
+	    d->procs > SL_PROCS_MAX)
 		return -EINVAL;
 	/* Each table on a cache line of its own; the key table on its own page. */
 	l->sections = SL_SHM_SECTIONS_OFF;
@@ -52,6 +55,8 @@ int sl_shm_layout(const struct sl_shm_dims *d, struct sl_shm_layout *l)
 	at = l->refs + (size_t)d->patterns * sizeof(uint32_t);
 	l->holders = up(at, 64);
 	at = l->holders + (size_t)d->holders * sizeof(struct sl_holder);
+	l->procs = up(at, 64);
+	at = l->procs + (size_t)d->procs * sizeof(struct sl_proc);
 	l->tags = up(at, 4096);
 	at = l->tags + (size_t)d->keys * sizeof(uint64_t);
 	l->keys = up(at, 64);
@@ -68,7 +73,7 @@ struct sl_shm_dims sl_shm_dims_in(const struct sl_shm_header *h)
 {
 	return (struct sl_shm_dims){.sections = h->max_sections, .patterns = h->max_patterns,
 	                            .holders = h->max_holders, .keys = h->max_keys,
-	                            .key_more = h->key_size != sizeof(struct sl_key)};
+	                            .key_more = h->key_size != sizeof(struct sl_key), .procs = h->max_procs};
 }
 
 int sl_shm_validate(const void *base, size_t size)
@@ -117,6 +122,7 @@ void sl_shm_note_attached(struct sl_shm_header *h, const struct sl_shm_dims *d)
 		/* Claim the slot with a placeholder, fill the view, then publish. */
 		if (atomic_compare_exchange_strong(&attached[i].h, &none, (struct sl_shm_header *)1)) {
 			attached[i].view.dims = *d;
+			attached[i].view.private_ = 0;
 			attached[i].view.index_slots = sl_shm_index_size(d->patterns);
 			sl_shm_layout(d, &attached[i].view.at);
 			atomic_store_explicit(&attached[i].h, h, memory_order_release);
@@ -126,6 +132,14 @@ void sl_shm_note_attached(struct sl_shm_header *h, const struct sl_shm_dims *d)
 	/* More attachments than slots: this one has no view, and nothing of it is
 	 * indexed (every match finds nothing to take it: the shim passes traffic
 	 * through, as with a segment it does not understand). */
+}
+
+/* h is anonymous memory of this process alone (read by lock.c). */
+static void note_private(struct sl_shm_header *h)
+{
+	for (unsigned i = 0; i < ATTACHED_MAX; i++)
+		if (atomic_load_explicit(&attached[i].h, memory_order_acquire) == h)
+			attached[i].view.private_ = 1;
 }
 
 static void forget_attached(struct sl_shm_header *h)
@@ -147,7 +161,7 @@ struct sl_shm_dims sl_shm_dims_of(const struct sl_shm_header *h)
 {
 	const struct sl_shm_view *v = sl_shm_view(h);
 
-	return v ? v->dims : (struct sl_shm_dims){0, 0, 0, 0, 0};
+	return v ? v->dims : (struct sl_shm_dims){0, 0, 0, 0, 0, 0};
 }
 
 uint32_t sl_shm_nkeys(const struct sl_shm_header *h)
@@ -229,7 +243,7 @@ int sl_section_refuse(struct sl_shm_header *h, int i)
 	return sec ? sec->spec.refuse : 0;
 }
 
-/* A fresh segment's memory is zero already (shmget and anonymous mmap both give
+/* A fresh segment's memory is zero already (a memfd and anonymous mmap both give
  * zero pages): only a reused one is cleared, so large tables cost memory only as
  * their records are used.  The magic says "made, not published" until
  * sl_shm_publish(). */
@@ -250,6 +264,7 @@ void sl_shm_init_header(struct sl_shm_header *h, const struct sl_shm_dims *d, in
 	h->max_patterns = d->patterns;
 	h->max_holders = d->holders;
 	h->max_keys = d->keys;
+	h->max_procs = d->procs;
 	h->key_size = (uint32_t)sl_shm_key_size(d);
 	h->index_slots = sl_shm_index_size(d->patterns);
 	atomic_store_explicit(A(&h->magic), SL_SHM_MAGIC_UNPUBLISHED, memory_order_release);
@@ -269,6 +284,7 @@ void sl_config_dims(const struct sl_config *cfg, struct sl_shm_dims *out)
 	out->patterns = g->patterns ? g->patterns : SL_MIN(SL_MAX(1024u, cfg->npatterns * 2), (unsigned)SL_PATTERNS_MAX);
 	out->holders = g->holders ? g->holders : SL_HOLDERS_DEFAULT;
 	out->keys = g->keys;
+	out->procs = g->processes ? g->processes : SL_PROCS_DEFAULT;
 	out->key_more = 0;
 	for (unsigned i = 0; i < cfg->nsections; i++)
 		if (cfg->sections[i].spec.per != SL_PER_NONE && sl_spec_needs_more(&cfg->sections[i].spec))
@@ -298,30 +314,7 @@ int sl_shm_fits(const struct sl_shm_header *h, const struct sl_config *cfg, char
 	return 0;
 }
 
-/* --- where the segment lives ---
- *
- * A System V shared-memory segment, not a POSIX shm file: its size is fixed when it
- * is created and no one - not its owner, not root - can shrink it afterwards, so
- * no process holding write access can make the others' mappings fault (SIGBUS on
- * a truncated file was the one way a segment could kill its attached programs).
- * Marked for removal, it stays mapped until its last user detaches.  The name
- * (`shm_name`) is turned into the segment's key by sl_shm_key(); docs/design.md
- * "The segment" has the reasons and what `ipcs -m` shows. */
-
-key_t sl_shm_key(const char *name)
-{
-	uint32_t h = 2166136261u; /* FNV-1a over "sluice:" and the name */
-	const char *p;
-
-	for (p = "sluice:"; *p; p++)
-		h = (h ^ (uint8_t)*p) * 16777619u;
-	for (p = name ? name : ""; *p; p++)
-		h = (h ^ (uint8_t)*p) * 16777619u;
-	/* Neither IPC_PRIVATE (0) nor -1, which shmget() would take for something else. */
-	if (h == 0 || h == UINT32_MAX)
-		h = 0x51ce0001u;
-	return (key_t)h;
-}
+/* --- where the segment lives (shm.h) --- */
 
 void sl_shm_set_name(struct sl_shm_header *h, const char *name)
 {
@@ -329,29 +322,6 @@ void sl_shm_set_name(struct sl_shm_header *h, const char *name)
 
 	snprintf(cut, sizeof(cut), "%s", name ? name : "");
 	memcpy(h->shm_name, cut, sizeof(cut));
-}
-
-int sl_shm_attach_id(struct sl_shm *shm, int id, int writable, size_t size)
-{
-	void *p = shmat(id, NULL, writable ? 0 : SHM_RDONLY);
-
-	if (p == (void *)-1)
-		return -errno;
-	shm->hdr = p;
-	shm->size = size;
-	shm->anonymous = 0;
-	shm->id = id;
-	return 0;
-}
-
-/* The size of segment `id`, or -errno. */
-int64_t sl_shm_segment_size(int id)
-{
-	struct shmid_ds ds;
-
-	if (shmctl(id, IPC_STAT, &ds) != 0)
-		return -errno;
-	return (int64_t)ds.shm_segsz;
 }
 
 /* Validate what shm maps and note its tables' sizes (see note_attached). */
@@ -367,38 +337,90 @@ int sl_shm_adopt(struct sl_shm *shm)
 	return rc;
 }
 
-int sl_shm_attach(struct sl_shm *shm, const char *name, int writable)
+/* The seals every segment carries: its size can never change, and no one may
+ * take the seals off. */
+#define SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+int sl_shm_create(struct sl_shm *shm, const char *name, const struct sl_shm_dims *dims)
 {
-	int64_t size;
-	int id, rc;
+	struct sl_shm_layout l;
+	char label[64];
+	void *p;
+	int fd, rc;
 
 	shm->hdr = NULL;
-	id = shmget(sl_shm_key(name), 0, 0);
-	if (id < 0)
+	shm->fd = -1;
+	shm->self = 0;
+	if (sl_shm_layout(dims, &l) < 0)
+		return -EINVAL;
+	snprintf(label, sizeof(label), "sluice:%s", name && *name ? name : "segment");
+	fd = (int)sl_sys(SYS_memfd_create, label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
 		return -errno;
-	if ((size = sl_shm_segment_size(id)) < 0)
-		return (int)size;
-	if ((uint64_t)size < SL_SHM_SECTIONS_OFF)
-		return -EPROTO;
-	rc = sl_shm_attach_id(shm, id, writable, (size_t)size);
-	if (rc == 0 && (rc = sl_shm_adopt(shm)) < 0)
-		sl_shm_detach(shm);
-	return rc;
+	/* Its pages come as records are first written: large tables cost address
+	 * space, not memory, until used. */
+	if (sl_sys(SYS_ftruncate, fd, (long)l.size) != 0 || sl_sys(SYS_fcntl, fd, F_ADD_SEALS, SEALS) != 0) {
+		rc = -errno;
+		sl_sys_close(fd);
+		return rc;
+	}
+	p = mmap(NULL, l.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		sl_sys_close(fd);
+		return rc;
+	}
+	shm->hdr = p;
+	shm->size = l.size;
+	shm->anonymous = 0;
+	shm->fd = fd;
+	{
+		struct stat st;
+
+		shm->ino = sl_sys(SYS_fstat, fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+	}
+	sl_shm_init_header(shm->hdr, dims, 0);
+	sl_shm_note_attached(shm->hdr, dims);
+	sl_shm_set_name(shm->hdr, name);
+	while (!shm->hdr->segment_id)
+		sl_sys(SYS_getrandom, &shm->hdr->segment_id, sizeof(shm->hdr->segment_id), 0);
+	return 0;
 }
 
-/* Whether segment `id` was made by some sluice (any layout version, published or
- * not): its first word is our magic.  A key that collides with another program's
- * segment must not get that segment removed. */
-int sl_shm_is_ours(int id)
+int sl_shm_map_fd(struct sl_shm *shm, int fd, int writable, int keep_fd)
 {
-	void *p = shmat(id, NULL, SHM_RDONLY);
-	uint32_t magic;
+	struct stat st;
+	long seals;
+	void *p;
+	int rc;
 
-	if (p == (void *)-1)
-		return 0;
-	magic = atomic_load_explicit((_Atomic uint32_t *)p, memory_order_acquire);
-	shmdt(p);
-	return sl_shm_magic_is_ours(magic);
+	shm->hdr = NULL;
+	shm->fd = -1;
+	shm->self = 0;
+	/* What was handed over is untrusted: a file whose size could change under
+	 * the mapping (unsealed), or smaller than it claims, is no segment. */
+	if (fd < 0 || sl_sys(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return -EBADF;
+	seals = sl_sys(SYS_fcntl, fd, F_GET_SEALS);
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		return -EPERM;
+	if (st.st_size < (off_t)sizeof(struct sl_shm_header) || (uint64_t)st.st_size > ((uint64_t)1 << 40))
+		return -EPROTO;
+	p = mmap(NULL, (size_t)st.st_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+	         MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	shm->hdr = p;
+	shm->size = (size_t)st.st_size;
+	shm->anonymous = 0;
+	shm->ino = (uint64_t)st.st_ino;
+	if ((rc = sl_shm_adopt(shm)) < 0) {
+		munmap(p, shm->size);
+		shm->hdr = NULL;
+		return rc;
+	}
+	shm->fd = keep_fd ? fd : -1;
+	return 0;
 }
 
 int sl_shm_magic_is_ours(uint32_t magic)
@@ -406,42 +428,22 @@ int sl_shm_magic_is_ours(uint32_t magic)
 	return magic == SL_SHM_MAGIC || magic == SL_SHM_MAGIC_UNPUBLISHED;
 }
 
-int sl_shm_follow(struct sl_shm *shm, const char *name)
+int sl_shm_moved(const struct sl_shm_header *h)
 {
-	struct sl_shm next;
-	int rc;
-
-	if (!shm->hdr || shm->anonymous ||
-	    !atomic_load_explicit(A(&shm->hdr->moved), memory_order_acquire))
-		return 0;
-	if ((rc = sl_shm_attach(&next, name, 1)) < 0)
-		return rc;
-	if (next.hdr == shm->hdr || atomic_load_explicit(A(&next.hdr->moved), memory_order_acquire))
-		return -ESTALE; /* the name still names it, or another moved one: not yet */
-	/* One store of the header pointer, which every reader loads first. */
-	__atomic_store_n(&shm->id, next.id, __ATOMIC_RELAXED);
-	__atomic_store_n(&shm->size, next.size, __ATOMIC_RELAXED);
-	__atomic_store_n(&shm->hdr, next.hdr, __ATOMIC_RELEASE);
-	return 1;
+	return h && atomic_load_explicit(A(&((struct sl_shm_header *)h)->moved), memory_order_acquire) != 0;
 }
 
-int sl_shm_remove(const char *name)
+static void enter_self(struct sl_shm *shm)
 {
-	int id = shmget(sl_shm_key(name), 0, 0);
+	struct sl_proc_id me = sl_roster_me();
+	int32_t t = sl_roster_enter(shm->hdr, &me, me.pid, me.stamp, NULL);
 
-	if (id < 0 || shmctl(id, IPC_RMID, NULL) != 0)
-		return -errno;
-	return 0;
-}
-
-int sl_shm_is_named(const struct sl_shm *shm, const char *name)
-{
-	return shm->hdr && !shm->anonymous && shmget(sl_shm_key(name), 0, 0) == shm->id;
+	shm->self = t > 0 ? t : 0;
 }
 
 int sl_shm_create_anonymous(struct sl_shm *shm)
 {
-	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT, 1};
+	struct sl_shm_dims d = SL_SHM_DIMS_DEFAULT;
 
 	return sl_shm_create_anonymous_dims(shm, &d);
 }
@@ -459,10 +461,13 @@ int sl_shm_create_anonymous_dims(struct sl_shm *shm, const struct sl_shm_dims *d
 	shm->hdr = p;
 	shm->size = l.size;
 	shm->anonymous = 1;
-	shm->id = -1;
+	shm->fd = -1;
+	shm->ino = 0;
 	sl_shm_init_header(shm->hdr, dims, 0);
 	sl_shm_note_attached(shm->hdr, dims);
+	note_private(shm->hdr);
 	sl_shm_publish(shm->hdr);
+	enter_self(shm);
 	return 0;
 }
 
@@ -470,10 +475,10 @@ void sl_shm_detach(struct sl_shm *shm)
 {
 	if (shm->hdr) {
 		forget_attached(shm->hdr);
-		if (shm->anonymous)
-			munmap(shm->hdr, shm->size);
-		else
-			shmdt(shm->hdr);
+		munmap(shm->hdr, shm->size);
 	}
+	if (shm->fd >= 0)
+		sl_sys_close(shm->fd);
+	shm->fd = -1;
 	shm->hdr = NULL;
 }

@@ -681,7 +681,7 @@ uint64_t sl_strategy_queued(const struct sl_spec *s, const struct sl_state *st, 
 int sl_strategy_idle(const struct sl_spec *s, const struct sl_state *st, int64_t now,
                      int64_t wall_off)
 {
-	if (st->conc_open || st->conc_waiters || (st->last_pid > 0 && st->last_slot > now))
+	if (st->conc_open || st->conc_waiters || (st->last_owner > 0 && st->last_slot > now))
 		return 0;
 	if (s->amount == 0)
 		return 1;

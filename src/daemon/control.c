@@ -112,8 +112,9 @@ static void handle(struct sl_daemon *d, int fd, char *cmd, char **out, size_t *o
 	if (strcmp(cmd, "ping") == 0) {
 		fprintf(f, "pong %d %llu\n", (int)getpid(), (unsigned long long)d->shm.hdr->generation);
 	} else if (strcmp(cmd, "info") == 0) {
-		fprintf(f, "pid=%d\nshm_name=%s\nconfig=%s\ngeneration=%llu\n", (int)getpid(),
-		        d->shm_name, d->config_path, (unsigned long long)d->shm.hdr->generation);
+		fprintf(f, "pid=%d\nshm_name=%s\nconfig=%s\ngeneration=%llu\nsegment=%s\nsegment_id=%016llx\n",
+		        (int)getpid(), d->shm_name, d->config_path, (unsigned long long)d->shm.hdr->generation,
+		        d->seg_path, (unsigned long long)d->shm.hdr->segment_id);
 	} else if (strncmp(cmd, "stat", 4) == 0 && (cmd[4] == '\0' || cmd[4] == ' ')) {
 		/* stat [json] [top N] */
 		const char *rest = cmd + 4;

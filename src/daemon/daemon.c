@@ -2,8 +2,11 @@
 #include "sluice/conc.h"
 #include "control.h"
 #include "fleet.h"
+#include "keeper.h"
 #include "metrics.h"
 #include "quotas.h"
+#include "sdnotify.h"
+#include "segserve.h"
 #include "sluice/admit.h"
 #include "sluice/clock.h"
 #include "sluice/common.h"
@@ -15,48 +18,66 @@
 #include "sluice/limiter.h"
 #include "sluice/log.h"
 #include "sluice/pause.h"
+#include "sluice/roster.h"
+#include "sluice/segsock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <grp.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/shm.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 
 #define HEARTBEAT_S 0.5 /* reclaim what dead processes held within a second */
 
-/* shm_group: the segment and the control socket belong to that group, so its
- * members may attach and ask (README, "Running it on a machine").  Not for the
- * private segment of `sluice run`'s own daemon. */
-static int apply_group(struct sl_daemon *d)
+/* Who may attach the segment: the config's shm_mode, and shm_group's members
+ * (auto: the daemon's own group).  -EINVAL when the group does not exist. */
+static int policy_of(const struct sl_config *cfg, struct sl_segpolicy *p)
 {
-	const char *name = d->cfg->global.shm_group;
+	const char *name = cfg->global.shm_group;
 	struct group *g;
-	struct shmid_ds ds;
 
-	if (!name[0] || d->opts.unlink_shm_on_exit)
+	p->mode = cfg->global.shm_mode & 0777;
+	p->gid = getegid();
+	if (!name[0])
 		return 0;
 	if (!(g = getgrnam(name))) {
 		sl_log_warnx("shm_group %s: no such group (groupadd %s)", name, name);
 		return -EINVAL;
 	}
-	if (shmctl(d->shm.id, IPC_STAT, &ds) != 0 ||
-	    (ds.shm_perm.gid = g->gr_gid, shmctl(d->shm.id, IPC_SET, &ds) != 0)) {
+	p->gid = g->gr_gid;
+	return 0;
+}
+
+/* shm_group: the segment socket and the control socket belong to that group, so
+ * its members may attach and ask (README, "Running it on a machine"); the keeper
+ * is told, as it checks each attaching process.  Not for `sluice run`'s private
+ * segment. */
+static int apply_group(struct sl_daemon *d)
+{
+	struct sl_segpolicy p;
+	int rc;
+
+	if (d->opts.private_socket)
+		return 0;
+	if ((rc = policy_of(d->cfg, &p)) < 0)
+		return rc;
+	if (d->ctl_path[0] && p.gid != getegid() && chown(d->ctl_path, (uid_t)-1, p.gid) != 0) {
 		int e = errno;
 
-		sl_log_warn("segment %s: cannot give it group %s", d->shm_name, name);
+		sl_log_warn("control socket %s: cannot give it group %s", d->ctl_path, d->cfg->global.shm_group);
 		return -e;
 	}
-	if (d->ctl_path[0] && chown(d->ctl_path, (uid_t)-1, g->gr_gid) != 0) {
-		int e = errno;
-
-		sl_log_warn("control socket %s: cannot give it group %s", d->ctl_path, name);
-		return -e;
-	}
+	if (sl_keeper_policy(d->seg_path, &p) < 0)
+		sl_log_warnx("segment socket %s: its keeper did not take the new shm_mode and shm_group", d->seg_path);
+	else if ((chmod(d->seg_path, 0600 | (p.mode & 060 ? 060 : 0) | (p.mode & 006 ? 006 : 0)) != 0 ||
+	          (p.gid != getegid() && chown(d->seg_path, (uid_t)-1, p.gid) != 0)))
+		sl_log_warn("segment socket %s: cannot give it mode and group", d->seg_path);
 	return 0;
 }
 
@@ -119,26 +140,38 @@ static void log_news(struct sl_daemon *d, int64_t now)
 static void retake_golden(struct sl_daemon *d);
 static int apply_group(struct sl_daemon *d);
 
-/* A new segment under the name in place of the one in use, with cfg loaded and
- * the state carried over (sl_shm_move); remove_old: take the name from the old
- * one first (a reload that needs more room).  0, or -errno with nothing changed. */
-static int move_segment(struct sl_daemon *d, const struct sl_config *cfg, int remove_old)
+/* Serve the segment in use from now on: hand its memfd to the keeper (or the
+ * private server) in place of the one it served.  0 or -errno. */
+static int serve_this(struct sl_daemon *d)
+{
+	if (d->serve)
+		return sl_segserve_replace(d->serve, fcntl(d->shm.fd, F_DUPFD_CLOEXEC, 3));
+	return sl_keeper_replace(d->seg_path, d->shm.fd);
+}
+
+/* A larger segment in place of the one in use, with cfg loaded and the state
+ * carried over (sl_shm_move), served from now on: the programs attached to the
+ * old one ask for it at their next admission.  0, or -errno with nothing changed. */
+static int move_segment(struct sl_daemon *d, const struct sl_config *cfg)
 {
 	struct sl_shm next, old = d->shm;
 	struct sl_shm_dims dims;
 	int rc;
 
 	sl_config_dims(cfg, &dims);
-	if ((rc = sl_shm_move(&next, &old, d->shm_name, cfg->global.shm_mode, &dims, cfg, (int32_t)getpid(),
-	                      remove_old)) < 0)
+	if ((rc = sl_shm_move(&next, &old, d->shm_name, &dims, cfg, d->shm.self)) < 0)
 		return rc;
 	d->shm = next;
-	sl_shm_publish(d->shm.hdr);
+	d->shm.hdr->daemon_owner = d->shm.self;
 	d->shm.hdr->daemon_pid = (int32_t)getpid();
 	d->shm.hdr->heartbeat_ns = sl_clock_mono_ns();
+	if (!d->opts.private_socket)
+		sl_sd_store_fd("segment", d->shm.fd);
+	if ((rc = serve_this(d)) < 0)
+		/* Its keeper did not take it: the heartbeat starts a new one with it. */
+		sl_log_warnx("segment %s: its keeper did not take the larger segment (%s): starting another",
+		             d->shm_name, strerror(-rc));
 	sl_shm_detach(&old);
-	if (apply_group(d) < 0)
-		sl_log_warnx("segment %s: its group could not be set", d->shm_name);
 	retake_golden(d);
 	return 0;
 }
@@ -157,10 +190,52 @@ static void retake_golden(struct sl_daemon *d)
  * sections and 100,000 patterns (about 40 MB) in a few beats, at a few ms each. */
 #define GOLDEN_BUDGET (16u << 20)
 
+/* Whether the process a holder entry or a last reservation names is gone. */
+static int owner_gone(struct sl_shm_header *h, int32_t owner)
+{
+	return sl_roster_gone(h, owner, 0);
+}
+
+/* Every few beats: the segment's keeper still answers, else a new one is started
+ * with the segment in use (its registrations are adopted: segserve.h).  A keeper
+ * killed meanwhile cost nothing but the attaching of new programs. */
+#define KEEPER_CHECK_NS (2 * SL_NS_PER_S)
+static void check_keeper(struct sl_daemon *d, int64_t now)
+{
+	struct sl_segsock_reply r;
+	struct sl_segpolicy p;
+	char id[32], ours[32];
+	int rc;
+
+	if (d->serve || now - d->keeper_checked_ns < KEEPER_CHECK_NS)
+		return;
+	d->keeper_checked_ns = now;
+	rc = sl_segsock_ask(d->seg_path, "info\n", -1, SL_SEGSOCK_TIMEOUT_NS, &r);
+	if (r.fd >= 0)
+		close(r.fd);
+	snprintf(ours, sizeof(ours), "%016llx", (unsigned long long)d->shm.hdr->segment_id);
+	if (rc == 0 && sl_segsock_value(r.line, "id", id, sizeof(id)) == 0 && strcmp(id, ours) != 0)
+		rc = sl_keeper_replace(d->seg_path, d->shm.fd) == 0 ? 0 : -ESTALE;
+	if (rc == 0 || rc == -ETIMEDOUT) {
+		d->keeper_lost = 0;
+		return;
+	}
+	if (policy_of(d->cfg, &p) == 0 && (rc = (int)sl_keeper_spawn(d->seg_path, d->shm.fd, &p, d->opts.foreground)) > 0) {
+		sl_log_warnx("segment %s: its keeper at %s was gone: started another (pid %d); programs attached "
+		             "meanwhile kept their queues", d->shm_name, d->seg_path, rc);
+		d->keeper_lost = 0;
+	} else if (!d->keeper_lost++) {
+		sl_log_warnx("segment %s: its keeper at %s is gone and no other could be started (%s): programs "
+		             "attached keep sharing it, new ones wait for it; trying again", d->shm_name, d->seg_path,
+		             strerror(rc < 0 ? -rc : EINVAL));
+	}
+}
+
 static void beat(struct sl_daemon *d)
 {
 	struct sl_shm_header *h = d->shm.hdr;
 
+	h->daemon_owner = d->shm.self;
 	h->daemon_pid = (int32_t)getpid();
 	h->heartbeat_ns = sl_clock_mono_ns();
 	{
@@ -170,14 +245,14 @@ static void beat(struct sl_daemon *d)
 
 		if (!was)
 			h->wall_off_ns = off;
-		else if (off != was && sl_admit_wall_step(h, (int32_t)getpid(), h->heartbeat_ns, off) == 0)
+		else if (off != was && sl_admit_wall_step(h, d->shm.self, h->heartbeat_ns, off) == 0)
 			sl_log_info("the wall clock stepped %+.3f s: fixed windows follow it", (double)(off - was) / 1e9);
 	}
 	if (sl_shm_reap_lock(h))
 		sl_log_warnx("took the segment lock back from a process that died holding it");
 	{
 		uint32_t which[8];
-		unsigned fixed = sl_admit_repair(h, h->heartbeat_ns, (int32_t)getpid(), which, 8);
+		unsigned fixed = sl_admit_repair(h, h->heartbeat_ns, d->shm.self, which, 8);
 
 		for (unsigned j = 0; j < SL_MIN(fixed, 8u); j++) {
 			struct sl_section *sec = sl_shm_section(h, which[j]);
@@ -198,32 +273,16 @@ static void beat(struct sl_daemon *d)
 	}
 	if (d->golden) {
 		const char *what = "";
-		int fixed = sl_golden_check(h, d->golden, (int32_t)getpid(), GOLDEN_BUDGET, &what);
+		int fixed = sl_golden_check(h, d->golden, d->shm.self, GOLDEN_BUDGET, &what);
 
 		if (fixed > 0)
 			sl_log_warnx("segment %s: %s was not what sluiced wrote (scribbled?): written back%s",
 			             d->shm_name, what, fixed > 1 ? ", with more" : "");
 	}
-	if (!d->shm.anonymous && !sl_shm_is_named(&d->shm, d->shm_name)) {
-		/* Removed (ipcrm: its owner or root).  Those attached keep it, programs
-		 * started from now on would find none: a new one is made under the name,
-		 * the state carried over, and the programs attached to the old one move
-		 * to it at their next admission - one queue again within a heartbeat. */
-		int rc = move_segment(d, d->cfg, 0);
-
-		if (rc == 0)
-			sl_log_warnx("segment %s was removed (ipcrm?): made anew, its state carried over; the "
-			             "programs attached to the old one move to it at their next admission", d->shm_name);
-		else if (!d->shm_gone)
-			sl_log_warnx("segment %s was removed (ipcrm?) and cannot be made anew (%s): programs "
-			             "attached before keep sharing it, new ones apply their fallback; trying again "
-			             "at each heartbeat", d->shm_name, strerror(-rc));
-		d->shm_gone = rc != 0;
-		h = d->shm.hdr; /* the new one, when made: the old is detached */
-	}
+	check_keeper(d, h->heartbeat_ns);
 	{
-		int slots = sl_admit_reap_dead(h, h->heartbeat_ns, (int32_t)getpid(), sl_pid_is_dead);
-		int places = sl_conc_reap_dead(h, (int32_t)getpid(), sl_pid_is_dead);
+		int slots = sl_admit_reap_dead(h, h->heartbeat_ns, d->shm.self, owner_gone);
+		int places = sl_conc_reap_dead(h, d->shm.self, owner_gone);
 
 		if (slots > 0)
 			sl_log_info("returned %d queue slot%s of processes that died waiting", slots, slots > 1 ? "s" : "");
@@ -243,13 +302,13 @@ static void beat(struct sl_daemon *d)
 }
 
 /* Another daemon that is alive and beating owns the segment (two daemons with one
- * shm_name would overwrite each other's sections).  A daemon killed -9 leaves its pid
- * behind: dead, or recycled by then but no longer beating. */
-static int owned_by_live_daemon(const struct sl_shm_header *h)
+ * segment would overwrite each other's sections).  A daemon killed -9 leaves its
+ * token behind: its registration ended by the keeper, and no longer beating. */
+static int owned_by_live_daemon(struct sl_shm_header *h, int32_t self)
 {
-	int32_t pid = h->daemon_pid;
+	int32_t owner = h->daemon_owner;
 
-	return pid > 0 && pid != (int32_t)getpid() && !sl_pid_is_dead(pid) &&
+	return owner > 0 && owner != self && !sl_roster_gone(h, owner, 0) &&
 	       sl_clock_mono_ns() - h->heartbeat_ns < 3 * SL_NS_PER_S;
 }
 
@@ -293,11 +352,90 @@ static int load(struct sl_daemon *d, struct sl_config *cfg, FILE *errors)
 	return rc;
 }
 
+/* The daemon enters itself in the roster of the segment it keeps, as its keeper
+ * would: its token names it in lock words (the keeper watches it from its start,
+ * or from the adopt asked in serve()).  0 or -ENOSPC. */
+static int enter_self(struct sl_daemon *d)
+{
+	struct sl_proc_id me = sl_roster_me();
+	int32_t t = sl_roster_enter(d->shm.hdr, &me, me.pid, me.stamp, NULL);
+
+	if (t < 0) {
+		sl_log_warnx("segment %s: its roster is full (processes = %u): not even the daemon can enter",
+		             d->shm_name, sl_shm_dims_of(d->shm.hdr).procs);
+		return -ENOSPC;
+	}
+	d->shm.self = t;
+	return 0;
+}
+
+/* Start serving the published segment: a keeper for the machine's (one already
+ * serves it when re-attached: it is told to watch the daemon), the private server
+ * for `sluice run`'s.  0 or -errno. */
+static int serve(struct sl_daemon *d, int reattached)
+{
+	struct sl_segpolicy p;
+	int lfd, fd, rc;
+
+	if ((rc = policy_of(d->cfg, &p)) < 0)
+		return rc;
+	if (d->opts.private_socket) {
+		p = (struct sl_segpolicy){.mode = 0600, .gid = getegid()};
+		if ((lfd = sl_segserve_listen(d->seg_path, &p)) < 0) {
+			sl_log_warnx("cannot serve the segment at %s: %s", d->seg_path, strerror(-lfd));
+			return lfd;
+		}
+		fd = fcntl(d->shm.fd, F_DUPFD_CLOEXEC, 3);
+		if (fd < 0 || !(d->serve = sl_segserve_start(d->loop, fd, lfd, &p, NULL, NULL))) {
+			rc = -errno;
+			if (fd >= 0)
+				close(fd);
+			close(lfd);
+			unlink(d->seg_path);
+			return rc;
+		}
+		return 0;
+	}
+	/* Kept by systemd across a restart of the service: a new keeper serves it
+	 * (the old one went with the service's processes). */
+	sl_sd_store_fd("segment", d->shm.fd);
+	if (reattached) {
+		struct sl_segsock_reply r;
+		char id[32], ours[32];
+
+		snprintf(ours, sizeof(ours), "%016llx", (unsigned long long)d->shm.hdr->segment_id);
+		rc = sl_segsock_ask(d->seg_path, "adopt\n", -1, SL_SEGSOCK_TIMEOUT_NS, &r);
+		if (r.fd >= 0)
+			close(r.fd);
+		if (rc == 0 && (rc = sl_segsock_ask(d->seg_path, "info\n", -1, SL_SEGSOCK_TIMEOUT_NS, &r)) == 0 &&
+		    sl_segsock_value(r.line, "id", id, sizeof(id)) == 0 && strcmp(id, ours) != 0)
+			rc = sl_keeper_replace(d->seg_path, d->shm.fd);
+		if (rc == 0 || rc == -ETIMEDOUT)
+			return 0;
+	}
+	if ((rc = (int)sl_keeper_spawn(d->seg_path, d->shm.fd, &p, d->opts.foreground)) < 0) {
+		sl_log_warnx("cannot start the segment's keeper at %s: %s", d->seg_path, strerror(-rc));
+		return rc;
+	}
+	d->keeper_checked_ns = sl_clock_mono_ns();
+	return 0;
+}
+
+/* A private segment's server stops with the daemon; the machine's keeper does not. */
+static void stop_serving(struct sl_daemon *d)
+{
+	if (!d->serve)
+		return;
+	sl_segserve_stop(d->serve);
+	d->serve = NULL;
+	unlink(d->seg_path);
+}
+
 int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_daemon_opts *o)
 {
 	struct sl_shm_dims want, have;
 	char why[200];
-	int reattached = 0, rc;
+	int reattached = 0, stored = -1, rc;
 
 	memset(d, 0, sizeof(*d));
 	d->loop = loop;
@@ -311,34 +449,74 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	if ((rc = load(d, d->cfg, NULL)) != 0)
 		goto fail;
 	/* `sluice run`'s private daemon keeps quotas only where its config says. */
-	sl_quotas_dir(d->cfg, o->unlink_shm_on_exit ? NULL : o->state_dir, d->quota_dir, sizeof(d->quota_dir));
+	sl_quotas_dir(d->cfg, o->private_socket ? NULL : o->state_dir, d->quota_dir, sizeof(d->quota_dir));
 	sl_quotas_mark(d->cfg, d->quota_dir);
 	snprintf(d->shm_name, sizeof(d->shm_name), "%s", o->shm_name ? o->shm_name : d->cfg->global.shm_name);
 
+	if (o->private_socket)
+		rc = sl_strlcpy(d->seg_path, o->private_socket, sizeof(d->seg_path));
+	else if ((rc = sl_segsock_path(&d->cfg->global, d->seg_path, sizeof(d->seg_path))) == -ENOENT)
+		sl_log_warnx("%s: control_socket = none: sluiced serves the segment beside its control socket, so "
+		             "it needs one", d->config_path);
+	else if (rc < 0)
+		sl_log_warnx("%s: the segment socket beside %s would be a path too long for a socket",
+		             d->config_path, d->cfg->global.control_socket);
+	if (rc < 0) {
+		rc = -EINVAL;
+		goto fail;
+	}
 	if (o->control && (rc = sl_control_open(d)) < 0)
 		goto fail;
 	sl_config_dims(d->cfg, &want);
-	rc = sl_shm_open_or_create_dims(&d->shm, d->shm_name, d->cfg->global.shm_mode, &want, &reattached);
-	if (rc < 0) {
-		char about[256], fix[256];
+	/* The machine's segment outlives its daemon - in systemd's store across a
+	 * restart of the service, else in its keeper: taken back with its state, or
+	 * made anew when none is kept. */
+	if (o->private_socket)
+		rc = -ENOENT;
+	else if ((stored = sl_sd_take_fd("segment")) >= 0) {
+		if ((rc = sl_shm_map_fd(&d->shm, stored, 1, 1)) < 0) {
+			sl_log_warnx("the segment systemd kept for sluiced is not one: %s", strerror(-rc));
+			close(stored);
+			rc = sl_keeper_fetch(d->seg_path, &d->shm, why, sizeof(why));
+		} else
+			sl_log_info("took segment %s back from systemd's store", d->shm_name);
+	} else
+		rc = sl_keeper_fetch(d->seg_path, &d->shm, why, sizeof(why));
+	if (rc == 0) {
+		reattached = 1;
+	} else if (rc == -ENOENT || rc == -ECONNREFUSED) {
+		int lost = rc == -ECONNREFUSED;
 
-		sl_segment_about(d->shm_name, about, sizeof(about));
-		sl_segment_fix(d->shm_name, rc, fix, sizeof(fix));
-		sl_log_warnx("cannot create %s: %s%s%s", about, strerror(-rc), fix[0] ? "; " : "", fix);
+		if ((rc = sl_shm_create(&d->shm, d->shm_name, &want)) < 0) {
+			sl_log_warnx("cannot make segment %s: %s", d->shm_name, strerror(-rc));
+			goto fail;
+		}
+		if (stored < 0 && rc == 0 && lost) {
+			/* Programs may still use the lost one: they find this one within
+			 * SL_ORPHAN_HOLD_NS, and nothing goes from it before they have. */
+			d->shm.hdr->hold_until_ns = sl_clock_mono_ns() + SL_ORPHAN_HOLD_NS;
+			sl_log_warnx("segment %s: its keeper at %s died; a new segment is made, holding its releases "
+			             "%.0f s while programs still on the lost one move to it (docs/design.md, \"Never "
+			             "a silent split\")", d->shm_name, d->seg_path, (double)SL_ORPHAN_HOLD_NS / 1e9);
+		}
+	} else {
+		sl_log_warnx("cannot take segment %s from its keeper at %s: %s", d->shm_name, d->seg_path,
+		             rc == -EACCES ? why : strerror(-rc));
 		goto fail;
 	}
 	have = sl_shm_dims_of(d->shm.hdr);
-	if (reattached && owned_by_live_daemon(d->shm.hdr)) {
+	if (reattached && owned_by_live_daemon(d->shm.hdr, 0)) {
 		sl_log_warnx("segment %s belongs to a running sluiced (pid %d): not taking it over",
 		             d->shm_name, d->shm.hdr->daemon_pid);
 		rc = -EADDRINUSE;
 		goto fail;
 	}
-	if (sl_shm_fits(d->shm.hdr, d->cfg, why, sizeof(why)) < 0) {
-		/* Programs attached to it keep it (else it would have been made anew):
-		 * a larger one takes over from it, and they move to it at their next
-		 * admission. */
-		if ((rc = move_segment(d, d->cfg, 1)) < 0) {
+	if ((rc = enter_self(d)) < 0)
+		goto fail;
+	if (reattached && sl_shm_fits(d->shm.hdr, d->cfg, why, sizeof(why)) < 0) {
+		/* Programs attached to it keep it: a larger one takes over from it, and
+		 * they move to it at their next admission. */
+		if ((rc = move_segment(d, d->cfg)) < 0) {
 			sl_log_warnx("segment %s: %s, and no larger one could be made: %s", d->shm_name, why,
 			             strerror(-rc));
 			goto fail;
@@ -353,18 +531,20 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 			            "the config asks for %u, %u, %u, %u): programs still attached share it",
 			            d->shm_name, have.sections, have.patterns, have.holders, have.keys,
 			            want.sections, want.patterns, want.holders, want.keys);
-		if ((rc = sl_shm_apply_config(d->shm.hdr, d->cfg, (int32_t)getpid())) < 0) {
+		if ((rc = sl_shm_apply_config(d->shm.hdr, d->cfg, d->shm.self)) < 0) {
 			sl_log_warnx("segment %s: %s", d->shm_name, rc == -ENOMEM ? "out of memory" : "lock unavailable");
 			goto fail;
 		}
 		retake_golden(d);
 	}
-	if ((rc = apply_group(d)) < 0 || (rc = sl_metrics_start(d)) < 0)
+	if ((rc = sl_metrics_start(d)) < 0)
 		goto fail;
 	/* A new segment gets the saved quotas before any program can see it. */
 	if ((rc = sl_quotas_start(d, !reattached)) < 0)
 		goto fail;
 	sl_shm_publish(d->shm.hdr);
+	if ((rc = serve(d, reattached)) < 0 || (rc = apply_group(d)) < 0)
+		goto fail;
 	beat(d);
 	if ((rc = sl_fleet_start(d)) < 0) {
 		sl_log_warnx("cannot share the fleet's limits: %s", strerror(-rc));
@@ -390,6 +570,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 fail:
 	sl_quotas_stop(d);
 	sl_control_close(d);
+	stop_serving(d);
 	sl_shm_detach(&d->shm);
 	sl_config_free(d->cfg);
 	free(d->cfg);
@@ -436,7 +617,7 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 		 * shaped programs moving to it at their next admission (sl_shm_move). */
 		struct sl_shm_dims had = sl_shm_dims_of(d->shm.hdr);
 
-		if ((rc = move_segment(d, next, 1)) < 0) {
+		if ((rc = move_segment(d, next)) < 0) {
 			sl_log_warnx("reload refused: the config needs a larger segment and none could be made "
 			             "(%s); keeping generation %llu", strerror(-rc),
 			             (unsigned long long)d->shm.hdr->generation);
@@ -454,7 +635,7 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 		if (next->global.keys < sl_shm_nkeys(d->shm.hdr))
 			sl_log_info("keys = %u: the key table keeps its %u records until sluiced restarts",
 			            next->global.keys, sl_shm_nkeys(d->shm.hdr));
-		if ((rc = sl_shm_apply_config(d->shm.hdr, next, (int32_t)getpid())) < 0) {
+		if ((rc = sl_shm_apply_config(d->shm.hdr, next, d->shm.self)) < 0) {
 			sl_log_warnx("reload failed: %s", rc == -ENOMEM ? "out of memory" : "segment lock unavailable");
 			goto out;
 		}
@@ -499,11 +680,14 @@ void sl_daemon_stop(struct sl_daemon *d)
 		ev_signal_stop(d->loop, &d->sig_int);
 	}
 	sl_control_close(d);
-	if (d->shm.hdr && d->shm.hdr->daemon_pid == (int32_t)getpid())
+	stop_serving(d);
+	if (d->shm.hdr && d->shm.hdr->daemon_owner == d->shm.self) {
+		d->shm.hdr->daemon_owner = 0;
 		d->shm.hdr->daemon_pid = 0;
+	}
+	if (d->shm.hdr)
+		sl_roster_leave(d->shm.hdr, d->shm.self);
 	sl_shm_detach(&d->shm);
-	if (d->opts.unlink_shm_on_exit)
-		sl_shm_remove(d->shm_name);
 	sl_config_free(d->cfg);
 	free(d->cfg);
 	d->cfg = NULL;

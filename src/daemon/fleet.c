@@ -405,7 +405,7 @@ static void outage_shares(struct fleet *f)
 	int64_t now = sl_clock_mono_ns(), rms = realtime_ms() + (f->have_off ? f->off_ms : 0);
 	size_t n = collect(f, now);
 
-	if (!n || sl_shm_lock(h, (int32_t)getpid(), SL_NS_PER_S) < 0)
+	if (!n || sl_shm_lock(h, f->d->shm.self, SL_NS_PER_S) < 0)
 		return;
 	for (size_t j = 0; j < n; j++) {
 		const struct sl_fleet_item *it = &f->items[j];
@@ -421,7 +421,7 @@ static void outage_shares(struct fleet *f)
 		g.valid_ns = now + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS;
 		write_grant(f, it, &g, now);
 	}
-	sl_shm_unlock(h, (int32_t)getpid());
+	sl_shm_unlock(h, f->d->shm.self);
 }
 
 /* --- the connection --- */
@@ -632,7 +632,7 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 	f->backoff_ns = BACKOFF_MIN_NS;
 	set_state(f, SL_REDIS_UP);
 	h->redis_answer_ns = now;
-	if (sl_shm_lock(h, (int32_t)getpid(), SL_NS_PER_S) < 0) {
+	if (sl_shm_lock(h, f->d->shm.self, SL_NS_PER_S) < 0) {
 		warn(f, "segment %s: lock unavailable; leases of this answer dropped", f->d->shm_name, "");
 		return;
 	}
@@ -651,7 +651,7 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 		fleet_pause(f, it, e[4], rnow, now, rtt);
 	}
 	h->redis_machines = round.machines;
-	sl_shm_unlock(h, (int32_t)getpid());
+	sl_shm_unlock(h, f->d->shm.self);
 	f->starved = round.starved;
 	f->above = round.above;
 	/* Woken for a machine short of room, and a smaller share is in force now: say

@@ -166,7 +166,7 @@ int sl_metrics_start(struct sl_daemon *d)
 	struct sl_metrics *m;
 	int p, fd, one = 1, rc;
 
-	if (!spec[0] || d->opts.unlink_shm_on_exit)
+	if (!spec[0] || d->opts.private_socket)
 		return 0; /* off, or `sluice run`'s own daemon */
 	if (sl_endpoint_parse(spec, host, sizeof(host), &p) < 0 || p == 0) {
 		sl_log_warnx("metrics %s: wants HOST:PORT (an address, e.g. 127.0.0.1:9464)", spec);

@@ -106,7 +106,7 @@ static int64_t blocked_cb(const char *name, void *arg)
 static int pass(struct sl_daemon *d, enum sl_quota_mode mode)
 {
 	struct sl_quotas *q = d->quotas;
-	int rc = sl_quota_pass(d->shm.hdr, (int32_t)getpid(), mode, blocked_cb, q, &q->files, &q->grants);
+	int rc = sl_quota_pass(d->shm.hdr, d->shm.self, mode, blocked_cb, q, &q->files, &q->grants);
 
 	if (rc < 0) {
 		if (!q->failing)
@@ -245,7 +245,7 @@ static void restore(struct sl_daemon *d, int had_file)
 		free(p);
 		return;
 	}
-	if (sl_shm_lock(h, (int32_t)getpid(), SL_QUOTA_LOCK_WAIT_NS) < 0) {
+	if (sl_shm_lock(h, d->shm.self, SL_QUOTA_LOCK_WAIT_NS) < 0) {
 		block_all(d, "the segment lock was not to be had to restore it");
 		free(p);
 		return;
@@ -284,7 +284,7 @@ static void restore(struct sl_daemon *d, int had_file)
 		sl_quota_restore(&sec->spec, st, &r, slides, head.wall_off_ns - wall_off, now, wall_off);
 		states++;
 	}
-	sl_shm_unlock(h, (int32_t)getpid());
+	sl_shm_unlock(h, d->shm.self);
 	sl_log_info("restored %u quota state%s from %s, saved %.0f s ago%s", states, states == 1 ? "" : "s",
 	            q->files.path, (double)(wall_now() - head.saved_ns) / 1e9,
 	            dropped ? " (records of sections no longer quotas dropped)" : "");
@@ -361,7 +361,7 @@ void sl_quotas_stop(struct sl_daemon *d)
 int sl_quotas_reset(struct sl_daemon *d, const char *name, FILE *out)
 {
 	struct sl_shm_header *h = d->shm.hdr;
-	int32_t self = (int32_t)getpid();
+	int32_t self = d->shm.self;
 	uint32_t used, nkeys, i, keys = 0;
 	struct sl_section *sec = NULL;
 	struct block *b;

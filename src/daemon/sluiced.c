@@ -7,8 +7,13 @@
  *     -n       check the configuration and exit (0 good, 2 bad)
  *
  * Under systemd (Type=notify), READY=1 goes to $NOTIFY_SOCKET once the segment and
- * the control socket are up, and STOPPING=1 as it stops.
+ * the control socket are up, and STOPPING=1 as it stops; the segment's memfd is
+ * kept in the service's file descriptor store (sdnotify.h).
+ *
+ *   sluiced --keep ...  the segment's keeper, started by sluiced itself (keeper.h)
  */
+#include "keeper.h"
+#include "sdnotify.h"
 #include "sluice/daemon.h"
 #include "sluice/log.h"
 #include "sluice/stats.h"
@@ -22,28 +27,6 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-/* systemd's readiness protocol, without libsystemd: one datagram to the socket
- * named in NOTIFY_SOCKET (a path, or '@' for the abstract namespace). */
-static void notify(const char *state)
-{
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	size_t n;
-	int fd;
-
-	if (!path || (path[0] != '/' && path[0] != '@') || (n = strlen(path)) >= sizeof(sun.sun_path))
-		return;
-	memcpy(sun.sun_path, path, n);
-	if (sun.sun_path[0] == '@')
-		sun.sun_path[0] = '\0';
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return;
-	sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sun,
-	       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
-	close(fd);
-}
 
 static void usage(FILE *out, int status)
 {
@@ -128,6 +111,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && strcmp(argv[1], "--help") == 0)
 		usage(stdout, 0);
+	if (argc >= 2 && strcmp(argv[1], "--keep") == 0)
+		return sl_keeper_main(argc, argv);
 	while ((opt = getopt(argc, argv, "c:fnhS:")) != -1) {
 		switch (opt) {
 		case 'c': config = optarg; break;
@@ -175,6 +160,7 @@ int main(int argc, char **argv)
 	o.config_path = config;
 	o.control = 1;
 	o.handle_signals = 1;
+	o.foreground = foreground;
 	o.state_dir = state_dir;
 	switch (sl_daemon_start(&d, loop, &o)) {
 	case 0:
@@ -187,9 +173,9 @@ int main(int argc, char **argv)
 	sl_log_set_level(d.cfg->global.log_level);
 	if (ready_fd >= 0)
 		detached_ready(d.cfg->global.log_level);
-	notify("READY=1");
+	sl_sd_notify("READY=1");
 	ev_run(loop, 0);
-	notify("STOPPING=1");
+	sl_sd_notify("STOPPING=1");
 	sl_daemon_stop(&d);
 	return 0;
 }

@@ -1,179 +1,196 @@
-/* The machine's System V segments, for operators (include/sluice/segments.h).
- *
- * The list comes from /proc/sysvipc/shm rather than IPC_STAT: IPC_STAT needs read
- * permission, and the segment an operator most needs to find is the one this user
- * may not read ("cannot create segment /sluice: Permission denied").  Each is then
- * attached read-only, where allowed, to tell sluice's (its magic) from others'. */
+/* The segments an operator can find, by their sockets (include/sluice/segments.h). */
 #include "sluice/segments.h"
-#include "sluice/shm.h"
+#include "sluice/segsock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
-#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/shm.h>
-#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-/* Read what a sluice header says about itself; the kind stays UNREADABLE when
- * this user may not attach it. */
-static void look_inside(struct sl_segment *s)
+/* What the server at s->path says of itself ("info"). */
+static void ask_info(struct sl_segment *s)
 {
-	const struct sl_shm_header *h = shmat(s->shmid, NULL, SHM_RDONLY);
-	uint32_t magic;
+	struct sl_segsock_reply r;
+	char v[SL_PATH_MAX];
 
-	s->kind = SL_SEGMENT_UNREADABLE;
-	if (h == (void *)-1) {
-		if (errno != EACCES && errno != EPERM)
-			s->kind = SL_SEGMENT_OTHER; /* gone meanwhile, or not attachable at all */
+	s->err = sl_segsock_ask(s->path, "info\n", -1, SL_SEGSOCK_TIMEOUT_NS, &r);
+	if (r.fd >= 0)
+		close(r.fd);
+	if (s->err == 0 && strncmp(r.line, "ok", 2) != 0)
+		s->err = -EPROTO;
+	if (s->err < 0)
 		return;
+#define NUM(key, field, base)                                                                      \
+	if (sl_segsock_value(r.line, key, v, sizeof(v)) == 0)                                          \
+		s->field = (__typeof__(s->field))strtoll(v, NULL, base);
+	NUM("pid", pid, 10)
+	NUM("attached", attached, 10)
+	NUM("daemon_pid", daemon_pid, 10)
+	NUM("heartbeat_ms", heartbeat_ms, 10)
+	NUM("moved", moved, 10)
+	NUM("mode", mode, 8)
+	NUM("gid", policy_gid, 10)
+#undef NUM
+	if (sl_segsock_value(r.line, "id", v, sizeof(v)) == 0)
+		s->id = strtoull(v, NULL, 16);
+	if (sl_segsock_value(r.line, "generation", v, sizeof(v)) == 0)
+		s->generation = strtoull(v, NULL, 10);
+	if (sl_segsock_value(r.line, "name", v, sizeof(v)) == 0)
+		snprintf(s->name, sizeof(s->name), "%s", v);
+	/* The config comes last: a path may hold spaces. */
+	{
+		const char *c = strstr(r.line, " config=");
+
+		snprintf(s->config, sizeof(s->config), "%s", c ? c + 8 : "");
 	}
-	s->kind = SL_SEGMENT_OTHER;
-	if (s->size >= sizeof(*h)) {
-		magic = atomic_load_explicit((const _Atomic uint32_t *)&h->magic, memory_order_acquire);
-		if (sl_shm_magic_is_ours(magic)) {
-			/* Copied out, each cut at its end: the segment is anyone's to scribble. */
-			s->kind = SL_SEGMENT_OURS;
-			if (sl_shm_has_name(h)) {
-				memcpy(s->name, h->shm_name, sizeof(s->name));
-				s->name[sizeof(s->name) - 1] = '\0';
-			}
-			memcpy(s->config, h->config_path, sizeof(s->config));
-			s->config[sizeof(s->config) - 1] = '\0';
-			s->daemon_pid = h->daemon_pid;
-			s->moved = h->moved != 0;
-		}
-	}
-	shmdt(h);
 }
 
-int sl_segments_each(int (*fn)(const struct sl_segment *, void *), void *arg)
+int sl_segment_find(const char *path, struct sl_segment *out)
 {
-	FILE *f = fopen("/proc/sysvipc/shm", "re");
-	char line[512];
+	struct stat st;
+
+	memset(out, 0, sizeof(*out));
+	out->heartbeat_ms = -1;
+	if (lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
+		return -ENOENT;
+	snprintf(out->path, sizeof(out->path), "%s", path);
+	out->uid = st.st_uid;
+	out->gid = st.st_gid;
+	out->file_mode = st.st_mode & 0777;
+	out->changed_s = (int64_t)st.st_ctime;
+	ask_info(out);
+	return 0;
+}
+
+int sl_segments_in(const char *dir, int (*fn)(const struct sl_segment *, void *), void *arg)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
 	int rc = 0;
 
-	if (!f)
+	if (!d)
 		return -errno;
-	if (!fgets(line, sizeof(line), f)) { /* the column names */
-		fclose(f);
-		return -EIO;
-	}
-	while (rc == 0 && fgets(line, sizeof(line), f)) {
+	while (rc == 0 && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		char path[sizeof(((struct sl_segment *)0)->path)];
 		struct sl_segment s;
-		long long key, changed;
-		unsigned long long size;
-		int id, cpid;
-		unsigned perms, nattch, uid, gid;
 
-		memset(&s, 0, sizeof(s));
-		/* key shmid perms size cpid lpid nattch uid gid cuid cgid atime dtime ctime */
-		if (sscanf(line, "%lld %d %o %llu %d %*d %u %u %u %*u %*u %*u %*u %lld", &key, &id, &perms,
-		           &size, &cpid, &nattch, &uid, &gid, &changed) != 9)
+		if (n <= 8 || strcmp(e->d_name + n - 8, ".segment") != 0 ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path))
 			continue;
-		s.key = (key_t)key;
-		s.shmid = id;
-		s.mode = perms & 0777;
-		s.size = size;
-		s.creator = cpid;
-		s.attached = nattch;
-		s.uid = uid;
-		s.gid = gid;
-		s.changed_s = changed;
-		look_inside(&s);
-		rc = fn(&s, arg);
+		if (sl_segment_find(path, &s) == 0)
+			rc = fn(&s, arg);
 	}
-	fclose(f);
+	closedir(d);
 	return rc < 0 ? rc : 0;
 }
 
-struct find_arg {
-	key_t key;
-	struct sl_segment *out;
-};
-
-static int find_one(const struct sl_segment *s, void *arg)
+static void name_of(char *buf, size_t len, int user, unsigned id)
 {
-	struct find_arg *a = arg;
+	struct passwd *pw = user ? getpwuid(id) : NULL;
+	struct group *gr = user ? NULL : getgrgid(id);
 
-	if (s->key != a->key)
-		return 0;
-	*a->out = *s;
-	return 1;
-}
-
-int sl_segment_find(const char *name, struct sl_segment *out)
-{
-	struct find_arg a = {sl_shm_key(name), out};
-	int rc;
-
-	out->shmid = -1;
-	if ((rc = sl_segments_each(find_one, &a)) < 0)
-		return rc;
-	return out->shmid < 0 ? -ENOENT : 0;
+	if (pw || gr)
+		snprintf(buf, len, "%s", pw ? pw->pw_name : gr->gr_name);
+	else
+		snprintf(buf, len, "%u", id);
 }
 
 void sl_segment_owner(const struct sl_segment *s, char *buf, size_t len)
 {
-	struct passwd *pw = getpwuid(s->uid);
-	struct group *gr = getgrgid(s->gid);
 	char u[32], g[32];
 
-	if (pw)
-		snprintf(u, sizeof(u), "%s", pw->pw_name);
-	else
-		snprintf(u, sizeof(u), "%u", (unsigned)s->uid);
-	if (gr)
-		snprintf(g, sizeof(g), "%s", gr->gr_name);
-	else
-		snprintf(g, sizeof(g), "%u", (unsigned)s->gid);
+	name_of(u, sizeof(u), 1, (unsigned)s->uid);
+	name_of(g, sizeof(g), 0, (unsigned)s->gid);
 	snprintf(buf, len, "%s:%s", u, g);
 }
 
-void sl_segment_about(const char *name, char *buf, size_t len)
+void sl_segment_about(const char *path, char *buf, size_t len)
 {
 	struct sl_segment s;
 	char owner[72];
-	unsigned key = (unsigned)sl_shm_key(name);
 
-	if (sl_segment_find(name, &s) < 0) {
-		snprintf(buf, len, "segment %s (System V key 0x%08x: none exists)", name, key);
+	if (sl_segment_find(path, &s) < 0) {
+		snprintf(buf, len, "segment at %s: no such socket", path);
 		return;
 	}
 	sl_segment_owner(&s, owner, sizeof(owner));
-	snprintf(buf, len, "segment %s (System V key 0x%08x, shmid %d, owner %s, mode %04o, %u attached)", name,
-	         key, s.shmid, owner, s.mode, s.attached);
+	if (s.err < 0) /* the caller says why it could not be had */
+		snprintf(buf, len, "segment at %s (owner %s, mode %04o)", path, owner, s.file_mode);
+	else
+		snprintf(buf, len, "segment at %s (kept by pid %d, owner %s, mode %04o, %u attached)", path, (int)s.pid,
+		         owner, s.mode, s.attached);
 }
 
-void sl_segment_fix(const char *name, int err, char *buf, size_t len)
+void sl_segment_fix(const char *path, int err, const char *why, char *buf, size_t len)
 {
 	struct sl_segment s;
+	char dir[108], g[32];
+	const char *slash = strrchr(path, '/');
 
+	(void)why; /* said by the caller, first */
 	buf[0] = '\0';
-	if (sl_segment_find(name, &s) < 0) {
-		if (err == -ENOENT)
-			snprintf(buf, len, "no sluiced has made it: start one (sluiced -c FILE, or the service), "
-			                   "or `sluice run`, which makes its own");
-		return;
-	}
-	if (err == -EACCES || err == -EPERM) {
-		if (s.attached == 0)
-			snprintf(buf, len, "nobody uses it: remove it with `sudo sluice segments --remove-unused` "
-			                   "(or `sudo ipcrm -m %d`), or run as its owner", s.shmid);
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	if (err == -ENOENT) {
+		snprintf(buf, len, "no sluiced serves it: start one (the service, or sluiced -c FILE), or use "
+		                   "`sluice run`, which hosts its own; in a container, mount the host's %s there "
+		                   "(docker run -v %s:%s)", dir, dir, dir);
+	} else if (err == -ECONNREFUSED) {
+		snprintf(buf, len, "its keeper is gone: start sluiced again");
+	} else if ((err == -EACCES || err == -EPERM) && sl_segment_find(path, &s) == 0) {
+		name_of(g, sizeof(g), 0, (unsigned)s.gid);
+		if (!(s.file_mode & 060))
+			snprintf(buf, len, "only its owner and root may use it (mode %04o): give a group of users access "
+			         "with shm_mode = 0660 and shm_group = GROUP in the daemon's config", s.file_mode);
+		else if (s.gid == 0)
+			/* Never "join group root": name a group for the purpose. */
+			snprintf(buf, len, "it is for its owner and group root: name a group for the users who may "
+			         "shape in the daemon's config (shm_group = sluice, after groupadd sluice), add them "
+			         "to it, and restart sluiced");
 		else
-			snprintf(buf, len, "%u processes use it: run as its owner or a member of its group, or "
-			                   "give this config another shm_name", s.attached);
-	} else if (err == -EEXIST || s.kind == SL_SEGMENT_OTHER) {
-		snprintf(buf, len, "its key is another program's segment (shmid %d, made by pid %d): give this "
-		                   "config another shm_name", s.shmid, (int)s.creator);
+			snprintf(buf, len, "it is for members of group %s (shm_group): add this user to it and log in "
+			         "again; in a user namespace, map this user to a member of that group on the host", g);
 	} else if (err == -EPROTO) {
-		snprintf(buf, len, "made by another version of sluice: once nobody uses it, `sudo sluice segments "
-		                   "--remove-unused` (or `sudo ipcrm -m %d`)", s.shmid);
+		snprintf(buf, len, "what answers is not a sluice segment of this version: upgrade the two together");
 	}
 }
 
-int sl_segment_unused(const struct sl_segment *s, int64_t now_s)
+void sl_segment_join(gid_t gid, const char *user, char *buf, size_t len)
 {
-	return s->kind == SL_SEGMENT_OURS && s->attached == 0 && now_s - s->changed_s >= SL_SEGMENT_SETTLE_S;
+	char g[32];
+
+	name_of(g, sizeof(g), 0, (unsigned)gid);
+	if (gid == 0)
+		snprintf(buf, len, "name a group for the users who may shape in the daemon's config (shm_group = "
+		         "sluice, after groupadd sluice), add %s to it, and restart sluiced", user);
+	else
+		snprintf(buf, len, "sudo usermod -aG %s %s, then log in again (or run under `newgrp %s`)", g, user, g);
+}
+
+int sl_run_dir(char *out, size_t len, int make)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	int n;
+
+	if (xdg && xdg[0] == '/')
+		n = snprintf(out, len, "%s/sluice", xdg);
+	else
+		n = snprintf(out, len, "/tmp/sluice-%u", (unsigned)geteuid());
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	if (make && mkdir(out, 0700) != 0 && errno != EEXIST)
+		return -errno;
+	if (lstat(out, &st) != 0)
+		return -errno;
+	/* A directory another user made (under /tmp anyone may) could hold sockets
+	 * of theirs: never used. */
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
+		return -EPERM;
+	return 0;
 }

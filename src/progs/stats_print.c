@@ -2,7 +2,7 @@
  * Rendering the segment's sections for `sluice stat` and the control socket, as text
  * or JSON.  Program-only: never linked into the shim.
  */
-#include "sluice/segments.h"
+#include "sluice/roster.h"
 #include "sluice/stats.h"
 #include "sluice/common.h"
 #include "sluice/config.h"
@@ -505,18 +505,22 @@ static int segment_name(const struct sl_shm_header *h, char name[sizeof(h->shm_n
 	return name[0] != '\0';
 }
 
-/* ,"segment":{...}: the segment as `ipcs -m` and `sluice segments` name it. */
-static void render_segment_json(const struct sl_shm_header *h, FILE *out)
+/* ,"segment":{...}: the segment as `sluice segments` names it. */
+static void render_segment_json(struct sl_shm_header *h, FILE *out)
 {
 	char name[sizeof(h->shm_name)];
-	struct sl_segment s;
 
-	if (!segment_name(h, name) || sl_segment_find(name, &s) < 0)
-		return;
 	fprintf(out, ",\"segment\":{\"name\":");
-	json_string(out, name);
-	fprintf(out, ",\"key\":\"0x%08x\",\"shmid\":%d,\"uid\":%u,\"gid\":%u,\"mode\":\"%04o\",\"attached\":%u}",
-	        (unsigned)s.key, s.shmid, (unsigned)s.uid, (unsigned)s.gid, s.mode, s.attached);
+	json_string(out, segment_name(h, name) ? name : "");
+	fprintf(out, ",\"id\":\"%016llx\",\"attached\":%u}", (unsigned long long)h->segment_id,
+	        sl_roster_each(h, NULL, NULL));
+}
+
+/* Whether the daemon that wrote h lives: its registration (roster.h), whatever
+ * pid namespace it and the reader are in, and a recent beat. */
+static int daemon_alive(struct sl_shm_header *h, int64_t age)
+{
+	return h->daemon_owner > 0 && age >= 0 && age < 3 * SL_NS_PER_S && !sl_roster_gone(h, h->daemon_owner, 0);
 }
 
 void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_t now, FILE *out)
@@ -532,8 +536,8 @@ void sl_stats_render_where(struct sl_shm_header *h, int json, unsigned top, int6
 	static struct sl_section sec; /* large: keep it off the stack */
 	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
 	int32_t dpid = h->daemon_pid;
-	int alive = dpid > 0 && (kill(dpid, 0) == 0 || errno == EPERM);
 	int64_t age = h->heartbeat_ns ? sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) : -1; /* segment data: clamped */
+	int alive = daemon_alive(h, age);
 	int first = 1;
 
 	if (json)
@@ -557,12 +561,8 @@ void sl_stats_render_where(struct sl_shm_header *h, int json, unsigned top, int6
 		fprintf(out, "generation %llu, daemon %s (pid %d), lock recoveries %llu\n",
 		        (unsigned long long)h->generation, alive ? "alive" : "not running", dpid,
 		        (unsigned long long)h->lock_recoveries);
-		if (segment_name(h, name)) {
-			char about[256];
-
-			sl_segment_about(name, about, sizeof(about));
-			fprintf(out, "%s\n", about);
-		}
+		fprintf(out, "segment %s (id %016llx, %u processes attached)\n", segment_name(h, name) ? name : "?",
+		        (unsigned long long)h->segment_id, sl_roster_each(h, NULL, NULL));
 		if (h->max_keys)
 			fprintf(out, "key table: %u of %u records in use\n", h->keys_used,
 			        sl_shm_nkeys(h));

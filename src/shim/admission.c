@@ -15,32 +15,6 @@
 #include <pthread.h>
 #include <string.h>
 
-static struct sl_mutex follow_lock = SL_MUTEX_INIT;
-
-void sl_admission_after_fork(void)
-{
-	sl_mutex_reset(&follow_lock);
-}
-
-int sl_shim_follow_slow(void)
-{
-	int rc;
-
-	/* One thread attaches; the others find it done. */
-	sl_shim_lock(&follow_lock);
-	rc = sl_shm_follow(&sl_shim.shm, sl_shim.shm_name);
-	sl_shim_unlock(&follow_lock);
-	if (rc > 0)
-		__atomic_store_n(&sl_shim.followed_ns, sl_clock_mono_ns(), __ATOMIC_RELEASE);
-	if (rc > 0)
-		sl_debug("segment %s moved: attached its successor (generation %llu)", sl_shim.shm_name,
-		         (unsigned long long)sl_shim.shm.hdr->generation);
-	else if (rc < 0 && rc != -ESTALE)
-		sl_debug("segment %s moved, and its successor cannot be attached: %s", sl_shim.shm_name,
-		         strerror(-rc));
-	return rc > 0;
-}
-
 void sl_admission_name(struct sl_dest *d, char *namebuf, size_t namelen)
 {
 	size_t len;
@@ -68,7 +42,7 @@ int sl_admission_match_meter(const struct sl_dest *d, uint32_t meter, struct sl_
 	if (!(sl_shim_meters() & (1u << (meter & 31))))
 		return 0; /* no section meters that: nothing to look at */
 	x.meter = meter;
-	n = sl_match_sections(h, &x, m, sl_shim.pid);
+	n = sl_match_sections(h, &x, m, sl_shim_self());
 	return n < 0 ? 0 : n;
 }
 
@@ -105,22 +79,27 @@ void sl_admission_ask(struct sl_pending_ask *a, const struct sl_dest *d, struct 
 	a->m = m;
 	a->d = d;
 	a->cost = 0;
-	a->self = sl_shim.pid;
+	a->self = sl_shim_self();
 	a->fallback = sl_shim.fallback;
 	a->default_errno = default_refuse;
 	a->places = places;
-	a->refuse_all = sl_shim.mode == SL_SHIM_CLOSED;
+	/* No daemon by design (control_socket = none): closed refuses every matched
+	 * call, and a section only a daemon can keep is never limited per process. */
+	a->refuse_all = sl_shim.mode == SL_SHIM_LOCAL &&
+	                (sl_shim.fallback == SL_FALLBACK_CLOSED || sl_match_needs_daemon(sl_shim.shm.hdr, m));
+	a->orphans = sl_shim.mode == SL_SHIM_SHARED;
 }
 
 int sl_admission_step(struct sl_pending *p, int64_t now, sl_act_fn act, void *arg)
 {
-	/* MOVED: followed, and stepped again at once; the stepper bounds the moves. */
+	/* MOVED: followed, and stepped again at once; CHECK: asked, and stepped
+	 * again; the stepper bounds both. */
 	for (;;) {
 		int rc = sl_pending_step(p, sl_shim.shm.hdr, now, act, arg);
 
-		if (rc != SL_PEND_MOVED)
+		if (rc != SL_PEND_MOVED && rc != SL_PEND_CHECK)
 			return rc;
-		sl_shim_follow();
+		sl_shim_segment(NULL, rc == SL_PEND_MOVED ? SL_SEGMENT_FOLLOW : SL_SEGMENT_CHECK);
 	}
 }
 
@@ -161,10 +140,12 @@ void sl_admission_said(const struct sl_pending *p, int rc, const char *what)
 		sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
 }
 
-static struct sl_shm_header *shim_segment(void *ctx, int moved)
+struct sl_shm_header *sl_shim_segment(void *ctx, int ask)
 {
 	(void)ctx;
-	if (moved)
+	if (ask == SL_SEGMENT_CHECK)
+		sl_shim_check_orphan();
+	if (ask != SL_SEGMENT_AS_IS)
 		sl_shim_follow();
 	return sl_shim.shm.hdr;
 }
@@ -192,7 +173,7 @@ int sl_admission_wait_act(const struct sl_dest *d, struct sl_match *m, const cha
 	sl_admission_ask(&a, d, m, default_refuse, 0);
 	sl_pending_start(p, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
 	pthread_cleanup_push(cancel_on_cancel, p);
-	rc = sl_pending_wait(p, shim_segment, NULL, NULL, act, arg);
+	rc = sl_pending_wait(p, sl_shim_segment, NULL, NULL, act, arg);
 	pthread_cleanup_pop(0);
 	sl_admission_said(p, rc, what);
 	return rc == SL_PEND_GO ? 0 : -p->err;

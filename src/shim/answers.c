@@ -88,7 +88,7 @@ static void give_back(struct sl_record *rec, const struct sl_match *m, unsigned 
 	}
 	if (!of.mask || !refunds_any(&of, status))
 		return;
-	n = sl_admit_uncounted(sl_shim.shm.hdr, &of, status, at, sl_clock_mono_ns(), sl_shim.pid);
+	n = sl_admit_uncounted(sl_shim.shm.hdr, &of, status, at, sl_clock_mono_ns(), sl_shim_self());
 	if (n > 0)
 		sl_debug("%s on fd %d %s: given back in %d section%s (refund)",
 		         meter == SL_METER_CONNECTIONS ? "connection" : "request", rec->fd,
@@ -310,7 +310,7 @@ static void answered(struct sl_record *rec, const struct sl_resp_fields *f)
 	if (sig.kind == SL_SIGNAL_NONE && !(sig.good && adapting(&m)))
 		return; /* nothing to say: no lock taken */
 	now = sl_clock_mono_ns();
-	did = sl_admit_signal(sl_shim.shm.hdr, &m, &sig, now, sl_shim.pid);
+	did = sl_admit_signal(sl_shim.shm.hdr, &m, &sig, now, sl_shim_self());
 	if (sig.kind != SL_SIGNAL_NONE)
 		sl_debug("answer on fd %d: %u (%s): pause %" PRId64 "ms, budget %" PRId64 " in %" PRId64 "ms%s%s",
 		         rec->fd, sig.status, sl_signal_name(sig.kind), sig.pause_ms, sig.budget, sig.budget_ms,

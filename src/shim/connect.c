@@ -104,7 +104,7 @@ static void keep_places(int fd, const struct sl_dest *d, struct sl_match *m, con
 {
 	if (conc && sl_held_open(fd, d, m, conc) < 0) {
 		sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
-		sl_wait_conc_put(sl_shim.shm.hdr, conc, m, sl_shim.pid);
+		sl_wait_conc_put(sl_shim.shm.hdr, conc, m, sl_shim_self());
 	}
 }
 
@@ -112,14 +112,6 @@ static void keep_places(int fd, const struct sl_dest *d, struct sl_match *m, con
 static void cancel_on_cancel(void *arg)
 {
 	sl_pending_cancel(arg, sl_shim.shm.hdr);
-}
-
-static struct sl_shm_header *shim_segment(void *ctx, int moved)
-{
-	(void)ctx;
-	if (moved)
-		sl_shim_follow();
-	return sl_shim.shm.hdr;
 }
 
 /* A new TCP connection to matched sections m, by connect() or sendto(MSG_FASTOPEN):
@@ -167,7 +159,7 @@ int sl_connect_admit(int fd, const struct sl_dest *d, struct sl_match *m, const 
 	}
 	if (p->phase != SL_PEND_DONE) {
 		pthread_cleanup_push(cancel_on_cancel, p);
-		rc = sl_pending_wait(p, shim_segment, NULL, NULL, act, made);
+		rc = sl_pending_wait(p, sl_shim_segment, NULL, NULL, act, made);
 		pthread_cleanup_pop(0);
 	} else {
 		rc = p->err ? SL_PEND_REFUSED : SL_PEND_GO;

@@ -66,7 +66,7 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return 0;
 	}
 	rc = real(epfd, op, fd, ev);
-	if (rc == 0 && sl_shim_active()) {
+	if (rc == 0 && sl_shim_may_shape()) {
 		follow(epfd, op, fd, ev);
 		if (sl_unlikely(sl_fdtab_get(fd))) {
 			struct sl_record *rec = sl_record_of(fd);

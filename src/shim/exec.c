@@ -30,7 +30,7 @@ extern char **environ;
 #define PRELOAD_MAX 4096  /* a longer LD_PRELOAD of the program's own goes unchanged */
 
 static const char *const carried_names[] = {
-	"LD_PRELOAD", "SLUICE_CONFIG", "SLUICE_SHM", "SLUICE_FALLBACK", "SLUICE_DEBUG", "SLUICE_LOG",
+	"LD_PRELOAD", "SLUICE_CONFIG", "SLUICE_SEGMENT", "SLUICE_FALLBACK", "SLUICE_DEBUG", "SLUICE_LOG",
 	"SLUICE_SECCOMP", /* sluice/seccomp.h: a child under the filter makes its calls marked too */
 	"SLUICE_SAY",     /* sluice/say.h: held and refused calls are told to `sluice run` */
 	SL_REALTIME_ENV, /* sluice/clock.h: 0 keeps the kicker an ordinary thread */

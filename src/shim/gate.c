@@ -244,7 +244,7 @@ void sl_held_made(int fd)
 		return;
 	made_pending.set = 0;
 	/* Counted as a connect made inside its release is (sl_limit_counted_from). */
-	sl_wait_made(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(), sl_shim.pid);
+	sl_wait_made(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(), sl_shim_self());
 }
 
 /* Released: a write goes unless it begins a request without a place (meter =
@@ -268,7 +268,7 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 	if (st && st->first_released_ns && rm.mask && sl_stream_carries_first(rec, g->iov, g->iovcnt)) {
 		int64_t now = sl_clock_mono_ns();
 
-		sl_wait_moved(sl_shim.shm.hdr, &rm, st->first_released_ns, now, sl_shim.pid);
+		sl_wait_moved(sl_shim.shm.hdr, &rm, st->first_released_ns, now, sl_shim_self());
 		st->first_released_ns = 0;
 		moved_from = now; /* and once more when the write is made */
 		if (sl_stream_parsed(rec))

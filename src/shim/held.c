@@ -173,7 +173,7 @@ void sl_held_put_places(struct sl_record *rec)
 	sl_inflight_put_all(rec);
 	if (places && !rec->inherited) {
 		sl_rec_match_mask(rec, places, &m);
-		sl_wait_conc_put(sl_shim.shm.hdr, places, &m, sl_shim.pid);
+		sl_wait_conc_put(sl_shim.shm.hdr, places, &m, sl_shim_self());
 	}
 	sl_rec_set_places(rec, 0);
 }

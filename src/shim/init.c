@@ -1,20 +1,25 @@
 /*
- * Start-up of the shim: read the environment, attach the daemon's segment or apply
- * the config's fallback, and keep that state right across fork.
+ * Start-up of the shim: read the environment, decide where the segment will come
+ * from, and keep that state right across fork.  Nothing is attached here: the
+ * first call that needs the segment asks for it (attach.c), so a program that
+ * never talks to the network never talks to the daemon either.
  *
  * Environment:
- *   SLUICE_SHM       segment to attach (default: the config's shm_name, else /sluice)
- *   SLUICE_CONFIG    config file: names the segment (when SLUICE_SHM does not), and is
- *                    what fallback = local uses.  Read only when the segment cannot be
- *                    attached or is not named otherwise: a config of 10,000 sections
- *                    is not parsed again by every process that starts.  Attached, the
- *                    daemon's fallback (its config's, in the segment) applies.
+ *   SLUICE_SEGMENT   the segment's socket (segsock.h); default: beside the
+ *                    config's control_socket.  none: no daemon, as with
+ *                    control_socket = none
+ *   SLUICE_CONFIG    the config: names the segment's socket (when SLUICE_SEGMENT
+ *                    does not), says what matches while the segment cannot be
+ *                    reached, and with control_socket = none is this process's
+ *                    own limits (fallback = local).  Default /etc/sluice/sluice.ini
+ *                    when it can be read.
  *   SLUICE_FALLBACK  overrides the config's fallback: local | open | closed
  *   SLUICE_DEBUG     1: log each decision to stderr
  *   SLUICE_LOG       file to append debug lines to instead of stderr
  */
 #include "sluice/clock.h"
 #include "sluice/say.h"
+#include "sluice/segsock.h"
 #include "shim.h"
 #include "sluice/config_keys.h"
 #include "fdtab.h"
@@ -46,28 +51,30 @@ static int parse_fallback(const char *s, int dflt)
 	return dflt;
 }
 
-/* No segment: compile the config into process-private memory, the same layout the
- * daemon's segment has, so the rest of the shim does not care which it is. */
-static int start_fallback(const struct sl_config *cfg, int fallback)
+/* control_socket = none: no daemon by design, so this process limits itself from
+ * the config (fallback = local), or shapes nothing (open), or refuses every
+ * matched call (closed) - the same layout as the daemon's segment, in private
+ * memory, so the rest of the shim does not care which it is.  A section the
+ * daemon must keep (a window, a durable quota, a fleet's) is refused in it
+ * (sl_spec_needs_daemon). */
+static int start_local(const struct sl_config *cfg, int fallback)
 {
 	if (fallback == SL_FALLBACK_OPEN) {
-		sl_debug("no segment; fallback = open: shaping nothing");
+		sl_debug("control_socket = none; fallback = open: shaping nothing");
 		return SL_SHIM_OFF;
 	}
 	struct sl_shm_dims dims;
 
 	sl_config_dims(cfg, &dims);
 	if (sl_shm_create_anonymous_dims(&sl_shim.shm, &dims) < 0 ||
-	    sl_shm_apply_config(sl_shim.shm.hdr, cfg, sl_shim.pid) < 0) {
-		sl_debug("no segment and no memory for a local one: shaping nothing");
+	    sl_shm_apply_config(sl_shim.shm.hdr, cfg, sl_shim.shm.self) < 0) {
+		sl_debug("control_socket = none and no memory for a private segment: shaping nothing");
 		sl_shm_detach(&sl_shim.shm);
 		return SL_SHIM_OFF;
 	}
-	if (fallback == SL_FALLBACK_CLOSED) {
-		sl_debug("no segment; fallback = closed: refusing every matched request");
-		return SL_SHIM_CLOSED;
-	}
-	sl_debug("no segment; fallback = local: this process limits itself (%u sections)",
+	sl_debug("control_socket = none; fallback = %s (%u sections)",
+	         fallback == SL_FALLBACK_CLOSED ? "closed: refusing every matched request"
+	                                        : "local: this process limits itself",
 	         cfg->nsections);
 	return SL_SHIM_LOCAL;
 }
@@ -75,11 +82,15 @@ static int start_fallback(const struct sl_config *cfg, int fallback)
 static void at_fork_child(void)
 {
 	sl_shim.pid = (int32_t)getpid();
+	/* Its parent's token is not its own: a shared segment's child is entered
+	 * under one of its own at its first call that needs it (attach.c). */
+	if (sl_shim.mode == SL_SHIM_SHARED)
+		sl_shim.shm.self = 0;
+	sl_attach_after_fork();
 	sl_namemap_after_fork();
 	sl_fdtab_after_fork();
 	sl_slab_after_fork();
 	sl_kicker_after_fork();
-	sl_admission_after_fork();
 	sl_tls_after_fork();
 	/* A private segment's lock may have been held by a thread that does not exist in
 	 * the child; no other process can hold it. */
@@ -105,31 +116,15 @@ static struct sl_config *load_config(const char *path)
 	return cfg;
 }
 
-static int attach(const char *shm_name)
-{
-	int rc = sl_shm_attach(&sl_shim.shm, shm_name, 1);
-
-	if (rc == 0) {
-		sl_shim.mode = SL_SHIM_SHARED;
-		snprintf(sl_shim.shm_name, sizeof(sl_shim.shm_name), "%s", shm_name);
-		sl_debug("attached segment %s (generation %llu)", shm_name,
-		         (unsigned long long)sl_shim.shm.hdr->generation);
-	} else {
-		sl_debug("cannot attach segment %s: %s", shm_name,
-		         rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
-	}
-	return rc;
-}
-
 static void init_once_body(void)
 {
 	const char *cfg_path = getenv("SLUICE_CONFIG");
-	const char *shm_name = getenv("SLUICE_SHM");
+	const char *seg = getenv("SLUICE_SEGMENT");
 	const char *dbg = getenv("SLUICE_DEBUG");
 	const char *log = getenv("SLUICE_LOG");
 	const char *realtime = getenv(SL_REALTIME_ENV);
 	struct sl_config *cfg = NULL;
-	int fallback = SL_FALLBACK_LOCAL, rc = -ENOENT, tried = 0;
+	int fallback = SL_FALLBACK_LOCAL;
 
 	sl_real_resolve();
 	sl_real_seccomp_pass();
@@ -142,31 +137,39 @@ static void init_once_body(void)
 		sl_shim.log_path[0] = '\0';
 	pthread_atfork(NULL, NULL, at_fork_child);
 
-	/* The segment named outright is attached first; the config is read only when
-	 * it is needed - to name the segment, or for the fallback. */
-	if (shm_name && *shm_name) {
-		tried = 1;
-		if ((rc = attach(shm_name)) == 0)
-			fallback = sl_shim.shm.hdr->fallback <= SL_FALLBACK_CLOSED ? (int)sl_shim.shm.hdr->fallback
-			                                                            : SL_FALLBACK_LOCAL;
-	}
-	if (rc != 0 && (cfg = load_config(cfg_path))) {
-		fallback = cfg->global.fallback;
-		if (!tried) {
-			tried = 1;
-			rc = attach(cfg->global.shm_name);
-		}
-	}
-	if (!tried)
-		rc = attach(sl_keys[SL_KEY_shm_name].def);
-	fallback = parse_fallback(getenv("SLUICE_FALLBACK"), fallback);
-	sl_shim.fallback = fallback;
-	if (rc != 0) {
-		if (cfg)
-			sl_shim.mode = start_fallback(cfg, fallback);
+	if (!(cfg_path && *cfg_path) && sl_sys(SYS_faccessat, AT_FDCWD, SL_DEFAULT_CONFIG, R_OK, 0) == 0)
+		cfg_path = SL_DEFAULT_CONFIG;
+	if (cfg_path && *cfg_path && sl_strlcpy(sl_shim.config_path, cfg_path, sizeof(sl_shim.config_path)) < 0)
+		sl_shim.config_path[0] = '\0';
+	sl_shim.mode = SL_SHIM_LATER;
+	if (seg && strcmp(seg, "none") == 0) {
+		/* No daemon by design: the config is this process's own limits. */
+		if ((cfg = load_config(sl_shim.config_path)))
+			sl_shim.mode = start_local(cfg, parse_fallback(getenv("SLUICE_FALLBACK"), cfg->global.fallback));
 		else
-			sl_debug("no usable SLUICE_CONFIG either: shaping nothing");
+			sl_shim.mode = SL_SHIM_OFF;
+		if (cfg)
+			fallback = cfg->global.fallback;
+	} else if (seg && *seg) {
+		/* Named outright (`sluice run` names it): the config is read only if the
+		 * segment cannot be reached. */
+		if (sl_strlcpy(sl_shim.seg_path, seg, sizeof(sl_shim.seg_path)) < 0) {
+			sl_debug("SLUICE_SEGMENT is too long for a socket's path: shaping nothing");
+			sl_shim.mode = SL_SHIM_OFF;
+		}
+	} else if ((cfg = load_config(sl_shim.config_path))) {
+		fallback = cfg->global.fallback;
+		if (sl_segsock_path(&cfg->global, sl_shim.seg_path, sizeof(sl_shim.seg_path)) == -ENOENT)
+			sl_shim.mode = start_local(cfg, parse_fallback(getenv("SLUICE_FALLBACK"), fallback));
+	} else {
+		struct sl_global g = {0};
+
+		sl_strlcpy(g.control_socket, sl_keys[SL_KEY_control_socket].def, sizeof(g.control_socket));
+		sl_strlcpy(g.shm_name, sl_keys[SL_KEY_shm_name].def, sizeof(g.shm_name));
+		sl_segsock_path(&g, sl_shim.seg_path, sizeof(sl_shim.seg_path));
 	}
+	sl_shim.fallback = parse_fallback(getenv("SLUICE_FALLBACK"), fallback);
+	sl_shim.fallback_forced = getenv("SLUICE_FALLBACK") && *getenv("SLUICE_FALLBACK");
 	if (cfg)
 		sl_config_free(cfg);
 	free(cfg);

@@ -29,20 +29,31 @@
 #include <sys/uio.h>
 
 enum sl_shim_mode {
-	SL_SHIM_OFF = 0,    /* nothing to shape: every call passes straight through */
-	SL_SHIM_SHARED = 1, /* attached to the daemon's segment */
-	SL_SHIM_LOCAL = 2,  /* fallback = local: a private segment from SLUICE_CONFIG */
-	SL_SHIM_CLOSED = 3, /* fallback = closed: refuse every matched request */
+	SL_SHIM_OFF = 0,     /* nothing to shape: every call passes straight through */
+	SL_SHIM_SHARED = 1,  /* attached to the daemon's segment */
+	SL_SHIM_LOCAL = 2,   /* control_socket = none: a private segment from the config,
+	                      * this process limiting itself (fallback = local) */
+	SL_SHIM_LATER = 3,   /* not attached yet: the first call that needs the
+	                      * segment asks for it (attach.c) */
+	SL_SHIM_WAITING = 4, /* a daemon is named but could not be reached: the config
+	                      * compiled privately, only to know what matches, its
+	                      * segment marked moved - every matched call asks for the
+	                      * shared one again and meanwhile waits as the fallback
+	                      * says (pending.h), never limited on its own */
 };
 
 struct sl_shim {
 	atomic_int ready;  /* 0 not started, 1 initialising, 2 done */
 	int mode;          /* enum sl_shim_mode */
-	int fallback;      /* enum sl_fallback: what decides when the segment cannot */
+	int fallback;      /* enum sl_fallback: what decides when the segment cannot
+	                    * (the daemon's config's once attached) */
+	int fallback_forced; /* SLUICE_FALLBACK set it: nothing else does */
 	int debug;         /* SLUICE_DEBUG */
 	int32_t pid;       /* getpid(), refreshed in the fork child */
-	struct sl_shm shm;
-	char shm_name[SL_PATH_MAX]; /* the name it was attached by: followed when moved */
+	struct sl_shm shm; /* shm.self: this process's roster token (0: a fork child
+	                    * not registered yet) */
+	char seg_path[108]; /* the segment's socket (segsock.h): asked again when it moved */
+	char config_path[SL_PATH_MAX]; /* SLUICE_CONFIG, or the default when readable */
 	int64_t followed_ns; /* when it last followed a moved segment (0: never) */
 	char log_path[256]; /* SLUICE_LOG: debug lines go here instead of stderr */
 };
@@ -97,7 +108,7 @@ void sl_shim_lock(struct sl_mutex *m);
 void sl_shim_unlock(struct sl_mutex *m);
 
 /* A fork child makes the locks of these files free (init.c). */
-void sl_admission_after_fork(void);
+void sl_attach_after_fork(void);
 void sl_tls_after_fork(void);
 
 void sl_shim_init(void);
@@ -111,12 +122,34 @@ void sl_signals_init(void);
  * exec'd with an environment that lacks them. */
 void sl_exec_capture(void);
 
-/* True when there is something to shape; initialises on first use. */
+/* attach.c: ask for the segment (the first call that needs it, or a fork child
+ * that must register); at most once per SL_ATTACH_RETRY_NS while it fails. */
+void sl_shim_attach_slow(void);
+
+/* True when there is something to shape; initialises on first use and attaches
+ * the segment at the first call that needs it. */
 static inline int sl_shim_active(void)
 {
 	if (sl_unlikely(atomic_load_explicit(&sl_shim.ready, memory_order_acquire) != 2))
 		sl_shim_init();
+	if (sl_unlikely(sl_shim.mode == SL_SHIM_LATER ||
+	                (sl_shim.mode == SL_SHIM_SHARED && !__atomic_load_n(&sl_shim.shm.self, __ATOMIC_RELAXED))))
+		sl_shim_attach_slow();
 	return sl_shim.mode != SL_SHIM_OFF;
+}
+
+/* Whether anything may be shaped, without attaching (what epoll_ctl follows). */
+static inline int sl_shim_may_shape(void)
+{
+	if (sl_unlikely(atomic_load_explicit(&sl_shim.ready, memory_order_acquire) != 2))
+		sl_shim_init();
+	return sl_shim.mode != SL_SHIM_OFF;
+}
+
+/* This process's token in the segment (roster.h): who holds locks and places. */
+static inline int32_t sl_shim_self(void)
+{
+	return __atomic_load_n(&sl_shim.shm.self, __ATOMIC_RELAXED);
 }
 
 /* The header's summary as far as it can be believed (sluice/summary.h): the
@@ -138,18 +171,36 @@ static inline int sl_shim_has_names(void)
 	return s.has_names != 0;
 }
 
-/* The daemon made a new segment under the name (the old one was removed, or was
- * too small for a reload) and marked the attached one moved: attach the new one
- * (admission.c).  1 when it followed. */
+/* The segment in use was marked moved - the daemon made a larger one, or it is
+ * the private stand-in of a segment not reached yet (SL_SHIM_WAITING): ask for
+ * the one served now (attach.c).  1 when it followed. */
 int sl_shim_follow_slow(void);
 
 static inline int sl_shim_follow(void)
 {
-	if (sl_likely(sl_shim.mode != SL_SHIM_SHARED ||
-	              !__atomic_load_n(&sl_shim.shm.hdr->moved, __ATOMIC_ACQUIRE)))
+	struct sl_shm_header *h = __atomic_load_n(&sl_shim.shm.hdr, __ATOMIC_ACQUIRE);
+
+	if (sl_likely(!h || !__atomic_load_n(&h->moved, __ATOMIC_ACQUIRE) || sl_shim.mode == SL_SHIM_LOCAL))
 		return 0;
 	return sl_shim_follow_slow();
 }
+
+/* The segment a blocking admission steps against, after what `ask` says
+ * (sl_pending_segment_fn: follow it, or check it first). */
+struct sl_shm_header *sl_shim_segment(void *ctx, int ask);
+
+/* attach.c: the segment's daemon went silent - ask its socket which segment is
+ * served; another (the one in use was lost with its keeper and made anew):
+ * marked moved, so every process on it follows at its next admission. */
+void sl_shim_check_orphan(void);
+
+/* Said once per process, on the channel `sluice run` listens to or else on
+ * stderr where that is safe to write (attach.c): what a user must know - the
+ * shared queues cannot be reached, and what that means for the calls. */
+void sl_shim_tell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* How often a process that cannot reach its segment asks again (attach.c). */
+#define SL_ATTACH_RETRY_NS (100 * 1000000LL)
 
 /* Debug log line (only when SLUICE_DEBUG is set).  Never allocates a FILE. */
 void sl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -191,7 +242,8 @@ struct sl_pending_ask;
 struct sl_pending;
 void sl_admission_ask(struct sl_pending_ask *a, const struct sl_dest *d, struct sl_match *m,
                       int default_refuse, int places);
-/* One step of p against the shim's segment, following it when the daemon moved it:
+/* One step of p against the shim's segment, following it when the daemon moved it,
+ * and asking whether it is still served when its daemon went silent:
  * SL_PEND_GO, SL_PEND_WAIT or SL_PEND_REFUSED. */
 int sl_admission_step(struct sl_pending *p, int64_t now, sl_act_fn act, void *arg);
 /* The debug line for p's answer `rc` (`what` names the call). */

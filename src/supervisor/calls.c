@@ -3,6 +3,7 @@
  * timerfd, the call made inside its release, and its answer to the kernel.
  */
 #include "internal.h"
+#include "sluice/segsock.h"
 
 void sup_say(const struct sl_supervisor *s, const char *fmt, ...)
 {
@@ -106,7 +107,7 @@ void sup_call_free(struct call *c)
 	ev_io_stop(s->loop, &c->wio);
 	/* A slot not released, places of a call that did not go or whose connect
 	 * failed: given back. */
-	sl_pending_cancel(&c->pr.p, s->shm.hdr);
+	sl_pending_cancel(&c->pr.p, s->shm->hdr);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->payload);
@@ -225,6 +226,24 @@ static void released(struct call *c)
 	sup_call_free(c);
 }
 
+/* The segment in use was moved: ask its socket for the one served now (its own
+ * attachment only; the embedded daemon's is followed by the daemon).  1 when it
+ * followed. */
+static int sup_follow(struct sl_supervisor *s)
+{
+	struct sl_shm next;
+
+	if (s->shm != &s->own || sl_segsock_attach(s->seg_path, 1, SL_SEGSOCK_TIMEOUT_NS, &next, NULL, 0) < 0)
+		return 0;
+	if (next.ino == s->own.ino) {
+		sl_shm_detach(&next);
+		return 0;
+	}
+	/* The old mapping stays: calls held may still read it until they step. */
+	s->own = next;
+	return 1;
+}
+
 /* Step call c's admission (core/pending.c) and act on its answer: a timer for
  * WAIT, the segment followed for MOVED, the caller answered for GO or REFUSED. */
 void sup_step(struct call *c)
@@ -233,10 +252,10 @@ void sup_step(struct call *c)
 	int rc;
 
 	/* Bounded: the stepper answers MOVED a few times at most. */
-	while ((rc = sl_pending_step(&c->pr.p, s->shm.hdr, sl_clock_mono_ns(), act_continue, c)) ==
+	while ((rc = sl_pending_step(&c->pr.p, s->shm->hdr, sl_clock_mono_ns(), act_continue, c)) ==
 	       SL_PEND_MOVED)
-		if (sl_shm_follow(&s->shm, s->shm_name) > 0)
-			sup_say(s, "segment %s moved: following it", s->shm_name);
+		if (sup_follow(s) > 0)
+			sup_say(s, "the segment at %s moved: following it", s->seg_path);
 	if (rc == SL_PEND_WAIT) {
 		if (!c->waited++ && c->pr.p.phase == SL_PEND_RELEASE)
 			s->held++;

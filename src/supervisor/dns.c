@@ -355,7 +355,7 @@ int sup_dns_redirect(struct sl_supervisor *s, uint64_t id, int sock, const struc
 	int type = -1, side, err = 0;
 	socklen_t tl = sizeof(type);
 
-	if (!s->shm.hdr->has_names || sl_dest_from_sockaddr(&d, (const struct sockaddr *)sa, alen) < 0 ||
+	if (!s->shm->hdr->has_names || sl_dest_from_sockaddr(&d, (const struct sockaddr *)sa, alen) < 0 ||
 	    d.port != DNS_PORT || getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 ||
 	    (type != SOCK_DGRAM && type != SOCK_STREAM))
 		return 0;

@@ -157,9 +157,11 @@ struct place {
 struct sl_supervisor {
 	struct ev_loop *loop;
 	int fd;
-	struct sl_shm shm;
-	char shm_name[SL_PATH_MAX]; /* followed when the daemon moves the segment */
-	int32_t self;
+	struct sl_shm *shm;  /* the segment in use: own, or the embedded daemon's (its
+	                      * token is this process's too) */
+	struct sl_shm own;   /* attached here through seg_path, when not the daemon's */
+	char seg_path[108];  /* asked again when the daemon moves the segment */
+	int32_t self;        /* getpid(), for its lines */
 	int verbose, fallback;
 	ev_io io;
 	ev_timer names_timer;

@@ -95,7 +95,7 @@ static int sections_named(const struct sl_supervisor *s, const struct sl_dest *d
 
 	named.name = name;
 	named.name_len = strlen(name);
-	return sl_match_sections(s->shm.hdr, &named, &m, s->self);
+	return sl_match_sections(s->shm->hdr, &named, &m, s->shm->self);
 }
 
 /* The name d's address goes by: of the names known for it, the first with which
@@ -200,9 +200,9 @@ static struct call *new_call(struct sl_supervisor *s, const struct seccomp_notif
 		return NULL; /* AF_UNIX and the like: not ours */
 	}
 	c->d.meter = meter;
-	if (s->shm.hdr->has_names)
+	if (s->shm->hdr->has_names)
 		name_of(s, &c->d, c->name, sizeof(c->name));
-	if (!(s->shm.hdr->meters & (1u << (meter & 31))) || sl_match_sections(s->shm.hdr, &c->d, &c->m, s->self) <= 0) {
+	if (!(s->shm->hdr->meters & (1u << (meter & 31))) || sl_match_sections(s->shm->hdr, &c->d, &c->m, s->shm->self) <= 0) {
 		free(c);
 		return NULL;
 	}
@@ -261,7 +261,7 @@ static int dns_redirected(struct sl_supervisor *s, const struct seccomp_notif *r
 {
 	int own = sock < 0, done;
 
-	if (req->data.nr != SYS_connect || !s->shm.hdr->has_names || !sup_dns_port(sa))
+	if (req->data.nr != SYS_connect || !s->shm->hdr->has_names || !sup_dns_port(sa))
 		return 0;
 	if (own && (sock = take_socket((int)req->pid, (int)req->data.args[0])) < 0)
 		return 0;
@@ -312,7 +312,7 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 			pass(s, req->id, 0);
 		return;
 	}
-	if ((c->conc = sl_conc_sections(s->shm.hdr, &c->m)) && (c->sock < 0 || s->diag < 0)) {
+	if ((c->conc = sl_conc_sections(s->shm->hdr, &c->m)) && (c->sock < 0 || s->diag < 0)) {
 		/* Its places are given back when its connection closes, which is seen
 		 * only through its socket: without one, it could never be given back. */
 		sup_refuse(c, "a concurrency limit, and its socket cannot be followed here");
@@ -320,10 +320,10 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 		return;
 	}
 	{
-		const struct sl_pending_ask a = {.m = &c->m, .d = &c->d, .self = s->self, .fallback = s->fallback,
+		const struct sl_pending_ask a = {.m = &c->m, .d = &c->d, .self = s->shm->self, .fallback = s->fallback,
 		                                 .default_errno = ECONNREFUSED, .places = 1};
 
-		sl_pending_start(&c->pr.p, s->shm.hdr, &a, c->asked_ns);
+		sl_pending_start(&c->pr.p, s->shm->hdr, &a, c->asked_ns);
 	}
 	c->next = s->calls;
 	if (s->calls)

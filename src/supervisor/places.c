@@ -68,7 +68,7 @@ void sup_on_track(struct ev_loop *loop, ev_timer *w, int revents)
 		struct place *p = *pp;
 
 		if (place_open(s, p) == 0) {
-			sl_wait_conc_put(s->shm.hdr, p->taken, &p->m, s->self);
+			sl_wait_conc_put(s->shm->hdr, p->taken, &p->m, s->shm->self);
 			*pp = p->next;
 			free(p);
 		} else {

@@ -3,11 +3,12 @@
  * docs/design.md, "Seccomp"); its parts are listed in internal.h.
  */
 #include "sluice/segments.h"
+#include "sluice/segsock.h"
 #include "internal.h"
 
-struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *shm_name,
-                                         const struct sl_config *cfg, int verbose, void (*on_gone)(void *),
-                                         void *arg)
+struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *seg_path,
+                                         struct sl_shm *daemons, const struct sl_config *cfg, int verbose,
+                                         void (*on_gone)(void *), void *arg)
 {
 	struct sl_supervisor *s = calloc(1, sizeof(*s));
 	int rc;
@@ -32,14 +33,17 @@ struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, con
 	}
 	s->sizes.seccomp_notif = SL_MAX(s->sizes.seccomp_notif, (uint16_t)sizeof(*s->req));
 	s->sizes.seccomp_notif_resp = SL_MAX(s->sizes.seccomp_notif_resp, (uint16_t)sizeof(*s->resp));
-	snprintf(s->shm_name, sizeof(s->shm_name), "%s", shm_name);
-	if ((rc = sl_shm_attach(&s->shm, shm_name, 1)) < 0) {
-		char about[256];
+	snprintf(s->seg_path, sizeof(s->seg_path), "%s", seg_path);
+	s->shm = daemons ? daemons : &s->own;
+	if (!daemons) {
+		char why[256], about[320];
 
-		sl_segment_about(shm_name, about, sizeof(about));
-		fprintf(stderr, "sluice run: seccomp: cannot attach %s: %s\n", about,
-		        rc == -EPROTO ? "not a sluice segment of this version" : strerror(-rc));
-		goto fail;
+		if ((rc = sl_segsock_attach(seg_path, 1, 3 * SL_SEGSOCK_TIMEOUT_NS, &s->own, why, sizeof(why))) < 0) {
+			sl_segment_about(seg_path, about, sizeof(about));
+			fprintf(stderr, "sluice run: seccomp: cannot attach %s: %s\n", about,
+			        rc == -EPROTO ? "not a sluice segment of this version" : rc == -EACCES ? why : strerror(-rc));
+			goto fail;
+		}
 	}
 	{
 		unsigned n = 0;
@@ -111,7 +115,7 @@ void sl_supervise_stop(struct sl_supervisor *s)
 	while (s->places) {
 		struct place *p = s->places;
 
-		sl_wait_conc_put(s->shm.hdr, p->taken, &p->m, s->self);
+		sl_wait_conc_put(s->shm->hdr, p->taken, &p->m, s->shm->self);
 		s->places = p->next;
 		free(p);
 	}
@@ -126,7 +130,8 @@ void sl_supervise_stop(struct sl_supervisor *s)
 	sup_say(s, "%llu calls trapped: %llu went, %llu of them held, %llu refused", (unsigned long long)s->trapped,
 	    (unsigned long long)s->passed, (unsigned long long)s->held, (unsigned long long)s->refused);
 	close(s->fd);
-	sl_shm_detach(&s->shm);
+	if (s->shm == &s->own)
+		sl_shm_detach(&s->own);
 	free(s->names);
 	free(s->req);
 	free(s->resp);

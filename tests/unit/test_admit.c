@@ -13,6 +13,7 @@
 #include "sluice/delivery.h"
 #include "sluice/lease.h"
 #include "sluice/limiter.h"
+#include "sluice/roster.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
 
@@ -217,8 +218,9 @@ static void test_refund(void **state)
 
 static int32_t dead_pid;
 
-static int fake_is_dead(int32_t pid)
+static int fake_is_dead(struct sl_shm_header *h, int32_t pid)
 {
+	(void)h;
 	return pid == dead_pid;
 }
 
@@ -468,20 +470,29 @@ static void test_killed_inside_the_call(void **state)
 	struct sl_match m;
 	union sl_ticket_room t_room;
 	struct sl_ticket *const t = &t_room.t;
-	char name[64];
+	struct sl_shm_dims dims = SL_SHM_DIMS_DEFAULT;
+	struct sl_proc_id me;
 	int64_t before, retry;
-	int reattached, status;
+	int32_t self;
+	int status;
 	pid_t child;
 
 	(void)state;
-	snprintf(name, sizeof(name), "/sluice-test-act-%d", (int)getpid());
-	assert_int_equal(sl_shm_open_or_create(&seg, name, 0600, &reattached), 0);
+	/* A memfd segment, shared with the child across fork; each process is entered
+	 * in its roster under its own token, as the keeper would enter it. */
+	assert_int_equal(sl_shm_create(&seg, "test-act", &dims), 0);
+	me = sl_roster_me();
+	self = sl_roster_enter(seg.hdr, &me, me.pid, me.stamp, NULL);
+	assert_true(self > 0);
 	assert_int_equal(sl_config_load_string(cfg, "t->ini", "[a]\nmatch = 10.0.0.1\nrate = 10/s\n"
 	                                       "max_wait = 1m\n"), 0);
-	assert_int_equal(sl_shm_apply_config(seg.hdr, cfg, (int32_t)getpid()), 0);
+	assert_int_equal(sl_shm_apply_config(seg.hdr, cfg, self), 0);
+	sl_shm_publish(seg.hdr);
 	before = sl_clock_mono_ns();
 	if ((child = fork()) == 0) {
-		int32_t self = (int32_t)getpid();
+		struct sl_proc_id kid = sl_roster_me();
+
+		self = sl_roster_enter(seg.hdr, &kid, kid.pid, kid.stamp, NULL);
 
 		if (sl_match_sections(seg.hdr, &d, &m, self) <= 0 ||
 		    sl_admit_reserve(seg.hdr, &m, sl_clock_mono_ns(), self, t) != 0)
@@ -493,12 +504,11 @@ static void test_killed_inside_the_call(void **state)
 	assert_int_equal(waitpid(child, &status, 0), child);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* 150 ms on, past the interval: the release check still says to wait. */
-	assert_true(sl_match_sections(seg.hdr, &d, &m, (int32_t)getpid()) > 0);
-	assert_int_equal(sl_admit_reserve(seg.hdr, &m, before + 150 * MS, (int32_t)getpid(), t), 0);
-	assert_int_equal(sl_admit_release(seg.hdr, t, before + 150 * MS, (int32_t)getpid(), &retry), 1);
+	assert_true(sl_match_sections(seg.hdr, &d, &m, self) > 0);
+	assert_int_equal(sl_admit_reserve(seg.hdr, &m, before + 150 * MS, self, t), 0);
+	assert_int_equal(sl_admit_release(seg.hdr, t, before + 150 * MS, self, &retry), 1);
 	assert_true(retry >= before + 350 * MS);
 	sl_shm_detach(&seg);
-	sl_shm_remove(name);
 }
 
 /* An act that sends and spins for `spent_ns` of real time, as a loopback connect

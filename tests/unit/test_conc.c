@@ -14,8 +14,9 @@
 #include <errno.h>
 #include <unistd.h>
 
-static int dead_pid_777(int32_t pid)
+static int dead_pid_777(struct sl_shm_header *h, int32_t pid)
 {
+	(void)h;
 	return pid == 777;
 }
 
@@ -89,14 +90,15 @@ static void test_concurrency_places(void **state)
 
 	/* A holder table full of others: refused cleanly, nothing taken. */
 	for (unsigned k = 0; k < sl_shm_nholders(a.hdr); k++)
-		sl_shm_holders(a.hdr)[k] = (struct sl_holder){.pid = 5000 + (int32_t)k, .count = 1};
+		sl_shm_holders(a.hdr)[k] = (struct sl_holder){.owner = 5000 + (int32_t)k, .count = 1};
 	assert_int_equal(sl_conc_take(a.hdr, &m81, 100, &taken, &full, &seen), -ENOSPC);
 	assert_int_equal(sl_shm_section(a.hdr, 0)->state.conc_open, 0);
 	sl_shm_detach(&a);
 }
 
-static int pid_over_3000(int32_t pid)
+static int pid_over_3000(struct sl_shm_header *h, int32_t pid)
 {
+	(void)h;
 	return pid > 3000;
 }
 
@@ -142,7 +144,7 @@ static void test_holder_table_many(void **state)
 	for (unsigned i = 0; i < 3; i++)
 		assert_int_equal(sl_shm_section(a.hdr, i)->state.conc_open, 0);
 	for (unsigned k = 0; k < sl_shm_nholders(a.hdr); k++)
-		assert_int_equal(sl_shm_holders(a.hdr)[k].pid, 0);
+		assert_int_equal(sl_shm_holders(a.hdr)[k].owner, 0);
 	sl_shm_detach(&a);
 }
 

@@ -127,7 +127,7 @@ static void test_defaults_and_continuation(void **state)
 	(void)state;
 	assert_int_equal(sl_config_load_string(cfg, "c.ini", text), 0);
 	assert_string_equal(cfg->global.shm_name, "/sluice");
-	assert_string_equal(cfg->global.control_socket, "/run/sluice.sock");
+	assert_string_equal(cfg->global.control_socket, "/run/sluice/sluice.sock");
 	assert_int_equal(cfg->global.fallback, SL_FALLBACK_LOCAL);
 	assert_int_equal(cfg->global.shm_mode, 0660);
 	const struct sl_spec *a = section("a");

@@ -26,7 +26,7 @@
 static void segment_with(struct sl_shm *a, const char *ini, uint32_t keys)
 {
 	static struct sl_config cfg; /* large */
-	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, keys, 0}, want;
+	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, keys, 0, SL_PROCS_DEFAULT}, want;
 
 	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
 	sl_config_dims(&cfg, &want);
@@ -293,8 +293,9 @@ static void test_ticket_finds_its_key_again(void **state)
 	sl_shm_detach(&s);
 }
 
-static int nobody_dead(int32_t pid)
+static int nobody_dead(struct sl_shm_header *h, int32_t pid)
 {
+	(void)h;
 	(void)pid;
 	return 0;
 }

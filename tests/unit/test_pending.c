@@ -114,7 +114,7 @@ static void test_key_table_full(void **state)
 	(void)state;
 	sl_shm_detach(&fx.shm);
 	{
-		struct sl_shm_dims dims = {64, 1024, SL_HOLDERS_DEFAULT, 2, 1};
+		struct sl_shm_dims dims = {64, 1024, SL_HOLDERS_DEFAULT, 2, 1, SL_PROCS_DEFAULT};
 
 		assert_int_equal(sl_shm_create_anonymous_dims(&fx.shm, &dims), 0);
 	}

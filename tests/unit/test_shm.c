@@ -1,5 +1,6 @@
-/* The shared segment: creation and re-attachment, validation of untrusted segments,
- * and a lock that survives its holder being killed -9 inside the critical section. */
+/* The shared segment: a sealed memfd made and handed over, validation of what is
+ * handed over, the roster of attached processes, and a lock that survives its
+ * holder being killed -9 inside the critical section. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include "sluice/conc.h"
 #include "sluice/config.h"
 #include "sluice/proc.h"
+#include "sluice/roster.h"
 #include "sluice/shm.h"
 
 #include <errno.h>
@@ -21,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/shm.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,58 +45,59 @@ static uint32_t stamp_of(pid_t pid)
 	return (uint32_t)start;
 }
 
-static char name[64];
+static struct sl_shm_dims dims = SL_SHM_DIMS_DEFAULT;
 
-static int setup(void **state)
+/* This process entered in a's roster, as the keeper enters an attaching one. */
+static int32_t enter_me(struct sl_shm *a)
 {
-	(void)state;
-	snprintf(name, sizeof(name), "/sluice-unit-%d", (int)getpid());
-	sl_shm_remove(name);
-	return 0;
+	struct sl_proc_id me = sl_roster_me();
+	int32_t t = sl_roster_enter(a->hdr, &me, me.pid, me.stamp, NULL);
+
+	assert_true(t > 0);
+	return t;
 }
 
-static int teardown(void **state)
+/* A sealed memfd segment, published, this process entered in its roster. */
+static void shared_segment(struct sl_shm *a)
 {
-	(void)state;
-	sl_shm_remove(name);
-	return 0;
+	assert_int_equal(sl_shm_create(a, "unit", &dims), 0);
+	sl_shm_publish(a->hdr);
+	a->self = enter_me(a);
 }
 
-static void test_create_and_reattach(void **state)
+static void test_create_and_map(void **state)
 {
-	struct sl_shm a, b, c;
-	int reattached = -1;
+	struct sl_shm a, c;
 
 	(void)state;
-	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
-	assert_int_equal(reattached, 0);
-	/* Made, not yet published: no program attaches it (and matches against its
+	assert_int_equal(sl_shm_create(&a, "unit", &dims), 0);
+	assert_true(a.fd >= 0);
+	assert_true(a.hdr->segment_id != 0);
+	/* Made, not yet published: no program maps it (and matches against its
 	 * empty tables) until the config is in. */
 	assert_int_equal(sl_shm_validate(a.hdr, a.size), -EPROTO);
-	assert_int_equal(sl_shm_attach(&c, name, 1), -EPROTO);
+	assert_int_equal(sl_shm_map_fd(&c, a.fd, 1, 0), -EPROTO);
 	sl_shm_publish(a.hdr);
 	assert_int_equal(sl_shm_validate(a.hdr, a.size), 0);
 	sl_shm_section(a.hdr, 3)->state.tat_ns = 12345;
-	sl_shm_detach(&a);
-	/* A restarted daemon finds its state where it left it. */
-	assert_int_equal(sl_shm_open_or_create(&b, name, 0600, &reattached), 0);
-	assert_int_equal(reattached, 1);
-	assert_int_equal(sl_shm_section(b.hdr, 3)->state.tat_ns, 12345);
-	/* A shim attaches the same memory. */
-	assert_int_equal(sl_shm_attach(&c, name, 1), 0);
-	assert_ptr_not_equal(c.hdr, b.hdr);
+	/* Handed over, it maps the same memory: what a keeper's client gets. */
+	assert_int_equal(sl_shm_map_fd(&c, a.fd, 1, 0), 0);
+	assert_ptr_not_equal(c.hdr, a.hdr);
+	assert_int_equal(c.fd, -1);
+	assert_true(c.ino == a.ino && c.ino != 0);
 	assert_int_equal(sl_shm_section(c.hdr, 3)->state.tat_ns, 12345);
-	sl_shm_detach(&b);
+	sl_shm_section(c.hdr, 4)->state.tat_ns = 777;
+	assert_int_equal(sl_shm_section(a.hdr, 4)->state.tat_ns, 777);
 	sl_shm_detach(&c);
+	sl_shm_detach(&a);
 }
 
 /* The size of a segment of default tables. */
 static size_t default_size(void)
 {
-	struct sl_shm_dims d = {64, 1024, SL_HOLDERS_DEFAULT, SL_KEYS_DEFAULT, 1};
 	struct sl_shm_layout l;
 
-	assert_int_equal(sl_shm_layout(&d, &l), 0);
+	assert_int_equal(sl_shm_layout(&dims, &l), 0);
 	return l.size;
 }
 
@@ -118,87 +120,72 @@ static void test_bounds(void **state)
 	sl_shm_detach(&a);
 }
 
-/* What truncating a POSIX shm file did to every attached program (SIGBUS) has no
- * counterpart: a segment's size is fixed, and one marked for removal stays mapped
- * for those attached while its name is free for a new daemon. */
+/* What truncating a shared file did to every attached program (SIGBUS) cannot be
+ * done to a segment: whoever is handed its memfd can write it, never resize it,
+ * nor take the seals off. */
 static void test_segment_cannot_shrink(void **state)
 {
-	struct sl_shm a, b, c;
-	struct shmid_ds ds;
-	int reattached, id;
+	struct sl_shm a, b;
 
 	(void)state;
-	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
-	sl_shm_publish(a.hdr);
-	id = shmget(sl_shm_key(name), 0, 0);
-	assert_true(id >= 0);
-	assert_int_equal(shmctl(id, IPC_STAT, &ds), 0);
-	assert_int_equal(ds.shm_segsz, default_size());
-	/* Asking for the segment at a larger size fails: sizes never change. */
-	assert_int_equal(shmget(sl_shm_key(name), default_size() * 2, 0), -1);
-	assert_int_equal(errno, EINVAL);
-	assert_int_equal(sl_shm_attach(&b, name, 1), 0);
-	assert_int_equal(sl_shm_remove(name), 0);
+	shared_segment(&a);
+	assert_int_equal(sl_shm_map_fd(&b, a.fd, 1, 0), 0);
+	assert_int_equal(ftruncate(a.fd, 4096), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(a.fd, (off_t)default_size() * 2), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(fcntl(a.fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+	assert_int_equal(errno, EPERM);
 	/* Still mapped and whole, to its last byte, for both. */
 	((volatile char *)b.hdr)[default_size() - 1] = 7;
 	assert_int_equal(((volatile char *)a.hdr)[default_size() - 1], 7);
-	assert_int_equal(sl_shm_attach(&c, name, 1), -ENOENT);
-	/* The name is free: a new daemon starts a new segment. */
-	assert_int_equal(sl_shm_open_or_create(&c, name, 0600, &reattached), 0);
-	assert_int_equal(reattached, 0);
 	sl_shm_detach(&a);
 	sl_shm_detach(&b);
-	sl_shm_detach(&c);
 }
 
-/* A key that some other program's segment already uses is not taken from it. */
-static void test_foreign_segment_kept(void **state)
+/* What a shim must refuse when it is handed something (and so not shape with it). */
+static void test_untrusted_fds(void **state)
 {
-	struct sl_shm a;
-	int reattached, id;
+	struct sl_shm s;
+	char path[] = "/tmp/sluice-unit-XXXXXX";
+	int fd, p[2];
 
 	(void)state;
-	sl_shm_remove(name);
-	id = shmget(sl_shm_key(name), 4096, IPC_CREAT | IPC_EXCL | 0600);
-	assert_true(id >= 0);
-	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), -EEXIST);
-	assert_int_equal(shmget(sl_shm_key(name), 0, 0), id);
-	/* One of ours under an older layout (another size) is replaced. */
-	{
-		uint32_t *p = shmat(id, NULL, 0);
-
-		assert_true(p != (void *)-1);
-		*p = SL_SHM_MAGIC;
-		shmdt(p);
-	}
-	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
-	assert_int_equal(reattached, 0);
-	assert_int_not_equal(shmget(sl_shm_key(name), 0, 0), id);
-	sl_shm_detach(&a);
+	assert_int_equal(sl_shm_map_fd(&s, -1, 1, 0), -EBADF);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(sl_shm_map_fd(&s, p[0], 1, 0), -EBADF);
+	close(p[0]);
+	close(p[1]);
+	/* A plain file, of the right size: anyone writing it could truncate it. */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, (off_t)default_size()), 0);
+	assert_int_equal(sl_shm_map_fd(&s, fd, 1, 0), -EPERM);
+	close(fd);
+	/* A memfd not sealed: the same. */
+	fd = memfd_create("x", MFD_ALLOW_SEALING);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)default_size()), 0);
+	assert_int_equal(sl_shm_map_fd(&s, fd, 1, 0), -EPERM);
+	/* Sealed, but all zero: not a segment. */
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	assert_int_equal(sl_shm_map_fd(&s, fd, 1, 0), -EPROTO);
+	close(fd);
+	/* Sealed and too small: refused before a byte is read past its end. */
+	fd = memfd_create("x", MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(fd, 100), 0);
+	assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	assert_int_equal(sl_shm_map_fd(&s, fd, 1, 0), -EPROTO);
+	close(fd);
 }
 
 /* Segments a shim must refuse (and so pass traffic through). */
 static void test_untrusted_segments(void **state)
 {
-	struct sl_shm a, s;
-	int id;
+	struct sl_shm a;
 
 	(void)state;
-	assert_int_equal(sl_shm_attach(&s, "/sluice-does-not-exist", 1), -ENOENT);
-	assert_int_equal(sl_shm_attach(&s, "no-slash/../x", 1) < 0, 1);
-
-	/* Too small: rejected before attaching, so nothing is read past its end. */
-	sl_shm_remove(name);
-	id = shmget(sl_shm_key(name), 100, IPC_CREAT | IPC_EXCL | 0600);
-	assert_true(id >= 0);
-	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
-	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);
-	/* Right size, all zero: not initialised. */
-	id = shmget(sl_shm_key(name), default_size(), IPC_CREAT | IPC_EXCL | 0600);
-	assert_true(id >= 0);
-	assert_int_equal(sl_shm_attach(&s, name, 1), -EPROTO);
-	assert_int_equal(shmctl(id, IPC_RMID, NULL), 0);
-
 	assert_int_equal(sl_shm_create_anonymous(&a), 0);
 	assert_int_equal(sl_shm_validate(a.hdr, a.size), 0);
 	assert_int_equal(sl_shm_validate(a.hdr, 10), -EINVAL);
@@ -226,7 +213,7 @@ static void test_untrusted_segments(void **state)
 		sec->in_use = 1;
 		sec->spec.npatterns = 0xffffffff;
 		a.hdr->slots_used = 0xffffffff; /* clamped to the section table */
-		assert_true(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
+		assert_true(sl_match_sections(a.hdr, &d, &m, a.self) >= 0);
 		/* A scribbled index: every slot taken, runs and refs out of range, every
 		 * kind and prefix length said to be there.  Bounded, and no crash. */
 		memset(sl_shm_index_slots(a.hdr, v), 0xa5, (size_t)v->index_slots * sizeof(struct sl_index_slot));
@@ -237,10 +224,10 @@ static void test_untrusted_segments(void **state)
 		a.hdr->index_v4_lens = ~0ull;
 		d.name = "a.b.c.example";
 		d.name_len = strlen(d.name);
-		assert_true(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
+		assert_true(sl_match_sections(a.hdr, &d, &m, a.self) >= 0);
 		d.family = AF_INET6;
 		memset(a.hdr->index_v6_lens, 0xff, sizeof(a.hdr->index_v6_lens));
-		assert_true(sl_match_sections(a.hdr, &d, &m, (int32_t)getpid()) >= 0);
+		assert_true(sl_match_sections(a.hdr, &d, &m, a.self) >= 0);
 	}
 	sl_shm_detach(&a);
 }
@@ -248,55 +235,73 @@ static void test_untrusted_segments(void **state)
 static void test_lock_basic(void **state)
 {
 	struct sl_shm a;
-	int32_t me = (int32_t)getpid();
+	struct sl_proc_id parent = {.pid = (int32_t)getppid(), .pidns = sl_roster_me().pidns};
+	int32_t him;
+	uint32_t nonce;
 
 	(void)state;
-	assert_int_equal(sl_shm_create_anonymous(&a), 0);
-	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 0);
-	/* pid and start stamp, in one word */
-	assert_true(a.hdr->lock == ((uint64_t)sl_proc_self_stamp(me) << 32 | (uint32_t)me));
-	sl_shm_unlock(a.hdr, me);
+	shared_segment(&a);
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, SL_NS_PER_S), 0);
+	/* token and nonce, in one word */
+	assert_true(a.hdr->lock == ((uint64_t)sl_roster_nonce(a.hdr, a.self) << 32 | (uint32_t)a.self));
+	sl_shm_unlock(a.hdr, a.self);
 	assert_true(a.hdr->lock == 0);
 	/* Held by a live process (our parent, with its own stamp): times out, no hang. */
-	a.hdr->lock = (uint64_t)stamp_of(getppid()) << 32 | (uint32_t)getppid();
-	assert_int_equal(sl_shm_lock(a.hdr, me, 20 * SL_NS_PER_MS), -ETIMEDOUT);
+	parent.stamp = stamp_of(getppid());
+	him = sl_roster_enter(a.hdr, &parent, parent.pid, parent.stamp, &nonce);
+	a.hdr->lock = (uint64_t)nonce << 32 | (uint32_t)him;
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, 20 * SL_NS_PER_MS), -ETIMEDOUT);
 	assert_int_equal(a.hdr->lock_recoveries, 0);
+	/* A process never entered takes nothing: refused at once, as undecided. */
+	a.hdr->lock = 0;
+	assert_int_equal(sl_shm_lock(a.hdr, 99999, SL_NS_PER_S), -ETIMEDOUT);
+	assert_true(a.hdr->lock == 0);
 	sl_shm_detach(&a);
 }
 
-/* F6: a word naming a live pid with another stamp - a pid reused since, or a
- * scribble - is known not to be the holder: taken over at once, and the daemon's
- * reaper frees it too. */
-static void test_lock_reused_pid(void **state)
+/* Words no live registration wrote - an ended one (its process gone), another
+ * nonce (a scribble), no nonce at all (the value 1 once wedged every caller), our
+ * own token with a nonce not ours - are taken over at once, and the daemon's
+ * reaper frees them too. */
+static void test_lock_stale_words(void **state)
 {
 	struct sl_shm a;
-	int32_t me = (int32_t)getpid();
+	struct sl_proc_id other = {.pid = 4242};
+	int32_t him;
+	uint32_t nonce;
 	int64_t t0;
 
 	(void)state;
-	assert_int_equal(sl_shm_create_anonymous(&a), 0);
-	a.hdr->lock = (uint64_t)(stamp_of(getppid()) + 1) << 32 | (uint32_t)getppid();
+	shared_segment(&a);
+	him = sl_roster_enter(a.hdr, &other, 0, 0, &nonce);
+	a.hdr->lock = (uint64_t)nonce << 32 | (uint32_t)him;
+	sl_roster_leave(a.hdr, him); /* its registrar saw it exit */
 	t0 = sl_clock_mono_ns();
-	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 1);
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, SL_NS_PER_S), 1);
 	assert_true(sl_clock_mono_ns() - t0 < 100 * SL_NS_PER_MS);
-	sl_shm_unlock(a.hdr, me);
-	a.hdr->lock = (uint64_t)12345 << 32 | 1; /* pid 1 lives, but was not started then */
+	sl_shm_unlock(a.hdr, a.self);
+	him = sl_roster_enter(a.hdr, &other, 0, 0, &nonce);
+	a.hdr->lock = (uint64_t)(nonce ^ 0x5a5a) << 32 | (uint32_t)him;
 	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
 	assert_true(a.hdr->lock == 0);
-	assert_int_equal(a.hdr->lock_recoveries, 2);
-	/* No stamp at all (the value 1: pid 1, stamp 0): nothing proves an owner. */
 	a.hdr->lock = 1;
 	t0 = sl_clock_mono_ns();
-	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 1);
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, SL_NS_PER_S), 1);
 	assert_true(sl_clock_mono_ns() - t0 < 100 * SL_NS_PER_MS);
-	sl_shm_unlock(a.hdr, me);
-	a.hdr->lock = 1;
-	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
-	/* Our own pid with a stamp not ours: a scribble, not another of our threads. */
-	a.hdr->lock = (uint64_t)(sl_proc_self_stamp(me) ^ 1) << 32 | (uint32_t)me;
-	assert_int_equal(sl_shm_lock(a.hdr, me, SL_NS_PER_S), 1);
-	sl_shm_unlock(a.hdr, me);
-	assert_int_equal(a.hdr->lock_recoveries, 5);
+	sl_shm_unlock(a.hdr, a.self);
+	a.hdr->lock = (uint64_t)(sl_roster_nonce(a.hdr, a.self) ^ 1) << 32 | (uint32_t)a.self;
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, SL_NS_PER_S), 1);
+	sl_shm_unlock(a.hdr, a.self);
+	assert_int_equal(a.hdr->lock_recoveries, 4);
+	/* A live holder of another pid namespace (its pid means nothing here) keeps
+	 * the lock until its registrar ends it. */
+	him = sl_roster_enter(a.hdr, &(struct sl_proc_id){.pid = 2, .pidns = 1}, 0, 0, &nonce);
+	a.hdr->lock = (uint64_t)nonce << 32 | (uint32_t)him;
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, 20 * SL_NS_PER_MS), -ETIMEDOUT);
+	assert_int_equal(sl_shm_reap_lock(a.hdr), 0);
+	sl_roster_leave(a.hdr, him);
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, SL_NS_PER_S), 1);
+	sl_shm_unlock(a.hdr, a.self);
 	sl_shm_detach(&a);
 }
 
@@ -312,7 +317,7 @@ static pid_t fork_lock_holder(struct sl_shm *a)
 	child = fork();
 	assert_true(child >= 0);
 	if (child == 0) {
-		if (sl_shm_lock(a->hdr, (int32_t)getpid(), SL_NS_PER_S) != 0)
+		if (sl_shm_lock(a->hdr, enter_me(a), SL_NS_PER_S) != 0)
 			_exit(1);
 		if (write(pipefd[1], "L", 1) != 1)
 			_exit(1);
@@ -330,12 +335,11 @@ static pid_t fork_lock_holder(struct sl_shm *a)
 static void test_lock_zombie_holder(void **state)
 {
 	struct sl_shm a;
-	int reattached;
 	pid_t child;
 	int64_t t0;
 
 	(void)state;
-	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	shared_segment(&a);
 	child = fork_lock_holder(&a);
 	kill(child, SIGKILL);
 	/* Not reaped: wait until it is a zombie, as `ps` would show it. */
@@ -344,9 +348,9 @@ static void test_lock_zombie_holder(void **state)
 	assert_int_equal(kill(child, 0), 0); /* the old check would call it alive */
 	assert_int_equal(sl_proc_check(child, 0), SL_PROC_GONE);
 	t0 = sl_clock_mono_ns();
-	assert_int_equal(sl_shm_lock(a.hdr, (int32_t)getpid(), 2 * SL_NS_PER_S), 1);
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, 2 * SL_NS_PER_S), 1);
 	assert_true(sl_clock_mono_ns() - t0 < 100 * SL_NS_PER_MS);
-	sl_shm_unlock(a.hdr, (int32_t)getpid());
+	sl_shm_unlock(a.hdr, a.self);
 	waitpid(child, NULL, 0);
 	sl_shm_detach(&a);
 }
@@ -355,23 +359,23 @@ static void test_lock_zombie_holder(void **state)
  * parent must still get the lock, promptly, and see the recovery counted. */
 static void test_lock_holder_killed(void **state)
 {
-	uint64_t recovered;
+	uint64_t recovered, word;
 	struct sl_shm a;
-	int reattached;
 	pid_t child;
 
 	(void)state;
-	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	shared_segment(&a);
 	child = fork_lock_holder(&a);
-	assert_int_equal((uint32_t)a.hdr->lock, (uint32_t)child);
+	word = a.hdr->lock;
+	assert_int_equal(sl_roster_entry(a.hdr, (int32_t)(uint32_t)word)->pid, child);
 	recovered = a.hdr->lock_recoveries;
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
-	assert_int_equal(sl_shm_lock(a.hdr, (int32_t)getpid(), SL_NS_PER_S), 1);
+	assert_int_equal(sl_shm_lock(a.hdr, a.self, SL_NS_PER_S), 1);
 	assert_int_equal(a.hdr->lock_recoveries, recovered + 1);
-	sl_shm_unlock(a.hdr, (int32_t)getpid());
+	sl_shm_unlock(a.hdr, a.self);
 	/* The daemon's reaper does the same without taking the lock itself. */
-	a.hdr->lock = (uint32_t)child;
+	a.hdr->lock = word;
 	assert_int_equal(sl_shm_reap_lock(a.hdr), 1);
 	assert_true(a.hdr->lock == 0);
 	sl_shm_detach(&a);
@@ -381,19 +385,19 @@ static void test_lock_holder_killed(void **state)
 static void test_lock_mutual_exclusion(void **state)
 {
 	struct sl_shm a;
-	int reattached, status;
+	int status;
 	pid_t child;
 	uint64_t *counter;
+	int32_t me;
 
 	(void)state;
-	assert_int_equal(sl_shm_open_or_create(&a, name, 0600, &reattached), 0);
+	shared_segment(&a);
 	counter = &sl_shm_section(a.hdr, 0)->state.admitted;
 	*counter = 0;
 	child = fork();
 	assert_true(child >= 0);
+	me = child == 0 ? enter_me(&a) : a.self;
 	for (int i = 0; i < 100000; i++) {
-		int32_t me = (int32_t)getpid();
-
 		if (sl_shm_lock(a.hdr, me, SL_NS_PER_S) < 0)
 			_exit(3);
 		(*(volatile uint64_t *)counter)++;
@@ -410,17 +414,17 @@ static void test_lock_mutual_exclusion(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_create_and_reattach),
+		cmocka_unit_test(test_create_and_map),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_untrusted_fds),
 		cmocka_unit_test(test_untrusted_segments),
 		cmocka_unit_test(test_segment_cannot_shrink),
-		cmocka_unit_test(test_foreign_segment_kept),
 		cmocka_unit_test(test_lock_basic),
-		cmocka_unit_test(test_lock_reused_pid),
+		cmocka_unit_test(test_lock_stale_words),
 		cmocka_unit_test(test_lock_zombie_holder),
 		cmocka_unit_test(test_lock_holder_killed),
 		cmocka_unit_test(test_lock_mutual_exclusion),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }
