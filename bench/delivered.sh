@@ -463,7 +463,7 @@ EOF
 		local m i pids=()
 		for m in 1 2 3; do
 			for i in 1 2 3 4; do
-				LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$m" "$B/bench/connect_loop" "${1:-127.0.1.$m}" \
+				LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/${SHM_NAME#/}-$m.segment" "$B/bench/connect_loop" "${1:-127.0.1.$m}" \
 					"$PORT" "$n" >/dev/null &
 				pids+=($!)
 			done

@@ -71,7 +71,7 @@ c1=$(calls 1) c2=$(calls 2) c3=$(calls 3)
 a0=$(admitted bulk)
 t0=$(now_ns)
 for n in 1 2 3; do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$n" timeout 60 "$B/bench/connect_loop" 127.0.1.$n "$REFUSED" 40000 \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/${SHM_NAME#/}-$n.segment" timeout 60 "$B/bench/connect_loop" 127.0.1.$n "$REFUSED" 40000 \
 		refused >/dev/null &
 	eval "L_PID_$n=\$!"
 done

@@ -58,7 +58,7 @@ for n in $(seq "$N"); do
 		# Machine n offers 20/s in the seconds s with s % 10 == n % 10.
 		what=(20 $((SECS + N / 5 + 40)) --every 10 --phase $((n % 10)))
 	fi
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$n" timeout $((SECS + N / 5 + 90)) python3 \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/${SHM_NAME#/}-$n.segment" timeout $((SECS + N / 5 + 90)) python3 \
 		"$HELPERS/offer.py" 127.0.0.1 "$PORT" "${what[@]}" --procs 2 --at "$begin" >/dev/null 2>&1 &
 	pids+=($!)
 done

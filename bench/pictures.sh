@@ -54,6 +54,6 @@ wait "${pids[@]}"
 sleep 0.3
 kill "$daemon"
 wait "$daemon" 2>/dev/null || true
-python3 "$H/segment.py" remove "/sluice-pictures-$$" 2>/dev/null || true
+python3 "$H/segment.py" remove "$T/sluice-pictures-$$.segment" 2>/dev/null || true
 python3 "$ROOT/scripts/plot_releases.py" --arrivals "$T/arrivals" --syns "$T/syns" --interval-ms 50 \
 	--title "curl, wget, python3 and node sharing one queue at 20/s" --out "$OUT/four-programs.png"

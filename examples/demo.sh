@@ -38,7 +38,7 @@ SLUICE_LIB="$BUILD/libsluice.so" "$BUILD/sluice" run -c "$ROOT/conf/demo.ini" --
 	done
 	wait
 	# While the queue still exists: its statistics, read straight from the segment.
-	"$2/sluice" stat --shm "$SLUICE_SHM"
+	"$2/sluice" stat --segment "$SLUICE_SEGMENT"
 ' _ "$port" "$BUILD" >"$T/stat"
 
 python3 - "$T/arrivals" "$start" <<'PY'

@@ -17,7 +17,7 @@ pids=()
 cleanup() {
 	kill "${pids[@]}" 2>/dev/null || true
 	wait 2>/dev/null || true
-	for n in 1 2 3; do python3 "$ROOT/tests/integration/helpers/segment.py" remove "/sluice-fleet-$$-$n"; done
+	for n in 1 2 3; do python3 "$ROOT/tests/integration/helpers/segment.py" remove "$T/sluice-fleet-$$-$n.segment"; done
 	rm -rf "$T"
 }
 trap cleanup EXIT

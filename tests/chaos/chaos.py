@@ -24,10 +24,10 @@ interval (docs/design.md, "Where the bound is kept").
 
 Phase 2 (nothing may crash or hang): the same clients while the segment is
 scribbled on - the header, each field of its summary the shims trust, each
-section's fields, the lock word and its stamp half - with random bytes.  A scribbler can loosen a limit (whoever may write the segment is trusted
+section's fields, the lock word and its nonce half - with random bytes.  A scribbler can loosen a limit (whoever may write the segment is trusted
 that far); what must never happen is a client killed by the shim or held past its
-bound.  Truncating the segment is left out: it still kills attached programs with
-SIGBUS (docs/design.md says why and what would fix it).
+bound.  Resizing the segment is tried too: its memfd's seals refuse it (a
+truncated file once killed every attached program with SIGBUS).
 
 With --keyed both sections are keyed (`per = address`): the one destination is
 one key, and the same limits must hold through the key table, which the
@@ -115,6 +115,7 @@ class Chaos:
         self.build, self.work, self.size, self.keyed = build, work, SIZES[size], keyed
         self.keys_off = 0  # the key table's offset in the segment (scribbler)
         self.shm = "/sluice-chaos-%d" % os.getpid()
+        self.seg = segment.segment_path(self.work, self.shm)  # its keeper's socket
         self.config = os.path.join(work, "chaos.ini")
         self.procs = []        # {"p", "started", "killed" (by us), "reap_at"}
         self.violations = []
@@ -140,13 +141,13 @@ class Chaos:
                                        stdout=log, stderr=log)
         end = time.monotonic() + 10
         while time.monotonic() < end:
-            if segment.exists(self.shm) and os.path.exists(self.work + "/ctl.sock"):
+            if segment.exists(self.seg) and os.path.exists(self.work + "/ctl.sock"):
                 return
             time.sleep(0.05)
         fail("sluiced did not start")
 
     def start_client(self, kind):
-        env = dict(os.environ, LD_PRELOAD=os.path.join(self.build, "libsluice.so"), SLUICE_SHM=self.shm,
+        env = dict(os.environ, LD_PRELOAD=os.path.join(self.build, "libsluice.so"), SLUICE_SEGMENT=self.seg,
                    SLUICE_CONFIG=self.config)
         # "refused": a connect refused (its queue ran past max_wait, a scribbled
         # state repaired to a whole window) is an answer, not a failure; only a
@@ -270,11 +271,11 @@ class Chaos:
 
     def scribbler(self, stop, rng):
         # Where the key table starts, read before any scribble reaches the header.
-        with segment.Segment(self.shm) as f:
+        with segment.Segment(self.seg, enter=False) as f:
             self.keys_off = segment.layout(f)["tags"]
         while not stop.wait(rng.uniform(0.005, 0.03)):
             try:
-                with segment.Segment(self.shm) as f:
+                with segment.Segment(self.seg, enter=False) as f:
                     size = f.size
                     target = rng.choice(["header", "section", "lock", "stamp", "summary", "state",
                                          "resize"] + (["keys"] if self.keyed else []))
@@ -282,9 +283,10 @@ class Chaos:
                         f.seek(48)
                         f.write(struct.pack("<Q", rng.getrandbits(64)))
                     elif target == "stamp":
-                        # The lock word's stamp half: zero, or another's, under a live pid.
+                        # The lock word's nonce half: zero, or another's, under a
+                        # token of the roster (live or not).
                         f.seek(48)
-                        f.write(struct.pack("<II", rng.choice([1, os.getpid()]), rng.choice([0, 1, 0xffffffff])))
+                        f.write(struct.pack("<II", rng.choice([1, 2, 1 << 20 | 1]), rng.choice([0, 1, 0xffffffff])))
                     elif target == "summary":
                         # One field of the summary the shims trust (src/core/summary.c):
                         # has_names, meters, index kinds, run, prefix lengths, the sum.
@@ -295,11 +297,18 @@ class Chaos:
                         f.seek(rng.randrange(8, 512 - 8))  # past magic and version
                         f.write(os.urandom(rng.randrange(1, 8)))
                     elif target == "resize":
-                        # What truncating the old POSIX file did: ask for the segment at
-                        # another size.  The kernel refuses; sizes never change.
-                        for want in (64, size * 2):
-                            if segment.get(self.shm, want) >= 0 and want > size:
-                                fail("the segment was reachable at a larger size")
+                        # What truncating the old POSIX file did: resize the memfd
+                        # the keeper hands over.  Its seals refuse; sizes never change.
+                        line, fd = segment.ask(self.seg, "get")
+                        try:
+                            for want in (64, size * 2):
+                                try:
+                                    os.ftruncate(fd, want)
+                                    fail("the segment's memfd could be resized to %d" % want)
+                                except OSError:
+                                    pass
+                        finally:
+                            os.close(fd)
                         self.resizes += 1
                     elif target == "keys":
                         # The key table: its tags and records (after the sections and
@@ -398,7 +407,7 @@ class Chaos:
                 if p and p.poll() is None:
                     p.kill()
             try:
-                segment.remove(self.shm)
+                segment.remove(self.seg)
             except OSError:
                 pass
         return 0

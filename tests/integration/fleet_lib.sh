@@ -106,7 +106,6 @@ kill_redis() {
 # fleet_config N FILE: machine N's config - [sluice] with its segment, socket and
 # the fleet's redis, then stdin's sections.
 fleet_config() {
-	EXTRA_SHMS+=("$SHM_NAME-$1")
 	{
 		printf '[sluice]\nshm_name = %s-%s\ncontrol_socket = %s/ctl-%s.sock\n' "$SHM_NAME" "$1" "$T" "$1"
 		# FLEET_REDIS_CONF: the lines that say where Redis is (Sentinels, a Cluster).
@@ -149,7 +148,7 @@ start_machine() {
 # offer N RATE SECONDS [START_AFTER]: machine N's clients offer RATE/s to the
 # server for SECONDS, in the background; their count goes to $T/offer-N.out.
 offer() {
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$1" timeout $(( ${3%.*} + ${4:-0} + 60 )) \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/${SHM_NAME#/}-$1.segment" timeout $(( ${3%.*} + ${4:-0} + 60 )) \
 		python3 "$HELPERS/offer.py" "127.0.1.$1" "$PORT" "$2" "$3" --procs 4 --start-after "${4:-0}" \
 		>"$T/offer-$1.out" 2>&1 &
 	BG_PIDS+=($!)

@@ -25,8 +25,10 @@ if [ -z "$T" ] || [ ! -d "$T" ]; then
 fi
 SHM_NAME="/sluice-test-$$-$RANDOM"
 CTL="$T/ctl.sock"
+# The segment's socket, beside the control socket (src/core/segsock.c): what a
+# program's shim asks for the segment, and what SLUICE_SEGMENT names.
+SEG="$T/${SHM_NAME#/}.segment"
 BG_PIDS=()
-EXTRA_SHMS=() # more segments a test made (several daemons): removed at exit
 
 cleanup() {
 	local p
@@ -38,15 +40,9 @@ cleanup() {
 	# A faketime wrapper killed so cannot remove the shared memory it keeps,
 	# named by its pid.
 	for p in "${BG_PIDS[@]}"; do rm -f "/dev/shm/faketime_shm_$p" "/dev/shm/sem.faketime_sem_$p"; done
-	python3 "$HELPERS/segment.py" remove "$SHM_NAME"
-	for p in "${EXTRA_SHMS[@]}"; do python3 "$HELPERS/segment.py" remove "$p"; done
-	# And any other segment made from a config of this test (a `sluice run`
-	# killed before it could remove its private one): `sluice segments` says
-	# which config made each.
-	if [ -x "$BUILD_DIR/sluice" ]; then
-		"$BUILD_DIR/sluice" segments | awk -v t="$T/" 'index($NF, t) == 1 { print $2 }' |
-			while read -r p; do ipcrm -m "$p"; done
-	fi
+	# Every segment a daemon of this test left with a keeper (they outlive their
+	# daemons by design: README "Containers").
+	for p in "$T"/*.segment; do [ -S "$p" ] && python3 "$HELPERS/segment.py" remove "$p"; done
 	if [ -n "${KEEP:-}" ]; then
 		echo "kept $T"
 	else
@@ -178,6 +174,11 @@ if sys.argv[2] == "-":
 else:
     print([s for s in d["sections"] if s["name"] == sys.argv[2]][0][sys.argv[3]])
 ' "$@"
+}
+
+# alive PID: the process runs (a zombie does not: killed, not yet reaped).
+alive() {
+	ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'
 }
 
 now_ms() {

@@ -35,7 +35,7 @@ span=$(awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%d", (b - a) / 1e6 }' "$
 # (-v), so here the joint queue is also read from the releases the two logged.
 python3 "$HELPERS/releases.py" "$T/shim.log" --interval-ms 100 --expect 20 || fail "acquire and the shim do not share the queue"
 
-# By name (a name pattern), inside sluice run (SLUICE_SHM), and with no match at all.
+# By name (a name pattern), inside sluice run (SLUICE_SEGMENT), and with no match at all.
 "$SLUICE" run -c "$T/q.ini" -- "$SLUICE" acquire api.local.test:443 || fail "acquire by name inside sluice run"
 "$SLUICE" acquire -c "$T/q.ini" unlimited.example.org 2>"$T/err" || fail "unmatched host should exit 0"
 grep -q "no section limits" "$T/err" || fail "unmatched: $(cat "$T/err")"
@@ -49,7 +49,7 @@ grep -q "refused" "$T/err" || fail "refusal: $(cat "$T/err")"
 # Bad arguments.
 "$SLUICE" acquire -c "$T/q.ini" nosuchsection 2>/dev/null; [ $? -eq 2 ] || fail "unknown section should exit 2"
 "$SLUICE" acquire -c "$T/q.ini" "host:99999" 2>/dev/null; [ $? -eq 2 ] || fail "bad port should exit 2"
-"$SLUICE" acquire --shm /sluice-absent-$$ api 2>/dev/null; [ $? -eq 1 ] || fail "missing segment should exit 1"
+"$SLUICE" acquire --segment "$T/absent.segment" api 2>/dev/null; [ $? -eq 1 ] || fail "missing segment should exit 1"
 
 # Interrupted while waiting: the last place goes back to the queue at once.
 others=()

@@ -53,7 +53,7 @@ EOF
 witnessed "$T/arrivals" --interval-ms 50 --family 4 --expect 15 --what "connects under the ASan shim" ||
 	fail "spacing under the ASan shim"
 # fallback = local and bad input, with no daemon segment.
-run_py SLUICE_CONFIG="$T/a.ini" SLUICE_SHM=/sluice-absent-$$ python3 "$HELPERS/fetch.py" "http://localhost:$PORT/l" 2 ||
+run_py SLUICE_CONFIG="$T/a.ini" SLUICE_SEGMENT=none python3 "$HELPERS/fetch.py" "http://localhost:$PORT/l" 2 ||
 	fail "fallback local under the ASan shim"
 
 # The stream paths under ASan: requests (pipelined, chunked), bytes, a name from a
@@ -78,7 +78,7 @@ rate = 100/s
 match = 127.0.0.1:$PORT
 concurrency = 2
 EOF
-run_py SLUICE_CONFIG="$T/s.ini" SLUICE_SHM=/sluice-absent-$$ python3 - "$PORT" <<'EOF' || fail "stream paths under the ASan shim"
+run_py SLUICE_CONFIG="$T/s.ini" SLUICE_SEGMENT=none python3 - "$PORT" <<'EOF' || fail "stream paths under the ASan shim"
 import http.client, socket, sys, threading
 port = int(sys.argv[1])
 s = socket.create_connection(("127.0.0.1", port))

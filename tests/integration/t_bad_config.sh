@@ -61,7 +61,7 @@ gen2=$(json_field <("$SLUICE" stat -c "$T/good.ini" --json) - generation)
 
 # Still shaping at the old 5/s (the file is bad, so attach the segment by name).
 start_witness syn "$PORT" "$T/arrivals"
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" \
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" \
 	python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/x" 2 4 || fail "client failed"
 grep -q "attached segment $SHM_NAME" "$T/shim.log" || fail "did not use the daemon's segment"
 witnessed "$T/arrivals" --interval-ms 200 --expect 8 --what "connects under the old config" || fail "old config not in force"

@@ -26,36 +26,42 @@ expect_ok() { # N ENV...: all N connections go through, unshaped
 	[ "$got" -eq "$1" ] || fail "with ${*:2}: $got of $1 connections went through"
 }
 
-# Nonsense in every variable: nothing to attach, nothing to load -> pass through.
+# Nonsense in every variable: nothing to attach, nothing to load -> pass through
+# (with no config, nothing says what is shaped: said once on stderr).
 long=$(printf '/%05000d' 0)
-expect_ok 3 SLUICE_SHM=/sluice-absent-$$
-expect_ok 3 SLUICE_SHM=no-slash SLUICE_CONFIG=/nonexistent/sluice.ini
-expect_ok 3 SLUICE_SHM="$long" SLUICE_CONFIG="$long"
-expect_ok 3 SLUICE_SHM= SLUICE_CONFIG= SLUICE_DEBUG=yes SLUICE_LOG=/nonexistent/dir/log
-expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T" SLUICE_FALLBACK=sideways
+expect_ok 3 SLUICE_SEGMENT=none
+expect_ok 3 SLUICE_SEGMENT=no-slash SLUICE_CONFIG=/nonexistent/sluice.ini
+expect_ok 3 SLUICE_SEGMENT="$long" SLUICE_CONFIG="$long"
+expect_ok 3 SLUICE_SEGMENT= SLUICE_CONFIG= SLUICE_DEBUG=yes SLUICE_LOG=/nonexistent/dir/log
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/none.segment" SLUICE_CONFIG=/nonexistent/sluice.ini \
+	curl -s -o /dev/null "$url/told" 2>"$T/told.err" || fail "no segment, no config: the call failed"
+grep -q "^sluice: cannot reach the shared queues at $T/none.segment, and no config (SLUICE_CONFIG) says what is shaped: nothing is$" \
+	"$T/told.err" || fail "no segment, no config: not told on stderr: $(cat "$T/told.err")"
+expect_ok 3 SLUICE_SEGMENT=none SLUICE_CONFIG="$T" SLUICE_FALLBACK=sideways
 # Files that are no config: a device, a FIFO nobody writes, random bytes, a file
 # over 16 MiB.  Each would hang or exhaust a reader; the host runs unshaped at once.
 mkfifo "$T/fifo"
 truncate -s 17M "$T/huge.ini"
 for f in /dev/zero "$T/fifo" /dev/urandom "$T/huge.ini"; do
 	start=$(now_ms)
-	expect_ok 1 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$f"
+	expect_ok 1 SLUICE_SEGMENT=none SLUICE_CONFIG="$f"
 	took=$(($(now_ms) - start))
 	[ "$took" -lt 5000 ] || fail "SLUICE_CONFIG=$f held the host $took ms"
 done
-SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/fifo" \
+SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT=none SLUICE_CONFIG="$T/fifo" \
 	timeout 10 true 2>"$T/fifo.err" || fail "SLUICE_CONFIG=FIFO: the host did not run"
 grep -q "fifo: not a regular file" "$T/fifo.err" || fail "SLUICE_DEBUG did not explain the FIFO: $(cat "$T/fifo.err")"
 printf '[api]\nmatch = 127.0.0.1:%s\nrate = fast\n' "$PORT" >"$T/broken.ini"
-expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/broken.ini"
-SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/broken.ini" \
+expect_ok 3 SLUICE_SEGMENT=none SLUICE_CONFIG="$T/broken.ini"
+SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT=none SLUICE_CONFIG="$T/broken.ini" \
 	curl -s -o /dev/null "$url/dbg" 2>"$T/dbg.err"
 grep -q "broken.ini:3: rate: bad rate" "$T/dbg.err" || fail "SLUICE_DEBUG did not explain: $(cat "$T/dbg.err")"
 
+# With no daemon by design (SLUICE_SEGMENT=none, as control_socket = none) and
 # fallback = local (the default): each process limits itself from SLUICE_CONFIG.
-[ "$(run_curl 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini")" -eq 3 ] ||
+[ "$(run_curl 3 SLUICE_SEGMENT=none SLUICE_CONFIG="$T/e.ini")" -eq 3 ] ||
 	fail "fallback local: separate processes should each get their first connection"
-out=$(LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini" python3 -c '
+out=$(LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT=none SLUICE_CONFIG="$T/e.ini" python3 -c '
 import socket, sys
 p = int(sys.argv[1])
 socket.create_connection(("127.0.0.1", p)).close()
@@ -68,42 +74,42 @@ except ConnectionRefusedError:
 
 # fallback = closed (from the config, or SLUICE_FALLBACK): every matched connect refused.
 sed 's/^\[api\]/[sluice]\nfallback = closed\n\n[api]/' "$T/e.ini" >"$T/closed.ini"
-got=$(run_curl 2 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/closed.ini")
+got=$(run_curl 2 SLUICE_SEGMENT=none SLUICE_CONFIG="$T/closed.ini")
 [ "$got" -eq 0 ] || fail "fallback closed let $got through"
-got=$(run_curl 2 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini" SLUICE_FALLBACK=closed)
+got=$(run_curl 2 SLUICE_SEGMENT=none SLUICE_CONFIG="$T/e.ini" SLUICE_FALLBACK=closed)
 [ "$got" -eq 0 ] || fail "SLUICE_FALLBACK=closed let $got through"
 # fallback = open: nothing shaped.
-expect_ok 3 SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/e.ini" SLUICE_FALLBACK=open
+expect_ok 3 SLUICE_SEGMENT=none SLUICE_CONFIG="$T/e.ini" SLUICE_FALLBACK=open
 
-# Segments that are not ours: wrong size, garbage, a future layout version (the
-# right size for each, from the daemon's own segment).
+# Segments a server hands over that are not to be used: too small, garbage, a
+# future layout version, a memfd or a file that could be shrunk under the mapping
+# (SIGBUS), none at all, a reply that is none (helpers/bad_segment.py; the right
+# size for each, from the daemon's own segment).  The program runs as without the
+# shim (no config says what matches), and SLUICE_DEBUG says why.
 start_daemon "$T/e.ini"
 size=$(python3 -c 'import os, sys; sys.path.insert(0, os.environ["HELPERS"]); import segment
-print(segment.Segment(sys.argv[1]).size)' "$SHM_NAME")
+print(segment.Segment(sys.argv[1]).size)' "$SEG")
 stop_daemon
-python3 - "$SHM_NAME" "$size" <<'EOF'
-import os, struct, sys
-sys.path.insert(0, os.environ["HELPERS"]); import segment
-base = sys.argv[1]
-size = int(sys.argv[2])
-def make(kind, data):
-    with segment.Segment(base + "-" + kind, create=len(data)) as f:
-        f.write(data)
-make("small", b"SLCE" + b"\0" * 60)
-make("junk", os.urandom(size))
-hdr = struct.pack("<IHHQ", 0x45434c53, 99, 0, size)
-make("future", hdr + b"\0" * (size - len(hdr)))
-EOF
-for kind in small junk future; do
-	expect_ok 2 SLUICE_SHM="$SHM_NAME-$kind"
-	SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$kind" curl -s -o /dev/null "$url/d" 2>"$T/dbg.err"
-	grep -q "not a sluice segment of this version" "$T/dbg.err" || fail "$kind segment: $(cat "$T/dbg.err")"
-	python3 "$HELPERS/segment.py" remove "$SHM_NAME-$kind"
+for kind in small:version junk:version future:version unsealed:resizing file:resizing nofd:version garbage:version; do
+	why=${kind#*:}
+	kind=${kind%%:*}
+	python3 "$HELPERS/bad_segment.py" "$T/bad-$kind.segment" "$kind" "$size" "$T/bad-$kind.ready" &
+	BG_PIDS+=($!)
+	for _ in $(seq 50); do [ -s "$T/bad-$kind.ready" ] && break; sleep 0.1; done
+	expect_ok 2 SLUICE_SEGMENT="$T/bad-$kind.segment" SLUICE_CONFIG=/nonexistent/sluice.ini
+	SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/bad-$kind.segment" SLUICE_CONFIG=/nonexistent/sluice.ini \
+		curl -s -o /dev/null "$url/d" 2>"$T/dbg.err"
+	grep -q "cannot attach the segment at $T/bad-$kind.segment: .*$why" "$T/dbg.err" ||
+		fail "$kind segment: $(cat "$T/dbg.err")"
+	# With the config: what matches waits for a usable segment and is refused
+	# (max_wait 0 here), never let through nor limited by its process alone.
+	[ "$(run_curl 2 SLUICE_SEGMENT="$T/bad-$kind.segment" SLUICE_CONFIG="$T/e.ini")" -eq 0 ] ||
+		fail "$kind segment: a matched connect went through"
 done
 
 # A valid segment scribbled on while processes use it: no crash, ever.
 start_daemon "$T/e.ini"
-python3 - "$SHM_NAME" <<'EOF' &
+python3 - "$SEG" <<'EOF' &
 import os, sys, time
 sys.path.insert(0, os.environ["HELPERS"]); import segment
 end = time.time() + 3
@@ -115,7 +121,7 @@ EOF
 scribbler=$!
 # Garbage may say "wait a year", so the client is bounded from outside; what must
 # never happen is death by a signal of its own (SIGSEGV, SIGBUS, SIGABRT...).
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout -s KILL 8 python3 - "$PORT" <<'EOF'
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout -s KILL 8 python3 - "$PORT" <<'EOF'
 import socket, sys, time
 end = time.time() + 3
 while time.time() < end:
@@ -129,26 +135,27 @@ rc=$?
 wait $scribbler
 # The scribbled run may have spent the section's one connection a minute, and a
 # restarted daemon adopts the segment with its queues: the lock test below starts
-# from a new segment (the old one removed) so that its connect is due at once.
+# from a new segment (its keeper stopped) so that its connect is due at once.
 stop_daemon
-python3 "$HELPERS/segment.py" remove "$SHM_NAME"
+python3 "$HELPERS/segment.py" remove "$SEG"
 start_daemon "$T/e.ini"
 admitted=$(json_field <("$SLUICE" stat -c "$T/e.ini" --json) api admitted)
 [ "$admitted" = 0 ] || fail "the new segment has admitted $admitted already"
-# A lock word naming a live process that never took it (pid 1, another start
-# stamp): known not to be the holder, so taken over at once (t_lock_owner has more).
-python3 - "$SHM_NAME" <<'EOF'
+# A lock word naming a registration that never took it (its writer's own token,
+# another nonce): known not to be the holder, so taken over at once (t_lock_owner
+# has more).
+python3 - "$SEG" <<'EOF'
 import os, struct, sys
 sys.path.insert(0, os.environ["HELPERS"]); import segment
 with segment.Segment(sys.argv[1]) as f:
-    f.seek(48)
-    f.write(struct.pack("<Q", 12345 << 32 | 1))
+    f.seek(segment.LOCK_OFFSET)
+    f.write(struct.pack("<Q", (f.nonce ^ 12345) << 32 | f.token))
 EOF
 start=$(now_ms)
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 20 python3 -c '
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 20 python3 -c '
 import socket, sys
 socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5).close()' "$PORT" ||
 	fail "connect with a stuck lock failed"
 took=$(($(now_ms) - start))
 note "connect with a lock word naming a live stranger took $took ms"
-[ "$took" -lt 1500 ] || fail "a stranger's pid in the lock word held the call $took ms"
+[ "$took" -lt 1500 ] || fail "a stranger's token in the lock word held the call $took ms"

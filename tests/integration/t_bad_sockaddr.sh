@@ -42,7 +42,7 @@ results.append(call(fresh(socket.AF_INET, socket.SOCK_DGRAM), sin, 16))  # datag
 print("\n".join(results))
 EOF
 python3 "$T/probe.py" "$PORT" >"$T/plain.out" || fail "probe failed without the shim"
-SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/s.ini" \
+SLUICE_DEBUG=1 LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT=none SLUICE_CONFIG="$T/s.ini" \
 	python3 "$T/probe.py" "$PORT" >"$T/shim.out" 2>"$T/shim.err" || fail "probe crashed under the shim: $(tail -3 "$T/shim.err")"
 diff -u "$T/plain.out" "$T/shim.out" || fail "the shim changed what connect returns for bad input"
 note "$(tr '\n' ' ' <"$T/shim.out")"

@@ -27,7 +27,7 @@ def request(s, tag):
     s.close()
 
 def stat():
-    out = subprocess.run([sluice, "stat", "--shm", os.environ["SLUICE_SHM"], "--json"],
+    out = subprocess.run([sluice, "stat", "--segment", os.environ["SLUICE_SEGMENT"], "--json"],
                          capture_output=True, text=True, check=True).stdout
     return [x for x in json.loads(out)["sections"] if x["name"] == "slow"][0]
 

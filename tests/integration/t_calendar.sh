@@ -40,7 +40,7 @@ done
 boundary=$((launch + LEAD * 1000000000))
 [ "$(date +%s%N)" -lt $((boundary - 3000000000)) ] || fail "the daemon took too long to start for this test"
 
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 - "$PORT" >"$T/client.out" 2>&1 <<'EOF2'
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 python3 - "$PORT" >"$T/client.out" 2>&1 <<'EOF2'
 import socket, sys, time
 for i in range(5):
     t0 = time.monotonic()

@@ -3,9 +3,11 @@
 # contents and maintainer scripts are what a machine needs, and which installs,
 # shapes a user of the group, upgrades under load and is removed and purged
 # cleanly in a throwaway root: an overlay of this machine in its own mount and
-# IPC namespaces (nothing reaches the real /, the host's segments stay apart),
-# with a stand-in systemctl (helpers/fake_systemctl.sh) since no systemd runs.
-# Across the upgrade the destination sees the queue's spacing hold.
+# IPC namespaces (nothing reaches the real /), with a stand-in systemctl
+# (helpers/fake_systemctl.sh, its file descriptor store fake_service.py) since no
+# systemd runs.  Across the upgrade - a restart of the service, which stops its
+# keeper - the segment is kept in the store, and the destination sees the
+# queue's spacing hold.
 . "$(dirname "$0")/lib.sh"
 
 make -s -C "$ROOT" BUILD="$BUILD_DIR" deb >"$T/deb.log" 2>&1 || fail "make deb: $(tail -20 "$T/deb.log")"
@@ -54,6 +56,7 @@ mount -t tmpfs tmpfs "$T/merged/tmp"
 mkdir -p "$T/merged/run/systemd/system" "$T/merged/pkg"
 mount --bind "$T/pkg" "$T/merged/pkg"
 install -m 0755 "$HELPERS/fake_systemctl.sh" "$T/merged/usr/bin/systemctl"
+install -D -m 0755 "$HELPERS/fake_service.py" "$T/merged/usr/local/lib/fake_service.py"
 # A container's "start no services" policy is this machine's, not the root's.
 rm -f "$T/merged/usr/sbin/policy-rc.d"
 install -m 0755 "$HELPERS/deb_inside.sh" "$T/merged/deb_inside.sh"

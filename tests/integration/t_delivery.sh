@@ -22,7 +22,7 @@ EOF
 start_daemon "$T/d.ini"
 start_syn_witness "$PORT" "$T/syns"
 for p in 1 2 3 4; do
-	LD_PRELOAD="$SHIM" SLUICE_SHM="$SHM_NAME" "$BUILD_DIR/bench/connect_loop" 127.0.0.1 "$PORT" 200 \
+	LD_PRELOAD="$SHIM" SLUICE_SEGMENT="$SEG" "$BUILD_DIR/bench/connect_loop" 127.0.0.1 "$PORT" 200 \
 		>/dev/null &
 	BG_PIDS+=($!)
 done

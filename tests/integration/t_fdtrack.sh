@@ -20,7 +20,7 @@ import errno, json, os, select, socket, subprocess, sys, time
 port, sluice = int(sys.argv[1]), sys.argv[2]
 
 def stat():
-    out = subprocess.run([sluice, "stat", "--shm", os.environ["SLUICE_SHM"], "--json"],
+    out = subprocess.run([sluice, "stat", "--segment", os.environ["SLUICE_SEGMENT"], "--json"],
                          capture_output=True, text=True, check=True).stdout
     return [x for x in json.loads(out)["sections"] if x["name"] == "slow"][0]
 

@@ -76,7 +76,6 @@ grep -q "cannot connect" "$T/check.out" || fail "no word of the missing Redis: $
 REDIS_PORT=$redis_port
 
 # --- a daemon with an ACL user gets its lease ---
-EXTRA_SHMS+=("$SHM_NAME-1")
 conf "$T/acl" >"$T/m1.ini"
 "$SLUICE" check --redis -c "$T/m1.ini" >/dev/null || fail "check --redis with the ACL user"
 start_machine 1

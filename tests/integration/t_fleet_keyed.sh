@@ -25,7 +25,7 @@ WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
 # keyed_offer MACHINE ADDR RATE: that machine's clients offer RATE/s to ADDR.
 KO_PIDS=()
 keyed_offer() {
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$1" timeout 80 python3 "$HELPERS/offer.py" "$2" "$PORT" "$3" 14 \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/${SHM_NAME#/}-$1.segment" timeout 80 python3 "$HELPERS/offer.py" "$2" "$PORT" "$3" 14 \
 		--procs 3 >"$T/offer-$1-$2.out" 2>&1 &
 	KO_PIDS+=($!)
 	BG_PIDS+=($!)
@@ -38,7 +38,7 @@ keyed_offer 2 127.0.2.2 30
 keyed_offer 3 127.0.2.1 30
 sleep 6
 # `sluice top` on machine 1 shows each key's share of its own 20/s.
-"$SLUICE" top --shm "$SHM_NAME-1" --count 1 >"$T/top.txt" || fail "sluice top"
+"$SLUICE" top --segment "$T/${SHM_NAME#/}-1.segment" --count 1 >"$T/top.txt" || fail "sluice top"
 for dst in 127.0.2.1 127.0.2.2; do
 	grep -Eq "^  key $dst +[0-9]+ admitted, share [0-9.]+$" "$T/top.txt" ||
 		fail "sluice top does not show $dst's share: $(cat "$T/top.txt")"

@@ -49,7 +49,7 @@ kill -HUP "$M_PID_1"
 sleep 1
 [ "$(machine_json 1 late outage_share)" = True ] || fail "a section with no lease got no outage share"
 t_late=$(now_ns)
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-1" timeout 60 python3 "$HELPERS/offer.py" 127.0.2.1 "$PORT" 40 8 \
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/${SHM_NAME#/}-1.segment" timeout 60 python3 "$HELPERS/offer.py" 127.0.2.1 "$PORT" 40 8 \
 	>"$T/offer-late.out" 2>&1 &
 LATE_PID=$!
 BG_PIDS+=($LATE_PID)

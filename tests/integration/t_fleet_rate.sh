@@ -37,11 +37,11 @@ t0=$(now_ns)
 for n in 1 2 3; do offer $n 80 30; done
 # Meanwhile `sluice top` shows machine 1's share of the fleet's rate.
 sleep 5
-"$SLUICE" top --shm "$SHM_NAME-1" --count 1 >"$T/top.txt" || fail "sluice top"
+"$SLUICE" top --segment "$T/${SHM_NAME#/}-1.segment" --count 1 >"$T/top.txt" || fail "sluice top"
 grep -Eq "^  fleet: share [0-9.]+ of 100, 3 machines, lease [0-9]+ ms old$" "$T/top.txt" ||
 	fail "sluice top does not show the fleet share: $(cat "$T/top.txt")"
 # ... and its metrics: a share of the 100/s under what the fleet has, three machines.
-"$SLUICE" stat --shm "$SHM_NAME-1" --prometheus >"$T/metrics.txt" || fail "stat --prometheus"
+"$SLUICE" stat --segment "$T/${SHM_NAME#/}-1.segment" --prometheus >"$T/metrics.txt" || fail "stat --prometheus"
 python3 "$HELPERS/prom_check.py" "$T/metrics.txt" --expect 'sluice_fleet_share_per_second{section="api"}>10' \
 	--expect 'sluice_fleet_machines{section="api"}=3' >/dev/null ||
 	fail "the fleet's metrics: $(grep fleet "$T/metrics.txt")"

@@ -51,7 +51,7 @@ PY
 
 # --- places: 12 wanted, 6 shared ---
 for n in 1 2 3; do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME-$n" timeout 60 python3 "$HELPERS/hold_clients.py" 127.0.0.1 \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$T/${SHM_NAME#/}-$n.segment" timeout 60 python3 "$HELPERS/hold_clients.py" 127.0.0.1 \
 		"$hport" 10 0.3 >"$T/hold-$n.iv" 2>"$T/hold-$n.err" &
 	eval "H_PID_$n=\$!"
 	BG_PIDS+=($!)

@@ -4,8 +4,10 @@
 # test makes a group and two users (removed at the end):
 #  - a member, under `sluice run`, is shaped by the root daemon's queue (the
 #    kernel sees its connects at the rate; the daemon counts them);
-#  - an outsider is told on stderr what is wrong and how to fix it, and with
-#    fallback = closed its program is not started.
+#  - an outsider is told on stderr what is wrong and how to fix it; its calls
+#    wait for the machine's queues and are refused - never shaped by a queue of
+#    its own, apart from the machine's (docs/design.md, "Never a silent split") -
+#    and with fallback = closed its program is not started.
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" -eq 0 ] || fail "needs root: it makes a group and two users"
@@ -53,17 +55,31 @@ witnessed "$T/arrivals" --interval-ms 200 --expect 6 --what "a group member's co
 "$SLUICE" stat --json -c "$T/g.ini" >"$T/g.json" || fail "stat"
 [ "$(json_field "$T/g.json" api admitted)" -eq 6 ] || fail "the daemon did not count the member's connects: $(cat "$T/g.json")"
 
-# --- an outsider: told, on stderr, what is wrong and how to fix it ---
+# --- an outsider: told, on stderr, what is wrong and how to fix it; its calls
+# refused after max_wait, none unshaped ---
 : >"$T/arrivals"
-as "$outsider" "$T/g.ini" /usr/bin/python3 -c "$connects" "$PORT" || { cat "$T/err.$outsider"; fail "the outsider's run failed"; }
+sed -e "s/^max_wait = 1m$/max_wait = 1s/" "$T/g.ini" >"$T/short.ini"
+chmod 644 "$T/short.ini"
+as "$outsider" "$T/short.ini" /usr/bin/python3 -c 'import socket, sys
+got = []
+for i in range(2):
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30).close()
+        got.append("went")
+    except ConnectionRefusedError:
+        got.append("refused")
+print(" ".join(got))' "$PORT" >"$T/out.$outsider" || { cat "$T/err.$outsider"; fail "the outsider's run failed"; }
 cat "$T/err.$outsider"
 grep -q "may not use this machine's queues" "$T/err.$outsider" || fail "the outsider was not told"
 grep -q "group $grp" "$T/err.$outsider" || fail "the message does not name the group"
 grep -q "usermod -aG $grp $outsider" "$T/err.$outsider" || fail "the message does not say how to fix it"
+[ "$(cat "$T/out.$outsider")" = "refused refused" ] || fail "the outsider's calls: $(cat "$T/out.$outsider")"
+sleep 0.3
+[ ! -s "$T/arrivals" ] || fail "an outsider's connect reached the destination unshaped"
 
 # `sluice stat` by the outsider: not "no daemon answers" - it answers, to the group.
 runuser -u "$outsider" -- "$SLUICE" stat -c "$T/g.ini" >/dev/null 2>"$T/stat.$outsider"
-grep -qF "$outsider may not use the daemon's control socket $CTL (group $grp, mode 0660): sudo usermod -aG $grp $outsider" \
+grep -qF "$outsider may not use the daemon's control socket $CTL (group $grp, mode 0660): sudo usermod -aG $grp $outsider, then log in again" \
 	"$T/stat.$outsider" || fail "stat by the outsider: $(cat "$T/stat.$outsider")"
 grep -q "no daemon answers" "$T/stat.$outsider" && fail "stat by the outsider blamed the daemon"
 

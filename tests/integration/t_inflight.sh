@@ -45,7 +45,7 @@ PY
 # --- python requests.Session, three processes ---
 from=$(log_lines)
 for i in 1 2 3; do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 - "$PORT" >"$T/py.$i" 2>&1 <<'PY' &
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 python3 - "$PORT" >"$T/py.$i" 2>&1 <<'PY' &
 import requests, sys
 s = requests.Session()
 for _ in range(4):
@@ -63,7 +63,7 @@ note "python: at most $peak outstanding at the server, $answered answered"
 
 # --- node, a keep-alive agent, eight at once ---
 from=$(log_lines)
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 node - "$PORT" >"$T/node.out" 2>&1 <<'JS' ||
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 node - "$PORT" >"$T/node.out" 2>&1 <<'JS' ||
 const http = require("http");
 const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
 const port = process.argv[2];
@@ -82,7 +82,7 @@ note "node: at most $peak outstanding at the server, $answered answered"
 [ "$peak" -le 2 ] || fail "node: $peak requests outstanding at the server, past concurrency = 2"
 
 # --- a connection closed before its answer gives its place back ---
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 30 python3 - "$PORT" >"$T/close.out" 2>&1 <<'PY'
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 30 python3 - "$PORT" >"$T/close.out" 2>&1 <<'PY'
 import socket, sys, time
 port = int(sys.argv[1])
 for _ in range(3):  # three unanswered requests, each closed: none keeps a place

@@ -40,7 +40,7 @@ print(sum(s["open"] for s in json.load(sys.stdin)["sections"]))'
 
 pids=()
 for i in $(seq 0 $((N - 1))); do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" "$hold" 127.0.0.1 "${ports[$((i % 3))]}" &
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" "$hold" 127.0.0.1 "${ports[$((i % 3))]}" &
 	pids+=($!)
 done
 BG_PIDS+=("${pids[@]}")

@@ -39,7 +39,7 @@ EOF
 # for 6 s; the config is reloaded to 12,000 sections 2 s in.
 WITNESS_KEY=dst start_syn_witness "$PORT" "$T/syn.log"
 client() { # ADDR SECONDS
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 - "$1" "$PORT" "$2" <<'EOF'
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 python3 - "$1" "$PORT" "$2" <<'EOF'
 import socket, sys, time
 end, n = time.monotonic() + float(sys.argv[3]), 0
 while time.monotonic() < end:

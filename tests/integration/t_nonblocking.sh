@@ -14,7 +14,7 @@ rate = 2/m
 burst = 2
 max_wait = 0
 EOF
-LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ SLUICE_CONFIG="$T/n.ini" python3 - "$PORT" <<'EOF' || fail "non-blocking connect semantics"
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT=none SLUICE_CONFIG="$T/n.ini" python3 - "$PORT" <<'EOF' || fail "non-blocking connect semantics"
 import errno, select, socket, sys
 port = int(sys.argv[1])
 name = lambda c: errno.errorcode.get(c, str(c))

@@ -40,7 +40,7 @@ grep -q "bad override '127.0.0.1'" "$T/bad.out" || fail "an override without a r
 start_daemon "$T/c.ini"
 for v in P1 P2 P3; do start_syn_witness "${!v}" "$T/syns.$v"; done
 N=10
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 - "$N" "$P1" "$P2" "$P3" >"$T/client.out" 2>&1 <<'PY'
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 python3 - "$N" "$P1" "$P2" "$P3" >"$T/client.out" 2>&1 <<'PY'
 import socket, sys, threading, time
 n = int(sys.argv[1])
 took = {}

@@ -39,7 +39,7 @@ start_syn_witness "$PORT" "$T/syns"
 
 # connects PORT N: N connects through the shim, one line each: ok or refused.
 connects() {
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 30 python3 - "$@" <<'PY'
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 30 python3 - "$@" <<'PY'
 import socket, sys
 for _ in range(int(sys.argv[2])):
     try:
@@ -56,7 +56,7 @@ expect() {
 	[ "$got" -eq "$3" ] || fail "$4: $got of $2 connects went, not $3"
 }
 fresh_segment() { # the daemon down: its segment removed, as a reboot would
-	python3 "$HELPERS/segment.py" remove "$SHM_NAME" >/dev/null
+	python3 "$HELPERS/segment.py" remove "$SEG" >/dev/null
 }
 
 start_daemon "$T/c.ini"

@@ -56,7 +56,7 @@ start_daemon "$T/c.ini"
 export SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log"
 
 # --- python requests, one keep-alive session: 5 answered 304, then 5 GETs ---
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 - "$HPORT" >"$T/py.out" 2>&1 <<'PY'
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 python3 - "$HPORT" >"$T/py.out" 2>&1 <<'PY'
 import requests, sys
 s = requests.Session()
 base = "http://127.0.0.1:%s" % sys.argv[1]
@@ -81,7 +81,7 @@ grep -q "given back in 1 section (refund)" "$T/shim.log" || fail "the shim did n
 # --- curl over HTTPS, one connection: 304, 503, 304, 200 x4 ---
 urls=()
 for p in status/304 status/503 status/304 ok ok ok ok; do urls+=(-o /dev/null "https://127.0.0.1:$TPORT/$p"); done
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 curl -s --cacert "$T/cert.pem" \
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 curl -s --cacert "$T/cert.pem" \
 	-w '%{http_code}\n' "${urls[@]}" >"$T/curl.out" 2>&1
 note "curl: $(tr '\n' ' ' <"$T/curl.out")"
 sleep 0.2
@@ -90,7 +90,7 @@ sleep 0.2
 
 # --- meter = connections: a connection whose first answer is a 304 ---
 for p in status/304 status/304 status/304 status/304 ok ok ok; do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 30 curl -s -o /dev/null -w '%{http_code}\n' \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 30 curl -s -o /dev/null -w '%{http_code}\n' \
 		"http://127.0.0.1:$CPORT/$p" >>"$T/conn.out" 2>&1
 done
 note "curl, a connection each: $(tr '\n' ' ' <"$T/conn.out")"
@@ -100,7 +100,7 @@ sleep 0.2
 
 # --- refund = failed: connects the kernel refuses ---
 start_syn_witness "$CLOSED" "$T/syns"
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 30 python3 - "$CLOSED" >"$T/refused.out" 2>&1 <<'PY'
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 30 python3 - "$CLOSED" >"$T/refused.out" 2>&1 <<'PY'
 import socket, sys
 for i in range(3):
     try:
@@ -110,7 +110,7 @@ for i in range(3):
         print("refused")
 PY
 for _ in 1 2; do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 30 curl -s -o /dev/null "http://127.0.0.1:$CLOSED/" && fail "curl reached a closed port"
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 30 curl -s -o /dev/null "http://127.0.0.1:$CLOSED/" && fail "curl reached a closed port"
 done
 sleep 0.3
 [ "$(wc -l <"$T/syns")" -eq 5 ] || fail "$(wc -l <"$T/syns") SYNs reached the closed port, not 5 (refused connects were not given back)"

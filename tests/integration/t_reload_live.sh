@@ -17,7 +17,7 @@ EOF
 write_config "$T/r.ini" <"$T/sections.ini"
 start_daemon "$T/r.ini"
 start_syn_witness "$PORT" "$T/syn.log"
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 - "$PORT" <<'EOF' &
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 python3 - "$PORT" <<'EOF' &
 import socket, sys, threading
 port = int(sys.argv[1])
 def one():

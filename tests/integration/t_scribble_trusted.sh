@@ -31,7 +31,7 @@ start_daemon "$T/s.ini"
 
 # scribble WHAT: write over one trusted part of the segment.
 scribble() {
-	python3 - "$SHM_NAME" "$1" <<'EOF'
+	python3 - "$SEG" "$1" <<'EOF'
 import os, struct, sys
 sys.path.insert(0, os.environ["HELPERS"]); import segment
 name, what = sys.argv[1], sys.argv[2]
@@ -74,7 +74,7 @@ run_with() { # WHAT STRICT: clients, a scribble 0.5 s in, the record judged
 	start_syn_witness "$PORT" "$T/syns"
 	# 100/s offered for 3 s from four processes, each on its own schedule: a
 	# queue throughout, and were shaping off, twice the rate at the destination.
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 "$HELPERS/offer.py" 127.0.0.1 "$PORT" 100 3 \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 python3 "$HELPERS/offer.py" 127.0.0.1 "$PORT" 100 3 \
 		--procs 4 >"$T/offer.out" 2>&1 &
 	local offer=$!
 	sleep 0.5

@@ -22,7 +22,7 @@ max_wait = 3s
 EOF
 start_daemon "$T/s.ini"
 connect() { # PORT: one connect under the shim, in at most 20 s
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 20 python3 -c '
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 20 python3 -c '
 import socket, sys
 socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10).close()' "$1"
 }
@@ -33,7 +33,7 @@ for sec in forever bounded; do
 	"$SLUICE" stat -c "$T/s.ini" --json >"$T/s.json"
 	tat=$(json_field "$T/s.json" $sec tat_ns)
 	# The section's tat, found by its value in the segment, set 2^61 ns ahead.
-	python3 - "$SHM_NAME" "$tat" <<'EOF' || fail "$sec: could not find its tat in the segment"
+	python3 - "$SEG" "$tat" <<'EOF' || fail "$sec: could not find its tat in the segment"
 import os, struct, sys
 sys.path.insert(0, os.environ["HELPERS"]); import segment
 with segment.Segment(sys.argv[1]) as f:
@@ -51,7 +51,7 @@ done
 [ "$(json_field "$T/s.json" forever repaired)" -ge 1 ] || fail "the repair was not counted"
 # The daemon finds and logs one too: scribble once more and give it a heartbeat.
 "$SLUICE" stat -c "$T/s.ini" --json >"$T/s.json"
-python3 - "$SHM_NAME" "$(json_field "$T/s.json" forever tat_ns)" <<'EOF'
+python3 - "$SEG" "$(json_field "$T/s.json" forever tat_ns)" <<'EOF'
 import os, struct, sys
 sys.path.insert(0, os.environ["HELPERS"]); import segment
 with segment.Segment(sys.argv[1]) as f:

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # F7: truncating the segment (`truncate -s 0 /dev/shm/sluice`) once killed every
-# attached program with SIGBUS, and the daemon.  The segment is now a System V
-# segment: its size is fixed at creation and nobody can shrink it.  Checked here:
-# no file in /dev/shm to truncate, the kernel refuses the segment at another size,
-# and removing it while programs use it (as its owner may) kills nobody - they
-# keep their shared queue, spaced at the destination - while the daemon says so.
+# attached program with SIGBUS, and the daemon.  The segment is now a memfd sealed
+# against shrinking and growing (src/core/shm.c): whoever is handed it may write
+# it, never resize it.  Checked here: no file in /dev/shm to truncate, the memfd
+# handed over refuses both sizes and more seals, and removing it while programs
+# use it (`sluice segments --remove`: its keeper stops) kills nobody - they keep
+# their shared queue, spaced at the destination - while the daemon says so and
+# keeps it served.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -15,20 +17,31 @@ rate = 10/s
 EOF
 start_daemon "$T/r.ini"
 [ ! -e "/dev/shm/${SHM_NAME#/}" ] || fail "the segment is a file in /dev/shm, which anyone with write access can truncate"
-python3 - "$SHM_NAME" <<'EOF' || fail "the segment could be had at another size"
-import os, sys
+python3 - "$SEG" <<'EOF' || fail "the segment could be had at another size"
+import errno, fcntl, os, sys
 sys.path.insert(0, os.environ["HELPERS"]); import segment
-name = sys.argv[1]
-size = segment.Segment(name).size
-assert segment.get(name, size) >= 0, "the daemon's segment is not where its name says"
-assert segment.get(name, size + 1) < 0, "shmget at a larger size succeeded"
+line, fd = segment.ask(sys.argv[1], "attach rw %d 0 0" % os.getpid())
+assert line.startswith("ok") and fd is not None, line
+size = os.fstat(fd).st_size
+for want in (0, size // 2, size + 4096):
+    try:
+        os.ftruncate(fd, want)
+        sys.exit("ftruncate to %d succeeded" % want)
+    except OSError as e:
+        assert e.errno == errno.EPERM, e
+try:
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
+    sys.exit("a seal could be added")
+except OSError as e:
+    assert e.errno == errno.EPERM, e
+assert os.fstat(fd).st_size == size
 EOF
 
 # Two shimmed clients, 3 s each of connects as fast as they are released; the
 # segment is removed 1 s in.  Arrivals are witnessed by the kernel's SYN stamps.
 start_syn_witness "$PORT" "$T/syn.log"
 for i in 1 2; do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout -s KILL 20 python3 - "$PORT" >"$T/c$i.out" 2>&1 <<'EOF' &
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout -s KILL 20 python3 - "$PORT" >"$T/c$i.out" 2>&1 <<'EOF' &
 import socket, sys, time
 end, n = time.monotonic() + 3, 0
 while time.monotonic() < end:
@@ -39,7 +52,7 @@ EOF
 	eval "C$i=\$!"
 done
 sleep 1
-python3 "$HELPERS/segment.py" remove "$SHM_NAME"
+"$SLUICE" segments --remove "$SEG" >"$T/rm.out" || fail "sluice segments --remove: $(cat "$T/rm.out")"
 wait "$C1"; rc1=$?
 wait "$C2"; rc2=$?
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] || fail "a client died after the segment was removed: $rc1 $rc2 ($(cat "$T"/c?.out))"
@@ -48,7 +61,8 @@ sleep 0.5
 kill "$WITNESS_PID"; wait "$WITNESS_PID" 2>/dev/null
 python3 "$HELPERS/arrivals.py" "$T/syn.log" --interval-ms 100 --at-least 25 \
 	--what "SYNs of two clients sharing a removed segment" || fail "the shared queue broke when the segment was removed"
-sleep 1.2 # a heartbeat
-grep -q "segment $SHM_NAME was removed" "$T/sluiced.log" || fail "the daemon did not notice: $(tail -3 "$T/sluiced.log")"
+sleep 1.5 # the daemon's look at its keeper
+grep -q "its keeper at $SEG was gone: started another" "$T/sluiced.log" ||
+	fail "the daemon did not notice: $(tail -3 "$T/sluiced.log")"
 kill -0 "$DAEMON_PID" || fail "the daemon died"
 echo "ok"

@@ -40,7 +40,7 @@ witnessed "$T/arrivals" --interval-ms 1000 --expect 2 --what connects || fail "r
 # kept waiting for the lock, and no call goes undecided.
 cc -O1 -D_GNU_SOURCE -Wno-deprecated-declarations -o "$T/sigjump" "$HELPERS/sigjump.c" ||
 	fail "cannot build the signal helper"
-LD_PRELOAD="$PRELOAD" SLUICE_SHM=/sluice-absent-$$ "$T/sigjump" semantics >"$T/sem.out" ||
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT=none "$T/sigjump" semantics >"$T/sem.out" ||
 	fail "handlers under the shim: $(cat "$T/sem.out")"
 # The jumper connects to a port where nothing listens (refused at once, so no
 # accept queue overflows and no SYN is sent again a second later), matched by the
@@ -55,9 +55,9 @@ max_wait = 10s
 EOF2
 start_daemon "$T/j.ini"
 for how in sigaction signal; do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 "$T/sigjump" "$closed" 3 $how >"$T/jump-$how.out" &
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 "$T/sigjump" "$closed" 3 $how >"$T/jump-$how.out" &
 	jumper=$!
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 60 python3 - "$PORT" >"$T/steady-$how.out" <<'EOF2' || fail "$how: the steady client failed"
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 60 python3 - "$PORT" >"$T/steady-$how.out" <<'EOF2' || fail "$how: the steady client failed"
 import socket, sys, time
 worst, end = 0.0, time.monotonic() + 3
 while time.monotonic() < end:

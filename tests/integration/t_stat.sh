@@ -44,6 +44,6 @@ wait "$DAEMON_PID" 2>/dev/null
 "$SLUICE" stat -c "$T/s.ini" >"$T/dead.txt" 2>"$T/dead.err" || fail "stat without a daemon"
 grep -q "no daemon answers" "$T/dead.err" || fail "stat did not say it read the segment"
 grep -q "^slow " "$T/dead.txt" || fail "stat without a daemon: $(cat "$T/dead.txt")"
-"$SLUICE" stat --shm /sluice-absent-$$ >/dev/null 2>"$T/none.err"
+"$SLUICE" stat --segment "$T/absent.segment" >/dev/null 2>"$T/none.err"
 [ $? -eq 1 ] || fail "stat of a missing segment should exit 1"
-grep -q "cannot read segment /sluice-absent" "$T/none.err" || fail "$(cat "$T/none.err")"
+grep -q "cannot read segment at $T/absent.segment: no such socket" "$T/none.err" || fail "$(cat "$T/none.err")"

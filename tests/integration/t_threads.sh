@@ -32,7 +32,7 @@ max_wait = 1m
 EOF
 start_daemon "$T/race.ini"
 for i in $(seq 80); do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/r$i" 1 8 \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/r$i" 1 8 \
 		>"$T/race.out" 2>&1
 	rc=$?
 	[ $rc -lt 128 ] || fail "run $i: a client of 8 racing threads died of signal $((rc - 128))"

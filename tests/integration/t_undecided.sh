@@ -32,16 +32,14 @@ max_wait = 1s
 EOF
 start_daemon "$T/u.ini"
 
-# hold_lock: a live process writes its own pid and start stamp into the lock word
-# and sleeps: a holder that never releases.  Sets HOLDER.
+# hold_lock: a live process writes its own token and nonce into the lock word and
+# sleeps: a holder that never releases.  Sets HOLDER.
 hold_lock() {
-	python3 - "$SHM_NAME" <<'EOF' &
+	python3 - "$SEG" <<'EOF' &
 import os, struct, sys, time
 sys.path.insert(0, os.environ["HELPERS"]); import segment
-stat = open("/proc/self/stat").read()
-stamp = int(stat[stat.rindex(")") + 2:].split()[19]) & 0xffffffff
 with segment.Segment(sys.argv[1]) as f:
-    f.seek(48); f.write(struct.pack("<Q", stamp << 32 | os.getpid()))
+    f.seek(segment.LOCK_OFFSET); f.write(struct.pack("<Q", f.nonce << 32 | f.token))
 time.sleep(120)
 EOF
 	HOLDER=$!
@@ -51,10 +49,10 @@ EOF
 release_lock() {
 	kill "$HOLDER"; wait "$HOLDER" 2>/dev/null
 	python3 -c 'import os, sys; sys.path.insert(0, os.environ["HELPERS"]); import segment
-f = segment.Segment(sys.argv[1]); f.seek(48); f.write(bytes(8))' "$SHM_NAME"
+f = segment.Segment(sys.argv[1]); f.seek(48); f.write(bytes(8))' "$SEG"
 }
 threads3() { # FALLBACK [ADDR]: three threads connect at once; prints what each got
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_FALLBACK="$1" SLUICE_DEBUG=1 \
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" SLUICE_FALLBACK="$1" SLUICE_DEBUG=1 \
 		SLUICE_LOG="$T/shim.log" timeout 60 python3 - "$PORT" "${2:-127.0.0.1}" <<'EOF'
 import socket, sys, threading
 port, addr, got = int(sys.argv[1]), sys.argv[2], []
@@ -110,21 +108,26 @@ release_lock
 [ "$(json_field "$T/s.json" slow undecided)" -ge 6 ] || fail "undecided calls not counted: $(cat "$T/s.json")"
 note "lock held by a live process: 3 threads waited for it (local) and went at the rate, 3 refused when closed"
 
-# A full holder table: every entry taken by a live process (pid 1), each naming a
-# live section (the first, by its serial) so the daemon's reaper leaves it there.
-python3 - "$SHM_NAME" <<'EOF'
-import os, struct, sys
+# A full holder table: every entry taken by a live process (this helper, under
+# its own token, alive while the test runs), each naming a live section (the
+# first, by its serial) so the daemon's reaper leaves it there.
+python3 - "$SEG" "$T/full.ready" <<'EOF' &
+import os, struct, sys, time
 sys.path.insert(0, os.environ["HELPERS"]); import segment
 with segment.Segment(sys.argv[1]) as f:
     f.seek(4096 + 4)                  # sections[0].serial
     serial = struct.unpack("<I", f.read(4))[0]
     at = segment.layout(f)
     f.seek(at["holders"])
-    f.write(struct.pack("<iIII", 1, 0, serial, 0) * at["max_holders"])
+    f.write(struct.pack("<iIII", f.token, 0, serial, 0) * at["max_holders"])
+    open(sys.argv[2], "w").write("x")
+    time.sleep(60)
 EOF
+BG_PIDS+=($!)
+for _ in $(seq 50); do [ -s "$T/full.ready" ] && break; sleep 0.1; done
 start_syn_witness "$PORT" "$T/syn-conc.log"
 start=$(now_ms)
-LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" timeout 30 python3 - "$PORT" <<'EOF' || fail "full holder table"
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" SLUICE_DEBUG=1 SLUICE_LOG="$T/shim.log" timeout 30 python3 - "$PORT" <<'EOF' || fail "full holder table"
 import socket, sys
 try:
     socket.create_connection(("127.0.0.2", int(sys.argv[1])), timeout=10).close()

@@ -40,7 +40,7 @@ command -v strace >/dev/null || fail "strace is missing (scripts/deps.sh install
 			fail "connect_loop failed"
 		awk '$NF == "total" { print $4 }' "$T/strace.out"
 	}
-	shim=(LD_PRELOAD="$PRELOAD" SLUICE_CONFIG="$T/b.ini" SLUICE_SHM=/sluice-absent)
+	shim=(LD_PRELOAD="$PRELOAD" SLUICE_CONFIG="$T/b.ini" SLUICE_SEGMENT=none)
 	plain50=$(calls 50) plain100=$(calls 100)
 	shim50=$(calls 50 "${shim[@]}") shim100=$(calls 100 "${shim[@]}")
 	note "system calls, 50 and 100 connect+close: $plain50, $plain100 without the shim; $shim50, $shim100 with it"
@@ -63,7 +63,7 @@ EOF2
 {
 	count() { # N SYSCALL -> how many times N matched connects called it
 		ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 strace -f -c -o "$T/strace.m" env \
-			LD_PRELOAD="$PRELOAD" SLUICE_CONFIG="$T/m.ini" SLUICE_SHM=/sluice-absent \
+			LD_PRELOAD="$PRELOAD" SLUICE_CONFIG="$T/m.ini" SLUICE_SEGMENT=none \
 			"$loop" 127.0.0.1 "$other" "$1" refused >/dev/null 2>&1 || echo "failed"
 		awk -v c="$2" '$NF == c { n = $4 } END { print n + 0 }' "$T/strace.m"
 	}

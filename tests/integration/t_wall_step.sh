@@ -37,7 +37,7 @@ start_syn_witness "$PORT" "$T/syns"
 # Six clients connecting as fast as they are let for 9 s; each connect's wait
 # is printed (ms), and refusals (a wait past max_wait) as "refused".
 for c in $(seq 6); do
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 40 python3 - "$PORT" >"$T/client-$c.out" 2>&1 <<'EOF' &
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 40 python3 - "$PORT" >"$T/client-$c.out" 2>&1 <<'EOF' &
 import socket, sys, time
 end = time.monotonic() + 9
 while time.monotonic() < end:
@@ -78,14 +78,14 @@ EOF
 kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null
 start_daemon "$T/f.ini"
 connect() {
-	LD_PRELOAD="$PRELOAD" SLUICE_SHM="$SHM_NAME" timeout 30 python3 -c '
+	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 30 python3 -c '
 import socket, sys
 socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20).close()' "$PORT"
 }
 connect || fail "the first connect"
 "$SLUICE" stat -c "$T/f.ini" --json >"$T/f.json"
 tat=$(json_field "$T/f.json" forever tat_ns)
-python3 - "$SHM_NAME" "$tat" <<'EOF' || fail "could not find the tat"
+python3 - "$SEG" "$tat" <<'EOF' || fail "could not find the tat"
 import os, struct, sys
 sys.path.insert(0, os.environ["HELPERS"]); import segment
 with segment.Segment(sys.argv[1]) as f:

@@ -45,15 +45,19 @@ client=$!
 sleep 1
 
 # --- upgrade while the program waits: the daemon restarts on the new binary,
-# adopts the segment, and the queue's spacing holds ---
-segment=$(ipcs -m | awk '$3 == "sluice" {print $2}')
-[ -n "$segment" ] || fail "no segment owned by sluice: $(ipcs -m)"
+# takes the segment back from the service's store, and the queue's spacing
+# holds ---
+segment_id() { sluice stat --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["segment"]["id"])'; }
+[ "$(stat -c %U:%a /run/sluice/sluice.segment)" = sluice:660 ] ||
+	fail "the segment's socket: $(ls -l /run/sluice)"
+segment=$(segment_id)
+[ -n "$segment" ] || fail "no segment served"
 dpkg -i "$dir/sluice-next.deb" >"$dir/dpkg-upgrade.log" 2>&1 || fail "upgrade: $(cat "$dir/dpkg-upgrade.log")"
 grep -qx "try-restart sluiced.service" "$log" || fail "upgrade did not restart sluiced: $(cat "$log")"
 grep -qx "stop sluiced.service" "$log" && fail "upgrade stopped sluiced outright"
 pid2=$(cat /run/fake-sluiced.pid)
 [ "$pid2" != "$pid1" ] && kill -0 "$pid2" || fail "no new sluiced after the upgrade"
-[ "$(ipcs -m | awk '$3 == "sluice" {print $2}')" = "$segment" ] || fail "the upgrade made a new segment"
+[ "$(segment_id)" = "$segment" ] || fail "the upgrade made a new segment"
 grep -q "^\[local-api\]" /etc/sluice/sluice.ini || fail "the upgrade lost the operator's config"
 kill -0 "$client" 2>/dev/null || fail "the program was done before the upgrade restarted sluiced: nothing was tested"
 wait "$client" || fail "the shaped program failed: $(cat "$dir/client.out")"
@@ -69,8 +73,8 @@ dpkg -P sluice >"$dir/dpkg-purge.log" 2>&1 || fail "dpkg -P: $(cat "$dir/dpkg-pu
 [ -e /etc/sluice/sluice.ini ] && fail "purge left the config"
 [ -e /etc/systemd/system/multi-user.target.wants/sluiced.service ] && fail "purge left the unit enabled"
 dpkg -s sluice >/dev/null 2>&1 && fail "dpkg still knows sluice after purge"
-ipcs -m | awk -v s="$segment" '$2 == s { found = 1 } END { exit !found }' &&
-	fail "purge left the service's segment: $(ipcs -m)"
+pgrep -x sluice-keeper >/dev/null && fail "purge left the segment's keeper: $(pgrep -a -x sluice-keeper)"
+[ -e /run/sluice ] && fail "purge left /run/sluice: $(ls -la /run/sluice)"
 cp "$log" "$dir/systemctl.log"
 
 # --- without systemd (a container): installed, not started, and it says how ---

@@ -1,9 +1,11 @@
 #!/bin/sh
 # A stand-in for systemctl inside t_deb's throwaway root, where no systemd runs:
 # enough of it for the package's maintainer scripts and deb-systemd-invoke to
-# manage sluiced as the unit would (as user sluice, in the foreground, its
-# runtime directory made and removed).  Every call is logged, for the test to
-# check what the scripts asked for.
+# manage sluiced as the unit would - as user sluice, in the foreground, its
+# runtime directory made and kept (RuntimeDirectoryPreserve=yes), every process of
+# the service stopped with it (KillMode=control-group: the keeper too), and its
+# file descriptor store kept across a restart, flushed by a stop (fake_service.py).
+# Every call is logged, for the test to check what the scripts asked for.
 log=/var/log/fake-systemctl.log
 pidfile=/run/fake-sluiced.pid
 wants=/etc/systemd/system/multi-user.target.wants/sluiced.service
@@ -15,8 +17,8 @@ start() {
 	active && return 0
 	install -d -o sluice -g sluice -m 0755 /run/sluice
 	/usr/bin/sluice check -c /etc/sluice/sluice.ini >/dev/null || return 1
-	start-stop-daemon --start --background --make-pidfile --pidfile "$pidfile" \
-		--chuid sluice:sluice --exec /usr/bin/sluiced -- -f -c /etc/sluice/sluice.ini
+	python3 /usr/local/lib/fake_service.py start sluice -- /usr/bin/sluiced -f -c /etc/sluice/sluice.ini \
+		</dev/null >"$pidfile" 2>/dev/null || return 1
 	# Ready when it answers, as Type=notify would wait for.
 	for _ in $(seq 50); do
 		/usr/bin/sluice stat -c /etc/sluice/sluice.ini >/dev/null 2>&1 && return 0
@@ -24,11 +26,17 @@ start() {
 	done
 	return 1
 }
-stop() {
-	active || return 0
-	start-stop-daemon --stop --pidfile "$pidfile" --retry TERM/5/KILL/2 >/dev/null
+stop() { # [keep]: a restart is queued, the store stays
+	if active; then
+		start-stop-daemon --stop --pidfile "$pidfile" --retry TERM/5/KILL/2 >/dev/null
+	fi
 	rm -f "$pidfile"
-	rm -rf /run/sluice # RuntimeDirectory goes with the service
+	# The rest of the service's processes (its cgroup): the segment's keeper.
+	pkill -TERM -u sluice 2>/dev/null
+	for _ in $(seq 20); do pgrep -u sluice >/dev/null || break; sleep 0.1; done
+	pkill -KILL -u sluice 2>/dev/null
+	[ "${1:-}" = keep ] || python3 /usr/local/lib/fake_service.py flush
+	return 0
 }
 
 # Options first (--system, --quiet, --root=/ ...), then the verb.
@@ -59,7 +67,7 @@ enable | preset | reenable)
 disable) rm -f "$wants" ;;
 start) start ;;
 stop) stop ;;
-restart) stop && start ;;
-try-restart) if active; then stop && start; fi ;;
+restart) stop keep && start ;;
+try-restart) if active; then stop keep && start; fi ;;
 *) echo "fake systemctl: $verb not known" >&2; exit 1 ;;
 esac
