@@ -59,9 +59,7 @@ sed -e "s|@VERSION@|$version|" -e "s|@ARCH@|$arch|" -e "s|@DEPENDS@|$depends|" \
 	"$top/dist/deb/control.in" >"$stage/DEBIAN/control"
 printf '/etc/sluice/sluice.ini\n' >"$stage/DEBIAN/conffiles"
 install -m 0755 "$top/dist/deb/postinst" "$top/dist/deb/prerm" "$stage/DEBIAN/"
-# The purge removes the service's segment; sluice itself is gone by then, so the
-# key of its shm_name is written in here (sluice segments --key).
-sed -e "s|@SHM_KEY@|$("$stage/usr/bin/sluice" segments --key /sluice)|" "$top/dist/deb/postrm" >"$stage/DEBIAN/postrm"
+install -m 0755 "$top/dist/deb/postrm" "$stage/DEBIAN/postrm"
 chmod 0755 "$stage/DEBIAN/postrm"
 (cd "$stage" && find . -path ./DEBIAN -prune -o -path ./etc -prune -o -type f -print |
 	sed 's|^\./||' | LC_ALL=C sort | xargs md5sum) >"$stage/DEBIAN/md5sums"
