@@ -33,6 +33,7 @@
 #include "sluice/keys.h"
 #include "sluice/lease.h"
 #include "sluice/quota.h"
+#include "sluice/roster.h"
 #include "sluice/shm.h"
 #include "sluice/strategy.h"
 
@@ -47,6 +48,16 @@
 #include <unistd.h>
 
 /* The destination of key k: 10.x.y.z. */
+
+/* This process entered in h's roster, as a keeper enters one that attaches: its
+ * token names it in the lock word (roster.h). */
+static int32_t enter(struct sl_shm_header *h)
+{
+	struct sl_proc_id me = sl_roster_me();
+
+	return sl_roster_enter(h, &me, me.pid, me.stamp, NULL);
+}
+
 static void key_dest(struct sl_dest *d, uint32_t k)
 {
 	d->family = AF_INET;
@@ -91,7 +102,7 @@ static double keyed_pass(struct sl_shm_header *h, long keys, long iterations, lo
 static double run(struct sl_shm_header *h, long iterations)
 {
 	struct sl_dest d = {.family = AF_INET, .port = 443};
-	int32_t self = (int32_t)getpid();
+	int32_t self = enter(h); /* a process of its own: a token of its own */
 	int64_t start;
 	struct sl_match m;
 	union sl_ticket_room t_room;
@@ -117,7 +128,6 @@ static int keyed(long keys, long iterations)
 	struct sl_shm shm;
 	int32_t self = (int32_t)getpid();
 	_Atomic uint64_t *word;
-	int reattached;
 	int64_t start;
 	double cost, hot, floor;
 	uint64_t seen = 0;
@@ -126,7 +136,7 @@ static int keyed(long keys, long iterations)
 	snprintf(ini, sizeof(ini), "[sluice]\nkeys = %ld\n[each]\nmatch = 10.0.0.0/8\nper = address\n"
 	         "rate = 1000000000/s\nburst = 1000000000\n", keys + keys / 3);
 	if (sl_config_load_string(&cfg, "bench.ini", ini) != 0 || (sl_config_dims(&cfg, &dims), 0) ||
-	    sl_shm_open_or_create_dims(&shm, name, 0600, &dims, &reattached) != 0 ||
+	    sl_shm_create(&shm, name, &dims) != 0 || (sl_shm_publish(shm.hdr), (self = enter(shm.hdr)) <= 0) ||
 	    sl_shm_apply_config(shm.hdr, &cfg, self) != 0) {
 		fprintf(stderr, "admit_bench: keyed set-up failed\n");
 		return 1;
@@ -136,7 +146,7 @@ static int keyed(long keys, long iterations)
 		key_dest(&d, (uint32_t)k);
 		if (admit_now(shm.hdr, &d, &m, t, self) < 0) {
 			fprintf(stderr, "admit_bench: key %ld not made (%u in use)\n", k, shm.hdr->keys_used);
-			sl_shm_remove(name);
+		sl_shm_detach(&shm);
 			return 1;
 		}
 	}
@@ -146,7 +156,7 @@ static int keyed(long keys, long iterations)
 	hot = keyed_pass(shm.hdr, keys, iterations, keys / 2, &m, t, self);
 	if (cost < 0 || hot < 0) {
 		fprintf(stderr, "admit_bench: keyed admission failed\n");
-		sl_shm_remove(name);
+		sl_shm_detach(&shm);
 		return 1;
 	}
 	start = sl_clock_mono_ns();
@@ -158,7 +168,7 @@ static int keyed(long keys, long iterations)
 	}
 	floor = (double)(sl_clock_mono_ns() - start) / (double)iterations;
 	printf("%.0f %.0f %.0f %u\n", cost, hot, floor, shm.hdr->keys_used);
-	sl_shm_remove(name);
+	sl_shm_detach(&shm);
 	return 0;
 }
 
@@ -229,7 +239,7 @@ static double dest_pass(struct sl_shm_header *h, const struct sl_dest *d, long i
 	struct sl_match m;
 	union sl_ticket_room t_room;
 	struct sl_ticket *const t = &t_room.t;
-	int32_t self = (int32_t)getpid();
+	int32_t self = enter(h);
 	int64_t start = sl_clock_mono_ns();
 
 	for (long i = 0; i < iterations; i++)
@@ -400,7 +410,7 @@ int main(int argc, char **argv)
 	static struct sl_config cfg;
 	char name[64];
 	struct sl_shm shm;
-	int reattached;
+	struct sl_shm_dims dims = SL_SHM_DIMS_DEFAULT;
 	double *results;
 
 	snprintf(name, sizeof(name), "/sluice-bench-%d", (int)getpid());
@@ -408,8 +418,8 @@ int main(int argc, char **argv)
 	                          "[other]\nmatch = 198.51.100.0/24\nrate = 1/s\n"
 	                          "[api]\nmatch = *.example.com, 203.0.113.0/24:443\n"
 	                          "rate = 1000000000/s\nburst = 1000000000\n") != 0 ||
-	    sl_shm_open_or_create(&shm, name, 0600, &reattached) != 0 ||
-	    sl_shm_apply_config(shm.hdr, &cfg, (int32_t)getpid()) != 0) {
+	    sl_shm_create(&shm, name, &dims) != 0 || (sl_shm_publish(shm.hdr), (shm.self = enter(shm.hdr)) <= 0) ||
+	    sl_shm_apply_config(shm.hdr, &cfg, shm.self) != 0) {
 		fprintf(stderr, "admit_bench: set-up failed\n");
 		return 1;
 	}
@@ -422,7 +432,7 @@ int main(int argc, char **argv)
 	}
 	for (int p = 0; p < procs; p++)
 		wait(NULL);
-	sl_shm_remove(name);
+	sl_shm_detach(&shm);
 	for (int p = 0; p < procs; p++) {
 		if (results[p] < 0) {
 			fprintf(stderr, "admit_bench: admission failed\n");

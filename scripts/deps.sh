@@ -59,6 +59,7 @@ python3-h2:/usr/lib/python3/dist-packages/h2
 python3-grpcio:/usr/lib/python3/dist-packages/grpc
 python3-aiosmtpd:/usr/lib/python3/dist-packages/aiosmtpd
 python3-uvloop:/usr/lib/python3/dist-packages/uvloop
+python3-yaml:/usr/lib/python3/dist-packages/yaml
 systemd:/usr/bin/systemd-analyze
 tmux:/usr/bin/tmux
 passwd:/usr/sbin/useradd

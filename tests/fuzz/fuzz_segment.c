@@ -23,9 +23,10 @@
 
 #define NOW (5000 * 1000000000LL)
 
-static int all_dead(int32_t pid)
+static int all_dead(struct sl_shm_header *h, int32_t owner)
 {
-	(void)pid;
+	(void)h;
+	(void)owner;
 	return 1;
 }
 
@@ -61,7 +62,7 @@ static void exercise(struct sl_shm_header *h, const char *addr, uint16_t port, i
 }
 
 /* Small tables: each run clears the whole segment. */
-static const struct sl_shm_dims fuzz_dims = {16, 64, 64, 64};
+static const struct sl_shm_dims fuzz_dims = {16, 64, 64, 64, 0, 64};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -96,6 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	h->max_patterns = fuzz_dims.patterns;
 	h->max_holders = fuzz_dims.holders;
 	h->max_keys = fuzz_dims.keys;
+	h->max_procs = fuzz_dims.procs;
 	h->index_slots = v->index_slots;
 	if (sl_shm_validate(h, FUZZ_SIZE) != 0)
 		return 0;

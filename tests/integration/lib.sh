@@ -36,13 +36,18 @@ cleanup() {
 	# helpers stopped here are not part of it.
 	exec 2>/dev/null
 	for p in "${BG_PIDS[@]}"; do kill -9 "$p"; done
+	# Pods this test made (pod_lib.sh): their unshare, started from a background
+	# subshell, is not in BG_PIDS; killed, it kills the pod (--kill-child).
+	pkill -9 -f -- "--kill-child -- .*$T/" 2>/dev/null
 	wait
 	# A faketime wrapper killed so cannot remove the shared memory it keeps,
 	# named by its pid.
 	for p in "${BG_PIDS[@]}"; do rm -f "/dev/shm/faketime_shm_$p" "/dev/shm/sem.faketime_sem_$p"; done
 	# Every segment a daemon of this test left with a keeper (they outlive their
 	# daemons by design: README "Containers").
-	for p in "$T"/*.segment; do [ -S "$p" ] && python3 "$HELPERS/segment.py" remove "$p"; done
+	find "$T" -name '*.segment' -type s 2>/dev/null | while read -r p; do
+		python3 "$HELPERS/segment.py" remove "$p"
+	done
 	if [ -n "${KEEP:-}" ]; then
 		echo "kept $T"
 	else

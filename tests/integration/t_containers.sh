@@ -96,7 +96,7 @@ grep -q "^segment: none reachable at /run/sluice/sluice.segment (no such socket)
 # --- the daemon in a namespace of its own (a sidecar), programs on the host ---
 kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null
 python3 "$HELPERS/segment.py" remove "$SEG"
-unshare --ipc --pid --mount --fork --mount-proc -- "$SLUICED" -f -c "$T/host.ini" 2>>"$T/sluiced.log" &
+unshare --ipc --pid --mount --fork --mount-proc --kill-child -- "$SLUICED" -f -c "$T/host.ini" 2>>"$T/sluiced.log" &
 SIDECAR=$!
 BG_PIDS+=($SIDECAR)
 for _ in $(seq 100); do [ -S "$SEG" ] && break; sleep 0.1; done

@@ -49,7 +49,7 @@ mount --make-rprivate /
 mount -t tmpfs tmpfs "$T/ov"
 mkdir -p "$T/ov/upper" "$T/ov/work" "$T/merged"
 mount -t overlay overlay -o lowerdir=/,upperdir="$T/ov/upper",workdir="$T/ov/work" "$T/merged"
-mount --rbind /proc "$T/merged/proc"
+mount -t proc proc "$T/merged/proc"
 mount --rbind /dev "$T/merged/dev"
 mount -t tmpfs tmpfs "$T/merged/run"
 mount -t tmpfs tmpfs "$T/merged/tmp"
@@ -64,7 +64,8 @@ exec chroot "$T/merged" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/us
 	HOME=/root LANG=C.UTF-8 bash /deb_inside.sh /pkg "$PORT"
 EOF
 mkdir -p "$T/ov"
-out=$(timeout 150 unshare --mount --ipc bash "$T/enter.sh" 2>&1)
+# A pid namespace too: whatever the package started dies with the test.
+out=$(timeout 150 unshare --mount --ipc --pid --fork --kill-child bash "$T/enter.sh" 2>&1)
 echo "$out" | grep -q "^inside: ok$" || fail "in the throwaway root: $out"
 note "$(cat "$T/pkg/version"), upgraded to $(dpkg-deb -f "$T/pkg/sluice-next.deb" Version); maintainer scripts asked: $(grep -v '^is-\|^--version\|^list-units\|daemon-reload' "$T/pkg/systemctl.log" | sort | uniq -c | tr -s ' \n' ' ')"
 
