@@ -228,6 +228,24 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	ev_timer_start(loop, &c->timeout);
 }
 
+/* The control socket's directory, made when it is missing (as the service's
+ * RuntimeDirectory and tmpfiles make /run/sluice): a daemon started by hand with
+ * the default /run/sluice/sluice.sock.  One level only; mode 0755, so that
+ * programs reach the segment's socket beside it (their own checks are the
+ * sockets' modes and the keeper's). */
+static void make_dir_of(const char *path)
+{
+	char dir[108];
+	const char *slash = strrchr(path, '/');
+
+	if (!slash || slash == path || (size_t)(slash - path) >= sizeof(dir))
+		return;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	if (mkdir(dir, 0755) == 0)
+		sl_log_info("made %s for the control socket", dir);
+}
+
 int sl_control_open(struct sl_daemon *d)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
@@ -247,6 +265,7 @@ int sl_control_open(struct sl_daemon *d)
 		return -EADDRINUSE;
 	}
 	unlink(path);
+	make_dir_of(path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
