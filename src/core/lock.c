@@ -39,6 +39,14 @@ static int is_private(const struct sl_shm_header *h)
 	return v && v->private_;
 }
 
+/* The word this thread last locked a segment with, and that segment: its unlock
+ * writes the same word without looking the nonce up again.  Initial-exec: the
+ * core is linked into the shim, where a thread's first access must not allocate. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+	struct sl_shm_header *h;
+	uint64_t word;
+} held;
+
 /* The word `self` writes: its token, and its registration's nonce above it. */
 static uint64_t lock_value(struct sl_shm_header *h, int32_t self)
 {
@@ -112,6 +120,8 @@ int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 		                                          memory_order_relaxed)) {
 			/* A segment another took over from: nothing may be decided here any
 			 * more (its state went to the new one); the caller follows the name. */
+			held.h = h;
+			held.word = mine;
 			if (sl_unlikely(atomic_load_explicit(A(&h->moved), memory_order_acquire))) {
 				sl_shm_unlock(h, self);
 				errno = saved;
@@ -133,6 +143,8 @@ int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 			if (holder_gone(h, cur, self)) {
 				if (atomic_compare_exchange_strong_explicit(word, &cur, mine, memory_order_acquire,
 				                                            memory_order_relaxed)) {
+					held.h = h;
+					held.word = mine;
 					atomic_fetch_add_explicit(A(&h->lock_recoveries), 1, memory_order_relaxed);
 					errno = saved;
 					return 1;
@@ -154,7 +166,7 @@ int sl_shm_lock(struct sl_shm_header *h, int32_t self, int64_t timeout_ns)
 
 void sl_shm_unlock(struct sl_shm_header *h, int32_t self)
 {
-	uint64_t expect = lock_value(h, self);
+	uint64_t expect = held.h == h && (uint32_t)held.word == (uint32_t)self ? held.word : lock_value(h, self);
 	int saved = errno;
 
 	/* Only the holder releases; a lock taken over meanwhile stays with its new owner. */
