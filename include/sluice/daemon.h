@@ -40,6 +40,9 @@ struct sl_daemon {
 	struct sl_segserve *serve; /* a private segment's server (private_socket) */
 	int64_t keeper_checked_ns; /* the keeper was last found answering */
 	int keeper_lost;      /* the keeper was gone and could not be started: said once */
+	int64_t hold_allowed_until_ns; /* a hold in the segment is the daemon's own, or
+	                                * raised by programs following a lost one,
+	                                * until then; after, a scribble */
 	struct sl_golden *golden; /* what the last load wrote, checked at each beat */
 	int ctl_fd;
 	char ctl_path[108];

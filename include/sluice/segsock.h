@@ -52,6 +52,8 @@ int sl_segsock_path(const struct sl_global *g, char *out, size_t len);
 struct sl_segsock_reply {
 	char line[SL_SEGSOCK_LINE]; /* the reply, without its newline */
 	int fd;                     /* what came with it, or -1 (the caller closes it) */
+	uint32_t server_uid;        /* who answered (SO_PEERCRED, as this process sees
+	                             * it; (uint32_t)-1: unknown) */
 };
 
 /* Ask the server at `path`: `request` (a line, with its newline), sending

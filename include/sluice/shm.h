@@ -105,6 +105,12 @@ int sl_shm_map_fd(struct sl_shm *shm, int fd, int writable, int keep_fd);
 /* Let attaching programs see the segment (its magic; already so when re-attached). */
 void sl_shm_publish(struct sl_shm_header *h);
 
+/* The daemon, at each heartbeat: a header whose layout fields (magic, version,
+ * sizes) no longer validate - scribbled - written again from this process's own
+ * view of the segment, so programs attaching from now on can read it.  1 when it
+ * was. */
+int sl_shm_repair_header(struct sl_shm_header *h, size_t size);
+
 /* The dims a segment needs for `cfg`: its [sluice] sections, patterns, holders and
  * keys, or for sections and patterns left at 0, room for twice what it has (at
  * least 64 sections and 1024 patterns). */

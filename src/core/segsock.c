@@ -117,6 +117,7 @@ int sl_segsock_ask(const char *path, const char *request, int send_fd, int64_t t
 
 	r->line[0] = '\0';
 	r->fd = -1;
+	r->server_uid = (uint32_t)-1;
 	if (strlen(path) >= sizeof(sun.sun_path))
 		return -ENAMETOOLONG;
 	memcpy(sun.sun_path, path, strlen(path));
@@ -130,8 +131,14 @@ int sl_segsock_ask(const char *path, const char *request, int send_fd, int64_t t
 		rc = wait_for(fd, POLLOUT, deadline);
 	else if (rc < 0)
 		rc = -errno;
-	if (rc == 0)
+	if (rc == 0) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		if (sl_sys(SYS_getsockopt, fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+			r->server_uid = cred.uid;
 		rc = talk(fd, request, send_fd, deadline, r);
+	}
 	sl_sys_close(fd);
 	if (rc < 0 && r->fd >= 0) {
 		sl_sys_close(r->fd);

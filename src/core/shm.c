@@ -270,6 +270,20 @@ void sl_shm_init_header(struct sl_shm_header *h, const struct sl_shm_dims *d, in
 	atomic_store_explicit(A(&h->magic), SL_SHM_MAGIC_UNPUBLISHED, memory_order_release);
 }
 
+int sl_shm_repair_header(struct sl_shm_header *h, size_t size)
+{
+	const struct sl_shm_view *v = sl_shm_view(h);
+	struct sl_shm_dims d;
+
+	if (!v || sl_shm_validate(h, size) == 0)
+		return 0;
+	/* From what this process's own mapping holds, never from the header. */
+	d = v->dims;
+	sl_shm_init_header(h, &d, 0);
+	sl_shm_publish(h);
+	return 1;
+}
+
 void sl_shm_publish(struct sl_shm_header *h)
 {
 	/* Last: a reader never takes a half-made segment for a valid one. */

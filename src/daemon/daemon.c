@@ -264,6 +264,16 @@ static void beat(struct sl_daemon *d)
 		if (fixed > 8)
 			sl_log_warnx("%u more sections' states were reset as well", fixed - 8);
 	}
+	if (sl_shm_repair_header(h, d->shm.size))
+		sl_log_warnx("segment %s: its header no longer said what it is (scribbled?): written back, so "
+		             "programs attach it", d->shm_name);
+	/* A hold is set in a segment made in place of a lost one, and raised by the
+	 * programs that come over from it, within SL_HOLD_MAX_NS of its making:
+	 * any other is a scribble that would keep every release waiting. */
+	if (sl_shm_hold(h, h->heartbeat_ns) > h->heartbeat_ns && h->heartbeat_ns > d->hold_allowed_until_ns) {
+		__atomic_store_n(&h->hold_until_ns, 0, __ATOMIC_RELAXED);
+		sl_log_warnx("segment %s: held its releases, which nothing asked (scribbled?): cleared", d->shm_name);
+	}
 	/* The segment in use is never moved (move_segment leaves the old one): a
 	 * mark here is a scribble, and every admission would be refused the lock
 	 * and look for a successor that is not there. */
@@ -495,6 +505,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 			/* Programs may still use the lost one: they find this one within
 			 * SL_ORPHAN_HOLD_NS, and nothing goes from it before they have. */
 			d->shm.hdr->hold_until_ns = sl_clock_mono_ns() + SL_ORPHAN_HOLD_NS;
+			d->hold_allowed_until_ns = sl_clock_mono_ns() + SL_HOLD_MAX_NS;
 			sl_log_warnx("segment %s: its keeper at %s died; a new segment is made, holding its releases "
 			             "%.0f s while programs still on the lost one move to it (docs/design.md, \"Never "
 			             "a silent split\")", d->shm_name, d->seg_path, (double)SL_ORPHAN_HOLD_NS / 1e9);

@@ -26,6 +26,16 @@ int sl_keeper_fetch(const char *path, struct sl_shm *shm, char *why, size_t len)
 		why[0] = '\0';
 	if (rc < 0)
 		return rc;
+	/* A keeper of another user may serve there (a directory others may write):
+	 * its segment is not ours to adopt - whoever made it could set the limits. */
+	if (r.server_uid != 0 && r.server_uid != (uint32_t)geteuid()) {
+		if (why && len)
+			snprintf(why, len, "it is served by uid %u, neither root nor this daemon's user: not taken over",
+			         (unsigned)r.server_uid);
+		if (r.fd >= 0)
+			close(r.fd);
+		return -EACCES;
+	}
 	if (strncmp(r.line, "ok", 2) != 0 || r.fd < 0) {
 		if (why && len)
 			snprintf(why, len, "%s", strncmp(r.line, "error: ", 7) == 0 ? r.line + 7 : r.line);

@@ -60,7 +60,40 @@ struct sl_segserve {
 	void (*on_quit)(void *);
 	void *arg;
 	int said_unwatched; /* a process no pidfd could watch was said once */
+	char path[108];     /* its socket, for messages (the header's name is
+	                     * anyone's to scribble) */
 };
+
+/* src cut to len - 1 bytes, as one word of printable text: what is read from the
+ * segment goes into replies and logs. */
+static void printable(char *dst, const char *src, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len && src[i]; i++)
+		dst[i] = (unsigned char)src[i] <= ' ' || (unsigned char)src[i] >= 0x7f ? '?' : src[i];
+	dst[i] = '\0';
+}
+
+/* A live registration of the process that asks again (same pid, start stamp and
+ * pid namespace as it says, same pid as the kernel says): a process that asked
+ * and could not use what it got (a segment scribbled past reading), a program
+ * that execs - entered once, not once per ask. */
+struct same_arg {
+	const struct sl_proc_id *id;
+	int32_t kpid;
+	int32_t token;
+};
+
+static int find_same(int32_t token, struct sl_proc *e, void *arg)
+{
+	struct same_arg *a = arg;
+
+	if (e->pid != a->id->pid || e->stamp != a->id->stamp || e->pidns != a->id->pidns || e->kpid != a->kpid)
+		return 0;
+	a->token = token;
+	return 1;
+}
 
 static uint32_t index_of(int32_t token)
 {
@@ -252,6 +285,19 @@ static void do_attach(struct sl_segserve *s, int sock, const char *args)
 	if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &plen) != 0)
 		pidfd = pidfd_of(cred.pid);
 	id = (struct sl_proc_id){.pid = pid, .stamp = stamp, .pidns = pidns};
+	{
+		struct same_arg same = {.id = &id, .kpid = cred.pid};
+
+		if (pid > 0 && (stamp || pidns))
+			sl_roster_each(s->shm.hdr, find_same, &same);
+		if (same.token > 0 && (nonce = sl_roster_nonce(s->shm.hdr, same.token))) {
+			if (pidfd >= 0)
+				close(pidfd);
+			reply(sock, s->shm.fd, "ok mode=rw token=%d nonce=%u id=%016llx", (int)same.token, nonce,
+			      (unsigned long long)s->shm.hdr->segment_id);
+			return;
+		}
+	}
 	token = sl_roster_enter(s->shm.hdr, &id, cred.pid, stamp_of(cred.pid), &nonce);
 	if (token < 0) {
 		uint32_t n;
@@ -261,16 +307,15 @@ static void do_attach(struct sl_segserve *s, int sock, const char *args)
 			close(pidfd);
 		reply(sock, -1, "error: the segment's roster is full (%u processes attached: raise processes = N "
 		      "and restart sluiced)", n);
-		sl_log_warnx("segment %.39s: a process could not attach: its roster of %u is full", s->shm.hdr->shm_name,
-		             n);
+		sl_log_warnx("segment at %s: a process could not attach: its roster of %u is full", s->path, n);
 		return;
 	}
 	if (pidfd < 0 || watch(s, token, pidfd) < 0) {
 		if (!s->said_unwatched++)
-			sl_log_warnx("segment %.39s: %s (pid %d in its namespace) cannot be watched (no pidfd: Linux "
+			sl_log_warnx("segment at %s: %s (pid %d in its namespace) cannot be watched (no pidfd: Linux "
 			             "5.3, or 6.5 for a process this namespace cannot see); its places are kept when it "
 			             "dies, unless a process of its own pid namespace finds it gone",
-			             s->shm.hdr->shm_name, who, pid);
+			             s->path, who, pid);
 	}
 	reply(sock, s->shm.fd, "ok mode=rw token=%d nonce=%u id=%016llx", (int)token, nonce,
 	      (unsigned long long)s->shm.hdr->segment_id);
@@ -280,13 +325,17 @@ static void do_info(struct sl_segserve *s, int sock)
 {
 	struct sl_shm_header *h = s->shm.hdr;
 	int64_t age = h->heartbeat_ns ? (sl_clock_mono_ns() - h->heartbeat_ns) / 1000000 : -1;
-	char config[SL_PATH_MAX];
+	char config[SL_PATH_MAX], raw[SL_PATH_MAX], name[sizeof(h->shm_name)];
 
-	memcpy(config, h->config_path, sizeof(config));
-	config[sizeof(config) - 1] = '\0';
+	memcpy(raw, h->config_path, sizeof(raw));
+	raw[sizeof(raw) - 1] = '\0';
+	printable(config, raw, sizeof(config));
+	memcpy(raw, h->shm_name, sizeof(name));
+	raw[sizeof(name) - 1] = '\0';
+	printable(name, raw, sizeof(name));
 	reply(sock, -1, "ok pid=%d id=%016llx name=%.39s attached=%u generation=%llu daemon_pid=%d heartbeat_ms=%lld "
 	      "moved=%u mode=%04o gid=%u uid=%u config=%s", (int)getpid(), (unsigned long long)h->segment_id,
-	      h->shm_name, sl_roster_each(h, NULL, NULL), (unsigned long long)h->generation, (int)h->daemon_pid,
+	      name, sl_roster_each(h, NULL, NULL), (unsigned long long)h->generation, (int)h->daemon_pid,
 	      (long long)age, h->moved, s->policy.mode, (unsigned)s->policy.gid, (unsigned)geteuid(), config);
 }
 
@@ -434,6 +483,13 @@ struct sl_segserve *sl_segserve_start(struct ev_loop *loop, int shm_fd, int list
 	s->loop = loop;
 	s->policy = *policy;
 	s->listen_fd = listen_fd;
+	{
+		struct sockaddr_un sun;
+		socklen_t len = sizeof(sun);
+
+		if (getsockname(listen_fd, (struct sockaddr *)&sun, &len) == 0 && sun.sun_family == AF_UNIX)
+			snprintf(s->path, sizeof(s->path), "%.*s", (int)sizeof(sun.sun_path), sun.sun_path);
+	}
 	s->on_quit = on_quit;
 	s->arg = arg;
 	ev_io_init(&s->accept_w, on_accept, listen_fd, EV_READ);

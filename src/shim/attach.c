@@ -210,6 +210,22 @@ static void use(const struct sl_shm *next)
 	__atomic_store_n(&sl_shim.shm.hdr, next->hdr, __ATOMIC_RELEASE);
 }
 
+/* A process on a segment marked moved asks which is served before it attaches
+ * one: the same (a scribbled mark, which the daemon clears; or a successor not
+ * handed to the keeper yet) is no reason to be entered in the roster again.
+ * 1 when another segment is served. */
+static int served_elsewhere(void)
+{
+	struct sl_segsock_reply r;
+	char id[32];
+	int rc = sl_segsock_ask(sl_shim.seg_path, "info\n", -1, SL_SEGSOCK_TIMEOUT_NS, &r);
+
+	if (r.fd >= 0)
+		sl_sys_close(r.fd);
+	return rc == 0 && strncmp(r.line, "ok", 2) == 0 && sl_segsock_value(r.line, "id", id, sizeof(id)) == 0 &&
+	       strtoull(id, NULL, 16) != sl_shim.shm.hdr->segment_id;
+}
+
 /* Ask for the segment once (attach_lock held).  1 when one is in use now that was
  * not, 0 when nothing changed; unreached: told once, unless `quiet` (the caller
  * tells). */
@@ -220,8 +236,16 @@ static int try_attach(int64_t now, int quiet)
 	int rc;
 
 	next_try_ns = now + SL_ATTACH_RETRY_NS;
+	if (sl_shim.mode == SL_SHIM_SHARED && sl_shim.shm.self && !served_elsewhere())
+		return 0;
 	rc = sl_segsock_attach(sl_shim.seg_path, 1, SL_SEGSOCK_TIMEOUT_NS, &next, why, sizeof(why));
-	if (rc == 0 && !next.self) {
+	if (rc == 0 && (!next.self || sl_shm_moved(next.hdr))) {
+		/* No token: nothing to lock with.  Moved already: its successor is not
+		 * handed over yet; asked again at the next admission. */
+		if (next.self) {
+			sl_shm_detach(&next);
+			return 0;
+		}
 		rc = -EACCES;
 		snprintf(why, sizeof(why), "it gave this process no place in its roster");
 		sl_shm_detach(&next);
