@@ -58,7 +58,9 @@ sed -e 's|^\(Exec[A-Za-z]*=\)[^ ]*|\1/bin/true|' -e '/^Documentation=/d' "$P/lib
 out=$(systemd-analyze verify "$T/check.service" 2>&1) || fail "systemd-analyze verify: $out"
 [ -z "$out" ] || fail "systemd-analyze verify: $out"
 
-# --- readiness: READY=1 on NOTIFY_SOCKET once the control socket answers ---
+# --- readiness: READY=1 on NOTIFY_SOCKET once the control socket answers, the
+# segment handed to the service manager's fd store before it (README "Running it
+# on a machine") ---
 write_config "$T/n.ini" <<EOF
 [x]
 match = 192.0.2.1
@@ -70,10 +72,14 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
 s.settimeout(20)
 with open(sys.argv[2], "a") as f:
-    for _ in range(2):
-        msg = s.recv(4096).decode()
-        f.write(msg + "\n")
+    for _ in range(16):
+        msg, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(16 * 4))
+        fds = sum(len(d) // 4 for lvl, typ, d in anc
+                  if lvl == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS)
+        f.write(msg.decode().replace("\n", " ") + (" fds=%d" % fds) + "\n")
         f.flush()
+        if b"STOPPING=1" in msg:
+            break
 PY
 BG_PIDS+=($!)
 for _ in $(seq 50); do [ -S "$T/notify.sock" ] && break; sleep 0.1; done
@@ -82,13 +88,17 @@ npid=$!
 BG_PIDS+=($npid)
 for _ in $(seq 100); do grep -q READY=1 "$T/notified" 2>/dev/null && break; sleep 0.05; done
 grep -q READY=1 "$T/notified" || fail "sluiced did not say READY=1"
+grep -n "FDSTORE=1" "$T/notified" | grep "FDNAME=segment" | grep -q "fds=1" ||
+	fail "the segment was not handed to the fd store: $(cat "$T/notified")"
+[ "$(grep -n FDSTORE=1 "$T/notified" | head -1 | cut -d: -f1)" -lt "$(grep -n READY=1 "$T/notified" | cut -d: -f1)" ] ||
+	fail "READY=1 came before the segment was in the fd store: $(cat "$T/notified")"
 "$P/bin/sluice" stat -c "$T/n.ini" >/dev/null 2>"$T/n.err" && ! grep -q "no daemon answers" "$T/n.err" ||
 	fail "READY=1 came before the control socket answered"
 kill "$npid"
 wait "$npid"
 for _ in $(seq 50); do grep -q STOPPING=1 "$T/notified" && break; sleep 0.1; done
 grep -q STOPPING=1 "$T/notified" || fail "sluiced did not say STOPPING=1"
-note "installed: bin, lib, man, unit (verified), sysusers, tmpfiles, /etc/sluice/sluice.ini; READY=1 and STOPPING=1 said"
+note "installed: bin, lib, man, unit (verified), sysusers, tmpfiles, /etc/sluice/sluice.ini; segment stored, READY=1 and STOPPING=1 said"
 # Every command says how it is used when asked, on stdout, and exits 0; the
 # program that `sluice run` starts keeps its own --help.
 for c in run check stat top reload acquire; do

@@ -8,6 +8,9 @@ dir=$1
 port=$2
 fail() {
 	echo "FAIL: $*"
+	echo "systemctl calls: $(tr '\n' ';' <"$log" 2>/dev/null)"
+	echo "sluiced said: $(tail -20 /var/log/sluiced.log 2>/dev/null)"
+	echo "the fd store said: $(tail -20 /var/log/fake-store.log 2>/dev/null)"
 	exit 1
 }
 log=/var/log/fake-systemctl.log
@@ -56,7 +59,7 @@ dpkg -i "$dir/sluice-next.deb" >"$dir/dpkg-upgrade.log" 2>&1 || fail "upgrade: $
 grep -qx "try-restart sluiced.service" "$log" || fail "upgrade did not restart sluiced: $(cat "$log")"
 grep -qx "stop sluiced.service" "$log" && fail "upgrade stopped sluiced outright"
 pid2=$(cat /run/fake-sluiced.pid)
-[ "$pid2" != "$pid1" ] && kill -0 "$pid2" || fail "no new sluiced after the upgrade"
+[ -n "$pid2" ] && [ "$pid2" != "$pid1" ] && kill -0 "$pid2" || fail "no new sluiced after the upgrade"
 [ "$(segment_id)" = "$segment" ] || fail "the upgrade made a new segment"
 grep -q "^\[local-api\]" /etc/sluice/sluice.ini || fail "the upgrade lost the operator's config"
 kill -0 "$client" 2>/dev/null || fail "the program was done before the upgrade restarted sluiced: nothing was tested"

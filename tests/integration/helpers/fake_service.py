@@ -17,6 +17,7 @@ sd_listen_fds(3) describe it.
 import array
 import os
 import pwd
+import select
 import socket
 import sys
 import time
@@ -49,7 +50,6 @@ def serve():
     os.chmod(NOTIFY, 0o666)
     store.bind(STORE)
     store.listen(8)
-    import select
     while True:
         ready, _, _ = select.select([note, store], [], [])
         if note in ready:
@@ -67,20 +67,27 @@ def serve():
         if store in ready:
             c, _ = store.accept()
             with c:
-                what = c.recv(64).decode().strip()
-                if what == "flush":
-                    for fd in kept.values():
-                        os.close(fd)
-                    kept.clear()
-                    c.sendall(b"ok\n")
-                else:
-                    names = list(kept)
-                    line = (":".join(names) + "\n").encode()
-                    if names:
-                        c.sendmsg([line], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                            array.array("i", [kept[n] for n in names]).tobytes())])
-                    else:
-                        c.sendall(line)
+                try:
+                    answer(c, kept)
+                except OSError:
+                    pass  # the asker went away (ensure_store's probe does)
+
+
+def answer(c, kept):
+    what = c.recv(64).decode().strip()
+    if what == "flush":
+        for fd in kept.values():
+            os.close(fd)
+        kept.clear()
+        c.sendall(b"ok\n")
+    elif what == "take":
+        names = list(kept)
+        line = (":".join(names) + "\n").encode()
+        if names:
+            c.sendmsg([line], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                array.array("i", [kept[n] for n in names]).tobytes())])
+        else:
+            c.sendall(line)
 
 
 def ensure_store():
@@ -95,8 +102,10 @@ def ensure_store():
     if os.fork() == 0:
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
+        errors = os.open("/var/log/fake-store.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        for fd in (0, 1):
             os.dup2(null, fd)
+        os.dup2(errors, 2)
         serve()
         os._exit(0)
     for _ in range(100):

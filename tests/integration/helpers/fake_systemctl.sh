@@ -18,12 +18,13 @@ start() {
 	install -d -o sluice -g sluice -m 0755 /run/sluice
 	/usr/bin/sluice check -c /etc/sluice/sluice.ini >/dev/null || return 1
 	python3 /usr/local/lib/fake_service.py start sluice -- /usr/bin/sluiced -f -c /etc/sluice/sluice.ini \
-		</dev/null >"$pidfile" 2>/dev/null || return 1
+		</dev/null >"$pidfile" 2>>/var/log/sluiced.log || return 1
 	# Ready when it answers, as Type=notify would wait for.
 	for _ in $(seq 50); do
 		/usr/bin/sluice stat -c /etc/sluice/sluice.ini >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
+	echo "fake systemctl: sluiced did not answer" >&2
 	return 1
 }
 stop() { # [keep]: a restart is queued, the store stays
