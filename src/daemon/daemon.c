@@ -149,9 +149,9 @@ static int serve_this(struct sl_daemon *d)
 	return sl_keeper_replace(d->seg_path, d->shm.fd);
 }
 
-/* A larger segment in place of the one in use, with cfg loaded and the state
- * carried over (sl_shm_move), served from now on: the programs attached to the
- * old one ask for it at their next admission.  0, or -errno with nothing changed. */
+/* A segment of cfg's sizes in place of the one in use, with cfg loaded and the
+ * state carried over (sl_shm_move), served from now on: the programs attached to
+ * the old one ask for it at their next admission.  0, or -errno with nothing changed. */
 static int move_segment(struct sl_daemon *d, const struct sl_config *cfg)
 {
 	struct sl_shm next, old = d->shm;
@@ -165,11 +165,12 @@ static int move_segment(struct sl_daemon *d, const struct sl_config *cfg)
 	d->shm.hdr->daemon_owner = d->shm.self;
 	d->shm.hdr->daemon_pid = (int32_t)getpid();
 	d->shm.hdr->heartbeat_ns = sl_clock_mono_ns();
-	if (!d->opts.private_socket)
+	/* Before the start has served it, serve() does (the keeper is told then). */
+	if (d->serving && !d->opts.private_socket)
 		sl_sd_store_fd("segment", d->shm.fd);
-	if ((rc = serve_this(d)) < 0)
+	if (d->serving && (rc = serve_this(d)) < 0)
 		/* Its keeper did not take it: the heartbeat starts a new one with it. */
-		sl_log_warnx("segment %s: its keeper did not take the larger segment (%s): starting another",
+		sl_log_warnx("segment %s: its keeper did not take the new segment (%s): starting another",
 		             d->shm_name, strerror(-rc));
 	sl_shm_detach(&old);
 	retake_golden(d);
@@ -379,6 +380,39 @@ static int enter_self(struct sl_daemon *d)
 	return 0;
 }
 
+static int same_dims(const struct sl_shm_dims *a, const struct sl_shm_dims *b)
+{
+	return a->sections == b->sections && a->patterns == b->patterns && a->holders == b->holders &&
+	       a->keys == b->keys && a->key_more == b->key_more && a->procs == b->procs;
+}
+
+struct others {
+	struct sl_shm_header *h;
+	int32_t self;
+	int found;
+};
+
+static int live_other(int32_t token, struct sl_proc *e, void *arg)
+{
+	struct others *o = arg;
+
+	(void)e;
+	if (token != o->self && !sl_roster_gone(o->h, token, 0))
+		o->found = 1;
+	return o->found;
+}
+
+/* Whether a process other than this daemon is registered on the segment and not
+ * gone (its keeper takes a program's entry out as it exits, segserve.h; one that
+ * exited while no keeper watched is looked up). */
+static int others_attached(struct sl_daemon *d)
+{
+	struct others o = {d->shm.hdr, d->shm.self, 0};
+
+	sl_roster_each(d->shm.hdr, live_other, &o);
+	return o.found;
+}
+
 /* Start serving the published segment: a keeper for the machine's (one already
  * serves it when re-attached: it is told to watch the daemon), the private server
  * for `sluice run`'s.  0 or -errno. */
@@ -535,9 +569,20 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		sl_log_info("segment %s (%u sections, %u patterns, %u holders, %u keys) made anew larger for "
 		            "the config; the programs attached to the old one move to it", d->shm_name,
 		            have.sections, have.patterns, have.holders, have.keys);
+	} else if (reattached && !same_dims(&have, &want) && !others_attached(d)) {
+		/* Other sizes and nobody else on it: made to the config's sizes, its state
+		 * carried over (a key table that shrinks drops what finds no room, as a
+		 * restart would). */
+		if ((rc = move_segment(d, d->cfg)) < 0) {
+			sl_log_warnx("segment %s: cannot remake it to the config's sizes: %s", d->shm_name,
+			             strerror(-rc));
+			goto fail;
+		}
+		sl_log_info("segment %s (%u sections, %u patterns, %u holders, %u keys) made anew to the config's "
+		            "sizes: no program was attached", d->shm_name, have.sections, have.patterns,
+		            have.holders, have.keys);
 	} else {
-		if (have.sections != want.sections || have.patterns != want.patterns ||
-		    have.holders != want.holders || have.keys != want.keys || have.key_more != want.key_more)
+		if (!same_dims(&have, &want))
 			sl_log_info("segment %s keeps its tables (%u sections, %u patterns, %u holders, %u keys; "
 			            "the config asks for %u, %u, %u, %u): programs still attached share it",
 			            d->shm_name, have.sections, have.patterns, have.holders, have.keys,
@@ -556,6 +601,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 	sl_shm_publish(d->shm.hdr);
 	if ((rc = serve(d, reattached)) < 0 || (rc = apply_group(d)) < 0)
 		goto fail;
+	d->serving = 1;
 	beat(d);
 	if ((rc = sl_fleet_start(d)) < 0) {
 		sl_log_warnx("cannot share the fleet's limits: %s", strerror(-rc));

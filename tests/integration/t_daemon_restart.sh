@@ -28,7 +28,8 @@ a=$!
 "$SLUICE" run -c "$T/d.ini" -- python3 "$HELPERS/fetch.py" "http://127.0.0.1:$PORT/b" 15 &
 b=$!
 for _ in $(seq 50); do
-	[ "$(grep -c "attached segment $SHM_NAME" "$T/shim.log" 2>/dev/null)" -ge 2 ] && break
+	n=$(grep -c "attached segment $SHM_NAME" "$T/shim.log" 2>/dev/null)
+	[ "${n:-0}" -ge 2 ] && break
 	sleep 0.1
 done
 [ "$(grep -c "attached segment $SHM_NAME" "$T/shim.log")" -ge 2 ] || fail "sluice run did not join the daemon's segment"

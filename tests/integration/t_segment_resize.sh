@@ -65,4 +65,35 @@ sleep 1.5 # the daemon's look at its keeper
 grep -q "its keeper at $SEG was gone: started another" "$T/sluiced.log" ||
 	fail "the daemon did not notice: $(tail -3 "$T/sluiced.log")"
 kill -0 "$DAEMON_PID" || fail "the daemon died"
+
+# --- a restart with other table sizes: the kept segment is made to the config's
+# sizes, its state carried, when no program is on it; kept as it is while one is
+# (README "Segments") ---
+admitted=$("$SLUICE" stat -c "$T/r.ini" --json | python3 -c 'import json,sys; print([s for s in json.load(sys.stdin)["sections"] if s["name"] == "api"][0]["admitted"])')
+stop_daemon
+sed -i '1a keys = 40' "$T/r.ini"
+start_daemon "$T/r.ini"
+grep -q "made anew to the config's sizes: no program was attached" "$T/sluiced.log" ||
+	fail "a restart with keys = 40 did not remake the unused segment: $(tail -3 "$T/sluiced.log")"
+"$SLUICE" stat -c "$T/r.ini" --json >"$T/k40.json" || fail "stat"
+[ "$(json_field "$T/k40.json" - max_keys)" -eq 40 ] || fail "max_keys after the restart: $(json_field "$T/k40.json" - max_keys)"
+[ "$(json_field "$T/k40.json" api admitted)" -ge "$admitted" ] ||
+	fail "the remade segment lost the state: admitted $(json_field "$T/k40.json" api admitted), was $admitted"
+# A program on it: the next restart with other sizes keeps it (its queues stay one).
+LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout -s KILL 30 python3 -c '
+import socket, sys, time
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10).close()
+print("attached", flush=True)
+time.sleep(25)' "$PORT" >"$T/stay.out" 2>&1 &
+stay=$!
+BG_PIDS+=($stay)
+for _ in $(seq 50); do grep -q attached "$T/stay.out" && break; sleep 0.1; done
+grep -q attached "$T/stay.out" || fail "the staying program did not connect: $(cat "$T/stay.out")"
+stop_daemon
+sed -i 's/^keys = 40$/keys = 80/' "$T/r.ini"
+start_daemon "$T/r.ini"
+grep -q "keeps its tables (.*40 keys; the config asks for .*80): programs still attached share it" "$T/sluiced.log" ||
+	fail "a restart under a program remade its segment: $(tail -3 "$T/sluiced.log")"
+[ "$(json_field <("$SLUICE" stat -c "$T/r.ini" --json) - max_keys)" -eq 40 ] || fail "max_keys changed under a program"
+kill "$stay"
 echo "ok"
