@@ -54,7 +54,10 @@
 #      among them every second: delivered, the most in any one-second span, the
 #      fewest in a whole second, Redis's calls, CPU and cost per call; and the
 #      lease script's cost a call at 100, 1,000 and 10,000 machines on one item
-#      (bench/lease_cost.sh).
+#      (bench/lease_cost.sh);
+#  21. a program's attach to the machine's segment through its socket (a
+#      sluiced's keeper): the round trip with the memfd, the map and the header's
+#      check, p50/p99/largest of 1,000 (bench/attach_cost.c).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The figures only: `sluice run` saying its held calls (README "When a call is
@@ -66,7 +69,7 @@ B=$(cd "$ROOT/${BUILD:-build}" && pwd)
 T=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 # Every program the figures come from, or no figures: a missing one printed blanks.
-for p in admit_bench connect_loop write_loop sendto_loop syscall_loop hold_open epoll_cost upload answer_loop socket_memory; do
+for p in admit_bench attach_cost connect_loop write_loop sendto_loop syscall_loop hold_open epoll_cost upload answer_loop socket_memory; do
 	[ -x "$B/bench/$p" ] || { echo "bench: $B/bench/$p is missing (make bench builds it)" >&2; exit 1; }
 done
 
@@ -723,3 +726,23 @@ for run in "50 20 steady" "100 15 steady" "200 15 steady" "200 15 moving"; do
 done
 echo "   the lease script alone, one item shared by N machines (bench/lease_cost.sh):"
 bash "$ROOT/bench/lease_cost.sh" | grep '^   ' | sed 's/^/  /'
+
+echo
+echo "21. attaching the machine's segment (socket round trip, memfd, map, check), once a program"
+cat >"$T/attach.ini" <<EOF
+[sluice]
+control_socket = $T/attach/ctl.sock
+shm_name = /sluice-bench-attach-$$
+[x]
+match = 192.0.2.1
+rate = 1/s
+EOF
+"$B/sluiced" -f -c "$T/attach.ini" 2>"$T/attach.log" &
+attachd=$!
+aseg="$T/attach/sluice-bench-attach-$$.segment"
+for _ in $(seq 50); do [ -S "$aseg" ] && break; sleep 0.1; done
+read -r ap50 ap99 amax < <("$B/bench/attach_cost" "$aseg" 1000)
+printf '   %-34s %6s us p50, %s us p99, %s us largest of 1,000\n' "attach:" "$ap50" "$ap99" "$amax"
+kill "$attachd" 2>/dev/null
+wait "$attachd" 2>/dev/null || true
+"$B/sluice" segments --remove "$aseg" >/dev/null 2>&1 || true
