@@ -36,6 +36,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define SL_SEGSOCK_LINE 512
 /* How long a client waits for a server that accepted (a server that is not there
@@ -62,6 +63,10 @@ struct sl_segsock_reply {
  * process may not connect), -ETIMEDOUT, -EPROTO (no reply line). */
 int sl_segsock_ask(const char *path, const char *request, int send_fd, int64_t timeout_ns,
                    struct sl_segsock_reply *r);
+
+/* mh made to pass fd (SCM_RIGHTS), its control data in cbuf (len bytes, at least
+ * CMSG_SPACE(sizeof(int))). */
+void sl_segsock_put_fd(struct msghdr *mh, void *cbuf, size_t len, int fd);
 
 /* The value of KEY in a reply "ok k=v k=v ...", into out; 0 or -ENOENT. */
 int sl_segsock_value(const char *line, const char *key, char *out, size_t len);

@@ -49,24 +49,30 @@ static int wait_for(int fd, short events, int64_t deadline)
 	}
 }
 
+void sl_segsock_put_fd(struct msghdr *mh, void *cbuf, size_t len, int fd)
+{
+	struct cmsghdr *c;
+
+	memset(cbuf, 0, len);
+	mh->msg_control = cbuf;
+	mh->msg_controllen = len;
+	c = CMSG_FIRSTHDR(mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+}
+
 static int talk(int fd, const char *request, int send_fd, int64_t deadline, struct sl_segsock_reply *r)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))] = {0};
 	struct iovec iov = {.iov_base = (void *)(uintptr_t)request, .iov_len = strlen(request)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	struct cmsghdr *c;
 	size_t got = 0;
 	int rc;
 
-	if (send_fd >= 0) {
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &send_fd, sizeof(int));
-	}
+	if (send_fd >= 0)
+		sl_segsock_put_fd(&mh, cbuf, sizeof(cbuf), send_fd);
 	/* A request is short: one send of it, into a fresh socket's empty buffer. */
 	if (sl_sys(SYS_sendmsg, fd, &mh, MSG_NOSIGNAL) != (long)iov.iov_len)
 		return -EPROTO;
@@ -84,7 +90,7 @@ static int talk(int fd, const char *request, int send_fd, int64_t deadline, stru
 			continue;
 		if (n <= 0)
 			break;
-		for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 				continue;
 			/* The first descriptor is the reply's; any other is closed. */

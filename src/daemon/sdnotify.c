@@ -1,5 +1,6 @@
 /* systemd's protocols, spoken by hand (sdnotify.h). */
 #include "sdnotify.h"
+#include "sluice/segsock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,17 +32,8 @@ static int send_state(const char *state, int fd)
 	if (sun.sun_path[0] == '@')
 		sun.sun_path[0] = '\0';
 	mh.msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
+	if (fd >= 0)
+		sl_segsock_put_fd(&mh, cbuf, sizeof(cbuf), fd);
 	if ((s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
 		return -errno;
 	if (sendmsg(s, &mh, MSG_NOSIGNAL) < 0)

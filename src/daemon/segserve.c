@@ -217,17 +217,8 @@ static void reply(int sock, int fd, const char *fmt, ...)
 	n = SL_MIN(n, (int)sizeof(line) - 2);
 	line[n++] = '\n';
 	iov.iov_len = (size_t)n;
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
+	if (fd >= 0)
+		sl_segsock_put_fd(&mh, cbuf, sizeof(cbuf), fd);
 	/* A fresh connection's buffer takes a reply of this size at once. */
 	sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 }

@@ -49,17 +49,8 @@ static void *serve_one(void *arg)
 		struct iovec iov = {.iov_base = (void *)s->reply, .iov_len = strlen(s->reply)};
 		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
-		if (s->fd >= 0) {
-			struct cmsghdr *m;
-
-			mh.msg_control = cbuf;
-			mh.msg_controllen = sizeof(cbuf);
-			m = CMSG_FIRSTHDR(&mh);
-			m->cmsg_level = SOL_SOCKET;
-			m->cmsg_type = SCM_RIGHTS;
-			m->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(m), &s->fd, sizeof(int));
-		}
+		if (s->fd >= 0)
+			sl_segsock_put_fd(&mh, cbuf, sizeof(cbuf), s->fd);
 		sendmsg(c, &mh, MSG_NOSIGNAL);
 	}
 	if (s->hold_ms)
