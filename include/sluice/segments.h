@@ -25,6 +25,8 @@ struct sl_segment {
 	int err;             /* 0: a server answered; else why not (-errno of segsock.h) */
 	/* What the server said (err == 0): */
 	pid_t pid;           /* the keeper's (or `sluice run`'s), in its pid namespace */
+	int other_pidns;     /* ... which is not this process's: its pids mean other
+	                      * processes here (a container looking at the host's) */
 	uint64_t id;         /* segment_id */
 	char name[40];       /* the shm_name it was made under */
 	char config[SL_PATH_MAX]; /* the config its daemon loaded */
@@ -49,7 +51,7 @@ int sl_segment_find(const char *path, struct sl_segment *out);
 void sl_segment_owner(const struct sl_segment *s, char *buf, size_t len);
 
 /* "segment at /run/sluice/sluice.segment (kept by pid 812, owner sluice:sluice,
- * mode 0660, 3 attached)"; "segment at PATH (owner O, mode M)" when no server
+ * mode 0660, 3 attached)" ("kept by pid 812 of another pid namespace" so); "segment at PATH (owner O, mode M)" when no server
  * tells more (the caller says why); or "segment at PATH: no such socket". */
 void sl_segment_about(const char *path, char *buf, size_t len);
 

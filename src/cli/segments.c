@@ -22,6 +22,7 @@ struct listing {
 	int64_t now_s;
 	const char *mine; /* the socket a program started here would use */
 	unsigned shown, removed, failed;
+	int elsewhere; /* a pid of another pid namespace was shown */
 	char seen[8][108]; /* directories listed already */
 };
 
@@ -100,11 +101,14 @@ static int list_one(const struct sl_segment *s, void *arg)
 		       s->err == -ECONNREFUSED ? "(nobody answers: its keeper died)" : strerror(-s->err));
 		return 0;
 	}
-	snprintf(keeper, sizeof(keeper), "%d", (int)s->pid);
+	/* Pids of another pid namespace (the host's, seen from a container) are
+	 * marked: here they would name other processes. */
+	snprintf(keeper, sizeof(keeper), "%d%s", (int)s->pid, s->other_pidns ? "^" : "");
+	l->elsewhere |= s->other_pidns;
 	if (s->moved)
 		snprintf(daemon, sizeof(daemon), "moved");
 	else if (s->daemon_pid > 0 && s->heartbeat_ms >= 0 && s->heartbeat_ms < 3000)
-		snprintf(daemon, sizeof(daemon), "%d", (int)s->daemon_pid);
+		snprintf(daemon, sizeof(daemon), "%d%s", (int)s->daemon_pid, s->other_pidns ? "^" : "");
 	else
 		snprintf(daemon, sizeof(daemon), "none");
 	printf("%-1s %-40s %-7s %-15s %04o %8u %5s %-7s %-24s %s\n", l->mine && !strcmp(l->mine, s->path) ? "*" : "",
@@ -170,6 +174,8 @@ int sl_cmd_segments(int argc, char **argv)
 		printf("no segment sockets%s%s\n", l.mine ? " beside " : "", l.mine ? mine : "");
 	if (!l.remove && l.mine)
 		printf("(* the one a program started here would use: %s)\n", mine);
+	if (l.elsewhere)
+		printf("(^ a pid in the keeper's pid namespace, not this one's: the host's, seen from a container)\n");
 	if (l.remove)
 		printf("%u removed%s\n", l.removed, l.removed || l.failed ? "" : " (none was unused)");
 	if (cfg) {

@@ -324,8 +324,9 @@ static void do_info(struct sl_segserve *s, int sock)
 	memcpy(raw, h->shm_name, sizeof(name));
 	raw[sizeof(name) - 1] = '\0';
 	printable(name, raw, sizeof(name));
-	reply(sock, -1, "ok pid=%d id=%016llx name=%.39s attached=%u generation=%llu daemon_pid=%d heartbeat_ms=%lld "
-	      "moved=%u mode=%04o gid=%u uid=%u config=%s", (int)getpid(), (unsigned long long)h->segment_id,
+	reply(sock, -1, "ok pid=%d pidns=%llu id=%016llx name=%.39s attached=%u generation=%llu daemon_pid=%d "
+	      "heartbeat_ms=%lld moved=%u mode=%04o gid=%u uid=%u config=%s", (int)getpid(),
+	      (unsigned long long)sl_roster_me().pidns, (unsigned long long)h->segment_id,
 	      name, sl_roster_each(h, NULL, NULL), (unsigned long long)h->generation, (int)h->daemon_pid,
 	      (long long)age, h->moved, s->policy.mode, (unsigned)s->policy.gid, (unsigned)geteuid(), config);
 }

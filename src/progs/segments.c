@@ -1,4 +1,5 @@
 /* The segments an operator can find, by their sockets (include/sluice/segments.h). */
+#include "sluice/roster.h"
 #include "sluice/segments.h"
 #include "sluice/segsock.h"
 
@@ -38,6 +39,8 @@ static void ask_info(struct sl_segment *s)
 #undef NUM
 	if (sl_segsock_value(r.line, "id", v, sizeof(v)) == 0)
 		s->id = strtoull(v, NULL, 16);
+	if (sl_segsock_value(r.line, "pidns", v, sizeof(v)) == 0)
+		s->other_pidns = strtoull(v, NULL, 10) != sl_roster_me().pidns;
 	if (sl_segsock_value(r.line, "generation", v, sizeof(v)) == 0)
 		s->generation = strtoull(v, NULL, 10);
 	if (sl_segsock_value(r.line, "name", v, sizeof(v)) == 0)
@@ -123,8 +126,8 @@ void sl_segment_about(const char *path, char *buf, size_t len)
 	if (s.err < 0) /* the caller says why it could not be had */
 		snprintf(buf, len, "segment at %s (owner %s, mode %04o)", path, owner, s.file_mode);
 	else
-		snprintf(buf, len, "segment at %s (kept by pid %d, owner %s, mode %04o, %u attached)", path, (int)s.pid,
-		         owner, s.mode, s.attached);
+		snprintf(buf, len, "segment at %s (kept by pid %d%s, owner %s, mode %04o, %u attached)", path, (int)s.pid,
+		         s.other_pidns ? " of another pid namespace" : "", owner, s.mode, s.attached);
 }
 
 void sl_segment_fix(const char *path, int err, const char *why, char *buf, size_t len)

@@ -93,10 +93,12 @@ pod --no-mount "$T/host" "$SLUICE" stat -c "$T/pod.ini" >"$T/bare-stat.out" 2>&1
 grep -q "^segment: none reachable at /run/sluice/sluice.segment (no such socket): programs started here wait" \
 	"$T/bare-stat.out" || fail "stat in an unmounted pod: $(head -3 "$T/bare-stat.out")"
 # `sluice segments` in a pod lists the host's segment through the mount, marked as
-# the one a program there would use, and kept by the host's daemon's keeper.
+# the one a program there would use, kept by the host's daemon's keeper - whose
+# pids, the host's, are marked as another namespace's.
 pod "$T/host" "$SLUICE" segments -c "$T/pod.ini" >"$T/pod-segments.out" 2>&1 || fail "segments in a pod: $(cat "$T/pod-segments.out")"
-grep -qE "^\* /run/sluice/sluice.segment +[0-9]+ .* +[0-9]+s +[0-9]+ +/sluice +$T/host.ini$" "$T/pod-segments.out" &&
-	grep -qF "(* the one a program started here would use: /run/sluice/sluice.segment)" "$T/pod-segments.out" ||
+grep -qE "^\* /run/sluice/sluice.segment +[0-9]+\^ .* +[0-9]+s +$DAEMON_PID\^ +/sluice +$T/host.ini$" "$T/pod-segments.out" &&
+	grep -qF "(* the one a program started here would use: /run/sluice/sluice.segment)" "$T/pod-segments.out" &&
+	grep -qF "(^ a pid in the keeper's pid namespace" "$T/pod-segments.out" ||
 	fail "segments in a pod: $(cat "$T/pod-segments.out")"
 
 # --- the daemon in a namespace of its own (a sidecar), programs on the host ---

@@ -44,7 +44,7 @@ trap 'cleanup_tmux; cleanup' EXIT
 sleep 3.5
 tmux capture-pane -t "$session" -p >"$T/screen1.txt"
 cat "$T/screen1.txt"
-grep -q "^sluice top - segment $SHM_NAME, 2 sections, sorted by name" "$T/screen1.txt" || fail "no header"
+grep -q "^sluice top - segment $SEG, 2 sections, sorted by name" "$T/screen1.txt" || fail "no header: $(head -1 "$T/screen1.txt")"
 achieved=$(awk '$1 == "slow" { sub("/s", "", $3); print $3 }' "$T/screen1.txt")
 awk -v a="$achieved" 'BEGIN { exit !(a >= 7 && a <= 13) }' || fail "slow achieved '$achieved'/s, not about 10/s"
 awk '$1 == "slow" { exit !($4 >= 1) }' "$T/screen1.txt" || fail "slow's queue is not shown"
