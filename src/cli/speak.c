@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+static void printable(char *text);
+
 /* A section's name and its queue now, read from the segment (attached for the
  * moment, read-only, through its socket: the run may have joined the machine's,
  * or host its own). */
@@ -38,8 +40,10 @@ static void describe(const struct speaker *s, int section, char *name, size_t nl
 	if ((unsigned)section < shm.hdr->slots_used && (sec = sl_shm_section(shm.hdr, (unsigned)section))) {
 		memcpy(&copy, sec, sizeof(copy));
 		/* The copy's name, bounded: the segment is anyone's to scribble. */
-		if (copy.spec.name[0])
+		if (copy.spec.name[0]) {
 			snprintf(name, nlen, "%.*s", (int)sizeof(copy.spec.name), copy.spec.name);
+			printable(name);
+		}
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		if (copy.spec.per == SL_PER_NONE)
 			snprintf(queue, qlen, ", %llu queued",
@@ -78,20 +82,58 @@ static void say_due(struct speaker *s, struct speaker_news *n, ev_tstamp now, in
 	}
 }
 
+/* Control characters (escape sequences among them) made '?': what is printed on
+ * the terminal is text, whatever a datagram or the segment held.  A line ends at
+ * its first newline. */
+static void printable(char *text)
+{
+	text[strcspn(text, "\n")] = '\0';
+	for (char *p = text; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
+/* The next datagram into buf (NUL not added): its length; 0 for one another user
+ * sent (the kernel's SCM_CREDENTIALS, the socket having SO_PASSCRED: only this
+ * user's processes, the ones it runs, may speak through `sluice run`); -1 when
+ * none is waiting. */
+static ssize_t recv_own(int fd, char *buf, size_t len)
+{
+	char cbuf[CMSG_SPACE(sizeof(struct ucred))];
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	int own = 0;
+
+	if (n < 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		struct ucred cred;
+
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+		    c->cmsg_len >= CMSG_LEN(sizeof(cred))) {
+			memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+			own = cred.uid == geteuid() || cred.uid == getuid();
+		}
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) /* never asked for */
+			for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+				int fd2;
+
+				memcpy(&fd2, CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+				close(fd2);
+			}
+	}
+	return own ? n : 0;
+}
+
 /* A notice a process said once: printed once per run whatever the number of its
- * processes that say it (a loop of curl says it once, not once per curl), as
- * printable text only - anyone may send to the name. */
+ * processes that say it (a loop of curl says it once, not once per curl). */
 static void notice(struct speaker *s, char *text)
 {
 	uint32_t h = 2166136261u;
-	size_t n = strcspn(text, "\n");
 
-	text[n] = '\0';
-	for (char *p = text; *p; p++) {
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	for (char *p = text; *p; p++)
 		h = (h ^ (uint8_t)*p) * 16777619u;
-	}
 	for (unsigned i = 0; i < SPEAK_NOTICES; i++)
 		if (s->noticed[i] == h)
 			return;
@@ -109,11 +151,14 @@ static void on_word(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)revents;
 	/* Bounded: what the socket holds now, at most 256 datagrams a wake-up. */
-	for (int i = 0; i < 256 && (n = recv(s->fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0; i++) {
+	for (int i = 0; i < 256 && (n = recv_own(s->fd, buf, sizeof(buf) - 1)) >= 0; i++) {
 		struct speaker_news *news;
 		int held;
 
+		if (n == 0)
+			continue; /* another user's: not said */
 		buf[n] = '\0';
+		printable(buf);
 		if (buf[0] == 'N' && buf[1] == ' ') {
 			notice(s, buf + 2);
 			continue;
@@ -167,7 +212,8 @@ int speaker_start(struct speaker *s, struct ev_loop *loop, const char *seg_path,
 	s->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->fd < 0)
 		return -errno;
-	if (bind(s->fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 ||
+	if (setsockopt(s->fd, SOL_SOCKET, SO_PASSCRED, &(int){1}, sizeof(int)) != 0 ||
+	    bind(s->fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0 ||
 	    setenv(SL_SAY_ENV, name, 1) != 0) {
 		int e = errno;
 

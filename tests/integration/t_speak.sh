@@ -80,4 +80,21 @@ awk -v n="$next" 'BEGIN { exit !(n > 0 && n <= 2000) }' || fail "next_slot_ms $n
 awk '/NEXT_SLOT/ { for (i = 1; i <= NF; i++) if ($i == "NEXT_SLOT") c = i }
 	$1 == "api" { v = $c } END { exit !(v ~ /^[0-9]+\.[0-9]ms$/) }' "$T/top.out" ||
 	fail "top does not show the next slot: $(cat "$T/top.out")"
+stop_daemon
+
+# --- only the run's own user speaks through it, and only text reaches the
+# terminal: the socket's name is for anyone to find ---
+id nobody >/dev/null 2>&1 || fail "no user nobody"
+say='import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.sendto(sys.argv[2].encode("latin-1"), "\0" + sys.argv[1])'
+"$SLUICE" run -c "$T/held.ini" -- sh -c '
+	python3 -c "$1" "$SLUICE_SAY" "$(printf "N own \033[31mred\033[0m")"
+	runuser -u nobody -- python3 -c "$1" "$SLUICE_SAY" "R 0 5 spoofed by nobody"
+	runuser -u nobody -- python3 -c "$1" "$SLUICE_SAY" "N spoofed notice by nobody"
+	sleep 0.3' sh "$say" 2>"$T/spoof.err" || fail "the speaking run failed: $(cat "$T/spoof.err")"
+grep -q "spoofed" "$T/spoof.err" && fail "another user's words were said: $(cat "$T/spoof.err")"
+grep -q "^sluice run: own ?\[31mred?\[0m$" "$T/spoof.err" ||
+	fail "the run's own notice, its escapes made '?', was not said: $(cat -v "$T/spoof.err")"
+grep -q "$(printf '\033')" "$T/spoof.err" && fail "an escape sequence reached the terminal: $(cat -v "$T/spoof.err")"
 echo "ok"
