@@ -145,8 +145,9 @@ struct sl_quota_files {
 };
 void sl_quota_files(struct sl_quota_files *f, const char *dir, const char *shm_name);
 
-/* The file written atomically: to f->tmp, fsync, renamed over f->path, the
- * directory fsynced.  0, or -errno (the old file stays whole). */
+/* The file written atomically: to f->tmp (made anew, never followed: whatever
+ * is at that name is removed first), fsync, renamed over f->path, the directory
+ * fsynced.  0, or -errno (the old file stays whole). */
 int sl_quota_write(const struct sl_quota_files *f, const struct sl_quota_buf *b);
 
 /* What a pass does to the states it saves. */

@@ -46,12 +46,25 @@ static int write_all(int fd, const char *p, size_t len)
 	return 0;
 }
 
+/* The temporary file, made anew: O_EXCL and O_NOFOLLOW, so whatever was left at
+ * its name - a symlink to another file, a FIFO, a file another user made - is
+ * removed (unlink takes the link, never its target) rather than written through
+ * or waited on. */
+static int open_tmp(const char *tmp)
+{
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
 int sl_quota_write(const struct sl_quota_files *f, const struct sl_quota_buf *b)
 {
-	int fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), dfd, rc;
+	int fd = open_tmp(f->tmp), dfd, rc;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if ((rc = write_all(fd, b->p, b->len)) == 0 && fsync(fd) != 0)
 		rc = -errno;
 	if (close(fd) != 0 && rc == 0)

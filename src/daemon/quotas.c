@@ -184,7 +184,7 @@ static int read_whole(const char *path, char **out, size_t *len)
 {
 	/* O_NONBLOCK: a FIFO put in the file's place must not hang the daemon's open;
 	 * only a regular file is read. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
 	struct stat sb;
 	char *p;
 	size_t got = 0;
@@ -291,6 +291,35 @@ static void restore(struct sl_daemon *d, int had_file)
 	free(p);
 }
 
+/* The state directory is this daemon's alone: owned by root or its user, and
+ * writable by nobody else - another user who could write there could put a
+ * state file of their own, or a name the daemon's writes would follow.  0, or
+ * -EPERM said in the log. */
+static int dir_is_ours(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat sb;
+	int rc = 0;
+
+	if (fd < 0 || fstat(fd, &sb) != 0) {
+		rc = -errno;
+		sl_log_warnx("state_dir %s: %s", dir, strerror(errno));
+	} else if (sb.st_uid != 0 && sb.st_uid != geteuid()) {
+		rc = -EPERM;
+		sl_log_warnx("state_dir %s belongs to uid %u, not to root or this daemon's user (uid %u): "
+		             "refused - chown it, or name a directory of the daemon's", dir, (unsigned)sb.st_uid,
+		             (unsigned)geteuid());
+	} else if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
+		rc = -EPERM;
+		sl_log_warnx("state_dir %s is writable by %s (mode %04o): refused - chmod go-w it, or name a "
+		             "directory only the daemon's user can write", dir,
+		             sb.st_mode & S_IWOTH ? "every user" : "its group", (unsigned)(sb.st_mode & 07777));
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 int sl_quotas_start(struct sl_daemon *d, int created)
 {
 	struct sl_quotas *q;
@@ -310,14 +339,19 @@ int sl_quotas_start(struct sl_daemon *d, int created)
 		sl_log_warnx("state_dir %s cannot be made: %s", d->quota_dir, strerror(errno));
 		goto fail;
 	}
-	/* The lock file stays once made: with it there and no state file, the state
-	 * file was lost (nothing is to be handed out afresh). */
-	had_file = stat(q->lock_path, &sb) == 0;
-	if ((q->lock_fd = open(q->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
-		rc = -errno;
-		sl_log_warnx("state file lock %s: %s", q->lock_path, strerror(errno));
+	if ((rc = dir_is_ours(d->quota_dir)) < 0)
+		goto fail;
+	/* The lock file stays once made.  It is marked (one byte) once a state file
+	 * was written: marked, with no state file, the state file was lost (nothing is
+	 * to be handed out afresh); unmarked, none was ever saved - a start that
+	 * failed before its first save - and the quotas start afresh. */
+	if ((q->lock_fd = open(q->lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600)) < 0 ||
+	    fstat(q->lock_fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		rc = q->lock_fd < 0 ? -errno : -EINVAL;
+		sl_log_warnx("state file lock %s: %s", q->lock_path, rc == -EINVAL ? "not a regular file" : strerror(-rc));
 		goto fail;
 	}
+	had_file = sb.st_size > 0;
 	if (flock(q->lock_fd, LOCK_EX | LOCK_NB) != 0) {
 		rc = -EADDRINUSE;
 		sl_log_warnx("state file %s belongs to another running sluiced", q->files.path);
@@ -327,6 +361,11 @@ int sl_quotas_start(struct sl_daemon *d, int created)
 		restore(d, had_file);
 	if ((rc = pass(d, SL_QUOTA_SAVE)) < 0) {
 		sl_log_warnx("state file %s: %s", q->files.path, strerror(-rc));
+		goto fail;
+	}
+	if (!had_file && (pwrite(q->lock_fd, "1", 1, 0) != 1 || fsync(q->lock_fd) != 0)) {
+		rc = -errno;
+		sl_log_warnx("state file lock %s: %s", q->lock_path, strerror(errno));
 		goto fail;
 	}
 	ev_timer_init(&q->timer, on_timer, (double)SL_QUOTA_PASS_NS / 1e9, (double)SL_QUOTA_PASS_NS / 1e9);
