@@ -20,7 +20,9 @@
 #define SL_CTL_MAX_REPLY ((size_t)1 << 30)
 
 /* Send `cmd` and read the whole reply into a malloc'd, NUL-terminated *reply.
- * Returns 0, or -errno (-ECONNREFUSED / -ENOENT when no daemon listens). */
+ * Returns 0, or -errno (-ECONNREFUSED / -ENOENT when no daemon listens; -EPERM
+ * when another user's process listens there, one not to be trusted: segsock.h,
+ * sl_segsock_trusted). */
 int sl_ctl_request(const char *path, const char *cmd, char **reply, int timeout_ms);
 
 /* From an "info" reply, the value of `key` copied into `out`; 0 or -ENOENT. */

@@ -71,10 +71,18 @@ void sl_segsock_put_fd(struct msghdr *mh, void *cbuf, size_t len, int fd);
 /* The value of KEY in a reply "ok k=v k=v ...", into out; 0 or -ENOENT. */
 int sl_segsock_value(const char *line, const char *key, char *out, size_t len);
 
+/* Whether the segment served at `path` by uid `server_uid` (SO_PEERCRED) may be
+ * used: served by root, by this process's user, or by the owner of the socket's
+ * directory when nobody else may write there - where another user could have put
+ * a socket of their own, with limits of their own, it is refused (why says so).
+ * The daemon's own take-over (sl_keeper_fetch) asks more: root or itself. */
+int sl_segsock_trusted(const char *path, uint32_t server_uid, char *why, size_t whylen);
+
 /* Attach the segment served at `path`: mapped (rw when `writable` and granted),
  * its memfd closed, shm->self the token the server entered this process under.
  * 0; -EACCES with the server's words in why (this user may not, or only read
- * what it asked to write); -EPROTO for a reply of no kind, or with no segment;
+ * what it asked to write), or with why it is not to be trusted
+ * (sl_segsock_trusted); -EPROTO for a reply of no kind, or with no segment;
  * the errors of sl_segsock_ask and sl_shm_map_fd. */
 int sl_segsock_attach(const char *path, int writable, int64_t timeout_ns, struct sl_shm *shm, char *why,
                       size_t whylen);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 
@@ -171,6 +172,25 @@ int sl_segsock_value(const char *line, const char *key, char *out, size_t len)
 	return -ENOENT;
 }
 
+int sl_segsock_trusted(const char *path, uint32_t server_uid, char *why, size_t whylen)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[108];
+	struct stat st;
+	int saved = errno, ok;
+
+	if (server_uid == 0 || server_uid == (uint32_t)geteuid())
+		return 1;
+	snprintf(dir, sizeof(dir), "%.*s", slash && slash != path ? (int)(slash - path) : 1, slash ? path : ".");
+	ok = stat(dir, &st) == 0 && st.st_uid == server_uid && !(st.st_mode & (S_IWGRP | S_IWOTH));
+	errno = saved;
+	if (!ok && why && whylen)
+		snprintf(why, whylen, "it is served by uid %u, neither root, this user, nor the owner of %s "
+		         "alone (another user's socket in a directory others can write): not used",
+		         (unsigned)server_uid, dir);
+	return ok;
+}
+
 int sl_segsock_attach(const char *path, int writable, int64_t timeout_ns, struct sl_shm *shm, char *why,
                       size_t whylen)
 {
@@ -186,6 +206,11 @@ int sl_segsock_attach(const char *path, int writable, int64_t timeout_ns, struct
 	         (unsigned long long)me.pidns);
 	if ((rc = sl_segsock_ask(path, req, -1, timeout_ns, &r)) < 0)
 		return rc;
+	if (!sl_segsock_trusted(path, r.server_uid, why, whylen)) {
+		if (r.fd >= 0)
+			sl_sys_close(r.fd);
+		return -EACCES;
+	}
 	if (strncmp(r.line, "ok", 2) != 0 || r.fd < 0) {
 		/* Refused with a reason, or not this protocol at all (a reply of no
 		 * kind, an "ok" with nothing in it). */

@@ -258,11 +258,17 @@ int sl_control_open(struct sl_daemon *d)
 		sl_log_warnx("control socket path too long: %s", path);
 		return -ENAMETOOLONG;
 	}
-	/* Refuse to start when another daemon answers; a dead one's socket is stale. */
-	if (sl_ctl_request(path, "ping", &reply, 1000) == 0) {
+	/* Refuse to start when another daemon answers; a dead one's socket is stale,
+	 * and another user's where ours belongs is put aside, loudly. */
+	switch (sl_ctl_request(path, "ping", &reply, 1000)) {
+	case 0:
 		sl_log_warnx("another sluiced answers on %s (%s)", path, reply ? strtok(reply, "\n") : "");
 		free(reply);
 		return -EADDRINUSE;
+	case -EPERM:
+		sl_log_warnx("%s is answered by another user's process, not root's or this daemon's user's: "
+		             "removed, and this daemon's control socket made in its place", path);
+		break;
 	}
 	unlink(path);
 	make_dir_of(path);

@@ -526,6 +526,14 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 			sl_log_info("took segment %s back from systemd's store", d->shm_name);
 	} else
 		rc = sl_keeper_fetch(d->seg_path, &d->shm, why, sizeof(why));
+	if (rc == -EPERM) {
+		/* Another user's segment where this daemon's belongs: never adopted (its
+		 * maker could have set its limits), put aside loudly, and one of this
+		 * daemon's made in its place (the keeper's listen replaces the socket). */
+		sl_log_warnx("segment socket %s: %s; a segment of this daemon's is made in its place", d->seg_path,
+		             why);
+		rc = -ENOENT;
+	}
 	if (rc == 0) {
 		reattached = 1;
 	} else if (rc == -ENOENT || rc == -ECONNREFUSED) {

@@ -34,7 +34,7 @@ int sl_keeper_fetch(const char *path, struct sl_shm *shm, char *why, size_t len)
 			         (unsigned)r.server_uid);
 		if (r.fd >= 0)
 			close(r.fd);
-		return -EACCES;
+		return -EPERM;
 	}
 	if (strncmp(r.line, "ok", 2) != 0 || r.fd < 0) {
 		if (why && len)

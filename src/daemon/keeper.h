@@ -22,8 +22,10 @@
 
 /* The segment a keeper serves at `path`, mapped read-write with its memfd kept.
  * 0; -ENOENT (no socket: none was kept), -ECONNREFUSED (a socket nobody answers:
- * a keeper died, its segment lost), -EACCES with why (the keeper refused: it is
- * another user's), or another -errno. */
+ * a keeper died, its segment lost), -EPERM with why (it is served by a user
+ * neither root nor this process's: whoever made it could have set its limits, so
+ * it is not taken over), -EACCES with why (the keeper refused), or another
+ * -errno. */
 int sl_keeper_fetch(const char *path, struct sl_shm *shm, char *why, size_t len);
 
 /* Start a keeper serving memfd shm_fd at `path` (bound here, so the path is taken

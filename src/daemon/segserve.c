@@ -576,10 +576,17 @@ int sl_segserve_listen(const char *path, const struct sl_segpolicy *policy)
 		return -ENAMETOOLONG;
 	memcpy(sun.sun_path, path, strlen(path));
 	rc = sl_segsock_ask(path, "info\n", -1, SL_SEGSOCK_TIMEOUT_NS, &r);
-	if (rc == 0 || rc == -ETIMEDOUT)
+	if (r.fd >= 0)
+		close(r.fd);
+	if (rc == 0 && r.server_uid != 0 && r.server_uid != (uint32_t)geteuid()) {
+		/* Another user's where this one's belongs: put aside, loudly. */
+		sl_log_warnx("segment socket %s is served by uid %u, neither root nor this user: removed, and "
+		             "this one served in its place", path, (unsigned)r.server_uid);
+		rc = -ECONNREFUSED;
+	} else if (rc == 0 || rc == -ETIMEDOUT)
 		return -EADDRINUSE; /* someone answers (or is too busy to): not ours to take */
 	if (rc == -ECONNREFUSED)
-		unlink(path); /* a dead server's */
+		unlink(path); /* a dead server's, or a stranger's */
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;

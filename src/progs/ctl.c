@@ -1,5 +1,6 @@
 #include "sluice/ctl.h"
 #include "sluice/common.h"
+#include "sluice/segsock.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -25,8 +26,23 @@ int sl_ctl_request(const char *path, const char *cmd, char **reply, int timeout_
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
-	    write(fd, cmd, strlen(cmd)) < 0 || write(fd, "\n", 1) < 0) {
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* Another user's socket where the daemon's should be is not asked anything:
+	 * its answers would be its own (segsock.h, sl_segsock_trusted). */
+	{
+		struct ucred cred;
+		socklen_t clen = sizeof(cred);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 ||
+		    !sl_segsock_trusted(path, (uint32_t)cred.uid, NULL, 0)) {
+			rc = -EPERM;
+			goto out;
+		}
+	}
+	if (write(fd, cmd, strlen(cmd)) < 0 || write(fd, "\n", 1) < 0) {
 		rc = -errno;
 		goto out;
 	}
