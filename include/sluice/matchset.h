@@ -55,6 +55,10 @@ int sl_match_find(const struct sl_match *m, uint32_t i);
 /* Whether some section of m is one only a daemon can keep (sl_spec_needs_daemon). */
 int sl_match_needs_daemon(struct sl_shm_header *h, const struct sl_match *m);
 
+/* Whether every section of m agrees with its seal (summary.h): 0 when one was
+ * scribbled since the daemon wrote it - nothing is to be decided on m then. */
+int sl_match_sealed(struct sl_shm_header *h, const struct sl_match *m);
+
 /* Whether a and b have a section in common. */
 int sl_match_meets(const struct sl_match *a, const struct sl_match *b);
 

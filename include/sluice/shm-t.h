@@ -359,6 +359,9 @@ struct sl_section {
 	uint32_t serial;  /* bumped whenever the slot's state is reset or reassigned; a
 	                   * shim that matched under one serial charges only that one */
 	struct sl_spec spec;
+	uint64_t seal;    /* the daemon's checksum of in_use, serial and spec, written
+	                   * with them under the spec seqlock: a shim acts on a section
+	                   * only while it agrees (summary.h, sl_section_sealed) */
 	struct sl_state state;
 	struct sl_state_more more; /* right after state: sl_state_more() */
 	struct sl_delivery delivery;
@@ -366,6 +369,8 @@ struct sl_section {
 _Static_assert(offsetof(struct sl_section, more) == offsetof(struct sl_section, state) + sizeof(struct sl_state),
                "a section's more follows its state");
 _Static_assert(offsetof(struct sl_section, spec) == 8, "sl_section ABI");
+_Static_assert(offsetof(struct sl_section, seal) == 8 + sizeof(struct sl_spec),
+               "a section's seal follows the words it seals");
 _Static_assert(sizeof(struct sl_section) % 8 == 0, "sl_section keeps 8-byte alignment");
 
 struct sl_shm_header {

@@ -29,6 +29,21 @@ struct sl_summary {
 	uint64_t v6_lens[3];  /* IPv6 prefix lengths */
 };
 
+/* A section's seal: the same guard for its in_use, serial and spec, which every
+ * admission reads.  A scribble of four bytes there (a mode, a window, in_use) once
+ * let thousands through before the daemon's next heartbeat wrote the section
+ * back; now a shim that finds a section whose seal disagrees decides nothing on
+ * it - its calls wait, undecided, for the daemon to write it back (admit.c,
+ * pending.c) - and the matcher takes a section that looks unused or of another
+ * meter only when its seal says so.  Sealed by the daemon at every load and
+ * repair (shm_apply.c, golden.c). */
+uint64_t sl_section_seal_of(const struct sl_section *sec);
+void sl_section_seal(struct sl_section *sec);
+static inline int sl_section_sealed(const struct sl_section *sec)
+{
+	return __atomic_load_n(&sec->seal, __ATOMIC_RELAXED) == sl_section_seal_of(sec);
+}
+
 /* The checksum of h's summary fields as they stand. */
 uint64_t sl_summary_sum(const struct sl_shm_header *h);
 

@@ -13,6 +13,7 @@
 #include "sluice/shm.h"
 #include "sluice/stats.h"
 #include "sluice/strategy.h"
+#include "sluice/summary.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -181,10 +182,14 @@ static int plan_sections(struct sl_shm_header *h, const struct sl_match *m, int6
 {
 	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
 		unsigned k = (unsigned)__builtin_ctzll(bits), i = m->idx[k];
-		struct sl_section *sec;
+		struct sl_section *sec = sl_shm_section(h, i);
 		struct sl_state *st;
 		int64_t slot;
 
+		/* Scribbled since the daemon wrote it: nothing is decided on it (not
+		 * even that it is gone), until the daemon writes it back. */
+		if (sec && !sl_section_sealed(sec))
+			return -EBADMSG;
 		if (!(sec = live_section(h, i, m->serial[k])))
 			continue;
 		p->live++;
@@ -425,13 +430,19 @@ static void note_held(struct sl_shm_header *h, struct sl_ticket *t, int64_t unti
  * it is latest in (*limiting; -1 if none).  -ETIMEDOUT when a key evicted since
  * the reservation (it went idle: the caller woke that late) finds no room to be
  * made again: with no state to check, nothing is decided. */
-static int64_t gate_of(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int *limiting,
-                       int64_t *saving)
+static int64_t gate_of(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int sealed,
+                       int *limiting, int64_t *saving)
 {
 	int64_t later = now;
 
 	*limiting = -1;
 	*saving = now;
+	for (uint64_t bits = sealed ? 0 : t->mask; bits; bits &= bits - 1) {
+		const struct sl_section *sec = sl_shm_section(h, t->sec[__builtin_ctzll(bits)].idx);
+
+		if (sec && !sl_section_sealed(sec))
+			return -EBADMSG; /* scribbled: no gate is read from it (summary.h) */
+	}
 	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 1, now);) {
 		int64_t at;
 
@@ -492,8 +503,9 @@ static void make_call(struct sl_shm_header *h, struct sl_ticket *t, int64_t now,
 	}
 }
 
-/* Under the lock: sl_admit_release_act's work. */
-static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t now,
+/* Under the lock: sl_admit_release_act's work.  sealed: the caller found the
+ * ticket's sections' seals whole in this hold of the lock (else gate_of looks). */
+static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int sealed,
                           int64_t *retry_ns, sl_act_fn act, void *arg)
 {
 	int64_t later, saving;
@@ -501,7 +513,7 @@ static int release_locked(struct sl_shm_header *h, struct sl_ticket *t, int64_t 
 
 	if (now == SL_ADMIT_NOW)
 		now = sl_clock_mono_ns();
-	if ((later = gate_of(h, t, now, &limiting, &saving)) < 0)
+	if ((later = gate_of(h, t, now, sealed, &limiting, &saving)) < 0)
 		return (int)later;
 	if (later > now && later > t->give_up_ns) {
 		refuse_late(h, t, limiting);
@@ -552,7 +564,7 @@ int sl_admit_release_act(struct sl_shm_header *h, struct sl_ticket *t, int64_t n
 
 	if (rc < 0)
 		return rc; /* cannot check: the caller's fallback decides, never "go" */
-	rc = release_locked(h, t, now, retry_ns, act, arg);
+	rc = release_locked(h, t, now, 0, retry_ns, act, arg);
 	sl_shm_unlock(h, self);
 	return rc;
 }
@@ -573,7 +585,9 @@ int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, i
 		if (!t->mask)
 			*release_rc = 0; /* nothing to wait for */
 		else if (t->release_ns <= sl_clock_mono_ns())
-			*release_rc = release_locked(h, t, SL_ADMIT_NOW, retry_ns, act, arg);
+			/* sealed: the reservation found every seal whole in this hold of
+			 * the lock, a moment ago. */
+			*release_rc = release_locked(h, t, SL_ADMIT_NOW, 1, retry_ns, act, arg);
 	}
 	sl_shm_unlock(h, self);
 	return rc;

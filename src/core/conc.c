@@ -5,7 +5,9 @@
 #include "sluice/sys.h"
 #include "sluice/keys.h"
 #include "sluice/lease.h"
+#include "sluice/matchset.h"
 #include "sluice/shm.h"
+#include "sluice/summary.h"
 
 #include <stdlib.h>
 
@@ -85,7 +87,9 @@ uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m)
 		unsigned k = (unsigned)__builtin_ctzll(bits);
 		struct sl_section *sec;
 
-		if ((sec = at(h, m, k)) && sec->spec.concurrency && sec->spec.mode != SL_MODE_OBSERVE)
+		/* One whose seal is broken may have places: sl_conc_take says so. */
+		if (((sec = at(h, m, k)) && sec->spec.concurrency && sec->spec.mode != SL_MODE_OBSERVE) ||
+		    ((sec = sl_shm_section(h, m->idx[k])) && !sl_section_sealed(sec)))
 			mask |= 1ULL << k;
 	}
 	return mask;
@@ -171,10 +175,13 @@ void sl_conc_wake(struct sl_state *st)
 int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint64_t *taken,
                  int *full, uint32_t *seen)
 {
-	uint64_t want = sl_conc_sections(h, m);
+	uint64_t want;
 	int rc;
 
 	*taken = 0;
+	if (!sl_match_sealed(h, m))
+		return -EBADMSG; /* scribbled: no place is counted on it (summary.h) */
+	want = sl_conc_sections(h, m);
 	if (!want && !m->overflow)
 		return 0;
 	if ((rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS)) < 0)

@@ -18,10 +18,11 @@ struct head {
 	uint64_t index_v4_lens, index_v6_lens[3], summary_sum;
 };
 
-/* Of each section: whether it is in use, its serial, its spec. */
+/* Of each section: whether it is in use, its serial, its spec and their seal. */
 struct spec_copy {
 	uint32_t in_use, serial;
 	struct sl_spec spec;
+	uint64_t seal;
 };
 
 struct sl_golden {
@@ -87,7 +88,7 @@ struct sl_golden *sl_golden_take(struct sl_shm_header *h)
 	for (uint32_t i = 0; i < g->nsections; i++) {
 		const struct sl_section *sec = sl_shm_section(h, i);
 
-		g->sections[i] = (struct spec_copy){sec->in_use, sec->serial, sec->spec};
+		g->sections[i] = (struct spec_copy){sec->in_use, sec->serial, sec->spec, sec->seal};
 	}
 	if (g->npatterns) {
 		memcpy(g->patterns, sl_shm_pattern(h, 0), g->npatterns * sizeof(*g->patterns));
@@ -141,6 +142,7 @@ static int differs(struct sl_shm_header *h, const struct sl_golden *g, int part,
 			const struct sl_section *sec = sl_shm_section(h, (uint32_t)i);
 
 			if (sec->in_use != g->sections[i].in_use || sec->serial != g->sections[i].serial ||
+			    sec->seal != g->sections[i].seal ||
 			    memcmp(&sec->spec, &g->sections[i].spec, sizeof(sec->spec)) != 0)
 				return 1;
 		}
@@ -166,6 +168,7 @@ static void put(struct sl_shm_header *h, const struct sl_golden *g, int part, si
 			sec->in_use = g->sections[i].in_use;
 			sec->serial = g->sections[i].serial;
 			sec->spec = g->sections[i].spec;
+			sec->seal = g->sections[i].seal;
 		}
 		break;
 	case PART_PATTERNS:

@@ -9,6 +9,7 @@
 #include "sluice/index.h"
 #include "sluice/lock.h"
 #include "sluice/shm.h"
+#include "sluice/summary.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -124,8 +125,12 @@ static int gather_pattern(uint32_t pattern, void *arg)
 	if (!p || !sl_pattern_match(p, g->d))
 		return 0;
 	i = p->section;
-	if (!(sec = sl_shm_section(g->h, i)) || !sec->in_use || sec->spec.meter != g->d->meter ||
-	    sl_match_find(g->m, i) >= 0)
+	if (!(sec = sl_shm_section(g->h, i)) || sl_match_find(g->m, i) >= 0)
+		return 0;
+	/* Unused, or of another meter: passed over only when its seal says so - a
+	 * scribbled in_use or meter is taken, and the reservation finds the seal
+	 * broken and decides nothing (summary.h). */
+	if ((!sec->in_use || sec->spec.meter != g->d->meter) && sl_section_sealed(sec))
 		return 0;
 	if (g->count == SL_MATCH_MAX) {
 		g->m->overflow = 1;
@@ -250,6 +255,17 @@ int sl_match_sections(struct sl_shm_header *h, const struct sl_dest *d, struct s
 		sl_critical_leave(&c);
 	}
 	return count;
+}
+
+int sl_match_sealed(struct sl_shm_header *h, const struct sl_match *m)
+{
+	for (uint64_t bits = m->mask; bits; bits &= bits - 1) {
+		const struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec && !sl_section_sealed(sec))
+			return 0;
+	}
+	return 1;
 }
 
 int sl_match_needs_daemon(struct sl_shm_header *h, const struct sl_match *m)

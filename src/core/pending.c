@@ -121,6 +121,9 @@ static int refuse(struct sl_pending *p, struct sl_shm_header *h, int e, int sect
 	return SL_PEND_REFUSED;
 }
 
+/* Why a call waits on a section whose seal is broken (summary.h). */
+#define SCRIBBLED "a section's configuration was scribbled on (sluiced writes it back)"
+
 /* The segment could not decide: counted once per admission in each of its
  * sections, then the fallback decides.  An unused reservation is left to go by
  * empty (costing rate, never exceeding it). */
@@ -191,9 +194,10 @@ static int step_places(struct sl_pending *p, struct sl_shm_header *h, int64_t no
 		count_in(h, full, offsetof(struct sl_state_more, refused));
 		return refuse(p, h, sl_section_refuse(h, full), full, "no room in the key table for its key");
 	}
-	if (rc == -ENOSPC || rc == -ETIMEDOUT) {
-		/* No room in the holder table, or no lock: no place now.  Never a "go":
-		 * waited for as a full limit is, counted as undecided. */
+	if (rc == -ENOSPC || rc == -ETIMEDOUT || rc == -EBADMSG) {
+		/* No room in the holder table, no lock, or a scribbled section: no place
+		 * now.  Never a "go": waited for as a full limit is, counted as
+		 * undecided. */
 		uint64_t conc = p->conc ? p->conc : sl_conc_sections(h, p->ask.m);
 
 		full = conc ? (int)p->ask.m->idx[__builtin_ctzll(conc)] : -1;
@@ -201,7 +205,9 @@ static int step_places(struct sl_pending *p, struct sl_shm_header *h, int64_t no
 		if (!p->undecided)
 			count_in(h, full, offsetof(struct sl_state_more, undecided));
 		if (!p->undecided_why)
-			p->undecided_why = rc == -ENOSPC ? "holder table full" : "segment lock unavailable";
+			p->undecided_why = rc == -ENOSPC    ? "holder table full"
+			                   : rc == -EBADMSG ? SCRIBBLED
+			                                    : "segment lock unavailable";
 		p->undecided = 1;
 	}
 	/* Full.  A call the rate part would refuse anyway is refused now, not after
@@ -257,7 +263,7 @@ static int step_reserve(struct sl_pending *p, struct sl_shm_header *h, int64_t n
 		return NEXT;
 	}
 	if (rc < 0)
-		return segment_failed(p, h, now, rc, "segment lock unavailable");
+		return segment_failed(p, h, now, rc, rc == -EBADMSG ? SCRIBBLED : "segment lock unavailable");
 	if (!p->t.mask || went == 0)
 		return go(p, NULL); /* nothing to wait for, or released with the reservation */
 	p->phase = SL_PEND_RELEASE;
@@ -290,7 +296,7 @@ static int step_release(struct sl_pending *p, struct sl_shm_header *h, int64_t n
 	if (rc == -ECONNREFUSED) /* its slots are given back already */
 		return refuse(p, h, p->t.refuse_errno, p->t.refusing_section, "its queue ran past max_wait");
 	if (rc < 0)
-		return segment_failed(p, h, now, rc, "release check unavailable");
+		return segment_failed(p, h, now, rc, rc == -EBADMSG ? SCRIBBLED : "release check unavailable");
 	if (++p->rounds >= RELEASE_ROUNDS)
 		return undecided(p, h, now, "the release check never agreed");
 	return wait_until(p, retry);

@@ -314,6 +314,10 @@ int sl_shm_apply_config_at(struct sl_shm_header *h, const struct sl_config *cfg,
 	snprintf(h->config_path, sizeof(h->config_path), "%s", cfg->path);
 	h->generation++;
 	sl_summary_seal(h);
+	/* Every slot a section was or is in, sealed as it now stands (a freed one
+	 * too: a scribble that marks it in use again disagrees). */
+	for (uint32_t i = 0, n = SL_MAX(used, slots_used); i < n; i++)
+		sl_section_seal(sl_shm_section(h, i));
 
 	atomic_thread_fence(memory_order_release);
 	atomic_store_explicit(A(&h->spec_seq), seq + 1, memory_order_relaxed); /* even: done */

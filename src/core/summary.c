@@ -1,8 +1,9 @@
-/* The header's summary, sealed and checked (summary.h). */
+/* The header's summary and each section's config, sealed and checked (summary.h). */
 #include "sluice/summary.h"
 #include "sluice/common.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
@@ -83,4 +84,34 @@ int sl_summary_get(const struct sl_shm_header *h, struct sl_summary *out)
 	out->v4_lens = ~0ull;
 	out->v6_lens[0] = out->v6_lens[1] = out->v6_lens[2] = ~0ull;
 	return 0;
+}
+
+/* Word by word over in_use, serial and spec (22 words, a multiply each, in four
+ * independent lanes so they overlap: some ns an admission), read as the daemon
+ * may be writing them - a torn read disagrees, and is looked at again.  Never 0,
+ * the seal of a slot never written. */
+uint64_t sl_section_seal_of(const struct sl_section *sec)
+{
+	typedef uint64_t __attribute__((may_alias)) word;
+	enum { WORDS = offsetof(struct sl_section, seal) / sizeof(uint64_t) };
+	const word *w = (const word *)(const void *)sec;
+	uint64_t lane[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
+	                    0x27d4eb2f165667c5ull},
+	         hash;
+
+	for (size_t i = 0; i < WORDS; i++) {
+		uint64_t *l = &lane[i & 3];
+
+		*l = (*l ^ __atomic_load_n(&w[i], __ATOMIC_RELAXED)) * 0xff51afd7ed558ccdull;
+		*l ^= *l >> 32;
+	}
+	hash = (lane[0] ^ (lane[1] << 1 | lane[1] >> 63)) * 0xc4ceb9fe1a85ec53ull;
+	hash ^= (lane[2] ^ (lane[3] << 1 | lane[3] >> 63)) * 0xff51afd7ed558ccdull;
+	hash ^= hash >> 29;
+	return hash ? hash : 1;
+}
+
+void sl_section_seal(struct sl_section *sec)
+{
+	__atomic_store_n(&sec->seal, sl_section_seal_of(sec), __ATOMIC_RELAXED);
 }

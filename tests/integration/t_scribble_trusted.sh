@@ -6,10 +6,13 @@
 #     lengths, the checksum itself): a shim believes it only when its checksum
 #     agrees, so shaping holds at once: the destination's whole record keeps the
 #     bound;
-#   - a section's spec (in_use, meter, rate), a pattern, the match index: the
-#     daemon compares them at each heartbeat with what it wrote and writes them
-#     back, logging it; from that write-back on, the record keeps the bound
-#     again.
+#   - a section's in_use, serial and spec (its meter, rate, window, mode): sealed
+#     the same way (each section's checksum), so a shim decides nothing on a
+#     scribbled section - its calls wait, undecided - and the whole record keeps
+#     the bound; the daemon writes it back at its next heartbeat, logging it;
+#   - a pattern, the match index: the daemon compares them at each heartbeat
+#     with what it wrote and writes them back, logging it; from that write-back
+#     on, the record keeps the bound again.
 # Judged by the kernel's SYN stamps at the destination.
 . "$(dirname "$0")/lib.sh"
 
@@ -49,6 +52,10 @@ with segment.Segment(name) as f:
         off, data = sec + 8 + 68, struct.pack("<I", 3)  # datagrams
     elif what == "amount":
         off, data = sec + 8 + 88, struct.pack("<Q", 1 << 40)
+    elif what == "window":  # 4 bytes: a window of 1 ns
+        off, data = sec + 8 + 96, struct.pack("<I", 1)
+    elif what == "mode":  # observe: counted, never held
+        off, data = sec + 8 + 76, struct.pack("<I", 1)
     elif what == "pattern":
         off, data = at["patterns"], b"\0" * 32
     elif what == "index":  # every slot in use, emptied
@@ -114,7 +121,14 @@ for what in meters has_names index_kinds index_run v4_lens summary_sum; do
 	grep -q "the header's summary was not what sluiced wrote" "$T/sluiced.log" ||
 		fail "$what: the daemon did not write the summary back"
 done
-for what in in_use meter amount pattern index; do
+for what in in_use meter amount window mode; do
+	run_with $what strict
+	sleep 0.6
+	grep -q "a section's spec was not what sluiced wrote (scribbled?): written back" "$T/sluiced.log" ||
+		fail "$what: the daemon did not write it back: $(cat "$T/sluiced.log")"
+	note "$what: the section's seal kept it from being acted on; written back by the daemon"
+done
+for what in pattern index; do
 	run_with $what after-a-heartbeat
 	grep -q "was not what sluiced wrote (scribbled?): written back" "$T/sluiced.log" ||
 		fail "$what: the daemon did not write it back: $(cat "$T/sluiced.log")"
