@@ -39,6 +39,7 @@ struct sl_daemon {
 	char seg_path[108];   /* the segment's socket (segsock.h) */
 	struct sl_segserve *serve; /* a private segment's server (private_socket) */
 	int serving;          /* the start has served the segment (serve() in daemon.c) */
+	int keeper_started;   /* ... with a keeper it started for a segment it made */
 	int64_t keeper_checked_ns; /* the keeper was last found answering */
 	int keeper_lost;      /* the keeper was gone and could not be started: said once */
 	int64_t hold_allowed_until_ns; /* a hold in the segment is the daemon's own, or

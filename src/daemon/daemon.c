@@ -462,6 +462,7 @@ static int serve(struct sl_daemon *d, int reattached)
 		return rc;
 	}
 	d->keeper_checked_ns = sl_clock_mono_ns();
+	d->keeper_started = !reattached;
 	return 0;
 }
 
@@ -636,6 +637,10 @@ fail:
 	sl_quotas_stop(d);
 	sl_control_close(d);
 	stop_serving(d);
+	/* A segment this failed start made and began to serve goes with it: none
+	 * half-made is left for programs to find (they wait for a daemon instead). */
+	if (d->keeper_started && sl_keeper_quit(d->seg_path) < 0)
+		sl_log_warnx("segment %s: its keeper at %s would not stop", d->shm_name, d->seg_path);
 	sl_shm_detach(&d->shm);
 	sl_config_free(d->cfg);
 	free(d->cfg);

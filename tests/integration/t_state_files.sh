@@ -8,8 +8,10 @@
 #    refused with a message, at once;
 #  - a state_dir writable by every user, by its group, or owned by another user:
 #    refused, saying which and what to do;
-#  - a start that fails at its first save (a full disk) leaves no mark that makes
-#    the next good start take the quota for lost: it starts the month afresh.
+#  - a start that fails at its first save (a full disk) leaves no segment for
+#    programs to count on alone (their calls wait and are refused), and no mark
+#    that makes the next good start take the quota for lost: it starts the month
+#    afresh.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -100,6 +102,18 @@ mkdir -m 0700 "$T/full/state"
 dd if=/dev/zero of="$T/full/fill" bs=4k 2>/dev/null
 timeout 10 "$SLUICED" -f -c "$T/q.ini" 2>"$T/full1.log" && { echo "the start on a full disk succeeded"; exit 1; }
 grep -q "No space left on device" "$T/full1.log" || { echo "no word of the full disk: \$(cat "$T/full1.log")"; exit 1; }
+# Nothing half-made is left: no segment served, and a program's call waits for
+# one and is refused - never counted alone against the quota.
+[ -e "$SEG" ] && { echo "the failed start left a segment at $SEG"; exit 1; }
+early=\$(LD_PRELOAD="$PRELOAD" SLUICE_CONFIG="$T/q.ini" timeout 30 python3 -c '
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10).close()
+    print("went")
+except OSError:
+    print("refused")' "$PORT" 2>"$T/early.err")
+[ "\$early" = refused ] || { echo "a call after the failed start: \$early"; exit 1; }
+grep -q "cannot use the shared queues at $SEG" "$T/early.err" || { echo "not told: \$(cat "$T/early.err")"; exit 1; }
 rm -f "$T/full/fill"
 "$SLUICED" -f -c "$T/q.ini" 2>"$T/full2.log" &
 d=\$!
@@ -122,5 +136,5 @@ EOF
 out=$(unshare --mount --propagation private bash "$T/full.sh" 2>&1)
 [ "$out" = "went 5" ] || fail "after a start that failed on a full disk: $out ($(cat "$T/full2.log" 2>/dev/null))"
 grep -q "used up" "$T/full2.log" && fail "the next start took the quota for lost: $(cat "$T/full2.log")"
-note "a start failed on a full disk; the next gave the month afresh: 5 of 6 went"
+note "a start failed on a full disk: nothing served, a call refused; the next gave the month afresh: 5 of 6 went"
 echo "ok"
