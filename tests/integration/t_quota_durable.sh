@@ -2,7 +2,8 @@
 # Durable quotas (README, "Quotas"): rate = 5/mo with state_dir, through a clean
 # stop, a removed segment, a kill -9, a lost and a corrupt state file.  The
 # destination's SYNs are the count: exactly 5 in the month however the daemon
-# went down, and a keyed quota (2/mo per address:port) keeps each key's count
+# went down (its keeper stopped under it too), and a keyed quota (2/mo per
+# address:port) keeps each key's count
 # the same way.  A file that is gone or bad (a FIFO too) starts the quota used up
 # (logged) until `sluice quota reset`, which gives the month afresh.
 . "$(dirname "$0")/lib.sh"
@@ -39,7 +40,7 @@ start_syn_witness "$PORT" "$T/syns"
 
 # connects PORT N: N connects through the shim, one line each: ok or refused.
 connects() {
-	LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$SEG" timeout 30 python3 - "$@" <<'PY'
+	LD_PRELOAD="$PRELOAD" SLUICE_CONFIG="$T/c.ini" SLUICE_SEGMENT="$SEG" timeout 30 python3 - "$@" <<'PY'
 import socket, sys
 for _ in range(int(sys.argv[2])):
     try:
@@ -100,6 +101,16 @@ expect "$P2" 1 0 "a key of a quota whose file was lost"
 grep -q "^ok \[month\] reset" "$T/reset.out" || fail "quota reset said: $(cat "$T/reset.out")"
 expect "$PORT" 6 5 "a month afresh after sluice quota reset"
 expect "$P2" 1 0 "a key of a section not reset"
+
+# The segment's keeper stopped while the daemon runs (as `ipcrm` once removed a
+# System V segment): programs that come meanwhile wait for the shared queue and
+# are refused, never count on their own; the daemon serves the same segment
+# again, its count intact.
+"$SLUICE" segments --remove "$SEG" >/dev/null || fail "sluice segments --remove"
+expect "$PORT" 2 0 "with the segment's keeper stopped"
+for _ in $(seq 50); do [ -S "$SEG" ] && break; sleep 0.1; done
+[ -S "$SEG" ] || fail "the daemon did not serve the segment again"
+expect "$PORT" 2 0 "with the segment served again"
 
 # A corrupt file: refused, kept aside, and the quotas used up.
 stop_daemon
