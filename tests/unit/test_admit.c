@@ -16,6 +16,7 @@
 #include "sluice/roster.h"
 #include "sluice/shm.h"
 #include "sluice/stats.h"
+#include "sluice/summary.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -595,6 +596,48 @@ static void test_counted_from_rule(void **state)
 
 /* The peek says what the locked check would, without the lock: a gate not yet
  * open, or now when it is; and never lets a release go itself. */
+/* A section scribbled since the daemon sealed it (summary.h): nothing decided on
+ * it - a reservation and a release check answer -EBADMSG, not a slot and not
+ * "gone" - and a section that looks unused or of another meter is still matched
+ * while its seal says it is in use; sealed again, it decides as before. */
+static void test_seal(void **state)
+{
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
+	struct sl_dest d = dest("10.0.0.1", 80);
+	struct sl_section *a;
+	struct sl_match m;
+	int64_t held;
+
+	(void)state;
+	load("[a]\nmatch = 10.0.0.0/8\nrate = 10/s\n");
+	a = section("a");
+	assert_int_equal(reserve(T0, t), T0);
+	held = reserve(T0, t);
+	assert_int_equal(held, T0 + 100 * MS);
+	/* The window scribbled to a nanosecond: the release check refuses to read it. */
+	a->spec.window_ns = 1;
+	assert_int_equal(sl_admit_release(shm.hdr, t, T0 + MS, (int32_t)getpid(), &held), -EBADMSG);
+	assert_int_equal(reserve(T0, t), -EBADMSG);
+	a->spec.window_ns = SL_NS_PER_S;
+	assert_int_equal(reserve(T0, t), T0 + 200 * MS);
+	/* in_use and the meter, each written over: still matched, still refused. */
+	a->in_use = 0;
+	assert_int_equal(sl_match_sections(shm.hdr, &d, &m, (int32_t)getpid()), 1);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, (int32_t)getpid(), t), -EBADMSG);
+	a->in_use = 1;
+	a->spec.meter = SL_METER_DATAGRAMS;
+	assert_int_equal(sl_match_sections(shm.hdr, &d, &m, (int32_t)getpid()), 1);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, T0, (int32_t)getpid(), t), -EBADMSG);
+	/* Sealed as it stands (the daemon's write-back): decided on again. */
+	sl_section_seal(a);
+	assert_int_equal(sl_match_sections(shm.hdr, &d, &m, (int32_t)getpid()), 0);
+	a->spec.meter = SL_METER_CONNECTIONS;
+	assert_int_equal(reserve(T0, t), -EBADMSG);
+	sl_section_seal(a);
+	assert_int_equal(reserve(T0, t), T0 + 300 * MS);
+}
+
 static void test_peek(void **state)
 {
 	union sl_ticket_room a_room, b_room;
@@ -745,6 +788,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_counted_from_the_call, fresh_segment, drop_segment),
 		cmocka_unit_test(test_counted_from_rule),
 		cmocka_unit_test_setup_teardown(test_peek, fresh_segment, drop_segment),
+		cmocka_unit_test_setup_teardown(test_seal, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_lateness_counted, fresh_segment, drop_segment),
 		cmocka_unit_test_setup_teardown(test_histogram, fresh_segment, drop_segment),
 	};
