@@ -8,7 +8,8 @@
 #    destination at the planted rate - none at all before root's daemon runs);
 #  - root's sluiced puts both sockets aside, loudly, and serves its own: from
 #    then on the programs are shaped at root's rate, spaced at the destination;
-#  - `sluice stat` asks only the daemon it may trust.
+#  - `sluice stat` asks only the daemon it may trust;
+#  - `sluice run` refuses a run directory the other user made for it first.
 # Judged by the kernel's SYN stamps at the destination.
 . "$(dirname "$0")/lib.sh"
 
@@ -88,4 +89,18 @@ sleep 0.3
 kill "$WITNESS_PID"
 witnessed "$T/syns.root" --interval-ms 200 --expect 6 --what "connects, root's daemon after the planted one" ||
 	fail "root's limit did not hold"
+stop_daemon
+
+# --- `sluice run`'s own segment: its run directory made by the other user first
+# (XDG_RUNTIME_DIR/sluice, with a socket for the pid to come): refused, loudly;
+# the command is not started unshaped ---
+mkdir -m 1777 "$T/xdg"
+runuser -u "$planter" -- sh -c "mkdir -m 0777 '$T/xdg/sluice' && touch '$T/xdg/sluice/run-99999.segment'"
+sed "s|^control_socket = .*|control_socket = $T/nodaemon/sluice.sock|" "$T/root.ini" >"$T/run.ini"
+XDG_RUNTIME_DIR="$T/xdg" "$SLUICE" run -c "$T/run.ini" -- sh -c 'echo started' >"$T/run.out" 2>"$T/run.err" &&
+	fail "sluice run used another user's run directory: $(cat "$T/run.out" "$T/run.err")"
+grep -q "started" "$T/run.out" && fail "the command was started"
+grep -q "cannot use $T/xdg/sluice for the run's segment socket: another user's, or others may write it" "$T/run.err" ||
+	fail "sluice run did not say why: $(cat "$T/run.err")"
+note "sluice run, its run directory another user's: refused, the command not started"
 echo "ok"
