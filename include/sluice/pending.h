@@ -138,8 +138,10 @@ enum sl_segment_ask {
 };
 
 /* The segment a blocking caller steps against, after doing what `ask` says (the
- * shim's attachment, `sluice acquire`'s). */
-typedef struct sl_shm_header *(*sl_pending_segment_fn)(void *ctx, int ask);
+ * shim's attachment, `sluice acquire`'s), with *self set to the caller's roster
+ * token in it: a segment reached anew (a stand-in's successor) knows the process
+ * by another token, and the lock takes no other (lock.h). */
+typedef struct sl_shm_header *(*sl_pending_segment_fn)(void *ctx, int ask, int32_t *self);
 
 /* Step p to its answer, sleeping between steps: precisely to a slot, on the
  * section's futex word for a place.  A signal handler interrupts a sleep; the

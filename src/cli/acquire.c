@@ -140,7 +140,7 @@ struct follow {
 	const char *path;
 };
 
-static struct sl_shm_header *follow_segment(void *ctx, int moved)
+static struct sl_shm_header *follow_segment(void *ctx, int moved, int32_t *self)
 {
 	struct follow *f = ctx;
 	struct sl_shm next;
@@ -153,6 +153,7 @@ static struct sl_shm_header *follow_segment(void *ctx, int moved)
 			*f->shm = next;
 		}
 	}
+	*self = f->shm->self;
 	return f->shm->hdr;
 }
 

@@ -179,13 +179,15 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 	int rc;
 
 	*taken = 0;
-	if (!sl_match_sealed(h, m))
-		return -EBADMSG; /* scribbled: no place is counted on it (summary.h) */
-	want = sl_conc_sections(h, m);
+	want = sl_conc_sections(h, m); /* with any section whose seal is broken */
 	if (!want && !m->overflow)
 		return 0;
 	if ((rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS)) < 0)
-		return rc;
+		return rc; /* -EXDEV first: a moved segment's successor decides */
+	if (!sl_match_sealed(h, m)) {
+		sl_shm_unlock(h, self);
+		return -EBADMSG; /* scribbled: no place is counted on it (summary.h) */
+	}
 	if (m->overflow) {
 		/* More sections apply than a match holds: no place, ever (refused as a
 		 * full key table is). */

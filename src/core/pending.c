@@ -354,7 +354,7 @@ void sl_pending_cancel(struct sl_pending *p, struct sl_shm_header *h)
 int sl_pending_wait(struct sl_pending *p, sl_pending_segment_fn segment, void *ctx,
                     volatile sig_atomic_t *stop, sl_act_fn act, void *arg)
 {
-	struct sl_shm_header *h = segment(ctx, 0);
+	struct sl_shm_header *h = segment(ctx, 0, &p->ask.self);
 	int slack = -1, rc;
 
 	/* Bounded: every round either answers, sleeps towards an instant that moves
@@ -363,7 +363,7 @@ int sl_pending_wait(struct sl_pending *p, sl_pending_segment_fn segment, void *c
 	for (;;) {
 		rc = sl_pending_step(p, h, sl_clock_mono_ns(), act, arg);
 		if (rc == SL_PEND_MOVED || rc == SL_PEND_CHECK) {
-			h = segment(ctx, rc == SL_PEND_MOVED ? SL_SEGMENT_FOLLOW : SL_SEGMENT_CHECK);
+			h = segment(ctx, rc == SL_PEND_MOVED ? SL_SEGMENT_FOLLOW : SL_SEGMENT_CHECK, &p->ask.self);
 			continue;
 		}
 		if (rc != SL_PEND_WAIT)

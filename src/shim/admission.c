@@ -99,7 +99,7 @@ int sl_admission_step(struct sl_pending *p, int64_t now, sl_act_fn act, void *ar
 
 		if (rc != SL_PEND_MOVED && rc != SL_PEND_CHECK)
 			return rc;
-		sl_shim_segment(NULL, rc == SL_PEND_MOVED ? SL_SEGMENT_FOLLOW : SL_SEGMENT_CHECK);
+		sl_shim_segment(NULL, rc == SL_PEND_MOVED ? SL_SEGMENT_FOLLOW : SL_SEGMENT_CHECK, &p->ask.self);
 	}
 }
 
@@ -140,13 +140,15 @@ void sl_admission_said(const struct sl_pending *p, int rc, const char *what)
 		sl_debug("%s %s sections=%s: go (no rate to wait for, or observe only)", what, dest, names);
 }
 
-struct sl_shm_header *sl_shim_segment(void *ctx, int ask)
+struct sl_shm_header *sl_shim_segment(void *ctx, int ask, int32_t *self)
 {
 	(void)ctx;
 	if (ask == SL_SEGMENT_CHECK)
 		sl_shim_check_orphan();
 	if (ask != SL_SEGMENT_AS_IS)
 		sl_shim_follow();
+	if (self)
+		*self = sl_shim_self();
 	return sl_shim.shm.hdr;
 }
 

@@ -11,6 +11,7 @@
 #include "sluice/config.h"
 #include "sluice/say.h"
 #include "sluice/segsock.h"
+#include "sluice/summary.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -66,7 +67,7 @@ void sl_shim_tell(const char *fmt, ...)
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
-	sl_debug("%.*s", n - 1, line + 8);
+	sl_debug("%.*s", n - 9, line + 8); /* without "sluice: " and the newline */
 	if (sl_say_on)
 		sl_say_notice(line + 8, (size_t)n - 9);
 	else if (!sl_shim.debug && stderr_is_safe())
@@ -163,8 +164,10 @@ static int stand_in(struct sl_shm *out)
 			for (uint32_t i = 0; i < shm.hdr->slots_used; i++) {
 				struct sl_section *sec = sl_shm_section(shm.hdr, i);
 
-				if (sec)
+				if (sec) {
 					sec->serial |= 0x80000000u;
+					sl_section_seal(sec); /* as it now is: its own (summary.h) */
+				}
 			}
 			__atomic_store_n(&shm.hdr->moved, 1, __ATOMIC_RELEASE);
 			*out = shm;

@@ -187,7 +187,7 @@ static inline int sl_shim_follow(void)
 
 /* The segment a blocking admission steps against, after what `ask` says
  * (sl_pending_segment_fn: follow it, or check it first). */
-struct sl_shm_header *sl_shim_segment(void *ctx, int ask);
+struct sl_shm_header *sl_shim_segment(void *ctx, int ask, int32_t *self);
 
 /* attach.c: the segment's daemon went silent - ask its socket which segment is
  * served; another (the one in use was lost with its keeper and made anew):

@@ -6,7 +6,8 @@
 # handed over refuses both sizes and more seals, and removing it while programs
 # use it (`sluice segments --remove`: its keeper stops) kills nobody - they keep
 # their shared queue, spaced at the destination - while the daemon says so and
-# keeps it served.
+# keeps it served; programs started while no keeper serves it wait for it and
+# join the queue once it is served again.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -53,14 +54,40 @@ EOF
 done
 sleep 1
 "$SLUICE" segments --remove "$SEG" >"$T/rm.out" || fail "sluice segments --remove: $(cat "$T/rm.out")"
+# Two more clients started at once, while no keeper serves the segment - one
+# connecting blocking, one non-blocking (python's timeout: a deferred connect):
+# each waits for the shared queue (its first calls may be refused: it tries
+# again), never counting on its own, and joins the queue once the daemon serves
+# it again.
+for i in 3 4; do
+	LD_PRELOAD="$PRELOAD" SLUICE_CONFIG="$T/r.ini" timeout -s KILL 20 python3 - "$PORT" $((i - 3)) \
+		>"$T/c$i.out" 2>&1 <<'EOF' &
+import socket, sys, time
+end, n, refused = time.monotonic() + 3, 0, 0
+while time.monotonic() < end:
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10 if sys.argv[2] == "1" else None)
+        s.close()
+        n += 1
+    except OSError:
+        refused += 1
+        time.sleep(0.05)
+print("done", n, refused)
+EOF
+	eval "C$i=\$!"
+done
 wait "$C1"; rc1=$?
 wait "$C2"; rc2=$?
+for i in 3 4; do
+	eval "wait \$C$i" || fail "a client started in the gap died: $(cat "$T/c$i.out")"
+	grep -qE "^done [1-9]" "$T/c$i.out" || fail "a client started in the gap never joined the queue: $(cat "$T/c$i.out")"
+done
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] || fail "a client died after the segment was removed: $rc1 $rc2 ($(cat "$T"/c?.out))"
 grep -q done "$T/c1.out" && grep -q done "$T/c2.out" || fail "a client did not finish: $(cat "$T"/c?.out)"
 sleep 0.5
 kill "$WITNESS_PID"; wait "$WITNESS_PID" 2>/dev/null
 python3 "$HELPERS/arrivals.py" "$T/syn.log" --interval-ms 100 --at-least 25 \
-	--what "SYNs of two clients sharing a removed segment" || fail "the shared queue broke when the segment was removed"
+	--what "SYNs of four clients sharing a removed segment" || fail "the shared queue broke when the segment was removed"
 sleep 1.5 # the daemon's look at its keeper
 grep -q "its keeper at $SEG was gone: started another" "$T/sluiced.log" ||
 	fail "the daemon did not notice: $(tail -3 "$T/sluiced.log")"
