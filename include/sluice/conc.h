@@ -31,8 +31,13 @@ uint64_t sl_conc_sections(struct sl_shm_header *h, const struct sl_match *m);
 int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint64_t *taken,
                  int *full, uint32_t *seen);
 
-/* Give back the places `mask` took (m's serials and conc_key say where they were). */
-void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self);
+/* Give back the places `mask` took (m's serials and conc_key say where they were).
+ * Returns 0 when given back, or, with nothing changed: -EXDEV (the segment is
+ * marked moved: its successor holds the places now, or the mark is a scribble
+ * sluiced clears), -ETIMEDOUT (no lock), -EBADMSG (a section's seal is broken:
+ * sluiced writes it back).  A place never given back stays counted as long as its
+ * process lives, so a caller tries again (sl_pending_give_back). */
+int sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self);
 
 /* The value of the futex word sl_conc_wait would sleep on for section `idx` (read
  * without the lock). */

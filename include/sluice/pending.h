@@ -51,6 +51,19 @@ enum sl_pending_phase {
 #define SL_PLACE_RECHECK_NS (10 * 1000000LL)
 #define SL_UNDECIDED_RETRY_NS (20 * 1000000LL)
 
+/* What a blocking caller's segment callback is asked to do first. */
+enum sl_segment_ask {
+	SL_SEGMENT_AS_IS = 0,
+	SL_SEGMENT_FOLLOW = 1, /* it was moved (MOVED) */
+	SL_SEGMENT_CHECK = 2,  /* ask whether it is still the one served (CHECK) */
+};
+
+/* The segment a blocking caller steps against, after doing what `ask` says (the
+ * shim's attachment, `sluice acquire`'s), with *self set to the caller's roster
+ * token in it: a segment reached anew (a stand-in's successor) knows the process
+ * by another token, and the lock takes no other (lock.h). */
+typedef struct sl_shm_header *(*sl_pending_segment_fn)(void *ctx, int ask, int32_t *self);
+
 /* What is asked (sl_pending_start). */
 struct sl_pending_ask {
 	struct sl_match *m;       /* its sections; the caller's, kept as long as the
@@ -67,6 +80,10 @@ struct sl_pending_ask {
 	int refuse_all;           /* no segment and fallback = closed: refuse (counted) */
 	unsigned room;            /* positions its ticket has room for (0: any match:
 	                           * the pending is a union sl_pending_room) */
+	sl_pending_segment_fn segment; /* where places given back on a refusal or a
+	                           * cancel follow a moved segment (NULL: they are
+	                           * tried again in the same one) */
+	void *segment_ctx;
 };
 
 struct sl_pending {
@@ -125,23 +142,21 @@ int sl_pending_step(struct sl_pending *p, struct sl_shm_header *h, int64_t now, 
  * its reservation and places go back.  Safe in any phase, and twice. */
 void sl_pending_cancel(struct sl_pending *p, struct sl_shm_header *h);
 
+/* Give back the places `mask` of m took in h, for sure: a give-back that finds
+ * the segment marked moved follows it through segment(ctx) (NULL: tries h
+ * again), and one that finds a section's seal broken, or no lock, tries again
+ * until sluiced has written the segment back (SL_GIVE_BACK_PATIENCE_NS).  A place
+ * not given back stays counted while its process lives (docs/design.md, "Who
+ * holds what").  Sleeps between tries: never from an event loop (the supervisor
+ * tries once a round instead).  Returns the last try's answer (0: given back). */
+#define SL_GIVE_BACK_PATIENCE_NS (1500 * 1000000LL) /* three of sluiced's heartbeats */
+int sl_pending_give_back(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self,
+                         sl_pending_segment_fn segment, void *ctx);
+
 /* The tightest max_wait (ns, clamped; -1: none) of m's sections at the positions
  * in mask, and that section's errno (0: the call's default). */
 int64_t sl_pending_max_wait(struct sl_shm_header *h, const struct sl_match *m, uint64_t mask,
                             int *refuse_errno);
-
-/* What a blocking caller's segment callback is asked to do first. */
-enum sl_segment_ask {
-	SL_SEGMENT_AS_IS = 0,
-	SL_SEGMENT_FOLLOW = 1, /* it was moved (MOVED) */
-	SL_SEGMENT_CHECK = 2,  /* ask whether it is still the one served (CHECK) */
-};
-
-/* The segment a blocking caller steps against, after doing what `ask` says (the
- * shim's attachment, `sluice acquire`'s), with *self set to the caller's roster
- * token in it: a segment reached anew (a stand-in's successor) knows the process
- * by another token, and the lock takes no other (lock.h). */
-typedef struct sl_shm_header *(*sl_pending_segment_fn)(void *ctx, int ask, int32_t *self);
 
 /* Step p to its answer, sleeping between steps: precisely to a slot, on the
  * section's futex word for a place.  A signal handler interrupts a sleep; the

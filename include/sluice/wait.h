@@ -33,9 +33,10 @@ void sl_wait_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t fr
 void sl_wait_made(struct sl_shm_header *h, const struct sl_match *m, int64_t checked, int64_t end,
                   int32_t self);
 
-/* sl_conc_take() and sl_conc_put() with signals blocked. */
+/* sl_conc_take() and sl_conc_put() with signals blocked (one attempt: a place
+ * is given back for sure by sl_pending_give_back). */
 int sl_wait_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint64_t *taken,
                       int *full, uint32_t *seen);
-void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self);
+int sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self);
 
 #endif

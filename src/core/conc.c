@@ -274,10 +274,32 @@ out:
 	return rc;
 }
 
-void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self)
+/* Whether the sections at the positions in mask are as sluiced sealed them. */
+static int mask_sealed(struct sl_shm_header *h, uint64_t mask, const struct sl_match *m)
 {
-	if (!mask || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
-		return;
+	for (uint64_t bits = mask; bits; bits &= bits - 1) {
+		const struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec && !sl_section_sealed(sec))
+			return 0;
+	}
+	return 1;
+}
+
+int sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self)
+{
+	int rc;
+
+	if (!mask)
+		return 0;
+	if ((rc = sl_shm_lock(h, self, LOCK_TIMEOUT_NS)) < 0)
+		return rc;
+	/* A section scribbled on may read as removed or reset (in_use, serial): the
+	 * place would be dropped here and its holder entry kept, held for good. */
+	if (!mask_sealed(h, mask, m)) {
+		sl_shm_unlock(h, self);
+		return -EBADMSG;
+	}
 	/* The positions in mask, whatever m->mask says now: a released connection's
 	 * match keeps its sections (idx, serial) with its mask cleared. */
 	for (uint64_t bits = mask; bits; bits &= bits - 1) {
@@ -303,6 +325,7 @@ void sl_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int
 		sl_conc_wake(st);
 	}
 	sl_shm_unlock(h, self);
+	return 0;
 }
 
 uint32_t sl_conc_seen(struct sl_shm_header *h, const struct sl_match *m, unsigned idx)

@@ -109,7 +109,7 @@ static int wait_until(struct sl_pending *p, int64_t at)
 static int refuse(struct sl_pending *p, struct sl_shm_header *h, int e, int section, const char *why)
 {
 	if (p->taken)
-		sl_wait_conc_put(h, p->taken, p->ask.m, p->ask.self);
+		sl_pending_give_back(h, p->taken, p->ask.m, p->ask.self, p->ask.segment, p->ask.segment_ctx);
 	p->taken = 0;
 	p->t.mask = 0;
 	p->phase = SL_PEND_DONE;
@@ -345,10 +345,40 @@ void sl_pending_cancel(struct sl_pending *p, struct sl_shm_header *h)
 	if (p->phase == SL_PEND_RELEASE && p->t.mask)
 		sl_wait_refund(h, &p->t, p->ask.self);
 	if (p->taken)
-		sl_wait_conc_put(h, p->taken, p->ask.m, p->ask.self);
+		sl_pending_give_back(h, p->taken, p->ask.m, p->ask.self, p->ask.segment, p->ask.segment_ctx);
 	p->t.mask = 0;
 	p->taken = 0;
 	p->phase = SL_PEND_DONE;
+}
+
+/* Between tries of a give-back that could not be made. */
+#define GIVE_BACK_RETRY_NS (10 * 1000000LL)
+
+int sl_pending_give_back(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self,
+                         sl_pending_segment_fn segment, void *ctx)
+{
+	int64_t end = 0;
+	int rc;
+
+	/* Bounded by the patience: each round sleeps or follows, and ends once it is
+	 * spent (a lock waited for counts in it). */
+	while ((rc = sl_wait_conc_put(h, mask, m, self)) == -EXDEV || rc == -ETIMEDOUT || rc == -EBADMSG) {
+		int64_t now = sl_clock_mono_ns();
+		struct sl_shm_header *next;
+
+		if (!end)
+			end = now + SL_GIVE_BACK_PATIENCE_NS;
+		if (now >= end)
+			break;
+		/* Moved for real: the successor holds the places (the daemon carried the
+		 * holder entries over); a mark scribbled on is cleared at a heartbeat. */
+		if (rc == -EXDEV && segment && (next = segment(ctx, SL_SEGMENT_FOLLOW, &self)) && next != h) {
+			h = next;
+			continue;
+		}
+		sl_clock_sleep_until(SL_MIN(now + GIVE_BACK_RETRY_NS, end));
+	}
+	return rc;
 }
 
 int sl_pending_wait(struct sl_pending *p, sl_pending_segment_fn segment, void *ctx,

@@ -62,13 +62,15 @@ void sl_wait_made(struct sl_shm_header *h, const struct sl_match *m, int64_t che
 	sl_critical_leave(&c);
 }
 
-void sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self)
+int sl_wait_conc_put(struct sl_shm_header *h, uint64_t mask, struct sl_match *m, int32_t self)
 {
 	struct sl_critical c;
+	int rc;
 
 	sl_critical_enter(&c);
-	sl_conc_put(h, mask, m, self);
+	rc = sl_conc_put(h, mask, m, self);
 	sl_critical_leave(&c);
+	return rc;
 }
 
 int sl_wait_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint64_t *taken,

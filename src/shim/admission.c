@@ -83,6 +83,8 @@ void sl_admission_ask(struct sl_pending_ask *a, const struct sl_dest *d, struct 
 	a->fallback = sl_shim.fallback;
 	a->default_errno = default_refuse;
 	a->places = places;
+	a->segment = sl_shim_segment; /* places given back follow a moved segment */
+	a->segment_ctx = NULL;
 	/* No daemon by design (control_socket = none): closed refuses every matched
 	 * call, and a section only a daemon can keep is never limited per process. */
 	a->refuse_all = sl_shim.mode == SL_SHIM_LOCAL &&
@@ -150,6 +152,11 @@ struct sl_shm_header *sl_shim_segment(void *ctx, int ask, int32_t *self)
 	if (self)
 		*self = sl_shim_self();
 	return sl_shim.shm.hdr;
+}
+
+void sl_shim_give_back(uint64_t mask, struct sl_match *m)
+{
+	sl_pending_give_back(sl_shim.shm.hdr, mask, m, sl_shim_self(), sl_shim_segment, NULL);
 }
 
 /* Thread cancelled while asleep: hand the slot and places back. */

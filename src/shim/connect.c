@@ -104,7 +104,7 @@ static void keep_places(int fd, const struct sl_dest *d, struct sl_match *m, con
 {
 	if (conc && sl_held_open(fd, d, m, conc) < 0) {
 		sl_debug("%s on fd %d: no free hold record: its concurrency place is not kept", what, fd);
-		sl_wait_conc_put(sl_shim.shm.hdr, conc, m, sl_shim_self());
+		sl_shim_give_back(conc, m);
 	}
 }
 

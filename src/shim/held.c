@@ -138,6 +138,44 @@ int sl_held_defer(int fd, const struct sl_dest *d, const struct sl_match *m,
 	return 0;
 }
 
+/* Positions of m in `bits` as rec numbers them (its sections by index). */
+static uint64_t rec_bits(const struct sl_record *rec, const struct sl_match *m, uint64_t bits)
+{
+	struct sl_match part = *m;
+
+	part.mask = bits & m->mask;
+	return part.mask ? sl_rec_positions(rec, &part) : 0;
+}
+
+/* After a step of rec's admission: it may have matched its destination anew (a
+ * reload; or the stand-in's sections left for the served segment's, alike but
+ * for their serials, attach.c) and taken places with that match.  rec learns
+ * those sections, and the admission's positions follow rec's numbering, so the
+ * next step, and the give-back at close, name the sections the places are in: a
+ * place given back under a stale serial was lost, counted open while the
+ * program lived (every other connect waited for it).  With no memory to learn
+ * them, nothing changes: at worst a place kept too long, never one counted
+ * free.  m is then made anew from rec, as the caller's next look expects. */
+static void learn_match(struct sl_record *rec, struct sl_pending *p, struct sl_match *m)
+{
+	struct sl_match had;
+	int same;
+
+	sl_rec_match_mask(rec, rec->wait->want, &had);
+	same = had.mask == m->mask;
+	for (uint64_t bits = m->mask; same && bits; bits &= bits - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(bits);
+
+		same = had.idx[k] == m->idx[k] && had.serial[k] == m->serial[k];
+	}
+	if (same || sl_rec_add_sects(rec, m, 0) < 0)
+		return;
+	p->taken = rec_bits(rec, m, p->taken);
+	p->conc = rec_bits(rec, m, p->conc);
+	rec->wait->want = rec_bits(rec, m, m->mask);
+	sl_rec_match_mask(rec, rec->wait->want, m);
+}
+
 int sl_held_step(struct sl_record *rec, struct sl_match *m, struct sl_dest *d, int64_t now, sl_act_fn act,
                  void *arg)
 {
@@ -149,6 +187,7 @@ int sl_held_step(struct sl_record *rec, struct sl_match *m, struct sl_dest *d, i
 	p->ask.d = sl_rec_dest(rec, d);
 	rc = sl_admission_step(p, now, act, arg);
 	sl_rec_keep_keys(rec, m); /* places taken in keyed sections: their keys */
+	learn_match(rec, p, m);
 	return rc;
 }
 
@@ -173,7 +212,7 @@ void sl_held_put_places(struct sl_record *rec)
 	sl_inflight_put_all(rec);
 	if (places && !rec->inherited) {
 		sl_rec_match_mask(rec, places, &m);
-		sl_wait_conc_put(sl_shim.shm.hdr, places, &m, sl_shim_self());
+		sl_shim_give_back(places, &m);
 	}
 	sl_rec_set_places(rec, 0);
 }

@@ -17,7 +17,7 @@ static void put(struct sl_record *rec, uint32_t n)
 		return;
 	sl_rec_match_mask(rec, st->inflight_mask, &m);
 	for (uint32_t i = 0; i < n; i++)
-		sl_wait_conc_put(sl_shim.shm.hdr, st->inflight_mask, &m, sl_shim_self());
+		sl_shim_give_back(st->inflight_mask, &m);
 }
 
 uint64_t sl_inflight_positions(const struct sl_record *rec, uint64_t mask)

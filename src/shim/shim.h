@@ -189,6 +189,10 @@ static inline int sl_shim_follow(void)
  * (sl_pending_segment_fn: follow it, or check it first). */
 struct sl_shm_header *sl_shim_segment(void *ctx, int ask, int32_t *self);
 
+/* Give back the places `mask` of m holds, for sure (sl_pending_give_back): a
+ * place lost here would stay counted while the program lives. */
+void sl_shim_give_back(uint64_t mask, struct sl_match *m);
+
 /* attach.c: the segment's daemon went silent - ask its socket which segment is
  * served; another (the one in use was lost with its keeper and made anew):
  * marked moved, so every process on it follows at its next admission. */

@@ -229,7 +229,7 @@ static void released(struct call *c)
 /* The segment in use was moved: ask its socket for the one served now (its own
  * attachment only; the embedded daemon's is followed by the daemon).  1 when it
  * followed. */
-static int sup_follow(struct sl_supervisor *s)
+int sup_follow(struct sl_supervisor *s)
 {
 	struct sl_shm next;
 

@@ -242,6 +242,8 @@ void sup_on_tfd(struct ev_loop *loop, ev_io *w, int revents);
 /* places.c */
 void sup_track(struct call *c);
 void sup_on_track(struct ev_loop *loop, ev_timer *w, int revents);
+/* The segment in use was moved: attach the one served now; 1 when it did. */
+int sup_follow(struct sl_supervisor *s);
 void sup_on_connected(struct ev_loop *loop, ev_io *w, int revents);
 void sup_on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents);
 

@@ -58,7 +58,10 @@ static int place_open(struct sl_supervisor *s, const struct place *p)
 	return -1;
 }
 
-/* Each round: give back the places of connections the program has closed. */
+/* Each round: give back the places of connections the program has closed.  A
+ * give-back the segment cannot take now (marked moved, a section scribbled on,
+ * no lock) is tried again next round: never a place lost, never a sleep in the
+ * loop. */
 void sup_on_track(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct sl_supervisor *s = w->data;
@@ -66,9 +69,11 @@ void sup_on_track(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	for (struct place **pp = &s->places; *pp;) {
 		struct place *p = *pp;
+		int rc = place_open(s, p) == 0 ? sl_wait_conc_put(s->shm->hdr, p->taken, &p->m, s->shm->self) : 1;
 
-		if (place_open(s, p) == 0) {
-			sl_wait_conc_put(s->shm->hdr, p->taken, &p->m, s->shm->self);
+		if (rc == -EXDEV)
+			sup_follow(s); /* moved for real: the successor holds the places */
+		if (rc == 0) {
 			*pp = p->next;
 			free(p);
 		} else {

@@ -115,7 +115,7 @@ void sl_supervise_stop(struct sl_supervisor *s)
 	while (s->places) {
 		struct place *p = s->places;
 
-		sl_wait_conc_put(s->shm->hdr, p->taken, &p->m, s->shm->self);
+		sl_pending_give_back(s->shm->hdr, p->taken, &p->m, s->shm->self, NULL, NULL);
 		s->places = p->next;
 		free(p);
 	}

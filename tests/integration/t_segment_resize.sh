@@ -7,7 +7,10 @@
 # use it (`sluice segments --remove`: its keeper stops) kills nobody - they keep
 # their shared queue, spaced at the destination - while the daemon says so and
 # keeps it served; programs started while no keeper serves it wait for it and
-# join the queue once it is served again.
+# join the queue once it is served again - and give back the concurrency places
+# they take there (a deferred connect once gave its place back under the
+# stand-in's serial, so it stayed taken while the program lived and every other
+# connect waited for it).
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -15,6 +18,7 @@ write_config "$T/r.ini" <<EOF
 [api]
 match = 127.0.0.1:$PORT
 rate = 10/s
+concurrency = 1
 EOF
 start_daemon "$T/r.ini"
 [ ! -e "/dev/shm/${SHM_NAME#/}" ] || fail "the segment is a file in /dev/shm, which anyone with write access can truncate"
@@ -58,13 +62,13 @@ sleep 1
 # connecting blocking, one non-blocking (python's timeout: a deferred connect):
 # each waits for the shared queue (its first calls may be refused: it tries
 # again), never counting on its own, and joins the queue once the daemon serves
-# it again.
+# it again: three connects at least once there, each place given back.
 for i in 3 4; do
 	LD_PRELOAD="$PRELOAD" SLUICE_CONFIG="$T/r.ini" timeout -s KILL 20 python3 - "$PORT" $((i - 3)) \
 		>"$T/c$i.out" 2>&1 <<'EOF' &
 import socket, sys, time
-end, n, refused = time.monotonic() + 3, 0, 0
-while time.monotonic() < end:
+start, n, refused = time.monotonic(), 0, 0
+while (time.monotonic() < start + 3 or n < 3) and time.monotonic() < start + 14:
     try:
         s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10 if sys.argv[2] == "1" else None)
         s.close()
@@ -80,10 +84,13 @@ wait "$C1"; rc1=$?
 wait "$C2"; rc2=$?
 for i in 3 4; do
 	eval "wait \$C$i" || fail "a client started in the gap died: $(cat "$T/c$i.out")"
-	grep -qE "^done [1-9]" "$T/c$i.out" || fail "a client started in the gap never joined the queue: $(cat "$T/c$i.out")"
+	grep -qE "^done ([3-9]|[1-9][0-9]+) " "$T/c$i.out" ||
+		fail "a client started in the gap did not make three connects in the queue: $(cat "$T/c$i.out")"
 done
 [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] || fail "a client died after the segment was removed: $rc1 $rc2 ($(cat "$T"/c?.out))"
 grep -q done "$T/c1.out" && grep -q done "$T/c2.out" || fail "a client did not finish: $(cat "$T"/c?.out)"
+"$SLUICE" stat -c "$T/r.ini" >"$T/open.out" 2>&1
+grep -q "concurrency 1, 0 open" "$T/open.out" || fail "a place is still counted open with every client gone: $(cat "$T/open.out")"
 sleep 0.5
 kill "$WITNESS_PID"; wait "$WITNESS_PID" 2>/dev/null
 python3 "$HELPERS/arrivals.py" "$T/syn.log" --interval-ms 100 --at-least 25 \

@@ -7,11 +7,15 @@
 #include <cmocka.h>
 
 #include "sluice/admit.h"
+#include "sluice/clock.h"
 #include "sluice/conc.h"
+#include "sluice/pending.h"
+#include "sluice/summary.h"
 #include "sluice/config.h"
 #include "sluice/shm.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static int dead_pid_777(struct sl_shm_header *h, int32_t pid)
@@ -148,10 +152,75 @@ static void test_holder_table_many(void **state)
 	sl_shm_detach(&a);
 }
 
+/* What sluiced does at its heartbeat: the section sealed again as it is. */
+static void *reseal_later(void *arg)
+{
+	struct sl_section *sec = arg;
+
+	sl_clock_sleep_until(sl_clock_mono_ns() + 60 * 1000000LL);
+	sl_section_seal(sec);
+	return NULL;
+}
+
+/* A give-back the segment cannot take now - a section whose seal is broken (it
+ * may read as removed: the place would be dropped and its holder entry kept, so
+ * counted open while its process lives), a segment marked moved - changes
+ * nothing and says so; sl_pending_give_back tries again until sluiced has
+ * written the section back, and the place is free then. */
+static void test_give_back_never_lost(void **state)
+{
+	static const char ini[] = "[a]\nmatch = 127.0.0.1\nconcurrency = 1\n";
+	struct sl_dest d = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}};
+	struct sl_section *sec;
+	struct sl_match m;
+	struct sl_shm a;
+	pthread_t t;
+	uint64_t taken;
+	uint32_t seen;
+	int full;
+
+	(void)state;
+	segment_with(&a, ini);
+	sec = sl_shm_section(a.hdr, 0);
+	assert_int_equal(sl_match_sections(a.hdr, &d, &m, a.self), 1);
+	assert_int_equal(sl_conc_take(a.hdr, &m, a.self, &taken, &full, &seen), 0);
+	assert_int_equal(taken, 1);
+
+	sec->serial ^= 0x40; /* a scribble: the section reads as another */
+	assert_int_equal(sl_conc_put(a.hdr, taken, &m, a.self), -EBADMSG);
+	assert_int_equal(sec->state.conc_open, 1);
+	sec->serial ^= 0x40;
+	__atomic_store_n(&a.hdr->moved, 1, __ATOMIC_RELEASE);
+	assert_int_equal(sl_conc_put(a.hdr, taken, &m, a.self), -EXDEV);
+	assert_int_equal(sec->state.conc_open, 1);
+	__atomic_store_n(&a.hdr->moved, 0, __ATOMIC_RELEASE);
+
+	/* Scribbled again; written back 60 ms later: the give-back waits for it. */
+	sec->spec.name[0] ^= 1;
+	sl_section_seal(sec); /* sluiced's write-back seals the section as it was: */
+	sec->spec.name[0] ^= 1; /* here the name is right and the seal is not */
+	assert_int_equal(pthread_create(&t, NULL, reseal_later, sec), 0);
+	assert_int_equal(sl_pending_give_back(a.hdr, taken, &m, a.self, NULL, NULL), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(sec->state.conc_open, 0);
+	assert_int_equal(sl_conc_take(a.hdr, &m, a.self + 1, &taken, &full, &seen), 0);
+
+	/* Never written back: it gives up after its patience, the place kept counted
+	 * (the reaper frees it when its holder ends), never counted free. */
+	sec->serial ^= 0x40;
+	int64_t t0 = sl_clock_mono_ns();
+	assert_int_equal(sl_pending_give_back(a.hdr, taken, &m, a.self + 1, NULL, NULL), -EBADMSG);
+	assert_true(sl_clock_mono_ns() - t0 >= SL_GIVE_BACK_PATIENCE_NS);
+	sec->serial ^= 0x40;
+	assert_int_equal(sec->state.conc_open, 1);
+	sl_shm_detach(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrency_places),
+		cmocka_unit_test(test_give_back_never_lost),
 		cmocka_unit_test(test_holder_table_many),
 	};
 
