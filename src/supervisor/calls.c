@@ -244,6 +244,16 @@ int sup_follow(struct sl_supervisor *s)
 	return 1;
 }
 
+struct sl_shm_header *sup_give_back_segment(void *ctx, int ask, int32_t *self)
+{
+	struct sl_supervisor *s = ctx;
+
+	if (ask == SL_SEGMENT_FOLLOW)
+		sup_follow(s);
+	*self = s->shm->self;
+	return s->shm->hdr;
+}
+
 /* Step call c's admission (core/pending.c) and act on its answer: a timer for
  * WAIT, the segment followed for MOVED, the caller answered for GO or REFUSED. */
 void sup_step(struct call *c)

@@ -321,7 +321,8 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 	}
 	{
 		const struct sl_pending_ask a = {.m = &c->m, .d = &c->d, .self = s->shm->self, .fallback = s->fallback,
-		                                 .default_errno = ECONNREFUSED, .places = 1};
+		                                 .default_errno = ECONNREFUSED, .places = 1,
+		                                 .segment = sup_give_back_segment, .segment_ctx = s};
 
 		sl_pending_start(&c->pr.p, s->shm->hdr, &a, c->asked_ns);
 	}

@@ -115,7 +115,7 @@ void sl_supervise_stop(struct sl_supervisor *s)
 	while (s->places) {
 		struct place *p = s->places;
 
-		sl_pending_give_back(s->shm->hdr, p->taken, &p->m, s->shm->self, NULL, NULL);
+		sl_pending_give_back(s->shm->hdr, p->taken, &p->m, s->shm->self, sup_give_back_segment, s);
 		s->places = p->next;
 		free(p);
 	}
