@@ -50,6 +50,7 @@ nghttp2-server:/usr/sbin/nghttpd
 libwww-perl:/usr/share/perl5/LWP.pm
 ruby:/usr/bin/ruby
 php-cli:/usr/bin/php
+php-curl:/usr/lib/php/20220829/curl.so
 redis-server:/usr/bin/redis-server
 redis-tools:/usr/bin/redis-cli
 python3-requests:/usr/lib/python3/dist-packages/requests

@@ -327,6 +327,9 @@ def main():
          ["ruby", "-rnet/http", "-e", "3.times { |i| print Net::HTTP.get(URI('%s/rb' + i.to_s)) }" % H]),
         ("php", "file_get_contents", [http],
          ["php", "-r", "for ($i = 0; $i < 3; $i++) echo file_get_contents('%s/php' . $i);" % H]),
+        ("php curl", "curl_exec (an extension opened with RTLD_DEEPBIND)", [http],
+         ["php", "-r", "for ($i = 0; $i < 3; $i++) { $c = curl_init('%s/pc' . $i); "
+          "curl_setopt($c, CURLOPT_RETURNTRANSFER, true); echo curl_exec($c); }" % H]),
         ("python3 smtplib", "smtplib.SMTP, a message each", [smtp],
          [PY, "-c", "import smtplib\nfor i in range(3):\n with smtplib.SMTP('127.0.0.1', %d, timeout=10) as s:\n"
           "  s.sendmail('a@example.com', ['b@example.com'], 'Subject: %%d\\r\\n\\r\\nbody\\r\\n' %% i)\n"
