@@ -122,14 +122,15 @@ $(BUILD)/gen/fleet_lua.h: src/daemon/fleet.lua
 
 $(BUILD)/obj/daemon/fleet.o $(BUILD)/obj/daemon/fleet_probe.o: $(BUILD)/gen/fleet_lua.h
 
+# Made afresh: `ar r` into an old archive would keep a member whose source is gone.
 $(BUILD)/libsluicecore.a: $(CORE_OBJ)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/libsluiceprogs.a: $(PROGS_OBJ)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/libsluicesupervisor.a: $(call obj,$(SUPERVISOR_SRC))
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
 # Only the hooks are exported: the version script is generated from the list of
 # hooks (src/shim/hooks.def).  inih is linked in statically and hidden.

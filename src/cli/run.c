@@ -24,12 +24,14 @@
 #include "sluice/ctl.h"
 #include "sluice/daemon.h"
 #include "sluice/log.h"
+#include "sluice/match.h"
 #include "sluice/shm.h"
 #include "sluice/say.h"
 #include "sluice/segments.h"
 
 #include "sluice/segsock.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -277,6 +279,48 @@ static int meters_datagrams(const struct sl_config *cfg)
 	return 0;
 }
 
+/* Without seccomp: a datagram section holding a name server of resolv.conf says
+ * that glibc's resolver is not held by the shim (README, "glibc's resolver"): it
+ * sends its queries from inside libc.  Said once a section, never fatal. */
+static void say_resolver_unheld(const struct sl_config *cfg)
+{
+	char line[256], addr[INET6_ADDRSTRLEN + 1];
+	FILE *f;
+
+	if (!meters_datagrams(cfg) || !(f = fopen("/etc/resolv.conf", "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		struct sl_dest d = {.port = 53, .meter = SL_METER_DATAGRAMS};
+
+		if (sscanf(line, " nameserver %46s", addr) != 1)
+			continue;
+		if (inet_pton(AF_INET, addr, d.addr) == 1)
+			d.family = AF_INET;
+		else if (inet_pton(AF_INET6, addr, d.addr) == 1)
+			d.family = AF_INET6;
+		else
+			continue;
+		for (unsigned i = 0; i < cfg->nsections; i++) {
+			const struct sl_spec *sp = &cfg->sections[i].spec;
+			const struct sl_pattern *pats = sl_config_patterns(cfg, sp);
+			unsigned j;
+
+			if (sp->meter != SL_METER_DATAGRAMS || !pats)
+				continue;
+			for (j = 0; j < sp->npatterns && !sl_pattern_match(&pats[j], &d); j++)
+				;
+			if (j == sp->npatterns)
+				continue;
+			fprintf(stderr, "sluice run: [%s] holds datagrams to %s, a name server of /etc/resolv.conf: "
+			        "glibc's resolver sends its queries from inside libc, where the shim does not reach; "
+			        "sluice run --seccomp holds them\n", sp->name, addr);
+			fclose(f);
+			return;
+		}
+	}
+	fclose(f);
+}
+
 /* The child, under the supervisor: the filter first, its listener to the parent,
  * then the command.  A parent that dies takes it down (SIGTERM): left alone, its
  * every connect would fail (the kernel answers ENOSYS once no one listens). */
@@ -486,6 +530,8 @@ static int run_with(const char *path, struct how *hw, int seccomp, char **cmd)
 			        "--no-seccomp: not at all)\n", cmd[0],
 			        kind == SL_PROG_GO ? "a Go program" : "statically linked");
 	}
+	if (!seccomp && !how.quiet)
+		say_resolver_unheld(cfg);
 	how = (struct how){.config = config, .lib = lib, .cfg = cfg, .seccomp = seccomp, .verbose = how.verbose,
 	                   .quiet = how.quiet};
 	if (refused || find_daemon(cfg, config, seg, sizeof(seg)) == 0 || find_segment(cfg, config, seg, sizeof(seg)) == 0) {

@@ -108,6 +108,8 @@ void sup_call_free(struct call *c)
 	/* A slot not released, places of a call that did not go or whose connect
 	 * failed: given back. */
 	sl_pending_cancel(&c->pr.p, s->shm->hdr);
+	if (c->relayed)
+		s->relay_bytes -= c->payload_len;
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->payload);
@@ -128,6 +130,10 @@ void sup_refuse(struct call *c, const char *why)
 	dest_format(&c->d, dest, sizeof(dest));
 	c->answered = 1;
 	c->s->refused++;
+	if (c->relayed) { /* its sender was told it went: dropped, as a network may */
+		sup_say(c->s, "relay: datagram %s: dropped (%s)", dest, why);
+		return;
+	}
 	sup_answer(c->s, c->id, err);
 	sup_say(c->s, "%s %s: refused (%s): %s", c->nr == SYS_connect ? "connect" : "datagram", dest, why,
 	    strerror(err));
@@ -184,6 +190,13 @@ static void released(struct call *c)
 		    (long long)c->pr.p.t.released_ns, c->made ? "" : " (made by the caller)");
 	}
 	c->pr.p.t.mask = 0; /* released: its slot is spent, never to be refunded */
+	if (c->relayed) { /* no caller to answer: out, and done */
+		if (!c->made)
+			make_call(c);
+		s->passed++;
+		sup_call_free(c);
+		return;
+	}
 	if (!c->made && !c->answered && c->sock >= 0 && c->conc)
 		make_call(c); /* no rate to keep: made here only so its places can follow it */
 	if (!c->made) {
@@ -288,7 +301,7 @@ void sup_step(struct call *c)
 /* Call c's instant has come. */
 static void on_due(struct call *c)
 {
-	if (!sup_still_valid(c->s, c->id)) {
+	if (!c->relayed && !sup_still_valid(c->s, c->id)) {
 		sup_call_free(c); /* its thread was killed while it waited: the slot goes back */
 		return;
 	}

@@ -5,7 +5,9 @@
  *   calls.c       each held call's admission, on one timerfd, and its answer;
  *   places.c      concurrency places, followed through sock_diag until closed;
  *   names.c       the config's names and the host file's, on a thread of their own;
- *   dns.c         the program's own lookups, learned through a proxy;
+ *   relay.c       sockets whose calls cannot be followed, through a relay: a
+ *                 connected datagram socket a section holds, a static program's
+ *                 own lookups (learned);
  *   realtime.c    the loop's SCHED_FIFO, and the rests that bound it;
  *   supervisor.c  start and stop.
  * Invariants every part keeps:
@@ -99,15 +101,8 @@ struct resolved {
 	char name[SL_HOST_MAX];
 };
 
-/* A program's socket sent to the DNS proxy (dns.c): its own address, and the
- * name server it asked for. */
-struct dns_route {
-	struct sockaddr_storage client, server;
-	socklen_t slen; /* 0: unused */
-};
-#define DNS_ROUTES 256   /* sockets remembered, the oldest forgotten first */
 #define LEARNED_MAX 256  /* addresses learned from the program's own lookups */
-struct dns_proxy;
+struct sl_relay;
 
 /* One trapped call being held. */
 struct call {
@@ -141,6 +136,8 @@ struct call {
 	ev_io wio;                    /* a blocking connect, until it completes */
 	uint64_t conc;                /* the sections (positions in m) limiting its
 	                               * concurrency */
+	int relayed;                  /* a datagram the relay holds (relay.c): no
+	                               * caller waits, id is not a notification's */
 };
 
 /* A connection holding concurrency places: given back when sock_diag no longer
@@ -178,7 +175,8 @@ struct sl_supervisor {
 	 * next_learned - 1. */
 	struct resolved learned[LEARNED_MAX];
 	unsigned next_learned;
-	struct dns_proxy *dns; /* made at the first lookup redirected, or NULL */
+	struct sl_relay *relay; /* made at the first socket redirected, or NULL */
+	size_t relay_bytes;     /* the relay's datagrams held now, their bytes */
 	struct place *places;  /* connections holding places */
 	ev_timer track_timer;
 	/* The calls' instants: one timerfd, armed at the earliest call's less
@@ -252,13 +250,22 @@ void sup_on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents);
 
 /* notify.c */
 void sup_on_notify(struct ev_loop *loop, ev_io *w, int revents);
+/* A datagram of len bytes the relay holds, to go out on `up` (its socket
+ * connected to server) at its release: 0 when held (or dropped: more held than
+ * RELAY_HELD_MAX, no memory); 1 when no section holds it now - the caller sends
+ * it itself. */
+#define RELAY_HELD_MAX (4u << 20)
+int sup_hold_datagram(struct sl_supervisor *s, int up, const struct sockaddr_storage *server, socklen_t slen,
+                      const void *msg, size_t len);
 
-/* dns.c: a trapped connect of `sock` (the caller's, duplicated) to sa, port 53,
- * made to the proxy instead and answered: 1; or 0 when it is not one to redirect
- * (nothing matches by name, another port or type) and nothing was done. */
-int sup_dns_redirect(struct sl_supervisor *s, uint64_t id, int sock, const struct sockaddr_storage *sa,
-                     socklen_t alen);
-void sup_dns_stop(struct sl_supervisor *s);
+/* relay.c: a trapped connect of `sock` (the caller's, duplicated) to sa, made to
+ * the relay instead and answered: 1; or 0 when it is not one to relay and nothing
+ * was done.  held: sa is a peer a datagram section holds (only a datagram
+ * socket's datagrams are held); otherwise only a lookup (port 53, while some
+ * section matches by name) is relayed, to be read for names. */
+int sup_relay_redirect(struct sl_supervisor *s, uint64_t id, int sock, const struct sockaddr_storage *sa,
+                       socklen_t alen, int held);
+void sup_relay_stop(struct sl_supervisor *s);
 /* Whether sa is a name server's port (53), IPv4 or IPv6. */
 int sup_dns_port(const struct sockaddr_storage *sa);
 

@@ -253,24 +253,101 @@ static void drop_call(struct call *c)
 	free(c);
 }
 
-/* A lookup's connect to a name server, sent through the proxy (dns.c) - with the
- * caller's socket `sock` when already taken, -1 to take it.  1 when it was, and
- * the call answered. */
-static int dns_redirected(struct sl_supervisor *s, const struct seccomp_notif *req,
-                          const struct sockaddr_storage *sa, uint64_t alen, int sock)
+/* Whether a datagram section holds datagrams to sa (its name as the program
+ * knows it). */
+static int datagrams_held(const struct sl_supervisor *s, const struct sockaddr_storage *sa, socklen_t alen)
 {
-	int own = sock < 0, done;
+	struct sl_dest d;
+	struct sl_match m;
+	char name[SL_HOST_MAX];
 
-	if (req->data.nr != SYS_connect || !s->shm->hdr->has_names || !sup_dns_port(sa))
+	if (!(s->shm->hdr->meters & (1u << SL_METER_DATAGRAMS)) ||
+	    sl_dest_from_sockaddr(&d, (const struct sockaddr *)sa, alen) < 0)
+		return 0;
+	d.meter = SL_METER_DATAGRAMS;
+	if (s->shm->hdr->has_names)
+		name_of(s, &d, name, sizeof(name));
+	return sl_match_sections(s->shm->hdr, &d, &m, s->shm->self) > 0;
+}
+
+/* A connect whose socket's later calls cannot be followed, sent through the
+ * relay (relay.c): a datagram socket to a peer a datagram section holds, or a
+ * lookup while sections match by name - with the caller's socket `sock` when
+ * already taken, -1 to take it.  1 when it was, and the call answered. */
+static int relay_redirected(struct sl_supervisor *s, const struct seccomp_notif *req,
+                            const struct sockaddr_storage *sa, uint64_t alen, int sock)
+{
+	int own = sock < 0, done, held;
+
+	if (req->data.nr != SYS_connect)
+		return 0;
+	held = datagrams_held(s, sa, (socklen_t)alen);
+	if (!held && !(s->shm->hdr->has_names && sup_dns_port(sa)))
 		return 0;
 	if (own && (sock = take_socket((int)req->pid, (int)req->data.args[0])) < 0)
 		return 0;
-	done = sup_dns_redirect(s, req->id, sock, sa, (socklen_t)alen);
+	done = sup_relay_redirect(s, req->id, sock, sa, (socklen_t)alen, held);
 	if (own)
 		close(sock);
 	if (done)
 		s->passed++;
 	return done;
+}
+
+/* Call c, its sections matched, queued for its admission and stepped. */
+static void start_call(struct sl_supervisor *s, struct call *c)
+{
+	const struct sl_pending_ask a = {.m = &c->m, .d = &c->d, .self = s->shm->self, .fallback = s->fallback,
+	                                 .default_errno = ECONNREFUSED, .places = 1,
+	                                 .segment = sup_give_back_segment, .segment_ctx = s};
+
+	sl_pending_start(&c->pr.p, s->shm->hdr, &a, c->asked_ns);
+	c->next = s->calls;
+	if (s->calls)
+		s->calls->prev = c;
+	s->calls = c;
+	ev_init(&c->timer, NULL); /* a blocking connect's SO_SNDTIMEO, once made */
+	c->timer.data = c;
+	sup_step(c);
+}
+
+int sup_hold_datagram(struct sl_supervisor *s, int up, const struct sockaddr_storage *server, socklen_t slen,
+                      const void *msg, size_t len)
+{
+	struct call *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return 0; /* lost, as on a network short of buffers */
+	c->s = s;
+	c->sock = -1;
+	c->relayed = 1;
+	c->nr = SYS_sendto;
+	c->default_errno = ECONNREFUSED;
+	c->asked_ns = sl_clock_mono_ns();
+	if (sl_dest_from_sockaddr(&c->d, (const struct sockaddr *)server, slen) < 0) {
+		drop_call(c);
+		return 1;
+	}
+	c->d.meter = SL_METER_DATAGRAMS;
+	if (s->shm->hdr->has_names)
+		name_of(s, &c->d, c->name, sizeof(c->name));
+	if (!(s->shm->hdr->meters & (1u << SL_METER_DATAGRAMS)) ||
+	    sl_match_sections(s->shm->hdr, &c->d, &c->m, s->shm->self) <= 0) {
+		drop_call(c); /* no section holds it now (a reload): it goes */
+		return 1;
+	}
+	if (s->relay_bytes + len > RELAY_HELD_MAX || !(c->payload = malloc(len ? len : 1)) ||
+	    (c->sock = dup(up)) < 0) { /* its own: the route may be forgotten meanwhile */
+		sup_say(s, "relay: a datagram dropped (%zu bytes held already)", s->relay_bytes);
+		drop_call(c);
+		return 0;
+	}
+	memcpy(c->payload, msg, len);
+	c->payload_len = len;
+	c->alen = 0; /* sent on its socket, connected to server */
+	s->relay_bytes += len;
+	start_call(s, c);
+	return 0;
 }
 
 static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
@@ -298,14 +375,14 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 	if (!sup_still_valid(s, req->id))
 		return;
 	if (!(c = new_call(s, req, &sa, alen, meter, &undecided))) {
-		if (!undecided && dns_redirected(s, req, &sa, alen, -1))
+		if (!undecided && relay_redirected(s, req, &sa, alen, -1))
 			return;
 		pass(s, req->id, undecided);
 		return;
 	}
 	if (take_call_socket(c, req, &mh) == PASS) {
 		/* a datagram socket's connect: its datagrams are what a section holds */
-		int done = dns_redirected(s, req, &sa, alen, c->sock);
+		int done = relay_redirected(s, req, &sa, alen, c->sock);
 
 		drop_call(c);
 		if (!done)
@@ -319,20 +396,7 @@ static void handle(struct sl_supervisor *s, const struct seccomp_notif *req)
 		drop_call(c);
 		return;
 	}
-	{
-		const struct sl_pending_ask a = {.m = &c->m, .d = &c->d, .self = s->shm->self, .fallback = s->fallback,
-		                                 .default_errno = ECONNREFUSED, .places = 1,
-		                                 .segment = sup_give_back_segment, .segment_ctx = s};
-
-		sl_pending_start(&c->pr.p, s->shm->hdr, &a, c->asked_ns);
-	}
-	c->next = s->calls;
-	if (s->calls)
-		s->calls->prev = c;
-	s->calls = c;
-	ev_init(&c->timer, NULL); /* a blocking connect's SO_SNDTIMEO, once made */
-	c->timer.data = c;
-	sup_step(c);
+	start_call(s, c);
 }
 
 void sup_on_notify(struct ev_loop *loop, ev_io *w, int revents)

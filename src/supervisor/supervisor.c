@@ -126,7 +126,7 @@ void sl_supervise_stop(struct sl_supervisor *s)
 		close(s->tfd);
 	while (s->calls)
 		sup_call_free(s->calls); /* their slots and places given back */
-	sup_dns_stop(s);
+	sup_relay_stop(s);
 	sup_say(s, "%llu calls trapped: %llu went, %llu of them held, %llu refused", (unsigned long long)s->trapped,
 	    (unsigned long long)s->passed, (unsigned long long)s->held, (unsigned long long)s->refused);
 	close(s->fd);

@@ -1,27 +1,32 @@
 /*
- * dns.c - a static program's own name lookups, learned (docs/design.md, "Names
- * of static programs").
+ * relay.c - a program's socket that `sluice run --seccomp` cannot follow by its
+ * calls, connected to a relay of the supervisor's instead (docs/design.md, "The
+ * supervisor's relay").
  *
- * A static or Go program resolves names itself: it connects a socket to a name
- * server's port 53 and writes its query there - a write no filter can single out.
- * The connect is trapped, though.  When some section matches by name, the
- * supervisor connects that socket to a small proxy of its own instead (UDP or
- * TCP, as the socket is), which forwards each query to the server the program
- * asked for and each answer back, reading both: every A and AAAA address of an
- * answer is learned as the name asked about, and the program's later connects to
- * those addresses match as that name.  The program sees the proxy's address as
- * its peer (getpeername); everything else about its lookups is the server's.
+ * Two kinds of socket go through it, both caught at their trapped connect:
+ *   - a datagram socket connected to a peer a datagram section holds.  Its later
+ *     writes (send, write, sendmmsg on a connected socket) name no destination,
+ *     so no filter can single them out - and glibc's resolver makes its calls
+ *     from inside libc, where no preload reaches.  Through the relay each
+ *     datagram is held by its sections (calls.c, as a trapped sendto is) and
+ *     sent on from a socket of the relay's own, connected to the peer;
+ *   - a socket connected to a name server's port 53 while some section matches
+ *     by name: a static or Go program resolves names itself, and the relay reads
+ *     each answer, so every A and AAAA address learned is matched as the name
+ *     asked about at the program's later connects (UDP or TCP, as the socket is).
+ * Answers come back through the relay to the program's socket.  The program sees
+ * the relay's address as its peer (getpeername); the peer sees the relay's
+ * socket, one a program's socket, as the datagrams' source.
  */
 #include "internal.h"
 
 #include "sluice/dnsmsg.h"
 
 #define DNS_PORT 53
-#define FWD_TIMEOUT_S 10.0 /* a query the server never answers is forgotten */
-#define TCP_BUF 65538      /* one DNS message over TCP: length and body */
+#define TCP_BUF 65538 /* one DNS message over TCP: length and body */
 
-/* The proxy's lists of what is under way (forwards, TCP relays): doubly linked
- * through each entry's prev and next, the newest at the head. */
+/* The relay's list of TCP relays: doubly linked through each entry's prev and
+ * next, the newest at the head. */
 #define LIST_PUSH(head, e)                \
 	do {                              \
 		(e)->prev = NULL;         \
@@ -40,37 +45,41 @@
 			(e)->next->prev = (e)->prev; \
 	} while (0)
 
-/* A query forwarded over UDP, waiting for its answer. */
-struct dns_fwd {
-	struct dns_fwd *prev, *next;
-	struct dns_proxy *px;
-	int fd, side;
-	struct sockaddr_storage client;
-	socklen_t clen;
-	ev_io io;
-	ev_timer timer;
+/* A program's socket sent to the relay: its own address, the peer it asked for,
+ * and for a datagram socket the relay's socket connected to that peer. */
+struct route {
+	struct sl_relay *px;
+	struct sockaddr_storage client, server;
+	socklen_t slen;     /* 0: unused */
+	int type;           /* SOCK_DGRAM or SOCK_STREAM */
+	int side;           /* the relay's socket it was sent to: 0 IPv4, 1 IPv6 */
+	int held;           /* its datagrams are held by their sections */
+	int learn;          /* a name server's: its answers are read for names */
+	int up;             /* the relay's socket to server, made at the first
+	                     * datagram; -1 before */
+	ev_io up_io;
 };
+#define ROUTES 256 /* sockets remembered, the oldest forgotten first */
 
 /* A TCP connection relayed: the program's (cfd) to the server's (ufd). */
 struct dns_tcp {
 	struct dns_tcp *prev, *next;
-	struct dns_proxy *px;
+	struct sl_relay *px;
 	int cfd, ufd, connected;
 	ev_io cio, uio;
 	size_t have;          /* bytes of the server's stream not yet parsed */
 	uint8_t buf[TCP_BUF]; /* ... the start of its current message */
 };
 
-struct dns_proxy {
+struct sl_relay {
 	struct sl_supervisor *s;
 	/* [0] IPv4 on 127.0.0.1, [1] IPv6 on ::1; -1 until first needed */
 	int udp[2], tcp[2];
 	struct sockaddr_storage udp_at[2], tcp_at[2];
 	socklen_t udp_len[2], tcp_len[2];
 	ev_io udp_io[2], tcp_io[2];
-	struct dns_route routes[DNS_ROUTES];
+	struct route routes[ROUTES];
 	unsigned next_route;
-	struct dns_fwd *fwds;
 	struct dns_tcp *tcps;
 };
 
@@ -88,17 +97,27 @@ static int same_addr(const struct sockaddr_storage *a, const struct sockaddr_sto
 	return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
 }
 
-/* The server a program's socket (known by its own address) was sent to proxy. */
-static const struct dns_route *route_of(const struct dns_proxy *px, const struct sockaddr_storage *client)
+/* The route of a program's socket (known by its own address and type), or NULL. */
+static struct route *route_of(struct sl_relay *px, const struct sockaddr_storage *client, int type)
 {
-	for (unsigned i = 0; i < DNS_ROUTES; i++)
-		if (px->routes[i].slen && same_addr(&px->routes[i].client, client))
+	for (unsigned i = 0; i < ROUTES; i++)
+		if (px->routes[i].slen && px->routes[i].type == type && same_addr(&px->routes[i].client, client))
 			return &px->routes[i];
 	return NULL;
 }
 
+static void route_forget(struct route *r)
+{
+	if (r->up >= 0) {
+		ev_io_stop(r->px->s->loop, &r->up_io);
+		close(r->up);
+	}
+	r->up = -1;
+	r->slen = 0;
+}
+
 /* An answer read: its addresses learned as the name it answers. */
-static void learn(struct dns_proxy *px, const uint8_t *msg, size_t len)
+static void learn(struct sl_relay *px, const uint8_t *msg, size_t len)
 {
 	struct sl_supervisor *s = px->s;
 	struct sl_dns_addr a[16];
@@ -116,73 +135,73 @@ static void learn(struct dns_proxy *px, const uint8_t *msg, size_t len)
 		sup_say(s, "dns: %s is %d address%s (the program's own lookup)", name, n, n == 1 ? "" : "es");
 }
 
-static void fwd_free(struct dns_fwd *f)
+/* The peer's datagrams: read for names at a name server's, and passed back to
+ * the program's socket from the relay's address it is connected to. */
+static void on_answer(struct ev_loop *loop, ev_io *w, int revents)
 {
-	ev_io_stop(f->px->s->loop, &f->io);
-	ev_timer_stop(f->px->s->loop, &f->timer);
-	close(f->fd);
-	LIST_UNLINK(f->px->fwds, f);
-	free(f);
-}
-
-static void on_fwd_answer(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct dns_fwd *f = w->data;
+	struct route *r = w->data;
+	struct sl_relay *px = r->px;
 	uint8_t msg[65536];
-	ssize_t n = recv(f->fd, msg, sizeof(msg), MSG_DONTWAIT);
 
 	(void)loop;
 	(void)revents;
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n > 0) {
-		learn(f->px, msg, (size_t)n);
-		sendto(f->px->udp[f->side], msg, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&f->client, f->clen);
+	/* Bounded: a socket's receive buffer holds a few hundred at most. */
+	for (int i = 0; i < 256; i++) {
+		ssize_t n = recv(r->up, msg, sizeof(msg), MSG_DONTWAIT);
+
+		if (n < 0)
+			return; /* EAGAIN; or an ICMP error, which the program would not see either */
+		if (r->learn)
+			learn(px, msg, (size_t)n);
+		sendto(px->udp[r->side], msg, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&r->client,
+		       r->client.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
 	}
-	fwd_free(f);
 }
 
-static void on_fwd_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+/* The relay's socket to route r's peer, made at its first datagram; -1 when none
+ * can be made (the datagram is lost, as on a full network). */
+static int upstream(struct route *r)
 {
-	(void)loop;
-	(void)revents;
-	fwd_free(w->data);
+	if (r->up >= 0)
+		return r->up;
+	r->up = socket(r->server.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (r->up < 0)
+		return -1;
+	if (connect(r->up, (const struct sockaddr *)&r->server, r->slen) != 0) {
+		close(r->up);
+		return r->up = -1;
+	}
+	ev_io_init(&r->up_io, on_answer, r->up, EV_READ);
+	r->up_io.data = r;
+	ev_io_start(r->px->s->loop, &r->up_io);
+	return r->up;
 }
 
-/* A query from a program's socket: sent on to its server from a socket of its own. */
+/* Datagrams from programs' sockets: each held by its sections where its route's
+ * are, and sent on to its peer. */
 static void on_udp_query(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct dns_proxy *px = w->data;
+	struct sl_relay *px = w->data;
 	int side = w == &px->udp_io[1];
-	struct sockaddr_storage client;
-	socklen_t clen = sizeof(client);
-	const struct dns_route *r;
-	struct dns_fwd *f;
 	uint8_t msg[65536];
-	ssize_t n = recvfrom(px->udp[side], msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&client, &clen);
 
+	(void)loop;
 	(void)revents;
-	if (n <= 0 || !(r = route_of(px, &client)) || !(f = calloc(1, sizeof(*f))))
-		return;
-	f->px = px;
-	f->side = side;
-	f->client = client;
-	f->clen = clen;
-	f->fd = socket(r->server.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (f->fd < 0 || connect(f->fd, (const struct sockaddr *)&r->server, r->slen) != 0 ||
-	    send(f->fd, msg, (size_t)n, MSG_DONTWAIT) != n) {
-		if (f->fd >= 0)
-			close(f->fd);
-		free(f);
-		return;
+	/* Bounded, so the timers of held calls get their turn between rounds. */
+	for (int i = 0; i < 64; i++) {
+		struct sockaddr_storage client;
+		socklen_t clen = sizeof(client);
+		ssize_t n = recvfrom(px->udp[side], msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&client, &clen);
+		struct route *r;
+		int up;
+
+		if (n < 0)
+			return;
+		if (!(r = route_of(px, &client, SOCK_DGRAM)) || (up = upstream(r)) < 0)
+			continue; /* a socket forgotten (ROUTES newer ones since): lost */
+		if (!r->held || sup_hold_datagram(px->s, up, &r->server, r->slen, msg, (size_t)n) > 0)
+			send(up, msg, (size_t)n, MSG_DONTWAIT);
 	}
-	ev_io_init(&f->io, on_fwd_answer, f->fd, EV_READ);
-	f->io.data = f;
-	ev_io_start(loop, &f->io);
-	ev_timer_init(&f->timer, on_fwd_timeout, FWD_TIMEOUT_S, 0);
-	f->timer.data = f;
-	ev_timer_start(loop, &f->timer);
-	LIST_PUSH(px->fwds, f);
 }
 
 static void tcp_free(struct dns_tcp *t)
@@ -266,18 +285,18 @@ static void on_tcp_client(struct ev_loop *loop, ev_io *w, int revents)
 /* A program's socket connected to the proxy: on to its server. */
 static void on_tcp_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct dns_proxy *px = w->data;
+	struct sl_relay *px = w->data;
 	int side = w == &px->tcp_io[1];
 	struct sockaddr_storage client;
 	socklen_t clen = sizeof(client);
-	const struct dns_route *r;
+	const struct route *r;
 	struct dns_tcp *t;
 	int cfd = accept4(px->tcp[side], (struct sockaddr *)&client, &clen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	(void)revents;
 	if (cfd < 0)
 		return;
-	if (!(r = route_of(px, &client)) || !(t = calloc(1, sizeof(*t)))) {
+	if (!(r = route_of(px, &client, SOCK_STREAM)) || !(t = calloc(1, sizeof(*t)))) {
 		close(cfd);
 		return;
 	}
@@ -299,9 +318,9 @@ static void on_tcp_accept(struct ev_loop *loop, ev_io *w, int revents)
 	LIST_PUSH(px->tcps, t);
 }
 
-/* The proxy's socket of `type` for side (0: IPv4, 1: IPv6), made at first use;
+/* The relay's socket of `type` for side (0: IPv4, 1: IPv6), made at first use;
  * its fd or -1 (no IPv6 here, say). */
-static int proxy_socket(struct dns_proxy *px, int type, int side)
+static int proxy_socket(struct sl_relay *px, int type, int side)
 {
 	int *fd = type == SOCK_DGRAM ? &px->udp[side] : &px->tcp[side];
 	struct sockaddr_storage *at = type == SOCK_DGRAM ? &px->udp_at[side] : &px->tcp_at[side];
@@ -344,29 +363,36 @@ int sup_dns_port(const struct sockaddr_storage *sa)
 	return sa->ss_family == AF_INET6 && ntohs(((const struct sockaddr_in6 *)sa)->sin6_port) == DNS_PORT;
 }
 
-int sup_dns_redirect(struct sl_supervisor *s, uint64_t id, int sock, const struct sockaddr_storage *sa,
-                     socklen_t alen)
+int sup_relay_redirect(struct sl_supervisor *s, uint64_t id, int sock, const struct sockaddr_storage *sa,
+                       socklen_t alen, int held)
 {
 	struct sockaddr_storage to, client;
 	socklen_t tolen, clen = sizeof(client);
-	struct dns_proxy *px = s->dns;
-	struct dns_route *r;
+	struct sl_relay *px = s->relay;
+	struct route *r;
 	struct sl_dest d;
-	int type = -1, side, err = 0;
+	int type = -1, side, err = 0, learn;
 	socklen_t tl = sizeof(type);
 
-	if (!s->shm->hdr->has_names || sl_dest_from_sockaddr(&d, (const struct sockaddr *)sa, alen) < 0 ||
-	    d.port != DNS_PORT || getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 ||
-	    (type != SOCK_DGRAM && type != SOCK_STREAM))
+	if (sl_dest_from_sockaddr(&d, (const struct sockaddr *)sa, alen) < 0 ||
+	    getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || (type != SOCK_DGRAM && type != SOCK_STREAM))
+		return 0;
+	held = held && type == SOCK_DGRAM; /* a stream's bytes are not datagrams */
+	learn = s->shm->hdr->has_names && d.port == DNS_PORT;
+	if (!held && !learn)
 		return 0;
 	if (!px) {
-		if (!(px = s->dns = calloc(1, sizeof(*px))))
+		if (!(px = s->relay = calloc(1, sizeof(*px))))
 			return 0;
 		px->s = s;
 		px->udp[0] = px->udp[1] = px->tcp[0] = px->tcp[1] = -1;
+		for (unsigned i = 0; i < ROUTES; i++) {
+			px->routes[i].px = px;
+			px->routes[i].up = -1;
+		}
 	}
-	/* The proxy's address in the socket's own family: an IPv4 server asked for on
-	 * an IPv6 socket (a mapped address) goes to the IPv4 proxy, mapped too. */
+	/* The relay's address in the socket's own family: an IPv4 peer asked for on
+	 * an IPv6 socket (a mapped address) goes to the IPv4 relay, mapped too. */
 	side = sa->ss_family == AF_INET6 && d.family == AF_INET6;
 	if (proxy_socket(px, type, side) < 0)
 		return 0;
@@ -391,7 +417,7 @@ int sup_dns_redirect(struct sl_supervisor *s, uint64_t id, int sock, const struc
 		sup_answer(s, id, err ? err : ECONNREFUSED);
 		return 1;
 	}
-	/* A mapped client address is the IPv4 one the proxy will see. */
+	/* A mapped client address is the IPv4 one the relay will see. */
 	if (client.ss_family == AF_INET6 && !side) {
 		struct sockaddr_in6 m = *(struct sockaddr_in6 *)&client;
 		struct sockaddr_in *v4 = (void *)&client;
@@ -401,23 +427,32 @@ int sup_dns_redirect(struct sl_supervisor *s, uint64_t id, int sock, const struc
 		v4->sin_port = m.sin6_port;
 		memcpy(&v4->sin_addr, &m.sin6_addr.s6_addr[12], 4);
 	}
-	r = &px->routes[px->next_route++ % DNS_ROUTES];
+	/* A socket connected again (or a new one at a port a closed one had) takes
+	 * its old route's place: its datagrams go where it now asks. */
+	if (!(r = route_of(px, &client, type)))
+		r = &px->routes[px->next_route++ % ROUTES];
+	route_forget(r);
 	r->client = client;
 	r->server = *sa;
 	r->slen = alen;
-	sup_say(s, "dns: a lookup's %s socket goes through the proxy", type == SOCK_DGRAM ? "UDP" : "TCP");
+	r->type = type;
+	r->side = side;
+	r->held = held;
+	r->learn = learn;
+	sup_say(s, "relay: a %s socket goes through the relay%s", type == SOCK_DGRAM ? "UDP" : "TCP",
+	    held ? ", each datagram held by its sections" : " (a lookup, read for names)");
 	sup_answer_as(s, id, err, 0, 0);
 	return 1;
 }
 
-void sup_dns_stop(struct sl_supervisor *s)
+void sup_relay_stop(struct sl_supervisor *s)
 {
-	struct dns_proxy *px = s->dns;
+	struct sl_relay *px = s->relay;
 
 	if (!px)
 		return;
-	while (px->fwds)
-		fwd_free(px->fwds);
+	for (unsigned i = 0; i < ROUTES; i++)
+		route_forget(&px->routes[i]);
 	while (px->tcps)
 		tcp_free(px->tcps);
 	for (int i = 0; i < 2; i++) {
@@ -431,5 +466,5 @@ void sup_dns_stop(struct sl_supervisor *s)
 		}
 	}
 	free(px);
-	s->dns = NULL;
+	s->relay = NULL;
 }
