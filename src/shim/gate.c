@@ -519,8 +519,10 @@ static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *
 {
 	int rc;
 
-	if ((g->dontwait || sl_fd_nonblocking(g->fd)) && !sl_stream_waits_inside(rec)) {
+	if ((g->dontwait || (sl_fd_nonblocking(g->fd) && !(rec->retry & SL_RETRY_SLEEPER))) &&
+	    !sl_stream_waits_inside(rec)) {
 		sl_epoll_mask(rec);
+		rec->retry |= SL_RETRY_TOLD;
 		sl_shim_unlock(&rec->lock);
 		return gate_done(g, -EAGAIN);
 	}
@@ -566,6 +568,17 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 		if (sl_fdtab_get(fd) != rec->index) {
 			sl_shim_unlock(&rec->lock); /* freed and reused meanwhile */
 			continue;
+		}
+		/* Told EAGAIN, and back without a wait on the socket: a program that
+		 * sleeps between tries (enum sl_rec_retry), unless it waits through
+		 * epoll (which tells no one what it waits on) or asked MSG_DONTWAIT. */
+		if (sl_unlikely(rec->retry & SL_RETRY_TOLD) && rounds == 0) {
+			rec->retry &= (uint8_t)~SL_RETRY_TOLD;
+			if (!g.dontwait && !sl_epregs(fd, 0) && !(rec->retry & SL_RETRY_SLEEPER)) {
+				rec->retry |= SL_RETRY_SLEEPER;
+				sl_debug("write on fd %d: again without a wait after EAGAIN: its held writes wait in "
+				         "the call", fd);
+			}
 		}
 		/* OPEN -> FIRST -> WAITING -> wait is the longest chain of steps. */
 		for (int n = 0; n < 8 && step == GATE_NEXT; n++)

@@ -502,6 +502,7 @@ int64_t sl_held_due(int fd, int *deferred)
 	if (!rec)
 		return 0;
 	sl_shim_lock(&rec->lock);
+	rec->retry &= (uint8_t)~SL_RETRY_TOLD; /* the program waits on it (poll.c) */
 	if (deferred && rec->state == SL_REC_DEFERRED)
 		*deferred = !sl_held_kick_locked(rec, fd, sl_clock_mono_ns());
 	if (rec->state == SL_REC_WAITING || rec->state == SL_REC_DEFERRED)

@@ -188,7 +188,8 @@ struct sl_record {
 	                        * kernel (an unconnected socket would report EPOLLHUP) */
 	uint8_t tls;           /* TLS on the socket: answers are read through libssl
 	                        * (tls.c) or not at all */
-	uint8_t pad;
+	uint8_t retry;         /* enum sl_rec_retry: how the program comes back after
+	                        * an EAGAIN of a held write (gate.c) */
 	int32_t fd;            /* the fd that connected, for epoll re-arming */
 	int32_t refuse_errno;  /* REFUSED: what SO_ERROR and writes report */
 	_Atomic uint32_t reads_begun; /* reads of the socket begun and ended (recv.c), */
@@ -210,6 +211,17 @@ struct sl_record {
 	struct sl_rec_wait *wait;     /* WAITING, DEFERRED */
 	struct sl_rec_stream *stream; /* meter = requests or bytes */
 	struct sl_rec_talk *talk;     /* requests followed or answers read */
+};
+
+/* A non-blocking socket's held write is told EAGAIN, and the program is to wait
+ * for it to turn writable (poll.c, epoll.c show it so at its release).  A program
+ * that writes again without waiting sleeps between tries instead (perl LWP sleeps
+ * 100 ms): its later held writes wait in the call, as a blocking socket's do
+ * (docs/design.md, "Send paths and event loops"). */
+enum sl_rec_retry {
+	SL_RETRY_TOLD = 1,    /* the last held write was told EAGAIN, and no wait on the
+	                       * socket (poll, select) has been seen since */
+	SL_RETRY_SLEEPER = 2, /* it wrote again without waiting: held in the call */
 };
 
 enum sl_stream_mode {
