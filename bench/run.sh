@@ -58,6 +58,9 @@
 #  21. a program's attach to the machine's segment through its socket (a
 #      sluiced's keeper): the round trip with the memfd, the map and the header's
 #      check, p50/p99/largest of 1,000 (bench/attach_cost.c).
+#  22. real clients the shim once missed (bench/clients.sh), at 20/s: perl LWP
+#      with keep-alive under meter = requests, PHP's curl_exec, getent through
+#      glibc's resolver under --seccomp - delivered and the smallest gap.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The figures only: `sluice run` saying its held calls (README "When a call is
@@ -746,3 +749,7 @@ printf '   %-34s %6s us p50, %s us p99, %s us largest of 1,000\n' "attach:" "$ap
 kill "$attachd" 2>/dev/null
 wait "$attachd" 2>/dev/null || true
 "$B/sluice" segments --remove "$aseg" >/dev/null 2>&1 || true
+
+echo
+echo "22. real clients the shim once missed, at the destination (server receive times)"
+BUILD=${BUILD:-build} bash "$ROOT/bench/clients.sh"
