@@ -50,9 +50,45 @@ static void connect_udp(int fd, const struct sl_dest *d)
 		sl_debug("connect on fd %d: UDP to a matched peer; each datagram takes a place", fd);
 }
 
+/* Whether m has a section keyed by host name (per = host, host+port). */
+static int keyed_by_name(const struct sl_match *m)
+{
+	struct sl_shm_header *h = sl_shim.shm.hdr;
+
+	for (uint64_t bits = m->keyed & m->mask; bits; bits &= bits - 1) {
+		const struct sl_section *sec = sl_shm_section(h, m->idx[__builtin_ctzll(bits)]);
+
+		if (sec && (sec->spec.per == SL_PER_HOST || sec->spec.per == SL_PER_HOST_PORT))
+			return 1;
+	}
+	return 0;
+}
+
+/* The program resolved several names to d's address (virtual hosts, a CDN) and
+ * the newest, which d carries, is not sure to be this connection's: its sections
+ * key by name, or another name is matched otherwise.  Then the connection's first
+ * write names it (naming.c), and where that names nothing, the address's newest
+ * name does then (README, "Names"). */
+static int names_disagree(const struct sl_dest *d, const struct sl_tcp_match *t)
+{
+	struct sl_dest plain = *d;
+	struct sl_tcp_match u;
+
+	if (!d->name || sl_namemap_count(d->family, d->addr) < 2)
+		return 0;
+	if (keyed_by_name(&t->m) || keyed_by_name(&t->rm) || keyed_by_name(&t->bm))
+		return 1;
+	/* Not keyed: the name matters when the address alone is matched otherwise
+	 * (a pattern by name among the sections). */
+	plain.name = NULL;
+	plain.name_len = 0;
+	sl_admission_match_tcp(&plain, &u);
+	return u.m.mask != t->m.mask || u.rm.mask != t->rm.mask || u.bm.mask != t->bm.mask;
+}
+
 /* Returns 0 to let the connect go, 1 to let it go and mark the socket for a look
- * at its first write (no section matched, some match by name), or -errno to fail
- * it with. */
+ * at its first write (no section matched, some match by name; or the names the
+ * address has disagree), or -errno to fail it with. */
 static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_made_connect *made)
 {
 	struct sl_dest d;
@@ -76,6 +112,11 @@ static int decide(int fd, const struct sockaddr *addr, socklen_t len, struct sl_
 		                                   (1u << SL_METER_BYTES)));
 	if (!sl_is_fresh_tcp(fd))
 		return 0;
+	if (sl_unlikely(names_disagree(&d, &t))) {
+		sl_debug("connect on fd %d: %.*s shares its address with other names: its first write names it", fd,
+		         (int)d.name_len, d.name);
+		return 1;
+	}
 	/* The connect takes the place of its connections sections and of its first
 	 * request: so no first write is held (HTTP/2's preface, a TLS ClientHello,
 	 * an SMTP reply), and the destination sees the connection at the rate. */

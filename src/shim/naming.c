@@ -239,10 +239,20 @@ int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwa
 		sl_fdtab_mark_sniff(fd); /* HTTP/2's preface alone: its HEADERS names it */
 		return 0;
 	}
-	if (!kind)
-		return 0;
+	if (!kind) {
+		/* Named by nothing it writes: by the name the program resolved its
+		 * address to, newest first, as its connect would have been - nothing
+		 * matched then, unless the address has several names (connect.c). */
+		if (peer_of(fd, &d) != 0)
+			return 0;
+		sl_admission_name(&d, name, sizeof(name));
+		if (!d.name)
+			return 0;
+		d.meter = SL_METER_CONNECTIONS;
+	}
 	sl_admission_match_tcp(&d, &t);
-	log_named(&d, kind, t.n || t.nr || t.nb);
+	if (kind)
+		log_named(&d, kind, t.n || t.nr || t.nb);
 	if (!t.n && !t.nr && !t.nb)
 		return 0;
 	if (t.n && sl_held_connect(fd, &d, &t.m, SL_KIND_CONNECTION) < 0)

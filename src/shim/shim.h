@@ -212,6 +212,8 @@ void sl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* address -> host name, process-wide (namemap.c). */
 void sl_namemap_put(int family, const void *addr, const char *name);
 size_t sl_namemap_get(int family, const void *addr, char *out, size_t size);
+/* How many names the program resolved to addr are kept (names sharing an address). */
+unsigned sl_namemap_count(int family, const void *addr);
 void sl_namemap_after_fork(void);
 
 /* The hold decision for one request (admission.c).  sl_admission_match() is the cheap part every
