@@ -36,6 +36,10 @@ struct sl_supervisor;
 struct sl_supervisor *sl_supervise_start(struct ev_loop *loop, int listener, const char *seg_path,
                                          struct sl_shm *daemons, const struct sl_config *cfg, int verbose,
                                          void (*on_gone)(void *), void *arg);
+/* Once no process is left under the filter: the datagrams the relay still holds
+ * (their senders were told they went) go at their slots, each within its
+ * max_wait; returns when none is left, or when *stop turns non-zero (a signal). */
+void sl_supervise_finish(struct sl_supervisor *s, const volatile int *stop);
 /* Stop, answering nothing more (the kernel then fails pending and later trapped
  * calls with ENOSYS), give back what is held, and free.  Prints a summary when
  * verbose. */

@@ -54,6 +54,7 @@ struct run {
 	int status;
 	int exited;     /* the command has exited */
 	int supervised; /* under seccomp, and processes remain under the filter */
+	volatile int stopping; /* a signal asked sluice run to end its watch */
 	struct ev_loop *loop;
 	ev_child child_watcher;
 	ev_signal forward[4];
@@ -258,6 +259,7 @@ static void on_forward(struct ev_loop *loop, ev_signal *w, int revents)
 	}
 	/* The command is gone, its children remain under the filter: a signal to
 	 * sluice run ends its watch (their trapped calls then fail with ENOSYS). */
+	r->stopping = 1;
 	ev_break(loop, EVBREAK_ALL);
 }
 
@@ -426,6 +428,8 @@ static int run_child(const struct how *how, char **cmd)
 		ev_signal_start(loop, &r.forward[i]);
 	}
 	ev_run(loop, 0);
+	if (!r.stopping)
+		sl_supervise_finish(sup, &r.stopping);
 	for (int i = 0; i < 4; i++)
 		ev_signal_stop(loop, &r.forward[i]);
 	sl_supervise_stop(sup);

@@ -97,6 +97,21 @@ fail:
 	return NULL;
 }
 
+void sl_supervise_finish(struct sl_supervisor *s, const volatile int *stop)
+{
+	/* Bounded: each held datagram is released or refused by its max_wait, and
+	 * the timerfd wakes the loop for it. */
+	while (s && !*stop) {
+		const struct call *c = s->calls;
+
+		while (c && !c->relayed)
+			c = c->next;
+		if (!c)
+			return;
+		ev_run(s->loop, EVRUN_ONCE);
+	}
+}
+
 void sl_supervise_stop(struct sl_supervisor *s)
 {
 	if (!s)

@@ -64,6 +64,25 @@ n=$(wc -l <"$T/dns.arrivals")
 [ "$n" -ge 3 ] || fail "busybox nslookup: $n queries reached the name server"
 expect_spaced "$T/dns.arrivals" 200 "$n" "busybox nslookup's queries"
 
+# A static sender that fires and forgets: five datagrams on a connected socket,
+# then exit.  Its sends return at once (the relay holds them), so sluice run stays
+# until the relay has sent the last at its slot.
+cc -O1 -static -o "$T/udp_burst" "$HELPERS/udp_burst.c" || fail "cannot build udp_burst (static)"
+start_helper uport "$T/udp.port" "UDP sink" python3 "$HELPERS/udp_sink.py" --port-file "$T/udp.port" \
+	--log "$T/udp.log"
+cat >>"$T/r.ini" <<EOF
+
+[sink]
+match = 127.0.0.1:$uport
+meter = datagrams
+rate = 5/s
+max_wait = 1m
+EOF
+start_witness datagram "$uport" "$T/udp.arrivals"
+"$SLUICE" run -c "$T/r.ini" -- "$T/udp_burst" "$uport" 5 >"$T/burst.out" 2>&1 ||
+	fail "udp_burst: $(cat "$T/burst.out")"
+expect_spaced "$T/udp.arrivals" 200 5 "a static program's datagrams on a connected socket, sent after it exited"
+
 # Without --seccomp the shim cannot hold them, and `sluice run` says so.
 "$SLUICE" run -c "$T/r.ini" -- getent hosts w.test >"$T/plain.out" 2>&1 || fail "getent: $(cat "$T/plain.out")"
 grep -q 'name-server.*glibc.*--seccomp' "$T/plain.out" ||
