@@ -4,8 +4,9 @@
 # meter = requests at 20/s (it sleeps 100 ms on an EAGAIN), PHP's curl_exec (an
 # extension opened with RTLD_DEEPBIND) at 20/s, and getent through glibc's
 # resolver under sluice run --seccomp at 20/s (a network and mount namespace of
-# its own, a name server on its 127.0.0.1:53).  Prints delivered against
-# configured and the smallest gap.  Usage: bench/clients.sh (BUILD=build).
+# its own, a name server on its 127.0.0.1:53); aiohttp and node fetch (undici)
+# at 500/s, a connection a request, their SYNs and first writes.  Prints
+# delivered against configured and the smallest gap.  Usage: bench/clients.sh (BUILD=build).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -50,6 +51,45 @@ config "$T/php.ini" "$port" connections
 	for ($i = 0; $i < 60; $i++) { $c = curl_init("http://127.0.0.1:" . $argv[1] . "/p$i");
 		curl_setopt($c, CURLOPT_RETURNTRANSFER, true); curl_exec($c); }' "$port" >/dev/null 2>&1
 figures "php curl_exec, connections:" "$T/http.log" 20
+
+# Event loops at 500/s, a connection a request (meter = connections): the SYNs
+# (what the section holds) and the requests' first segments, both as the
+# destination's kernel stamped them.  The first writes follow the loop, not the
+# slot: their smallest gap shows how they bunch after a stall.
+witness() { # WHAT FILE
+	python3 "$H/syn_witness.py" --port "$port" --out "$2" --what "$1" --ready-file "$2.ready" --lifetime 120 &
+	for _ in $(seq 50); do [ -s "$2.ready" ] && break; sleep 0.1; done
+}
+printf '[sluice]\nshm_name = /sluice-bench-ev-%s\ncontrol_socket = %s/ev.sock\n\n[ev]\nmatch = 127.0.0.1:%s\nrate = 500/s\nmax_wait = 1m\n' \
+	"$$" "$T" "$port" >"$T/ev.ini"
+for client in aiohttp undici; do
+	: >"$T/syn.$client"
+	: >"$T/first.$client"
+	witness syn "$T/syn.$client"
+	w1=$!
+	witness first "$T/first.$client"
+	w2=$!
+	if [ $client = aiohttp ]; then # Debian's python3, with aiohttp
+		"$B/sluice" run -c "$T/ev.ini" -- /usr/bin/python3 -c '
+import asyncio, aiohttp, sys
+async def main():
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True)) as s:
+        async def one(i):
+            async with s.get("http://127.0.0.1:%s/a%d" % (sys.argv[1], i)) as r:
+                await r.read()
+        await asyncio.gather(*(one(i) for i in range(1000)))
+asyncio.run(main())' "$port" >"$T/aiohttp.err" 2>&1 || sed 's/^/   aiohttp: /' "$T/aiohttp.err" | tail -n 3
+	else
+		"$B/sluice" run -c "$T/ev.ini" -- node -e '
+Promise.all(Array.from({length: 1000}, (_, i) => fetch(`http://127.0.0.1:${process.argv[1]}/n${i}`,
+	{headers: {connection: "close"}}).then(r => r.text()))).catch(() => process.exit(1));' "$port" >/dev/null 2>&1
+	fi
+	sleep 0.3
+	kill "$w1" "$w2" 2>/dev/null
+	wait "$w1" "$w2" 2>/dev/null
+	figures "$client 500/s, SYNs:" "$T/syn.$client" 500
+	figures "$client 500/s, first writes:" "$T/first.$client" 500
+done
 
 unshare -mn bash -c '
 	T=$1 B=$2 H=$3

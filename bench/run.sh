@@ -60,7 +60,8 @@
 #      check, p50/p99/largest of 1,000 (bench/attach_cost.c).
 #  22. real clients the shim once missed (bench/clients.sh), at 20/s: perl LWP
 #      with keep-alive under meter = requests, PHP's curl_exec, getent through
-#      glibc's resolver under --seccomp - delivered and the smallest gap.
+#      glibc's resolver under --seccomp - delivered and the smallest gap; and
+#      aiohttp and node fetch at 500/s, their SYNs and their first writes.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The figures only: `sluice run` saying its held calls (README "When a call is
