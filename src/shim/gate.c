@@ -11,6 +11,8 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "gate.h"
+#include "h2.h"
+#include "h2box.h"
 #include "held.h"
 #include "inflight.h"
 #include "record.h"
@@ -308,31 +310,39 @@ static enum gate_step gate_refused(struct sl_record *rec, struct gate *g)
 	return gate_done(g, -e);
 }
 
-/* The write's admission has an answer (its sections in `want`): the write goes -
- * what it may send worked out, its release moved on to when it is made - or
- * fails. */
-static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc, const struct sl_match *want)
+/* What an admission's answer is called in its lines. */
+static const char *answer_what(const struct sl_record *rec, const struct sl_match *want)
+{
+	return rec->kind != SL_KIND_CONNECTION                       ? "datagram"
+	       : want->mask & sl_rec_mask(rec, SL_USE_REQ)           ? "request"
+	       : want->mask & sl_rec_mask(rec, SL_USE_BYTES)         ? "bytes"
+	       : want->mask & sl_rec_mask(rec, SL_USE_CONN)          ? "first write"
+	                                                             : "write";
+}
+
+/* Under rec->lock: a refusal said, and a request refused on an open connection
+ * ends the connection as the errno says, both ways.  Left open, a client that
+ * reads for an answer after a failed send (python's http.client under urllib3)
+ * waits for one that never comes - the server still waits for the request.
+ * Returns the errno. */
+static int answer_refused(struct sl_record *rec, int fd, const struct sl_match *want)
 {
 	struct sl_pending *p = &rec->wait->pend;
-	const char *what = rec->kind != SL_KIND_CONNECTION                       ? "datagram"
-	                   : want->mask & sl_rec_mask(rec, SL_USE_REQ)           ? "request"
-	                   : want->mask & sl_rec_mask(rec, SL_USE_BYTES)         ? "bytes"
-	                   : want->mask & sl_rec_mask(rec, SL_USE_CONN)          ? "first write"
-	                                                                         : "write";
 
-	if (rc == SL_PEND_REFUSED) {
-		sl_admission_said(p, rc, what);
-		rec->state = SL_REC_FIRST; /* nothing is left in hand */
-		rc = -p->err;
-		/* A request refused on an open connection: the connection is ended as
-		 * the errno says, both ways.  Left open, a client that reads for an
-		 * answer after a failed send (python's http.client under urllib3) waits
-		 * for one that never comes - the server still waits for the request. */
-		if (rec->kind == SL_KIND_CONNECTION && (want->mask & sl_rec_mask(rec, SL_USE_REQ)) && sl_real.shutdown)
-			sl_real.shutdown(g->fd, SHUT_RDWR);
-		settle_and_unlock(g->fd, rec);
-		return gate_done(g, rc);
-	}
+	sl_admission_said(p, SL_PEND_REFUSED, answer_what(rec, want));
+	rec->state = SL_REC_FIRST; /* nothing is left in hand */
+	if (rec->kind == SL_KIND_CONNECTION && (want->mask & sl_rec_mask(rec, SL_USE_REQ)) && sl_real.shutdown)
+		sl_real.shutdown(fd, SHUT_RDWR);
+	return p->err;
+}
+
+/* Under rec->lock: an admission answered "go" (rc) - said, its places kept, what
+ * a refund may give back noted, and what it covered released (went).  Returns
+ * the release instant (0: nothing was charged). */
+static int64_t answer_go(struct sl_record *rec, int rc, const struct sl_match *want)
+{
+	struct sl_pending *p = &rec->wait->pend;
+	const char *what = answer_what(rec, want);
 	int64_t released = p->t.mask ? p->t.released_ns : 0;
 
 	if (released)
@@ -356,6 +366,22 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 	if (released && (want->mask & sl_rec_mask(rec, SL_USE_REQ)) && sl_stream_parsed(rec))
 		sl_refund_released(rec, released, 0);
 	went(rec);
+	return released;
+}
+
+/* The write's admission has an answer (its sections in `want`): the write goes -
+ * what it may send worked out, its release moved on to when it is made - or
+ * fails. */
+static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc, const struct sl_match *want)
+{
+	int64_t released;
+
+	if (rc == SL_PEND_REFUSED) {
+		rc = -answer_refused(rec, g->fd, want);
+		settle_and_unlock(g->fd, rec);
+		return gate_done(g, rc);
+	}
+	released = answer_go(rec, rc, want);
 	go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
 	/* A datagram leaves whole inside its send call: its release moves on to
 	 * when the call returned, so a sender held up between its check and its
@@ -511,6 +537,135 @@ static enum gate_step gate_step(struct sl_record *rec, struct gate *g)
 	}
 }
 
+/* --- HTTP/2's box (h2box.h): frames taken while a request waits ---
+ *
+ * The box's opening HEADERS get their admissions here, one at a time and in
+ * order, as a write beginning with one would (gate_first, gate_waiting,
+ * gate_answer), but under the lock throughout: the kicker steps them at their
+ * instants, a program's write whenever it comes. */
+
+/* Under rec->lock: an admission asked for the box's next opening HEADERS.  0, or
+ * -1 when it cannot be held (no memory): then it waits in the box for a retry. */
+static int box_ask(struct sl_record *rec, int64_t now)
+{
+	uint64_t want = sl_rec_mask(rec, SL_USE_CONN) | sl_rec_mask(rec, SL_USE_REQ);
+	struct sl_pending_ask a;
+	struct sl_rec_wait *w;
+	struct sl_match m;
+	struct sl_dest d;
+
+	if (!(w = sl_rec_wait_begin(rec, want)))
+		return -1;
+	sl_rec_match_mask(rec, want, &m);
+	sl_admission_ask(&a, sl_rec_dest(rec, &d), &m, ECONNRESET, requests_conc(rec, want));
+	a.room = sl_rec_wait_room(rec);
+	sl_pending_start(&w->pend, sl_shim.shm.hdr, &a, now);
+	rec->state = SL_REC_WAITING;
+	rec->release_ns = 0; /* stepped at once */
+	return 0;
+}
+
+/* Under rec->lock: an admission over - its registrations put back, its waiting
+ * part gone; the connection's record stays (it meters requests). */
+static void box_settle(struct sl_record *rec)
+{
+	sl_epoll_unmask(rec);
+	sl_rec_wait_end(rec);
+	rec->state = SL_REC_OPEN;
+}
+
+void sl_held_box_pump(struct sl_record *rec, int fd)
+{
+	struct sl_rec_stream *st = rec->stream;
+
+	/* Bounded: each round steps one admission and writes what it lets go. */
+	for (int rounds = 0; rounds < 8; rounds++) {
+		int64_t now = sl_clock_mono_ns();
+		struct sl_h2box *b = sl_h2box_of(rec);
+		int stuck = 0, kept;
+
+		if (!b || !st)
+			return;
+		if (rec->state == SL_REC_WAITING && !rec->wait)
+			rec->state = SL_REC_OPEN; /* a fork child's copy of a parent's wait */
+		if (rec->state == SL_REC_WAITING && now >= rec->release_ns) {
+			struct sl_match m;
+			struct sl_dest d;
+			int rc;
+
+			sl_signals_peek(rec, fd); /* a pause said meanwhile holds it on */
+			rc = sl_held_step(rec, &m, &d, now, NULL, NULL);
+			if (rc == SL_PEND_WAIT) {
+				rec->release_ns = rec->wait->pend.at;
+			} else if (rc == SL_PEND_REFUSED) {
+				/* The connection is ended (answer_refused); what the box kept
+				 * goes nowhere. */
+				answer_refused(rec, fd, &m);
+				box_settle(rec);
+				sl_h2box_close(rec);
+				return;
+			} else {
+				answer_go(rec, rc, &m);
+				box_settle(rec);
+				b->admitted++; /* the box's next opening HEADERS may go */
+			}
+		}
+		kept = sl_h2box_flush(rec, fd, &stuck);
+		if (!(b = sl_h2box_of(rec)))
+			return; /* ended: no memory to go on */
+		if (b->len == 0) {
+			sl_h2box_close(rec); /* writes go straight to the socket again */
+			sl_epoll_unmask(rec);
+			return;
+		}
+		if (kept && rec->state == SL_REC_OPEN && box_ask(rec, now) == 0)
+			continue; /* its admission stepped at once */
+		if (stuck || (kept && rec->state == SL_REC_OPEN)) {
+			/* The socket's buffer is full, or no memory to ask with: again in
+			 * a millisecond, whatever the program does. */
+			int64_t again = now + SL_NS_PER_MS;
+
+			rec->release_ns = rec->state == SL_REC_WAITING ? SL_MIN(rec->release_ns, again) : again;
+		}
+		if (rec->ep_masked && !sl_h2box_full(rec))
+			sl_epoll_unmask(rec);
+		sl_kicker_due(rec);
+		return;
+	}
+}
+
+/* Under rec->lock: the write taken into the box (opened if need be) and what may
+ * go written.  GATE_DONE with the bytes taken, EAGAIN when none fit (the lock let
+ * go), or GATE_NEXT - only when a box was open and emptied - for the write to go
+ * its own way (still locked). */
+static enum gate_step box_write(struct sl_record *rec, struct gate *g)
+{
+	size_t n;
+
+	if (sl_h2box_of(rec)) {
+		sl_held_box_pump(rec, g->fd);
+		if (!sl_h2box_of(rec))
+			return GATE_NEXT; /* emptied: the write goes its own way */
+	}
+	n = g->iov && g->limit && g->track && (*g->track & SL_TRACK_MAY_TAKE)
+	    ? sl_h2box_take(rec, g->fd, g->iov, g->iovcnt) : 0;
+	if (n == 0) {
+		/* Full: the program is told to wait, its socket shown not writable
+		 * until the box has room (at the next release). */
+		if (rec->wait)
+			sl_epoll_mask(rec);
+		sl_shim_unlock(&rec->lock);
+		return gate_done(g, -EAGAIN);
+	}
+	sl_held_box_pump(rec, g->fd); /* what of it may go at once */
+	sl_debug("requests on fd %d: %zu bytes taken into the box (HTTP/2 frames kept while a request waits)",
+	         g->fd, n);
+	sl_shim_unlock(&rec->lock);
+	*g->limit = n;
+	*g->track = SL_TRACK_TAKEN;
+	return gate_done(g, 0);
+}
+
 /* GATE_WAIT: a non-blocking writer is told EAGAIN (its socket hidden from epoll
  * until due); a blocking one sleeps, as send would, and looks again - and so does
  * an HTTP/2 request begun inside SSL_write (sl_stream_waits_inside).  Called with
@@ -521,6 +676,11 @@ static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *
 
 	if ((g->dontwait || (sl_fd_nonblocking(g->fd) && !(rec->retry & SL_RETRY_SLEEPER))) &&
 	    !sl_stream_waits_inside(rec)) {
+		/* HTTP/2 that the box can take: the frames of streams already open go
+		 * now, this request's at its release (h2box.h). */
+		if (rec->state == SL_REC_WAITING && g->iov && g->limit && g->track &&
+		    (*g->track & SL_TRACK_MAY_TAKE) && sl_h2box_fits(rec))
+			return box_write(rec, g);
 		sl_epoll_mask(rec);
 		rec->retry |= SL_RETRY_TOLD;
 		sl_shim_unlock(&rec->lock);
@@ -580,6 +740,10 @@ int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt
 				         "the call", fd);
 			}
 		}
+		/* A box open: this write goes behind what it keeps (h2box.h) - in the
+		 * process that opened it (a fork child's copy is its parent's). */
+		if (sl_unlikely(sl_h2box_of(rec)) && !rec->inherited && (step = box_write(rec, &g)) == GATE_DONE)
+			return g.rc;
 		/* OPEN -> FIRST -> WAITING -> wait is the longest chain of steps. */
 		for (int n = 0; n < 8 && step == GATE_NEXT; n++)
 			step = gate_step(rec, &g);

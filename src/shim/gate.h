@@ -17,7 +17,10 @@ int sl_held_write(int fd, int dontwait);
 
 /* The same for a write of `iov` on a stream: *limit receives how many of its bytes
  * may go (SIZE_MAX: all), *track what follows the stream (SL_TRACK_*: nonzero,
- * sl_held_wrote must be told what went). */
+ * sl_held_wrote must be told what went).  A caller that can take "written by the
+ * shim" for an answer sets SL_TRACK_MAY_TAKE in *track first: then *track may come
+ * back SL_TRACK_TAKEN alone, *limit the bytes the shim took (HTTP/2's box,
+ * h2box.h) - the caller writes nothing and returns them as written. */
 int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
                        int *track);
 
@@ -28,7 +31,14 @@ enum {
 	SL_TRACK_SIGNALS = 8, /* its responses are read: the requests are followed */
 	SL_TRACK_MOVE = 4,   /* the write was held and released just now: once made, its
 	                      * release is moved on to that instant (sl_held_made) */
+	SL_TRACK_MAY_TAKE = 16, /* in: the caller takes SL_TRACK_TAKEN */
+	SL_TRACK_TAKEN = 32,    /* out: *limit bytes were taken by the shim */
 };
+
+/* Under rec->lock: the HTTP/2 box's admission stepped and what may go written
+ * (the kicker, at the instant it was due). */
+struct sl_record;
+void sl_held_box_pump(struct sl_record *rec, int fd);
 
 /* After the real write of a held write released just now (SL_TRACK_MOVE), made or
  * failed: its sections' enforcement is moved on to now, so that whatever the

@@ -6,6 +6,7 @@
  * are.  Bytes are only read.  All under the record's lock.
  */
 #include "h2.h"
+#include "h2box.h"
 #include "slab.h"
 
 #include <errno.h>
@@ -69,6 +70,7 @@ void sl_h2_free(struct sl_record *rec)
 
 	if (!h)
 		return;
+	sl_h2box_close(rec);
 	sl_hpack_free(h->hpack);
 	sl_slab_free(h, sizeof(*h));
 	rec->talk->h2 = NULL;

@@ -13,6 +13,8 @@
 
 #include <sys/uio.h>
 
+struct sl_h2box;
+
 struct sl_rec_h2 {
 	struct sl_h2_out out;       /* the client's frames: where requests begin */
 	struct sl_h2_in in;         /* the server's: header blocks, streams ended */
@@ -30,6 +32,8 @@ struct sl_rec_h2 {
 	                             * on a non-blocking socket (sl_stream_waits_inside) */
 	uint8_t pad;
 	struct sl_resp_fields f;    /* the block being decoded */
+	struct sl_h2box *box;       /* frames taken while a request waits (h2box.h), or
+	                             * NULL: writes go straight to the socket */
 };
 
 /* Under rec->lock (rec->talk there): the connection speaks HTTP/2 from here, its

@@ -15,6 +15,7 @@
 #include "fdtab.h"
 #include "gate.h"
 #include "held.h"
+#include "h2box.h"
 #include "inflight.h"
 #include "record.h"
 #include "stream.h"
@@ -505,7 +506,8 @@ int64_t sl_held_due(int fd, int *deferred)
 	rec->retry &= (uint8_t)~SL_RETRY_TOLD; /* the program waits on it (poll.c) */
 	if (deferred && rec->state == SL_REC_DEFERRED)
 		*deferred = !sl_held_kick_locked(rec, fd, sl_clock_mono_ns());
-	if (rec->state == SL_REC_WAITING || rec->state == SL_REC_DEFERRED)
+	if ((rec->state == SL_REC_WAITING || rec->state == SL_REC_DEFERRED) &&
+	    !(sl_h2box_of(rec) && !sl_h2box_full(rec))) /* a box with room takes writes */
 		at = rec->release_ns;
 	sl_shim_unlock(&rec->lock);
 	return at;

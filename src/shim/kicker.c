@@ -28,6 +28,8 @@
  */
 #include "epoll.h"
 #include "fdtab.h"
+#include "gate.h"
+#include "h2box.h"
 #include "held.h"
 #include "record.h"
 #include "kicker.h"
@@ -230,6 +232,16 @@ static void act_on(struct sl_record *rec, int64_t now)
 
 	if (!rec->refs)
 		return;
+	if (sl_h2box_of(rec) && !rec->inherited) {
+		/* HTTP/2's box: its request's admission stepped, what may go written -
+		 * on this very socket only (the program may have closed it). */
+		if (rec->release_ns > now)
+			sl_kicker_due(rec);
+		else if (sl_fdtab_get(rec->fd) == rec->index && sl_h2box_same_socket(rec, rec->fd))
+			sl_held_box_pump(rec, rec->fd);
+		errno = saved;
+		return;
+	}
 	if (rec->state == SL_REC_DEFERRED) {
 		if (rec->release_ns > now) {
 			sl_kicker_due(rec);

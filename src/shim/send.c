@@ -35,6 +35,7 @@
 struct gate {
 	size_t limit;
 	int track;
+	int may_take; /* in: the caller answers SL_TRACK_TAKEN (send_gated does) */
 };
 
 /* An fd with a table entry: hold its write, or read it for a name.  Returns 0 to
@@ -45,13 +46,14 @@ static __attribute__((noinline)) int gate_slow(int fd, unsigned idx, int dontwai
 	int rc = 0;
 
 	g->limit = SIZE_MAX;
-	g->track = 0;
+	g->track = g->may_take ? SL_TRACK_MAY_TAKE : 0;
 	if (idx == SL_FD_SNIFF) {
 		if (sl_fdtab_claim_sniff(fd) && sl_shim_active())
 			rc = sl_sniff_first_write(fd, iov, iovcnt, dontwait, &g->limit, &g->track);
 	} else {
 		rc = sl_held_write_data(fd, dontwait, iov, iovcnt, &g->limit, &g->track);
 	}
+	g->track &= ~SL_TRACK_MAY_TAKE;
 	if (rc < 0) {
 		errno = -rc;
 		return -1;
@@ -65,6 +67,7 @@ static inline int gate_iov(int fd, int dontwait, const struct iovec *iov, int io
 
 	if (sl_likely(!idx))
 		return 0;
+	g->may_take = 1;
 	return gate_slow(fd, idx, dontwait, iov, iovcnt, g);
 }
 
@@ -77,6 +80,7 @@ static inline int gate(int fd, int dontwait, const void *buf, size_t len, struct
 		return 0;
 	one.iov_base = (void *)buf;
 	one.iov_len = len;
+	g->may_take = 1;
 	return gate_slow(fd, idx, dontwait, &one, 1, g);
 }
 
@@ -170,6 +174,8 @@ static ssize_t send_gated(int fd, int dontwait, const struct op *op, const struc
 	size_t total = 0, done = 0;
 	int loop = !dontwait && (g->track & SL_TRACK_BYTES) && !sl_fd_nonblocking(fd);
 
+	if (g->track & SL_TRACK_TAKEN)
+		return (ssize_t)g->limit; /* the shim took them (HTTP/2's box): written */
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	for (;;) {
@@ -370,9 +376,11 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	    !(sl_shim_active() && (sl_shim_meters() & (1u << SL_METER_DATAGRAMS))))
 		goto pass;
 	if (n == 0 || !vec || !per_message(fd, vec, n)) {
-		struct gate g;
-		int rc = n && vec ? gate_iov(fd, flags & MSG_DONTWAIT, vec[0].msg_hdr.msg_iov,
-		                             (int)vec[0].msg_hdr.msg_iovlen, &g) : 0;
+		struct gate g = {.may_take = 0};
+		unsigned idx = sl_fdtab_get(fd);
+		/* Several messages at once cannot be taken part-way: never the box. */
+		int rc = n && vec && idx ? gate_slow(fd, idx, flags & MSG_DONTWAIT, vec[0].msg_hdr.msg_iov,
+		                                     (int)vec[0].msg_hdr.msg_iovlen, &g) : 0;
 
 		if (rc < 0)
 			return -1;

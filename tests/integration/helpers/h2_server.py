@@ -17,6 +17,9 @@ Answers:
     connections are served meanwhile), with the line "REALTIME_NS done PATH" in
     --answered as its last frame is handed to the kernel;
   - anything else 200 "hello PATH".
+With --ends FILE a request with a body (:method POST) is answered once its
+stream ends, and that end - the read that completed its last frame - is appended
+there as "REALTIME_NS 4 SRCPORT PATH": when the server has the whole request.
 Serves any number of connections, one thread; exits after --lifetime seconds.
 """
 import argparse
@@ -40,8 +43,9 @@ LATER = []  # /wait/ answers: (due, conn, stream, headers, body, path)
 
 
 class Conn:
-    def __init__(self, sock, ctx, log, answered):
-        self.sock, self.log, self.answered = sock, log, answered
+    def __init__(self, sock, ctx, log, answered, ends=None):
+        self.sock, self.log, self.answered, self.ends = sock, log, answered, ends
+        self.posts = {}  # stream id -> (event, path) of a request whose body is coming
         self.port = sock.getpeername()[1]
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
         self.tls = None
@@ -153,6 +157,12 @@ class Conn:
                 self.answer(ev, ns)
             elif isinstance(ev, h2.events.DataReceived):
                 self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, h2.events.StreamEnded) and ev.stream_id in self.posts:
+                req, path = self.posts.pop(ev.stream_id)
+                if self.ends:
+                    with open(self.ends, "a") as f:
+                        f.write("%d 4 %d %s\n" % (ns, self.port, path))
+                self.answer(req, ns, whole=True)
             elif isinstance(ev, h2.events.ConnectionTerminated):
                 self.flush_h2()
                 return False
@@ -184,17 +194,31 @@ class Conn:
         self.flush_h2()
         return rest
 
-    def answer(self, ev, ns):
+    def answer(self, ev, ns, whole=False):
         head = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
                 for k, v in ev.headers}
         url = urllib.parse.urlsplit(head.get(":path", "/"))
+        if not whole and self.ends and head.get(":method") == "POST" and ev.stream_ended is None:
+            self.posts[ev.stream_id] = (ev, url.path)  # answered at its end
+            with open(self.log, "a") as f:
+                f.write("%d 4 %d %s %d %s\n" % (ns, self.port, url.path, 0, head.get(":authority", "-").split(":")[0]))
+            return
+        if whole:
+            return self.reply(ev, url, ns)
+        with open(self.log, "a") as f:
+            f.write("%d 4 %d %s %d %s\n" % (ns, self.port, url.path, self.status_of(url),
+                                            head.get(":authority", "-").split(":")[0]))
+        self.reply(ev, url, ns)
+
+    @staticmethod
+    def status_of(url):
+        return int(url.path.split("/")[2]) if url.path.startswith("/say/") else 200
+
+    def reply(self, ev, url, ns):
         status, extra = 200, []
         if url.path.startswith("/say/"):
             status = int(url.path.split("/")[2])
             extra = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
-        with open(self.log, "a") as f:
-            f.write("%d 4 %d %s %d %s\n" % (ns, self.port, url.path, status,
-                                            head.get(":authority", "-").split(":")[0]))
         body = ("hello %s\n" % url.path).encode()
         headers = [(":status", str(status)), ("content-length", str(len(body)))] + \
                   [(k.lower(), v) for k, v in extra]
@@ -217,6 +241,7 @@ def main():
     ap.add_argument("--answered", help="where the answered lines go (default: --log)")
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     ap.add_argument("--lifetime", type=float, default=120)
+    ap.add_argument("--ends", help="where a request's body end goes (REALTIME_NS 4 SRCPORT PATH)")
     args = ap.parse_args()
     ctx = None
     if args.tls:
@@ -247,7 +272,7 @@ def main():
             if key.fileobj is lsock:
                 s, _ = lsock.accept()
                 s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-                sel.register(s, selectors.EVENT_READ, Conn(s, ctx, args.log, args.answered or args.log))
+                sel.register(s, selectors.EVENT_READ, Conn(s, ctx, args.log, args.answered or args.log, args.ends))
                 continue
             conn = key.data
             try:
