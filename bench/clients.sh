@@ -5,7 +5,8 @@
 # extension opened with RTLD_DEEPBIND) at 20/s, and getent through glibc's
 # resolver under sluice run --seccomp at 20/s (a network and mount namespace of
 # its own, a name server on its 127.0.0.1:53); aiohttp and node fetch (undici)
-# at 500/s, a connection a request, their SYNs and first writes.  Prints
+# at 500/s, a connection a request, their SYNs and first writes; node's http2
+# with 200 POSTs at 40/s, each request begun and whole at the server.  Prints
 # delivered against configured and the smallest gap.  Usage: bench/clients.sh (BUILD=build).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -90,6 +91,19 @@ Promise.all(Array.from({length: 1000}, (_, i) => fetch(`http://127.0.0.1:${proce
 	figures "$client 500/s, SYNs:" "$T/syn.$client" 500
 	figures "$client 500/s, first writes:" "$T/first.$client" 500
 done
+
+# HTTP/2 bodies: node's http2 (nghttp2, as grpc-js) with 200 POSTs of 200 bytes begun at once
+# on one h2c connection at 40/s - when the server had each request begun
+# (HEADERS) and whole (its body), the kernel's receive stamps.
+/usr/bin/python3 "$H/h2_server.py" --port-file "$T/h2.port" --log "$T/h2.begun" --ends "$T/h2.whole" \
+	--lifetime 120 &
+for _ in $(seq 50); do [ -s "$T/h2.port" ] && break; sleep 0.1; done
+h2port=$(cat "$T/h2.port")
+printf '[sluice]\nshm_name = /sluice-bench-h2-%s\ncontrol_socket = %s/h2.sock\n\n[h2]\nmatch = 127.0.0.1:%s\nmeter = requests\nrate = 40/s\nmax_wait = 1m\n' \
+	"$$" "$T" "$h2port" >"$T/h2.ini"
+"$B/sluice" run -c "$T/h2.ini" -- node "$H/h2_posts.js" "http://127.0.0.1:$h2port" 200 200 >/dev/null 2>&1
+figures "node http2 POSTs 40/s, begun:" "$T/h2.begun" 40
+figures "node http2 POSTs 40/s, whole:" "$T/h2.whole" 40
 
 unshare -mn bash -c '
 	T=$1 B=$2 H=$3

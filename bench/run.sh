@@ -61,7 +61,8 @@
 #  22. real clients the shim once missed (bench/clients.sh), at 20/s: perl LWP
 #      with keep-alive under meter = requests, PHP's curl_exec, getent through
 #      glibc's resolver under --seccomp - delivered and the smallest gap; and
-#      aiohttp and node fetch at 500/s, their SYNs and their first writes.
+#      aiohttp and node fetch at 500/s, their SYNs and their first writes; node
+#      http2 with 200 POSTs at 40/s, each request begun and whole at the server.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The figures only: `sluice run` saying its held calls (README "When a call is

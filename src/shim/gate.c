@@ -620,16 +620,20 @@ void sl_held_box_pump(struct sl_record *rec, int fd)
 		}
 		if (kept && rec->state == SL_REC_OPEN && box_ask(rec, now) == 0)
 			continue; /* its admission stepped at once */
+		if (rec->ep_masked && !sl_h2box_full(rec))
+			sl_epoll_unmask(rec);
 		if (stuck || (kept && rec->state == SL_REC_OPEN)) {
 			/* The socket's buffer is full, or no memory to ask with: again in
 			 * a millisecond, whatever the program does. */
 			int64_t again = now + SL_NS_PER_MS;
 
 			rec->release_ns = rec->state == SL_REC_WAITING ? SL_MIN(rec->release_ns, again) : again;
+			sl_kicker_due(rec);
+		} else if (rec->state == SL_REC_WAITING) {
+			sl_kicker_due(rec); /* its admission's next instant */
 		}
-		if (rec->ep_masked && !sl_h2box_full(rec))
-			sl_epoll_unmask(rec);
-		sl_kicker_due(rec);
+		/* Otherwise nothing to wait for: what stays waits for the program's
+		 * next write (the rest of a frame, a stream's HEADERS). */
 		return;
 	}
 }

@@ -263,50 +263,46 @@ static int has_opening(const struct sl_h2box *b, uint32_t max)
 	return 0;
 }
 
-int sl_h2box_flush(struct sl_record *rec, int fd, int *stuck)
+/* One write of what may go now (at most MAX_SENDS frames): -1 when the box was
+ * closed (no memory), else 1 when more frames than one write took may go. */
+static int flush_once(struct sl_record *rec, struct sl_rec_h2 *h, int fd, int *stuck, int *kept_opening)
 {
-	struct sl_rec_h2 *h = sl_h2_of(rec);
-	struct sl_h2box *b = h ? h->box : NULL;
+	struct sl_h2box *b = h->box;
 	struct piece p[MAX_SENDS];
 	struct iovec iov[MAX_SENDS];
 	struct msghdr mh = {0};
-	int n, kept_opening;
 	uint32_t max_before;
+	size_t total = 0;
+	int n;
 	ssize_t w;
 
-	*stuck = 0;
-	if (!b)
-		return 0;
-	n = choose(b, h->out.max_stream, (int)b->admitted, p, &kept_opening);
+	n = choose(b, h->out.max_stream, (int)b->admitted, p, kept_opening);
 	if (n == 0)
-		return kept_opening && !b->admitted;
+		return 0;
 	for (int i = 0; i < n; i++) {
 		iov[i].iov_base = b->buf + p[i].off;
 		iov[i].iov_len = p[i].len;
+		total += p[i].len;
 	}
 	mh.msg_iov = iov;
 	mh.msg_iovlen = (size_t)n;
 	w = sl_real.sendmsg ? sl_real.sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)
 	                    : sl_sys(SYS_sendmsg, fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (w <= 0) {
+		/* EAGAIN: a full buffer, tried again; anything else the program's own
+		 * next call on the socket hears from the kernel. */
 		*stuck = w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
-		return kept_opening && !b->admitted;
+		return 0;
 	}
 	/* Followed as written: the stream's requests, the answers' streams; an
 	 * opening HEADERS written used its admission. */
 	max_before = h->out.max_stream;
 	sl_stream_wrote(rec, iov, n, (size_t)w);
-	if (h->out.max_stream > max_before && b->admitted)
-		b->admitted--;
 	if (sl_rec_mask(rec, SL_USE_SIG))
 		sl_signals_wrote(rec, iov, n, (size_t)w);
-	{
-		size_t total = 0;
-
-		for (int i = 0; i < n; i++)
-			total += p[i].len;
-		*stuck = (size_t)w < total;
-	}
+	if (h->out.max_stream > max_before && b->admitted)
+		b->admitted--;
+	*stuck = (size_t)w < total;
 	if (cut_out(b, p, n, (size_t)w) < 0) {
 		/* Written, but no memory to set the box anew: what went cannot be told
 		 * apart from what stays, and sending it twice would break the stream -
@@ -314,7 +310,24 @@ int sl_h2box_flush(struct sl_record *rec, int fd, int *stuck)
 		if (sl_real.shutdown)
 			sl_real.shutdown(fd, SHUT_RDWR);
 		sl_h2box_close(rec);
-		return 0;
+		return -1;
 	}
-	return has_opening(b, h->out.max_stream) && !b->admitted;
+	return !*stuck && n == MAX_SENDS;
+}
+
+int sl_h2box_flush(struct sl_record *rec, int fd, int *stuck)
+{
+	struct sl_rec_h2 *h = sl_h2_of(rec);
+	int kept_opening = 0, more = 1;
+
+	*stuck = 0;
+	if (!h || !h->box)
+		return 0;
+	/* Bounded: each round writes MAX_SENDS frames of a box of at most
+	 * SL_H2BOX_MAX bytes. */
+	for (int rounds = 0; rounds < 1024 && more > 0; rounds++)
+		more = flush_once(rec, h, fd, stuck, &kept_opening);
+	if (more < 0 || !h->box)
+		return 0;
+	return has_opening(h->box, h->out.max_stream) && !h->box->admitted;
 }
