@@ -451,16 +451,38 @@ static enum gate_step drain_first(struct sl_record *rec, struct gate *g)
 	return GATE_AGAIN;
 }
 
+/* Under rec->lock: the admission of `want` (the record's section positions) asked
+ * for, `cost` bytes of it, as of `now` - stepped at once (WAITING, release_ns 0).
+ * Its waiting part, or NULL when there is no memory to hold it with. */
+static struct sl_rec_wait *ask_for(struct sl_record *rec, uint64_t want, uint64_t cost, int64_t now)
+{
+	struct sl_pending_ask a;
+	struct sl_rec_wait *w;
+	struct sl_match m;
+	struct sl_dest d;
+
+	if (!(w = sl_rec_wait_begin(rec, want)))
+		return NULL;
+	sl_rec_match_mask(rec, want, &m);
+	/* A request to a requests section limiting concurrency takes its place
+	 * (inflight.h); the connection's own sections with it then take theirs. */
+	sl_admission_ask(&a, sl_rec_dest(rec, &d), &m, rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED,
+	                 (want & sl_rec_mask(rec, SL_USE_REQ)) && requests_conc(rec, want));
+	a.cost = cost;
+	a.room = sl_rec_wait_room(rec);
+	sl_pending_start(&w->pend, sl_shim.shm.hdr, &a, now);
+	rec->state = SL_REC_WAITING;
+	rec->release_ns = 0; /* stepped at once */
+	return w;
+}
+
 /* Nothing reserved yet: the admission of what this write needs.  It covers the
  * connection's own sections when its first write is pending, the requests
  * sections when a request begins, and a piece of bytes when the bytes are out. */
 static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 {
 	uint64_t want = sl_rec_mask(rec, SL_USE_CONN), pending = 0;
-	struct sl_pending_ask a;
 	struct sl_rec_wait *w;
-	struct sl_match m;
-	struct sl_dest d;
 
 	if (sl_rec_mask(rec, SL_USE_REQ) && sl_stream_starts(rec, g->iov, g->iovcnt))
 		want |= sl_rec_mask(rec, SL_USE_REQ);
@@ -472,7 +494,7 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 		pending = SL_MIN((uint64_t)iov_bytes(g->iov, g->iovcnt), rec->stream->piece_max);
 		want |= sl_rec_mask(rec, SL_USE_BYTES);
 	}
-	if (!(w = sl_rec_wait_begin(rec, want))) {
+	if (!(w = ask_for(rec, want, pending, sl_clock_mono_ns()))) {
 		/* No memory to hold it with: not a "go" - the write fails as the kernel
 		 * fails one it has no buffer for, and the program may try again. */
 		sl_debug("write on fd %d: no memory to hold it: ENOBUFS", g->fd);
@@ -481,16 +503,6 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 	}
 	if (rec->stream)
 		rec->stream->pending = pending;
-	sl_rec_match_mask(rec, want, &m);
-	/* A request to a requests section limiting concurrency takes its place
-	 * (inflight.h); the connection's own sections with it then take theirs. */
-	sl_admission_ask(&a, sl_rec_dest(rec, &d), &m, rec->kind == SL_KIND_CONNECTION ? ECONNRESET : ECONNREFUSED,
-	                 (want & sl_rec_mask(rec, SL_USE_REQ)) && requests_conc(rec, want));
-	a.cost = pending;
-	a.room = sl_rec_wait_room(rec);
-	sl_pending_start(&w->pend, sl_shim.shm.hdr, &a, sl_clock_mono_ns());
-	rec->state = SL_REC_WAITING;
-	rec->release_ns = 0; /* stepped at once */
 	if (pending && rec->stream->stuck) {
 		/* Bytes that waited in the kernel left only now: the destination saw
 		 * them now, so the next piece starts after their time at the rate. */
@@ -548,21 +560,7 @@ static enum gate_step gate_step(struct sl_record *rec, struct gate *g)
  * -1 when it cannot be held (no memory): then it waits in the box for a retry. */
 static int box_ask(struct sl_record *rec, int64_t now)
 {
-	uint64_t want = sl_rec_mask(rec, SL_USE_CONN) | sl_rec_mask(rec, SL_USE_REQ);
-	struct sl_pending_ask a;
-	struct sl_rec_wait *w;
-	struct sl_match m;
-	struct sl_dest d;
-
-	if (!(w = sl_rec_wait_begin(rec, want)))
-		return -1;
-	sl_rec_match_mask(rec, want, &m);
-	sl_admission_ask(&a, sl_rec_dest(rec, &d), &m, ECONNRESET, requests_conc(rec, want));
-	a.room = sl_rec_wait_room(rec);
-	sl_pending_start(&w->pend, sl_shim.shm.hdr, &a, now);
-	rec->state = SL_REC_WAITING;
-	rec->release_ns = 0; /* stepped at once */
-	return 0;
+	return ask_for(rec, sl_rec_mask(rec, SL_USE_CONN) | sl_rec_mask(rec, SL_USE_REQ), 0, now) ? 0 : -1;
 }
 
 /* Under rec->lock: an admission over - its registrations put back, its waiting

@@ -33,14 +33,21 @@ rate = 5/s
 max_wait = 1m
 EOF
 
+# queries_spaced AT_LEAST WHAT: at least AT_LEAST queries reached the name server
+# since the last look, every one spaced by the interval.
+queries_spaced() {
+	local n
+	n=$(wc -l <"$T/dns.arrivals")
+	[ "$n" -ge "$1" ] || fail "$2: $n queries reached the name server"
+	expect_spaced "$T/dns.arrivals" 200 "$n" "$2"
+}
+
 # getent: four lookups, a process each.
 "$SLUICE" run --seccomp -c "$T/r.ini" -- sh -c \
 	'for i in 1 2 3 4; do getent hosts "g$i.test" || exit 1; done' >"$T/getent.out" 2>&1 ||
 	fail "getent: $(cat "$T/getent.out")"
 [ "$(grep -c '^127\.0\.0\.1 *g[1-4]\.test$' "$T/getent.out")" -eq 4 ] || fail "getent: not every lookup answered: $(cat "$T/getent.out")"
-n=$(wc -l <"$T/dns.arrivals")
-[ "$n" -ge 4 ] || fail "getent: $n queries reached the name server"
-expect_spaced "$T/dns.arrivals" 200 "$n" "getent's queries (glibc's resolver)"
+queries_spaced 4 "getent's queries (glibc's resolver)"
 
 # python3: three getaddrinfo() in one process, A and AAAA sent together.
 "$SLUICE" run --seccomp -c "$T/r.ini" -- python3 -c '
@@ -50,9 +57,7 @@ for i in range(3):
 ' >"$T/py.out" 2>&1 || fail "python3 getaddrinfo: $(cat "$T/py.out")"
 [ "$(grep -c "^\['127.0.0.1'\]$" "$T/py.out")" -eq 3 ] || fail "python3 getaddrinfo: $(cat "$T/py.out")"
 [ "$(grep -c ' udp p[0-2]\.test ' "$T/dns.log")" -ge 6 ] || fail "python3: not A and AAAA each: $(cat "$T/dns.log")"
-n=$(wc -l <"$T/dns.arrivals")
-[ "$n" -ge 6 ] || fail "python3: $n queries reached the name server"
-expect_spaced "$T/dns.arrivals" 200 "$n" "getaddrinfo's queries, A and AAAA"
+queries_spaced 6 "getaddrinfo's queries, A and AAAA"
 
 # A static program's own resolver (busybox nslookup: a connected socket, then
 # send), held the same way: sluice run puts a static program under seccomp itself.
@@ -60,9 +65,7 @@ expect_spaced "$T/dns.arrivals" 200 "$n" "getaddrinfo's queries, A and AAAA"
 	'for i in 1 2 3; do /bin/busybox nslookup -type=a "b$i.test" 127.0.0.1 || exit 1; done' >"$T/bb.out" 2>&1 ||
 	fail "busybox nslookup: $(cat "$T/bb.out")"
 [ "$(grep -c 'Address: 127\.0\.0\.1$' "$T/bb.out")" -eq 3 ] || fail "busybox nslookup: $(cat "$T/bb.out")"
-n=$(wc -l <"$T/dns.arrivals")
-[ "$n" -ge 3 ] || fail "busybox nslookup: $n queries reached the name server"
-expect_spaced "$T/dns.arrivals" 200 "$n" "busybox nslookup's queries"
+queries_spaced 3 "busybox nslookup's queries"
 
 # A static sender that fires and forgets: five datagrams on a connected socket,
 # then exit.  Its sends return at once (the relay holds them), so sluice run stays
