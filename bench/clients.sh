@@ -6,8 +6,9 @@
 # resolver under sluice run --seccomp at 20/s (a network and mount namespace of
 # its own, a name server on its 127.0.0.1:53); aiohttp and node fetch (undici)
 # at 500/s, a connection a request, their SYNs and first writes; node's http2
-# with 200 POSTs at 40/s, each request begun and whole at the server.  Prints
-# delivered against configured and the smallest gap.  Usage: bench/clients.sh (BUILD=build).
+# with 200 POSTs at 40/s, each request begun and whole at the server; git push
+# and rsync over ssh at 1 MiB/s of bytes.  Prints delivered against configured
+# and the smallest gap.  Usage: bench/clients.sh (BUILD=build).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=$(cd "$ROOT/${BUILD:-build}" && pwd)
@@ -119,4 +120,48 @@ unshare -mn bash -c '
 	kill %1 2>/dev/null
 ' sh "$T" "$B" "$H" || echo "   (no network namespace here: getent not measured)"
 [ -s "$T/dns.log" ] && figures "getent under --seccomp, datagrams:" "$T/dns.log" 20
+
+# Bytes over ssh: git push and rsync of 8 MiB at 1 MiB/s (meter = bytes) through
+# an sshd of its own on loopback, and the upload's rate at the destination from
+# its first large segment to its last (the handshake and git's packing before
+# it are the program's own time).  Target: >= 99%.
+ssh_bench() {
+	local d="$T/sshd" sport
+	mkdir -p "$d" /run/sshd
+	ssh-keygen -q -t ed25519 -N '' -f "$d/host_key" && ssh-keygen -q -t ed25519 -N '' -f "$d/user_key" || return 1
+	cp "$d/user_key.pub" "$d/authorized_keys"
+	sport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	printf 'Port %s\nListenAddress 127.0.0.1\nHostKey %s\nAuthorizedKeysFile %s\nUsePAM no\nStrictModes no\nPidFile %s\nLogLevel ERROR\n' \
+		"$sport" "$d/host_key" "$d/authorized_keys" "$d/sshd.pid" >"$d/config"
+	/usr/sbin/sshd -D -f "$d/config" -E "$d/log" &
+	local ssh="ssh -i $d/user_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p $sport"
+	for _ in $(seq 50); do $ssh root@127.0.0.1 true 2>/dev/null && break; sleep 0.1; done
+	printf '[sluice]\nshm_name = /sluice-bench-ssh-%s\ncontrol_socket = %s/ssh.sock\n\n[ssh]\nmatch = 127.0.0.1:%s\nmeter = bytes\nrate = 1M/s\nmax_wait = 1m\n' \
+		"$$" "$T" "$sport" >"$T/ssh.ini"
+	git init -q --bare "$T/remote.git" && git init -q "$T/work" || return 1
+	head -c $((8 << 20)) /dev/urandom >"$T/work/blob.bin"
+	git -C "$T/work" add blob.bin && git -C "$T/work" -c user.name=b -c user.email=b@b commit -q -m b
+	head -c $((8 << 20)) /dev/urandom >"$T/r.bin"
+	for what in "git push" rsync; do
+		python3 "$H/syn_witness.py" --port "$sport" --out "$T/ssh.bytes" --what bytes --ready-file "$T/ssh.ready" \
+			--lifetime 120 &
+		local w=$!
+		for _ in $(seq 50); do [ -s "$T/ssh.ready" ] && break; sleep 0.1; done
+		if [ "$what" = rsync ]; then
+			"$B/sluice" run -c "$T/ssh.ini" -- rsync -e "$ssh" "$T/r.bin" "root@127.0.0.1:$T/r.copy"
+		else
+			GIT_SSH_COMMAND="$ssh" "$B/sluice" run -c "$T/ssh.ini" -- git -C "$T/work" push -q \
+				"ssh://root@127.0.0.1:$sport$T/remote.git" HEAD:refs/heads/main
+		fi
+		sleep 0.3
+		kill "$w" 2>/dev/null
+		wait "$w" 2>/dev/null
+		printf '   %-34s ' "$what over ssh, 1 MiB/s:"
+		python3 "$H/bytes_check.py" "$T/ssh.bytes" --rate $((1 << 20)) --piece 20971 --span 1 --slack-ms 5 \
+			--floor 0 | tr '\n' ' ' | sed 's/ at the destination//'
+		echo
+		rm -f "$T/ssh.bytes" "$T/ssh.ready"
+	done
+}
+ssh_bench || echo "   (ssh not measured)"
 exit 0

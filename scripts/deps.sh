@@ -46,6 +46,9 @@ nodejs:/usr/bin/node
 socat:/usr/bin/socat
 trickle:/usr/bin/trickle
 git:/usr/bin/git
+openssh-server:/usr/sbin/sshd
+openssh-client:/usr/bin/ssh
+rsync:/usr/bin/rsync
 nghttp2-server:/usr/sbin/nghttpd
 libwww-perl:/usr/share/perl5/LWP.pm
 ruby:/usr/bin/ruby

@@ -132,6 +132,13 @@ int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, i
                             int32_t self, struct sl_ticket *t, uint64_t bytes, int *release_rc,
                             int64_t *retry_ns, sl_act_fn act, void *arg);
 
+/* meter = bytes: t's piece, just released, takes on up to `most` more bytes where
+ * every bytes section it was charged in has room for them now (sl_strategy_room)
+ * and t is still its last reservation; returns how many it took (0: none, or the
+ * lock not had).  A writer that came late for its piece carries what the
+ * lateness earned, within the bound (docs/design.md, "Bytes"). */
+uint64_t sl_admit_grow(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self, uint64_t most);
+
 /* A request of the sections in m released at `from` went only at `to`
  * (sl_strategy_moved for each). */
 void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,

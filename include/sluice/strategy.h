@@ -46,6 +46,16 @@ int64_t sl_strategy_release_at(const struct sl_spec *s, const struct sl_state *s
 void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
                           int64_t wall_off);
 
+/* meter = bytes, a GCRA: the bytes a piece of `cost` released at `now` (just
+ * counted with sl_strategy_released) may still take on at once - what keeps tat
+ * within tolerance + one piece's time of now, so the bound rate*S + piece (+ the
+ * burst's tolerance) holds in any span S (docs/design.md, "Bytes"), and the
+ * piece no larger than one; 0 for any other meter or strategy.
+ * sl_strategy_grow counts `more` bytes onto the piece, in the schedule and in
+ * enforcement. */
+uint64_t sl_strategy_room(const struct sl_spec *s, const struct sl_state *st, int64_t now, uint64_t cost);
+void sl_strategy_grow(const struct sl_spec *s, struct sl_state *st, uint64_t more);
+
 /* A request released at `from` actually went at `to` (later): its connection's
  * first request, whose place was taken with the connect and whose bytes left at
  * the first write.  The enforcement half is moved on so that the instants the

@@ -593,6 +593,44 @@ int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, i
 	return rc;
 }
 
+/* Under the lock: how many more bytes t's piece may take on at `now` in every
+ * bytes section it was charged in - 0 unless each is a GCRA of this machine's own
+ * (no fleet share, no durable quota to count them against) in which t is still
+ * the last reservation handed out, so no caller queued after it is pushed back. */
+static uint64_t grow_room(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, uint64_t most)
+{
+	for (struct ticket_walk w = ticket_walk(h, t); most && ticket_next(&w, 0, now);) {
+		const struct sl_spec *s = &w.sec->spec;
+
+		if (s->meter != SL_METER_BYTES)
+			continue; /* charged one request a piece, however large */
+		if (!w.st || sl_limit_fleet(s) || s->durable || w.st->seq != t->sec[w.k].seq)
+			return 0;
+		most = SL_MIN(most, sl_strategy_room(s, w.st, now, t->cost));
+	}
+	return most;
+}
+
+uint64_t sl_admit_grow(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self, uint64_t most)
+{
+	uint64_t more;
+
+	if (!t->mask || !most || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return 0;
+	if ((more = grow_room(h, t, now, most))) {
+		for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 0, now);) {
+			if (w.sec->spec.meter != SL_METER_BYTES || !w.st)
+				continue;
+			sl_strategy_grow(&w.sec->spec, w.st, more);
+			atomic_fetch_add_explicit(A(&w.sec->state.admitted), more, memory_order_relaxed);
+			count_key(w.sec, w.st, more);
+		}
+		t->cost += more;
+	}
+	sl_shm_unlock(h, self);
+	return more;
+}
+
 void sl_admit_moved(struct sl_shm_header *h, const struct sl_match *m, int64_t from, int64_t to,
                     int32_t self)
 {

@@ -250,6 +250,40 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 	}
 }
 
+uint64_t sl_strategy_room(const struct sl_spec *s, const struct sl_state *st, int64_t now, uint64_t cost)
+{
+	uint64_t piece = sl_bytes_piece(s);
+	int64_t room;
+	unsigned __int128 bytes;
+
+	if (s->meter != SL_METER_BYTES || !sl_strategy_is_gcra(s) || s->window_ns <= 0 || cost >= piece)
+		return 0;
+	/* After a release at now, tat - now may come to tolerance + one piece's time
+	 * and no further: what is left of that is room. */
+	room = sl_gcra_tolerance(s) + sl_gcra_increment(s, sl_bytes_piece(s)) -
+	       (sl_sane_ns(st->rel_tat_ns) - sl_sane_ns(now));
+	if (room <= 0)
+		return 0;
+	bytes = (unsigned __int128)room * s->amount / (uint64_t)s->window_ns;
+	/* Never past one piece in all: a release found up to SL_WAKE_SLACK_NS behind
+	 * its gate was counted from the gate (lease.c, charged_from), which would
+	 * otherwise leave that much more room. */
+	if (bytes > piece - cost)
+		bytes = piece - cost;
+	/* The increment rounds up: one byte fewer where it would overshoot. */
+	while (bytes && sl_gcra_increment(s, (uint64_t)bytes) > room)
+		bytes--;
+	return (uint64_t)bytes;
+}
+
+void sl_strategy_grow(const struct sl_spec *s, struct sl_state *st, uint64_t more)
+{
+	int64_t inc = sl_gcra_increment(s, more);
+
+	st->tat_ns = sl_sane_ns(st->tat_ns) + inc;
+	st->rel_tat_ns = sl_sane_ns(st->rel_tat_ns) + inc;
+}
+
 void sl_strategy_moved(const struct sl_spec *s, struct sl_state *st, int64_t from, int64_t to,
                        uint64_t cost, int64_t wall_off)
 {

@@ -172,6 +172,43 @@ static size_t iov_bytes(const struct iovec *iov, int iovcnt)
 	return iov ? n : SIZE_MAX; /* sendfile: as much as a piece */
 }
 
+/* meter = bytes: what the next release reserves.  7/8 of the largest piece for a
+ * writer on time, so the eighth left is slack for its wake-up (sl_bytes_slack);
+ * for one seen coming later than that - a program busy between its poll and its
+ * write (ssh filling its buffers) - less, down to a quarter: the rest of the
+ * piece is room that its lateness is made up from when it does write
+ * (sl_admit_grow), so a late writer still carries the rate (docs/design.md,
+ * "Bytes"). */
+static uint64_t piece_size(struct sl_record *rec)
+{
+	const struct sl_rec_stream *st = rec->stream;
+	uint64_t full = st->piece_max, slack = full / 8;
+	int64_t span;
+
+	if (st->late_ns && (span = sl_drain_time_ns(rec, full)) > 0)
+		slack = SL_MAX(slack, (uint64_t)((unsigned __int128)full * st->late_ns * 3 / 2 / (uint64_t)span));
+	return full - SL_MIN(slack, full - full / 4);
+}
+
+/* Under rec->lock, at a bytes piece's go: how late the writer came for it,
+ * remembered (at once when later, a 64th at a time when earlier: one late wake-up
+ * in tens is what such a program makes; never more than a
+ * piece's time, which is all room can make up), and what the write offers beyond
+ * the piece taken on where the sections have room for it now. */
+static void piece_went(struct sl_record *rec, size_t offered)
+{
+	struct sl_rec_stream *st = rec->stream;
+	const struct sl_ticket *t = &rec->wait->pend.t;
+	int64_t span = sl_drain_time_ns(rec, st->piece_max), late = t->released_ns - t->slot_ns;
+
+	late = SL_MAX(SL_MIN(late, span), 0);
+	st->late_ns = (uint32_t)SL_MIN(late >= (int64_t)st->late_ns ? late : st->late_ns - (st->late_ns - late) / 64,
+	                               (int64_t)UINT32_MAX);
+	if (offered > st->credit)
+		st->credit += sl_admit_grow(sl_shim.shm.hdr, &rec->wait->pend.t, sl_clock_mono_ns(), sl_shim_self(),
+		                            SL_MIN((uint64_t)(offered - st->credit), st->piece_max));
+}
+
 /* meter = bytes: a write with no released bytes left needs a piece. */
 static int needs_bytes(const struct sl_record *rec, const struct iovec *iov, int iovcnt)
 {
@@ -382,6 +419,8 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		return gate_done(g, rc);
 	}
 	released = answer_go(rec, rc, want);
+	if (released && (want->mask & sl_rec_mask(rec, SL_USE_BYTES)) && rec->stream)
+		piece_went(rec, iov_bytes(g->iov, g->iovcnt));
 	go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
 	/* A datagram leaves whole inside its send call: its release moves on to
 	 * when the call returned, so a sender held up between its check and its
@@ -491,7 +530,7 @@ static enum gate_step gate_first(struct sl_record *rec, struct gate *g)
 
 		if (drained != GATE_NEXT)
 			return drained;
-		pending = SL_MIN((uint64_t)iov_bytes(g->iov, g->iovcnt), rec->stream->piece_max);
+		pending = SL_MIN((uint64_t)iov_bytes(g->iov, g->iovcnt), piece_size(rec));
 		want |= sl_rec_mask(rec, SL_USE_BYTES);
 	}
 	if (!(w = ask_for(rec, want, pending, sl_clock_mono_ns()))) {

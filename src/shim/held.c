@@ -581,11 +581,10 @@ __attribute__((destructor)) static void give_back_at_exit(void)
 	}
 }
 
-/* The most bytes one release covers: 7/8 of the smallest piece of the bytes
- * sections that apply (sl_bytes_piece: 20 ms of the rate, 1 KiB to 256 KiB), so a
- * release never brings more than one piece of any of them, and even a write of
- * the largest size keeps an eighth of a piece (2.5 ms at most rates) of slack for
- * the writer's wake-up (sl_bytes_slack). */
+/* The largest piece: the smallest of the bytes sections that apply
+ * (sl_bytes_piece: 20 ms of the rate, 1 KiB to 256 KiB), so a release never brings
+ * more than one piece of any of them.  What a release reserves is less (gate.c,
+ * piece_size). */
 static uint64_t piece_for(const struct sl_match *bm)
 {
 	uint64_t piece = SL_BYTES_PIECE_MAX;
@@ -596,7 +595,7 @@ static uint64_t piece_for(const struct sl_match *bm)
 		if (sec && sec->spec.amount && sec->spec.window_ns > 0)
 			piece = SL_MIN(piece, sl_bytes_piece(&sec->spec));
 	}
-	return piece - piece / 8;
+	return piece;
 }
 
 /* Under rec->lock: m's sections added for `use`, with the destination's name
@@ -636,7 +635,7 @@ int sl_held_stream(int fd, const struct sl_dest *d, const struct sl_match *rm,
 		st->credit = 0;
 		st->piece_max = piece_for(bm);
 		st->drain = bm->mask && sl_drain_arm(fd);
-		st->stuck = st->tail = 0;
+		st->stuck = st->tail = st->late_ns = 0;
 	}
 	sl_shim_unlock(&rec->lock);
 	return rc;

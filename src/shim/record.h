@@ -123,7 +123,7 @@ struct sl_rec_stream {
 	int64_t first_released_ns; /* ... released then: its first write moves the
 	                            * instant (0: none) */
 	uint64_t credit;           /* meter = bytes: bytes released and not yet written */
-	uint64_t piece_max;        /* the most bytes one release covers */
+	uint64_t piece_max;        /* meter = bytes: the largest piece (sl_bytes_piece) */
 	uint64_t pending;          /* bytes the reservation in hand covers */
 	/* concurrency with meter = requests (inflight.c): the places requests hold
 	 * until their answers end */
@@ -133,7 +133,8 @@ struct sl_rec_stream {
 	                            * late (drain.h); the next piece waits their time */
 	uint32_t tail;             /* meter = bytes: unsent in the kernel when the last
 	                            * piece had been written out ... */
-	uint32_t pad3;
+	uint32_t late_ns;          /* meter = bytes: how late the writer has come for its
+	                            * pieces lately (gate.c, piece_size) */
 	int64_t tail_ns;           /* ... and when that was */
 	uint64_t ended_seen;       /* answers ended, as last counted (sl_resp_ended) */
 };

@@ -766,10 +766,80 @@ static void test_match_while_specs_rewritten(void **state)
 	sl_shm_detach(&a);
 }
 
+/* A bytes piece grown at its release (sl_admit_grow): by the room its section has
+ * (a writer that came late for a quarter piece carries the rest of it), never
+ * while a later reservation follows it in the queue (that caller's slot would be
+ * pushed back), and never in a section counted by a durable quota. */
+static void test_bytes_grow(void **state)
+{
+	static const char ini[] = "[up]\nmatch = 127.0.0.1\nmeter = bytes\nrate = 1M/s\n";
+	static struct sl_config cfg;
+	struct sl_dest d = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}, .meter = SL_METER_BYTES};
+	union sl_ticket_room a, b;
+	const struct sl_section *sec;
+	uint64_t piece, quarter, before;
+	struct sl_match m;
+	struct sl_shm shm;
+	int64_t now, retry;
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
+	assert_int_equal(sl_shm_create_anonymous(&shm), 0);
+	assert_int_equal(sl_shm_apply_config(shm.hdr, &cfg, 1), 0);
+	assert_int_equal(sl_match_sections(shm.hdr, &d, &m, 1), 1);
+	sec = sl_shm_section(shm.hdr, m.idx[__builtin_ctzll(m.mask)]);
+	piece = sl_bytes_piece(&sec->spec);
+	quarter = piece / 4;
+	now = sl_clock_mono_ns();
+
+	/* The first quarter goes at once; the bucket still holds the rest of a piece. */
+	assert_int_equal(sl_admit_reserve_bytes(shm.hdr, &m, now, 1, &a.t, quarter), 0);
+	assert_int_equal(sl_admit_release(shm.hdr, &a.t, now, 1, &retry), 0);
+	before = sec->state.admitted;
+	assert_int_equal(sl_admit_grow(shm.hdr, &a.t, now, 1, 10 * piece), piece - quarter);
+	assert_int_equal(a.t.cost, piece);
+	assert_int_equal(sec->state.admitted, before + piece - quarter);
+	assert_int_equal(sl_admit_grow(shm.hdr, &a.t, now, 1, piece), 0); /* full */
+
+	/* 10 ms later (half a piece's time) a quarter is due; the room is what the
+	 * 10 ms earned, the quarter and another; asked for less, less. */
+	now += 10 * SL_NS_PER_MS;
+	assert_int_equal(sl_admit_reserve_bytes(shm.hdr, &m, now, 1, &a.t, quarter), 0);
+	assert_int_equal(sl_admit_release(shm.hdr, &a.t, now, 1, &retry), 0);
+	assert_int_equal(sl_admit_grow(shm.hdr, &a.t, now, 1, 100), 100);
+
+	/* A reservation queued behind: no growth for the one before it. */
+	now += 40 * SL_NS_PER_MS;
+	assert_int_equal(sl_admit_reserve_bytes(shm.hdr, &m, now, 1, &a.t, quarter), 0);
+	assert_int_equal(sl_admit_reserve_bytes(shm.hdr, &m, now, 1, &b.t, quarter), 0);
+	assert_int_equal(sl_admit_release(shm.hdr, &a.t, now, 1, &retry), 0);
+	assert_int_equal(sl_admit_grow(shm.hdr, &a.t, now, 1, piece), 0);
+	sl_shm_detach(&shm);
+
+	/* A durable quota counts every byte it lets go: no growth past its count. */
+	static const char quota[] = "[sluice]\nstate_dir = /tmp\n"
+	                            "[up]\nmatch = 127.0.0.1\nmeter = bytes\nrate = 1G/d\n";
+	if (sl_config_load_string(&cfg, "q.ini", quota) == 0 && sl_shm_create_anonymous(&shm) == 0) {
+		cfg.sections[0].spec.durable = 1; /* as sluiced marks it (daemon/quotas.c) */
+		assert_int_equal(sl_shm_apply_config(shm.hdr, &cfg, 1), 0);
+		assert_int_equal(sl_match_sections(shm.hdr, &d, &m, 1), 1);
+		assert_true(sl_shm_section(shm.hdr, m.idx[__builtin_ctzll(m.mask)])->spec.durable);
+		sl_shm_section(shm.hdr, m.idx[__builtin_ctzll(m.mask)])->state.quota_left = 1u << 30;
+		now = sl_clock_mono_ns();
+		assert_int_equal(sl_admit_reserve_bytes(shm.hdr, &m, now, 1, &a.t, 1000), 0);
+		assert_int_equal(sl_admit_release(shm.hdr, &a.t, now, 1, &retry), 0);
+		assert_int_equal(sl_admit_grow(shm.hdr, &a.t, now, 1, piece), 0);
+		sl_shm_detach(&shm);
+	} else {
+		fail_msg("a durable bytes quota did not load");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_match_by_meter),
+		cmocka_unit_test(test_bytes_grow),
 		cmocka_unit_test(test_killed_inside_the_call),
 		cmocka_unit_test(test_match_while_specs_rewritten),
 		cmocka_unit_test_setup_teardown(test_spacing, fresh_segment, drop_segment),

@@ -451,6 +451,85 @@ static void test_bytes_bound(void **state)
 	}
 }
 
+/* meter = bytes, pieces grown at their release (sl_strategy_room, _grow): a
+ * writer that reserves a quarter to 7/8 of a piece, comes up to 15 ms late and
+ * takes on at release all the room there is.  The bound - rate x span + one
+ * piece between any two releases - holds, each release at most one piece; and a
+ * writer never later than what its piece leaves of the largest loses nothing:
+ * what it carried matches the time since its first release at the rate. */
+static void test_bytes_grown(void **state)
+{
+	struct sl_spec s = spec(SL_STRAT_LEAKY_BUCKET, 1024 * 1024, S);
+	uint64_t piece, cost[600], carried = 0;
+	int64_t rel[600];
+	struct sl_section box;
+
+	(void)state;
+	s.meter = SL_METER_BYTES;
+	piece = sl_bytes_piece(&s);
+	for (int round = 0; round < 20; round++) {
+		int64_t now = T0;
+
+		memset(&box, 0, sizeof(box));
+		for (int i = 0; i < 600; i++) {
+			struct sl_undo undo;
+			int64_t slot, may;
+			uint64_t more;
+
+			cost[i] = piece / 4 + rnd(piece - piece / 4 - piece / 8);
+			slot = sl_strategy_slot(&s, &box.state, now, cost[i], 0);
+			sl_strategy_charge(&s, &box.state, slot, cost[i], 0, &undo);
+			now = slot + (int64_t)rnd(15 * MS);
+			while ((may = sl_strategy_release_at(&s, &box.state, now, cost[i], 0)) > now)
+				now = may + (int64_t)rnd(MS);
+			sl_strategy_released(&s, &box.state, now, cost[i], 0);
+			more = sl_strategy_room(&s, &box.state, now, cost[i]);
+			assert_true(cost[i] + more <= piece);
+			sl_strategy_grow(&s, &box.state, more);
+			assert_int_equal(sl_strategy_room(&s, &box.state, now, cost[i] + more), 0);
+			cost[i] += more;
+			rel[i] = now;
+			now += (int64_t)rnd(200 * 1000);
+		}
+		for (int i = 0; i < 600; i++) {
+			unsigned __int128 sum = 0;
+
+			for (int j = i; j < 600; j++) {
+				sum += cost[j];
+				assert_true(sum * (uint64_t)s.window_ns <=
+				            (unsigned __int128)s.amount * (uint64_t)(rel[j] - rel[i]) +
+				                (unsigned __int128)piece * (uint64_t)s.window_ns);
+			}
+		}
+	}
+
+	/* Quarter pieces, each write 10 ms late (less than the 15 ms a quarter
+	 * leaves): every byte of the rate is carried. */
+	memset(&box, 0, sizeof(box));
+	for (int i = 0; i < 200; i++) {
+		struct sl_undo undo;
+		uint64_t c = piece / 4, more;
+		int64_t slot = sl_strategy_slot(&s, &box.state, i ? rel[i - 1] : T0, c, 0);
+
+		sl_strategy_charge(&s, &box.state, slot, c, 0, &undo);
+		rel[i] = SL_MAX(slot + 10 * MS, sl_strategy_release_at(&s, &box.state, slot + 10 * MS, c, 0));
+		sl_strategy_released(&s, &box.state, rel[i], c, 0);
+		more = sl_strategy_room(&s, &box.state, rel[i], c);
+		sl_strategy_grow(&s, &box.state, more);
+		if (i)
+			carried += c + more;
+	}
+	/* Within a piece and a byte a release of rounding. */
+	assert_true(carried + piece + 200 >= (uint64_t)((unsigned __int128)(rel[199] - rel[0]) * s.amount /
+	                                                (uint64_t)s.window_ns));
+	/* A strategy other than a GCRA, or another meter, has no room. */
+	s.meter = SL_METER_CONNECTIONS;
+	assert_int_equal(sl_strategy_room(&s, &box.state, rel[199] + S, 1), 0);
+	s.meter = SL_METER_BYTES;
+	s.strategy = SL_STRAT_FIXED_WINDOW;
+	assert_int_equal(sl_strategy_room(&s, &box.state, rel[199] + S, 1), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -464,6 +543,7 @@ int main(void)
 		cmocka_unit_test(test_repair_extreme_spec),
 		cmocka_unit_test(test_session_opens_when_made),
 		cmocka_unit_test(test_bytes_bound),
+		cmocka_unit_test(test_bytes_grown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

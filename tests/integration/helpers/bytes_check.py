@@ -2,7 +2,7 @@
 """Check bytes at the destination (meter = bytes) against the rate, strictly.
 
   bytes_check.py FILE --rate BYTES_PER_S --piece N [--expect-bytes N] [--slack-ms S]
-                 [--span S]
+                 [--span S] [--floor PCT [--big N]]
 
 FILE is the witness's record of every payload segment (kernel receive time and
 length, helpers/syn_witness.py --what bytes).  Strictly: the bytes that arrived
@@ -12,6 +12,11 @@ piece (the shim releases N bytes at a time, which then travel at full speed) and
 wherever it starts: at most rate x S + one piece - what a sender that fell behind
 (a receiver that stopped reading) may not make up in a burst.  Prints the rate
 achieved at the destination.
+
+With --floor PCT, also the other half of the promise: from the first segment of
+at least --big bytes to the last (the upload itself, not a protocol's handshake
+before it or its farewell after), the bytes between arrive at no less than PCT %
+of the rate.
 """
 import argparse
 import sys
@@ -54,6 +59,18 @@ def check_arrivals(a):
     if a.expect_bytes is not None and total < a.expect_bytes:
         print("FAIL: %d bytes arrived, %d sent" % (total, a.expect_bytes))
         return 1
+    if a.floor is not None:
+        big = [t for t, n in segs if n >= a.big]
+        if len(big) < 2:
+            print("FAIL: %d segments of %d bytes or more" % (len(big), a.big))
+            return 1
+        inside = sum(n for t, n in segs if big[0] <= t < big[-1])
+        pct = 100 * inside / ((big[-1] - big[0]) / 1e9) / a.rate
+        print("upload from its first to its last large segment: %d bytes in %.3f s, %.2f%% of the rate"
+              % (inside, (big[-1] - big[0]) / 1e9, pct))
+        if pct < a.floor:
+            print("FAIL: %.2f%% of the rate, under the floor of %.1f%%" % (pct, a.floor))
+            return 1
     return 0
 
 
@@ -66,6 +83,8 @@ def main():
     ap.add_argument("--slack-ms", type=float, default=1.0)
     ap.add_argument("--span", type=float, help="also: any span of this many seconds holds at most "
                     "rate x span + one piece")
+    ap.add_argument("--floor", type=float, help="the upload's rate, at least this %% of --rate")
+    ap.add_argument("--big", type=int, default=4096, help="--floor: the segments that make the upload")
     a = ap.parse_args()
     lost = syn_witness.missed(a.file)
     if lost:
