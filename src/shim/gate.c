@@ -191,10 +191,10 @@ static uint64_t piece_size(struct sl_record *rec)
 }
 
 /* Under rec->lock, at a bytes piece's go: how late the writer came for it,
- * remembered (at once when later, a 64th at a time when earlier: one late wake-up
- * in tens is what such a program makes; never more than a
- * piece's time, which is all room can make up), and what the write offers beyond
- * the piece taken on where the sections have room for it now. */
+ * remembered - at once when later, a 64th of the difference when earlier (ssh is
+ * late once in ten or twenty pieces), never more than a piece's time, which is
+ * all room can make up - and what the write offers beyond the piece taken on
+ * where the sections have room for it now. */
 static void piece_went(struct sl_record *rec, size_t offered)
 {
 	struct sl_rec_stream *st = rec->stream;
