@@ -177,11 +177,11 @@ static int read_dest(const struct seccomp_notif *req, struct sockaddr_storage *s
 	return GO_ON;
 }
 
-/* A call for req to sa, with the sections that apply; NULL when none does (or
- * sa is not an address of ours) - or, with *undecided set, when there is no
- * memory for it. */
-static struct call *new_call(struct sl_supervisor *s, const struct seccomp_notif *req,
-                             const struct sockaddr_storage *sa, uint64_t alen, uint32_t meter, int *undecided)
+/* A call to sa counted by `meter`, with the sections that hold it; NULL when
+ * none does (or sa is not an address of ours) - or, with *undecided set, when
+ * there is no memory for it.  What a trapped call and a relayed datagram share. */
+static struct call *matched_call(struct sl_supervisor *s, const struct sockaddr_storage *sa, socklen_t alen,
+                                 uint32_t meter, int *undecided)
 {
 	struct call *c = calloc(1, sizeof(*c));
 
@@ -190,12 +190,9 @@ static struct call *new_call(struct sl_supervisor *s, const struct seccomp_notif
 		return NULL;
 	c->s = s;
 	c->sock = -1;
-	c->id = req->id;
-	c->pid = (int)req->pid;
-	c->nr = req->data.nr;
 	c->default_errno = ECONNREFUSED;
 	c->asked_ns = sl_clock_mono_ns();
-	if (sl_dest_from_sockaddr(&c->d, (const struct sockaddr *)sa, (socklen_t)alen) < 0) {
+	if (sl_dest_from_sockaddr(&c->d, (const struct sockaddr *)sa, alen) < 0) {
 		free(c);
 		return NULL; /* AF_UNIX and the like: not ours */
 	}
@@ -206,6 +203,20 @@ static struct call *new_call(struct sl_supervisor *s, const struct seccomp_notif
 		free(c);
 		return NULL;
 	}
+	return c;
+}
+
+/* A call for req to sa, as matched_call. */
+static struct call *new_call(struct sl_supervisor *s, const struct seccomp_notif *req,
+                             const struct sockaddr_storage *sa, uint64_t alen, uint32_t meter, int *undecided)
+{
+	struct call *c = matched_call(s, sa, (socklen_t)alen, meter, undecided);
+
+	if (!c)
+		return NULL;
+	c->id = req->id;
+	c->pid = (int)req->pid;
+	c->nr = req->data.nr;
 	memcpy(&c->sa, sa, sizeof(*sa));
 	c->alen = (socklen_t)alen;
 	return c;
@@ -314,28 +325,15 @@ static void start_call(struct sl_supervisor *s, struct call *c)
 int sup_hold_datagram(struct sl_supervisor *s, int up, const struct sockaddr_storage *server, socklen_t slen,
                       const void *msg, size_t len)
 {
-	struct call *c = calloc(1, sizeof(*c));
+	int undecided;
+	struct call *c = matched_call(s, server, slen, SL_METER_DATAGRAMS, &undecided);
 
+	/* No memory: lost, as on a network short of buffers.  No section holds it
+	 * now (a reload): it goes. */
 	if (!c)
-		return 0; /* lost, as on a network short of buffers */
-	c->s = s;
-	c->sock = -1;
+		return undecided ? 0 : 1;
 	c->relayed = 1;
 	c->nr = SYS_sendto;
-	c->default_errno = ECONNREFUSED;
-	c->asked_ns = sl_clock_mono_ns();
-	if (sl_dest_from_sockaddr(&c->d, (const struct sockaddr *)server, slen) < 0) {
-		drop_call(c);
-		return 1;
-	}
-	c->d.meter = SL_METER_DATAGRAMS;
-	if (s->shm->hdr->has_names)
-		name_of(s, &c->d, c->name, sizeof(c->name));
-	if (!(s->shm->hdr->meters & (1u << SL_METER_DATAGRAMS)) ||
-	    sl_match_sections(s->shm->hdr, &c->d, &c->m, s->shm->self) <= 0) {
-		drop_call(c); /* no section holds it now (a reload): it goes */
-		return 1;
-	}
 	if (s->relay_bytes + len > RELAY_HELD_MAX || !(c->payload = malloc(len ? len : 1)) ||
 	    (c->sock = dup(up)) < 0) { /* its own: the route may be forgotten meanwhile */
 		sup_say(s, "relay: a datagram dropped (%zu bytes held already)", s->relay_bytes);
