@@ -56,8 +56,9 @@ figures "php curl_exec, connections:" "$T/http.log" 20
 
 # Event loops at 500/s, a connection a request (meter = connections): the SYNs
 # (what the section holds) and the requests' first segments, both as the
-# destination's kernel stamped them.  The first writes follow the loop, not the
-# slot: their smallest gap shows how they bunch after a stall.
+# destination's kernel stamped them.  The first writes keep their own line (each
+# sent at its slot by the shim's kicker: docs/design.md, "First writes on
+# time"); their smallest gap shows what is left of the loop's bunches.
 witness() { # WHAT FILE
 	python3 "$H/syn_witness.py" --port "$port" --out "$2" --what "$1" --ready-file "$2.ready" --lifetime 120 &
 	for _ in $(seq 50); do [ -s "$2.ready" ] && break; sleep 0.1; done

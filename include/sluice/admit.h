@@ -132,6 +132,13 @@ int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, i
                             int32_t self, struct sl_ticket *t, uint64_t bytes, int *release_rc,
                             int64_t *retry_ns, sl_act_fn act, void *arg);
 
+/* The first write of a connection whose deferred connect t released: its slot on
+ * the first writes' line of t's sections (sl_strategy_first_at), >= now, handed
+ * out and counted there.  A section of a fleet, or one whose key went meanwhile,
+ * keeps no line; the lock not had: now (the connection was admitted; only its
+ * first write's spacing is not kept). */
+int64_t sl_admit_first_write(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self);
+
 /* meter = bytes: t's piece, just released, takes on up to `most` more bytes where
  * every bytes section it was charged in has room for them now (sl_strategy_room)
  * and t is still its last reservation; returns how many it took (0: none, or the

@@ -199,10 +199,19 @@ struct sl_state {
 		int64_t slide_bucket; /* sliding: the bucket it was counted in */
 		uint64_t cost;
 	} last_undo;
-	/* fixed-window (win = window number, UTC-aligned) and session-window (win =
-	 * start, CLOCK_MONOTONIC); win_used = requests (or bytes) counted in it */
-	int64_t win, rel_win;
-	uint64_t win_used, rel_win_used;
+	union {
+		/* fixed-window (win = window number, UTC-aligned) and session-window
+		 * (win = start, CLOCK_MONOTONIC); win_used = requests (or bytes)
+		 * counted in it */
+		struct {
+			int64_t win, rel_win;
+			uint64_t win_used, rel_win_used;
+		};
+		/* rate strategies (GCRA), meter = connections: the line the first
+		 * writes of deferred connects keep - the earliest slot the next may
+		 * have (CLOCK_MONOTONIC; docs/design.md, "First writes on time") */
+		int64_t first_tat_ns;
+	};
 	/* What the destination said (src/core/pause.c): written under the lock by the
 	 * shim that read the response, read by every admission under it.  signals = on
 	 * is the default, so every key keeps one. */

@@ -46,6 +46,14 @@ int64_t sl_strategy_release_at(const struct sl_spec *s, const struct sl_state *s
 void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t now, uint64_t cost,
                           int64_t wall_off);
 
+/* meter = connections, a GCRA: the line the first writes of deferred connects
+ * keep, apart from the connects' own (docs/design.md, "First writes on time") -
+ * the earliest slot >= now the next may have, and counting one given slot `at`:
+ * an interval apart, with the section's burst.  Any other spec: now, and nothing
+ * counted. */
+int64_t sl_strategy_first_at(const struct sl_spec *s, const struct sl_state *st, int64_t now);
+void sl_strategy_first_count(const struct sl_spec *s, struct sl_state *st, int64_t at);
+
 /* meter = bytes, a GCRA: the bytes a piece of `cost` released at `now` (just
  * counted with sl_strategy_released) may still take on at once - what keeps tat
  * within tolerance + one piece's time of now, so the bound rate*S + piece (+ the

@@ -593,6 +593,22 @@ int sl_admit_reserve_go_act(struct sl_shm_header *h, const struct sl_match *m, i
 	return rc;
 }
 
+int64_t sl_admit_first_write(struct sl_shm_header *h, struct sl_ticket *t, int64_t now, int32_t self)
+{
+	int64_t at = now;
+
+	if (!t->mask || sl_shm_lock(h, self, LOCK_TIMEOUT_NS) < 0)
+		return now;
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 0, now);)
+		if (w.st && !sl_limit_fleet(&w.sec->spec))
+			at = SL_MAX(at, sl_strategy_first_at(&w.sec->spec, w.st, now));
+	for (struct ticket_walk w = ticket_walk(h, t); ticket_next(&w, 0, now);)
+		if (w.st && !sl_limit_fleet(&w.sec->spec))
+			sl_strategy_first_count(&w.sec->spec, w.st, at);
+	sl_shm_unlock(h, self);
+	return at;
+}
+
 /* Under the lock: how many more bytes t's piece may take on at `now` in every
  * bytes section it was charged in - 0 unless each is a GCRA of this machine's own
  * (no fleet share, no durable quota to count them against) in which t is still

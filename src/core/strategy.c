@@ -250,6 +250,37 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 	}
 }
 
+/* meter = connections, a GCRA: whether its states keep the first writes' line. */
+static int first_kept(const struct sl_spec *s)
+{
+	return s->amount != 0 && s->meter == SL_METER_CONNECTIONS && is_gcra(s);
+}
+
+static int64_t horizon(const struct sl_spec *s);
+
+/* The line's tat as the segment holds it: one further ahead than any wait can
+ * put it (sl_strategy_repair's horizon) - another boot's clock kept by a durable
+ * quota, a scribble - starts again from now. */
+static int64_t first_tat(const struct sl_spec *s, const struct sl_state *st, int64_t now)
+{
+	int64_t f = sl_sane_ns(st->first_tat_ns);
+
+	return f > sl_sane_ns(now) + horizon(s) ? now : f;
+}
+
+int64_t sl_strategy_first_at(const struct sl_spec *s, const struct sl_state *st, int64_t now)
+{
+	if (!first_kept(s))
+		return now;
+	return sl_gcra_slot(first_tat(s, st, now), sl_gcra_tolerance(s), now);
+}
+
+void sl_strategy_first_count(const struct sl_spec *s, struct sl_state *st, int64_t at)
+{
+	if (first_kept(s))
+		st->first_tat_ns = sl_gcra_charge(first_tat(s, st, at), at, sl_gcra_increment(s, 1));
+}
+
 uint64_t sl_strategy_room(const struct sl_spec *s, const struct sl_state *st, int64_t now, uint64_t cost)
 {
 	uint64_t piece = sl_bytes_piece(s);

@@ -11,6 +11,7 @@
 #include "epoll.h"
 #include "fdtab.h"
 #include "gate.h"
+#include "firstbox.h"
 #include "h2.h"
 #include "h2box.h"
 #include "held.h"
@@ -286,6 +287,71 @@ void sl_held_made(int fd)
 	sl_wait_made(sl_shim.shm.hdr, &made_pending.m, made_pending.from, sl_clock_mono_ns(), sl_shim_self());
 }
 
+/* Under rec->lock: a deferred connect's first write's slot on the first writes'
+ * line of its sections (docs/design.md, "First writes on time"), handed out at
+ * its first try: 0 once it has come. */
+static int64_t first_write_due(struct sl_record *rec)
+{
+	int64_t now = sl_clock_mono_ns();
+
+	if (!rec->wait->pend.t.mask || rec->inherited)
+		return 0;
+	if (!rec->release_ns) {
+		rec->release_ns = sl_admit_first_write(sl_shim.shm.hdr, &rec->wait->pend.t, now, sl_shim_self());
+		if (rec->release_ns > now)
+			sl_debug("connection on fd %d: its first write has its slot on the first writes' line in %.3f ms",
+			         rec->fd, (double)(rec->release_ns - now) / 1e6);
+	}
+	return rec->release_ns > now ? rec->release_ns : 0;
+}
+
+/* Whether a write may be taken into the first write's box: the caller can be
+ * told so, and would be told EAGAIN rather than wait in the call; the socket has
+ * one descriptor, the one the kicker sends on. */
+static int first_takes(const struct sl_record *rec, const struct gate *g)
+{
+	return g->iov && g->limit && g->track && (*g->track & SL_TRACK_MAY_TAKE) && !rec->inherited &&
+	       __atomic_load_n(&rec->refs, __ATOMIC_RELAXED) == 1 && g->fd == rec->fd &&
+	       (g->dontwait || (sl_fd_nonblocking(g->fd) && !(rec->retry & SL_RETRY_SLEEPER)));
+}
+
+/* A deferred connect's first write, and any after it while it waits: taken into
+ * the box for the kicker to send at the slot (firstbox.h), or held as any write
+ * is.  Once the slot has come what the box keeps goes first, then the write as
+ * the connection's others do (GATE_NEXT), the waiting part let go. */
+static enum gate_step first_write(struct sl_record *rec, struct gate *g)
+{
+	int64_t at = first_write_due(rec);
+	size_t n;
+	int rc;
+
+	if (at) {
+		/* Taken only where the kicker will send it: a process that could not
+		 * start it, or whose heap is full, waits as for any held write. */
+		if (first_takes(rec, g))
+			sl_kicker_due(rec);
+		if (first_takes(rec, g) && sl_kicker_running() && rec->kick_at == rec->release_ns &&
+		    (n = sl_firstbox_take(rec, g->iov, g->iovcnt))) {
+			sl_debug("connection on fd %d: %zu bytes of its first write kept for its slot", rec->fd, n);
+			sl_shim_unlock(&rec->lock);
+			*g->limit = n;
+			*g->track = SL_TRACK_TAKEN;
+			return gate_done(g, 0);
+		}
+		g->at = at;
+		return GATE_WAIT;
+	}
+	/* A fork child's copy of the record: what the box keeps is its parent's to
+	 * send. */
+	if (!rec->inherited && (rc = sl_firstbox_flush(rec, g->fd)) == -EAGAIN) {
+		g->at = sl_clock_mono_ns() + SL_FIRSTBOX_RETRY_NS; /* the socket's buffer full */
+		return GATE_WAIT;
+	}
+	sl_epoll_unmask(rec);
+	sl_rec_wait_end(rec);
+	return GATE_NEXT;
+}
+
 /* Released: a write goes unless it begins a request without a place (meter =
  * requests) or has no released bytes left (meter = bytes). */
 static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
@@ -294,6 +360,13 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 	struct sl_match rm;
 	int64_t moved_from = 0;
 
+	/* A deferred connect's first write: on its line first. */
+	if (rec->wait && rec->wait->first_line) {
+		enum gate_step step = first_write(rec, g);
+
+		if (step != GATE_NEXT)
+			return step;
+	}
 	/* A released connection that meters and holds nothing more (its deferred
 	 * connect made): its record goes. */
 	if (rec->kind == SL_KIND_CONNECTION && !sl_rec_places(rec) &&

@@ -15,6 +15,7 @@
 #include "fdtab.h"
 #include "gate.h"
 #include "held.h"
+#include "firstbox.h"
 #include "h2box.h"
 #include "inflight.h"
 #include "record.h"
@@ -313,7 +314,18 @@ int sl_held_kick_locked(struct sl_record *rec, int fd, int64_t now)
 	if (go > 0)
 		connect_now(rec, &mk);
 	sl_epoll_restore(rec);
-	sl_rec_wait_end(rec);
+	/* Made: its first write keeps the first writes' line of the sections (gate.c,
+	 * first_write_due), so the waiting part stays until then, for the ticket that
+	 * names them.  A connection whose requests or bytes are metered has its writes
+	 * spaced by those; one holding a concurrency place is closed by a path of its
+	 * own (fds.c), and keeps none. */
+	if (go > 0 && rec->state == SL_REC_OPEN && rec->kind == SL_KIND_CONNECTION && rec->wait->pend.t.mask &&
+	    !sl_rec_mask(rec, SL_USE_REQ | SL_USE_BYTES) && !sl_rec_places(rec)) {
+		rec->wait->first_line = 1;
+		rec->release_ns = 0;
+	} else {
+		sl_rec_wait_end(rec);
+	}
 	errno = saved;
 	return 1;
 }
@@ -400,6 +412,8 @@ int sl_held_shutdown(int fd, int *rc)
 
 	if (!rec)
 		return 0;
+	if (sl_firstbox_holds(rec) && !rec->inherited)
+		sl_firstbox_flush(rec, fd); /* the first write before the FIN (firstbox.h) */
 	deferred = rec->state == SL_REC_DEFERRED;
 	if (deferred) {
 		/* shutdown abandons a connect under way, and succeeds; a deferred one
@@ -526,9 +540,25 @@ int sl_held_closing_keeps_place(int fd)
 	return keeps;
 }
 
+/* A first write still kept (firstbox.h) goes before its socket's last fd closes
+ * or the socket is shut down, at once: the program wrote it before. */
+static void first_out(int fd)
+{
+	struct sl_record *rec = sl_held_lock_record(fd);
+
+	if (!rec)
+		return;
+	if (sl_firstbox_holds(rec) && !rec->inherited && rec->refs <= 1)
+		sl_firstbox_flush(rec, fd);
+	sl_shim_unlock(&rec->lock);
+}
+
 void sl_held_close(int fd)
 {
-	struct sl_record *last = sl_record_unlink(fd);
+	struct sl_record *last;
+
+	first_out(fd);
+	last = sl_record_unlink(fd);
 
 	if (last)
 		sl_held_finish(last);

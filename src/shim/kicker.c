@@ -33,6 +33,7 @@
 #include "held.h"
 #include "record.h"
 #include "kicker.h"
+#include "firstbox.h"
 #include "sluice/clock.h"
 
 #include <errno.h>
@@ -254,6 +255,15 @@ static void act_on(struct sl_record *rec, int64_t now)
 			/* Not yet: a later retry, or a place still awaited. */
 			if (rec->wait->pend.phase == SL_PEND_RELEASE && rec->release_ns > now)
 				rec->release_ns = in_queue_order(rec->release_ns, rec->wait->pend.t.slot_ns, now);
+			sl_kicker_due(rec);
+		}
+	} else if (sl_firstbox_holds(rec) && !rec->inherited) {
+		/* A first write kept for its slot (firstbox.h): sent at it, on this
+		 * very socket only. */
+		if (rec->release_ns > now) {
+			sl_kicker_due(rec);
+		} else if (still_its_socket(rec) && sl_firstbox_flush(rec, rec->fd) == -EAGAIN) {
+			rec->release_ns = now + SL_FIRSTBOX_RETRY_NS;
 			sl_kicker_due(rec);
 		}
 	} else if (rec->ep_masked) {

@@ -7,6 +7,7 @@
  */
 #include "held.h"
 #include "record.h"
+#include "firstbox.h"
 
 #include <errno.h>
 #include <string.h>
@@ -223,6 +224,8 @@ struct sl_rec_wait *sl_rec_wait_begin(struct sl_record *rec, uint64_t want)
 
 	if (w && w->size >= size) {
 		w->want = want;
+		w->first_line = 0; /* a new wait: nothing of a first write's is kept */
+		sl_firstbox_free(w);
 		return w;
 	}
 	if (w)
@@ -254,6 +257,7 @@ void sl_rec_wait_end(struct sl_record *rec)
 	if (!w || rec->ep_masked || rec->ep_withheld)
 		return;
 	rec->wait = NULL;
+	sl_firstbox_free(w);
 	sl_slab_free(w, w->size);
 }
 

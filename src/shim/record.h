@@ -94,6 +94,13 @@ struct sl_rec_wait {
 	uint32_t size;       /* the piece's size */
 	socklen_t peer_len;  /* DEFERRED: the address to connect to */
 	uint64_t want;       /* the positions its admission is for */
+	uint32_t first_line; /* OPEN: kept from the deferred connect its ticket
+	                      * released, for the first write's slot on the first
+	                      * writes' line (gate.c, first_write_due) */
+	uint32_t box_len;    /* ... and the bytes taken while it waits (firstbox.h), */
+	uint32_t box_cap;    /* in a slab piece of this size */
+	uint32_t pad;
+	uint8_t *box;        /* (NULL: none) */
 	uint64_t sock_ino;   /* DEFERRED: the socket's inode and device, so the kicker */
 	uint64_t sock_dev;   /* acts on this socket only (kicker.c) */
 	union {

@@ -141,10 +141,15 @@ request(c, "after-loser")
 print("  after a loser closed: the next connect waited %.0f ms" % (waited * 1000))
 assert waited < 0.35, "the closed socket kept its place: waited %.3f s" % waited
 
-# 6. shutdown() before its release succeeds and gives the place back.
+# 6. shutdown() before its release succeeds and gives the place back.  Made
+#    right behind another connect, so that its own is deferred whatever the
+#    time since the last (a first write held on its line makes that longer).
+ahead = nb()
 sd = nb()
+assert select.select([], [sd], [], 0)[1] == [], "the connect to shut down was not deferred"
 sd.shutdown(socket.SHUT_RDWR)
 sd.close()
+request(ahead, "ahead")
 
 # 7. dup: both descriptors are one deferred socket, made once.
 d1 = nb(); d2 = d1.dup()
@@ -177,7 +182,7 @@ EOF
 
 # The destination saw every connection at the rate (the closed and shut-down ones
 # never reached it): kernel SYN times, burst 1 at 5/s.
-python3 "$HELPERS/arrivals.py" "$T/syn.log" --interval-ms 200 --expect 11 --what connects ||
+python3 "$HELPERS/arrivals.py" "$T/syn.log" --interval-ms 200 --expect 12 --what connects ||
 	fail "spacing at the destination"
 grep -q "closed before its release; its place is given back" "$T/shim.log" || fail "no give-back logged"
 grep -q "shut down before its release" "$T/shim.log" || fail "no shutdown give-back logged"

@@ -835,11 +835,50 @@ static void test_bytes_grow(void **state)
 	}
 }
 
+/* The first writes' line through tickets (sl_admit_first_write): two
+ * connections released together get slots an interval apart on their section's
+ * line, and a section of requests keeps none. */
+static void test_first_write_line(void **state)
+{
+	static const char ini[] = "[c]\nmatch = 127.0.0.1:80\nrate = 500/s\n"
+	                          "[r]\nmatch = 127.0.0.1:81\nrate = 500/s\nmeter = requests\n";
+	static struct sl_config cfg;
+	struct sl_dest d = {.family = AF_INET, .port = 80, .addr = {127, 0, 0, 1}};
+	union sl_ticket_room a, b;
+	struct sl_match m;
+	struct sl_shm shm;
+	int64_t now, retry;
+
+	(void)state;
+	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
+	assert_int_equal(sl_shm_create_anonymous(&shm), 0);
+	assert_int_equal(sl_shm_apply_config(shm.hdr, &cfg, 1), 0);
+	assert_int_equal(sl_match_sections(shm.hdr, &d, &m, 1), 1);
+	now = sl_clock_mono_ns();
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, now, 1, &a.t), 0);
+	assert_int_equal(sl_admit_release(shm.hdr, &a.t, now, 1, &retry), 0);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, now, 1, &b.t), 0);
+	assert_int_equal(sl_admit_release(shm.hdr, &b.t, b.t.release_ns, 1, &retry), 0);
+	/* Both first writes at once, later: the second a slot 2 ms after the first. */
+	now += 10 * SL_NS_PER_MS;
+	assert_int_equal(sl_admit_first_write(shm.hdr, &a.t, now, 1), now);
+	assert_int_equal(sl_admit_first_write(shm.hdr, &b.t, now, 1), now + 2 * SL_NS_PER_MS);
+	/* Requests: their writes are spaced by their own admissions. */
+	d.port = 81;
+	d.meter = SL_METER_REQUESTS;
+	assert_int_equal(sl_match_sections(shm.hdr, &d, &m, 1), 1);
+	assert_int_equal(sl_admit_reserve(shm.hdr, &m, now, 1, &a.t), 0);
+	assert_int_equal(sl_admit_first_write(shm.hdr, &a.t, now, 1), now);
+	assert_int_equal(sl_admit_first_write(shm.hdr, &a.t, now, 1), now);
+	sl_shm_detach(&shm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_match_by_meter),
 		cmocka_unit_test(test_bytes_grow),
+		cmocka_unit_test(test_first_write_line),
 		cmocka_unit_test(test_killed_inside_the_call),
 		cmocka_unit_test(test_match_while_specs_rewritten),
 		cmocka_unit_test_setup_teardown(test_spacing, fresh_segment, drop_segment),

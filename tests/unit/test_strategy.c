@@ -530,6 +530,53 @@ static void test_bytes_grown(void **state)
 	assert_int_equal(sl_strategy_room(&s, &box.state, rel[199] + S, 1), 0);
 }
 
+/* The first writes' line (sl_strategy_first_at, _count): slots an interval apart
+ * from the first asked, the burst let through at once, a line from another boot
+ * (further ahead than any wait) started afresh, and no line for another meter
+ * or a window. */
+static void test_first_line(void **state)
+{
+	struct sl_spec s = spec(SL_STRAT_LEAKY_BUCKET, 500, S); /* 2 ms apart */
+	struct sl_section box;
+	int64_t at;
+
+	(void)state;
+	memset(&box, 0, sizeof(box));
+	s.meter = SL_METER_CONNECTIONS;
+	for (int i = 0; i < 5; i++) {
+		at = sl_strategy_first_at(&s, &box.state, T0);
+		assert_int_equal(at, T0 + i * 2 * MS);
+		sl_strategy_first_count(&s, &box.state, at);
+	}
+	/* Asked after the line has passed: now. */
+	assert_int_equal(sl_strategy_first_at(&s, &box.state, T0 + S), T0 + S);
+	/* A burst of 3: three at once, then an interval apart. */
+	memset(&box, 0, sizeof(box));
+	s.burst = 3;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(at = sl_strategy_first_at(&s, &box.state, T0), T0);
+		sl_strategy_first_count(&s, &box.state, at);
+	}
+	assert_int_equal(sl_strategy_first_at(&s, &box.state, T0), T0 + 2 * MS);
+	s.burst = 1;
+	/* A line from another boot's clock: further ahead than any wait (30 s, and
+	 * two windows), afresh. */
+	s.max_wait_ns = 30 * S;
+	box.state.first_tat_ns = T0 + 1000 * S;
+	assert_int_equal(sl_strategy_first_at(&s, &box.state, T0), T0);
+	sl_strategy_first_count(&s, &box.state, T0);
+	assert_int_equal(box.state.first_tat_ns, T0 + 2 * MS);
+	/* No line for requests or bytes, nor for a window (whose fields these are). */
+	s.meter = SL_METER_REQUESTS;
+	assert_int_equal(sl_strategy_first_at(&s, &box.state, T0), T0);
+	s.meter = SL_METER_CONNECTIONS;
+	s.strategy = SL_STRAT_FIXED_WINDOW;
+	box.state.win = 12345;
+	sl_strategy_first_count(&s, &box.state, T0);
+	assert_int_equal(box.state.win, 12345);
+	assert_int_equal(sl_strategy_first_at(&s, &box.state, T0), T0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -544,6 +591,7 @@ int main(void)
 		cmocka_unit_test(test_session_opens_when_made),
 		cmocka_unit_test(test_bytes_bound),
 		cmocka_unit_test(test_bytes_grown),
+		cmocka_unit_test(test_first_line),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
