@@ -344,7 +344,8 @@ static enum gate_step first_write(struct sl_record *rec, struct gate *g)
 	/* A fork child's copy of the record: what the box keeps is its parent's to
 	 * send. */
 	if (!rec->inherited && (rc = sl_firstbox_flush(rec, g->fd)) == -EAGAIN) {
-		g->at = sl_clock_mono_ns() + SL_FIRSTBOX_RETRY_NS; /* the socket's buffer full */
+		/* The socket's buffer full: looked at again a moment later. */
+		g->at = rec->release_ns = sl_clock_mono_ns() + SL_FIRSTBOX_RETRY_NS;
 		return GATE_WAIT;
 	}
 	sl_epoll_unmask(rec);

@@ -517,6 +517,10 @@ int64_t sl_held_due(int fd, int *deferred)
 	if (!rec)
 		return 0;
 	sl_shim_lock(&rec->lock);
+	/* A first write told EAGAIN until its slot (gate.c, first_write): the socket
+	 * shows not writable until then, or the program's poll would spin on it. */
+	if (rec->state == SL_REC_OPEN && rec->wait && rec->wait->first_line && (rec->retry & SL_RETRY_TOLD))
+		at = rec->release_ns;
 	rec->retry &= (uint8_t)~SL_RETRY_TOLD; /* the program waits on it (poll.c) */
 	if (deferred && rec->state == SL_REC_DEFERRED)
 		*deferred = !sl_held_kick_locked(rec, fd, sl_clock_mono_ns());

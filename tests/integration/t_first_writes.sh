@@ -51,6 +51,63 @@ Promise.all(Array.from({length: 600}, (_, i) => fetch(`http://127.0.0.1:${proces
 	"$PORT" || fail "node fetch"
 judged 600 "node fetch (undici), 600 at once"
 
+# A first write too large to be kept (over 8 KiB) on poll(): told EAGAIN until its
+# slot, the socket shown not writable until then - not a poll that spins.  Ten
+# connections at 20/s, all written once all are made; the client's CPU time while
+# it writes says whether it spun.  The first connect was not deferred (its slot
+# was now) and keeps no place on the line: its write may go with the line's first
+# (hence the slack of one).
+write_config "$T/slow.ini" <<EOF2
+[slow]
+match = 127.0.0.1:$PORT
+rate = 20/s
+max_wait = 1m
+EOF2
+"$SLUICE" run -q -c "$T/slow.ini" -- /usr/bin/python3 -c '
+import resource, select, socket, sys, time
+port = int(sys.argv[1])
+socks = []
+for i in range(10):
+    s = socket.socket(); s.setblocking(False); s.connect_ex(("127.0.0.1", port)); socks.append(s)
+body = b"x" * 9000
+todo = {s.fileno(): [s, b"POST /big%d HTTP/1.0\r\nContent-Length: %d\r\n\r\n" % (i, len(body)) + body]
+        for i, s in enumerate(socks)}
+p = select.poll()
+for fd in todo: p.register(fd, select.POLLOUT)
+# Every connect made first (their own line, 50 ms apart), then every first write
+# at once: the first writes line spaces them.
+made, deadline = set(), time.monotonic() + 20
+while len(made) < len(todo) and time.monotonic() < deadline:
+    for fd, ev in p.poll(1000):
+        made.add(fd); p.modify(fd, 0)
+assert len(made) == len(todo), "not all connected"
+for fd in todo: p.modify(fd, select.POLLOUT)
+t0 = resource.getrusage(resource.RUSAGE_SELF)
+while todo and time.monotonic() < deadline:
+    for fd, ev in p.poll(1000):
+        s, data = todo[fd]
+        try:
+            n = s.send(data)
+        except BlockingIOError:
+            continue
+        todo[fd][1] = data[n:]
+        if not todo[fd][1]:
+            p.unregister(fd); del todo[fd]
+assert not todo, "not all written"
+for s in socks:
+    s.setblocking(True); s.settimeout(10)
+    while s.recv(4096): pass
+u = resource.getrusage(resource.RUSAGE_SELF)
+print("cpu %.3f" % (u.ru_utime + u.ru_stime - t0.ru_utime - t0.ru_stime))
+' "$PORT" >"$T/big.out" || fail "first writes of 9 KiB on poll"
+sleep 0.3
+: >"$T/syn"
+out=$(python3 "$HELPERS/first_writes.py" "$T/first" --interval-ms 50 --expect 10 --window 4 --slack 1 \
+	--what "9 KiB first writes on poll") || fail "$out"
+note "$out; the client's $(cat "$T/big.out") s"
+awk '{ exit !($2 < 0.1) }' "$T/big.out" || fail "the client spun in poll: $(cat "$T/big.out") s of CPU"
+: >"$T/first"
+
 # Two processes, one line: the segment keeps it for every process of the section.
 "$SLUICE" run -q -c "$T/ev.ini" -- bash -c "$(declare -f aiohttp); aiohttp 250 & aiohttp 250; wait \$!" ||
 	fail "two aiohttp processes"
