@@ -183,7 +183,8 @@ class Witness:
     request - a client's payload that begins its turn (the connection's first, or
     the first after the server has sent), as a server sees requests come; or
     datagrams; or every payload segment with the new bytes it carries (bytes: a
-    segment sent again counts only what no earlier one carried)."""
+    segment sent again counts only what no earlier one carried); or each HTTP/2
+    stream a client opens (h2streams: the segment that carries its HEADERS)."""
 
     # A SYN again from a client port whose connection has not ended, within this
     # long of its first, is the kernel sending it again (no SYN-ACK came: the
@@ -197,6 +198,7 @@ class Witness:
         self.syn_seq = {}  # (family, client port) -> (ISN, time) of its last SYN recorded
         self.sent_to = {}  # bytes: (family, client port) -> the sequence number after
                            # the last new byte seen
+        self.h2 = {}  # h2streams: (family, client port) -> where its frames stand
 
     def see(self, frame, ends, ns=0):
         hit = self.see_packet(frame, ends, ns)
@@ -264,7 +266,54 @@ class Witness:
             if not self.turn.get((family, sport)):
                 self.turn[(family, sport)] = True
                 return family, sport, "hit"
+        if self.what == "h2streams" and length > 0:
+            return self.h2_stream(family, sport, seq, bytes(frame[p[7]:p[7] + length]))
         return None
+
+    H2_PREFACE = 24  # "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+    def h2_stream(self, family, sport, seq, data):
+        """h2streams: a connection's HTTP/2 frames followed from its first byte
+        (prior knowledge: the preface, then frames); a hit for each HEADERS that
+        opens a stream the client had not opened before - a request, as the
+        server's kernel received it.  Bytes sent again count once; a connection
+        whose bytes cannot be followed (a gap in what was seen) is left."""
+        key = (family, sport)
+        st = self.h2.get(key)
+        if st is None:
+            if key not in self.sent_to:
+                return None  # its SYN not seen: cannot be followed
+            st = self.h2[key] = {"skip": self.H2_PREFACE, "left": 0, "hdr": b"", "streams": set()}
+        want = self.sent_to[key]
+        off = (want - seq) & 0xFFFFFFFF
+        if off >= 1 << 31:
+            st["broken"] = True  # a gap: bytes before these were not seen
+        if st.get("broken") or off >= len(data):
+            return None
+        data = data[off:]
+        self.sent_to[key] = (seq + off + len(data)) & 0xFFFFFFFF
+        opened, i = False, 0
+        while i < len(data):
+            if st["skip"]:
+                n = min(st["skip"], len(data) - i)
+                st["skip"] -= n
+                i += n
+            elif st["left"]:
+                n = min(st["left"], len(data) - i)
+                st["left"] -= n
+                i += n
+            else:
+                n = min(9 - len(st["hdr"]), len(data) - i)
+                st["hdr"] += data[i:i + n]
+                i += n
+                if len(st["hdr"]) == 9:
+                    h, st["hdr"] = st["hdr"], b""
+                    st["left"] = int.from_bytes(h[0:3], "big")
+                    stream = int.from_bytes(h[5:9], "big") & 0x7FFFFFFF
+                    if h[3] == 1 and stream % 2 == 1 and stream not in st["streams"]:
+                        st["streams"].add(stream)
+                        opened = True
+        return (family, sport, "hit") if opened else None
 
 
 def main():
@@ -280,12 +329,13 @@ def main():
                                        "connection there, to measure how many were open")
     ap.add_argument("--dst", help="only packets to this address (the server's answers are "
                                   "seen whatever their source)")
-    ap.add_argument("--what", choices=["syn", "first", "request", "datagram", "bytes"], default="syn",
+    ap.add_argument("--what", choices=["syn", "first", "request", "datagram", "bytes", "h2streams"], default="syn",
                     help="what to record (see Witness)")
     ap.add_argument("--key", choices=["host", "dst"],
                     help="add a field to each hit: the request's Host header, or the destination")
     args = ap.parse_args()
-    want = 4096 if args.key == "host" else 256  # headers suffice, but a Host is in the payload
+    # Headers suffice, but a Host is in the payload, and HTTP/2's frames anywhere in it.
+    want = 65600 if args.what == "h2streams" else 4096 if args.key == "host" else 256
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     # Only SYNs matter when SYNs alone are recorded (and no connection's end).
     syn_only = args.what == "syn" and not args.ends_out
