@@ -4,10 +4,11 @@
 # 500/s - python3 aiohttp and node fetch (undici), and two aiohttp processes
 # sharing the limit - have their connects made at their slots by the kicker, but
 # write each request when their loop gets to it: as they start (and after any
-# stall) thirty requests reached the server within a millisecond.  Judged at the
-# destination: the SYNs an interval apart (strict), every request there, and never
-# more than 10 + 3 requests in any ten intervals.  Their rates are make bench's
-# (bench/clients.sh).
+# stall) thirty requests reached the server within a millisecond (62 within ten
+# intervals).  Judged at the destination: the SYNs an interval apart (strict),
+# every request there, and never more than 10 + 12 requests in any ten intervals:
+# 11-14 here, the rest room for the kicker (which sends them) coming late on a
+# busy machine.  Their rates are make bench's (bench/clients.sh).
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -36,7 +37,7 @@ asyncio.run(main())' "$PORT" "$1"
 judged() { # COUNT WHAT
 	sleep 0.3
 	expect_spaced "$T/syn" 2 "$1" "$2: SYNs"
-	out=$(python3 "$HELPERS/first_writes.py" "$T/first" --interval-ms 2 --expect "$1" --what "$2") ||
+	out=$(python3 "$HELPERS/first_writes.py" "$T/first" --interval-ms 2 --expect "$1" --slack 12 --what "$2") ||
 		fail "$out"
 	note "$out"
 	: >"$T/first"
