@@ -766,6 +766,14 @@ static void test_match_while_specs_rewritten(void **state)
 	sl_shm_detach(&a);
 }
 
+/* A segment of its own holding config text ini (cfg: the caller's, large). */
+static void segment_of(struct sl_shm *shm, struct sl_config *cfg, const char *ini)
+{
+	assert_int_equal(sl_config_load_string(cfg, "t.ini", ini), 0);
+	assert_int_equal(sl_shm_create_anonymous(shm), 0);
+	assert_int_equal(sl_shm_apply_config(shm->hdr, cfg, 1), 0);
+}
+
 /* A bytes piece grown at its release (sl_admit_grow): by the room its section has
  * (a writer that came late for a quarter piece carries the rest of it), never
  * while a later reservation follows it in the queue (that caller's slot would be
@@ -783,9 +791,7 @@ static void test_bytes_grow(void **state)
 	int64_t now, retry;
 
 	(void)state;
-	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
-	assert_int_equal(sl_shm_create_anonymous(&shm), 0);
-	assert_int_equal(sl_shm_apply_config(shm.hdr, &cfg, 1), 0);
+	segment_of(&shm, &cfg, ini);
 	assert_int_equal(sl_match_sections(shm.hdr, &d, &m, 1), 1);
 	sec = sl_shm_section(shm.hdr, m.idx[__builtin_ctzll(m.mask)]);
 	piece = sl_bytes_piece(&sec->spec);
@@ -850,9 +856,7 @@ static void test_first_write_line(void **state)
 	int64_t now, retry;
 
 	(void)state;
-	assert_int_equal(sl_config_load_string(&cfg, "t.ini", ini), 0);
-	assert_int_equal(sl_shm_create_anonymous(&shm), 0);
-	assert_int_equal(sl_shm_apply_config(shm.hdr, &cfg, 1), 0);
+	segment_of(&shm, &cfg, ini);
 	assert_int_equal(sl_match_sections(shm.hdr, &d, &m, 1), 1);
 	now = sl_clock_mono_ns();
 	assert_int_equal(sl_admit_reserve(shm.hdr, &m, now, 1, &a.t), 0);

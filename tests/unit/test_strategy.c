@@ -383,6 +383,23 @@ static void test_session_opens_when_made(void **state)
 	assert_int_equal(box.state.rel_win, T0 + 40 * 1000);
 }
 
+/* Between any two of n releases (bytes cost[i] at rel[i]): the bytes never more
+ * than amount x span / window + one piece, in integers (docs/design.md, "Bytes"). */
+static void assert_bytes_bound(const struct sl_spec *s, const uint64_t *cost, const int64_t *rel, int n,
+                               uint64_t piece)
+{
+	for (int i = 0; i < n; i++) {
+		unsigned __int128 sum = 0;
+
+		for (int j = i; j < n; j++) {
+			sum += cost[j];
+			assert_true(sum * (uint64_t)s->window_ns <=
+			            (unsigned __int128)s->amount * (uint64_t)(rel[j] - rel[i]) +
+			                (unsigned __int128)piece * (uint64_t)s->window_ns);
+		}
+	}
+}
+
 /* meter = bytes: one writer takes pieces of random sizes up to the largest, wakes
  * up to 3 ms late, and goes once the release check allows.  In any span between
  * two releases the bytes never exceed rate x span + one piece (docs/design.md,
@@ -424,17 +441,7 @@ static void test_bytes_bound(void **state)
 			rel[i] = now;
 			now += (int64_t)rnd(200 * 1000); /* the write itself */
 		}
-		for (int i = 0; i < 600; i++) {
-			unsigned __int128 sum = 0;
-
-			for (int j = i; j < 600; j++) {
-				sum += cost[j];
-				/* sum <= amount x span / window + piece, in integers */
-				assert_true(sum * (uint64_t)s.window_ns <=
-				            (unsigned __int128)s.amount * (uint64_t)(rel[j] - rel[i]) +
-				                (unsigned __int128)piece * (uint64_t)s.window_ns);
-			}
-		}
+		assert_bytes_bound(&s, cost, rel, 600, piece);
 	}
 
 	/* Pieces of 7/8 of the largest, each write woken 1 ms late: on schedule. */
@@ -491,16 +498,7 @@ static void test_bytes_grown(void **state)
 			rel[i] = now;
 			now += (int64_t)rnd(200 * 1000);
 		}
-		for (int i = 0; i < 600; i++) {
-			unsigned __int128 sum = 0;
-
-			for (int j = i; j < 600; j++) {
-				sum += cost[j];
-				assert_true(sum * (uint64_t)s.window_ns <=
-				            (unsigned __int128)s.amount * (uint64_t)(rel[j] - rel[i]) +
-				                (unsigned __int128)piece * (uint64_t)s.window_ns);
-			}
-		}
+		assert_bytes_bound(&s, cost, rel, 600, piece);
 	}
 
 	/* Quarter pieces, each write 10 ms late (less than the 15 ms a quarter
