@@ -5,7 +5,7 @@
 # extension opened with RTLD_DEEPBIND) at 20/s, and getent through glibc's
 # resolver under sluice run --seccomp at 20/s (a network and mount namespace of
 # its own, a name server on its 127.0.0.1:53); aiohttp and node fetch (undici)
-# at 500/s, a connection a request, their SYNs and first writes; node's http2
+# at 500-5,000/s, a connection a request, their SYNs and first writes; node's http2
 # with 200 POSTs at 40/s, each request begun and whole at the server; git push
 # and rsync over ssh at 1 MiB/s of bytes.  Prints delivered against configured
 # and the smallest gap.  Usage: bench/clients.sh (BUILD=build).
@@ -54,44 +54,79 @@ config "$T/php.ini" "$port" connections
 		curl_setopt($c, CURLOPT_RETURNTRANSFER, true); curl_exec($c); }' "$port" >/dev/null 2>&1
 figures "php curl_exec, connections:" "$T/http.log" 20
 
-# Event loops at 500/s, a connection a request (meter = connections): the SYNs
-# (what the section holds) and the requests' first segments, both as the
-# destination's kernel stamped them.  The first writes keep their own line (each
-# sent at its slot by the shim's kicker: docs/design.md, "First writes on
-# time"); their smallest gap shows what is left of the loop's bunches.
-witness() { # WHAT FILE
-	python3 "$H/syn_witness.py" --port "$port" --out "$2" --what "$1" --ready-file "$2.ready" --lifetime 120 &
+# Event loops at 500-5,000/s, a connection a request (meter = connections),
+# 3 s worth of requests begun at once: the SYNs (what the section holds) and the
+# requests' first segments as the destination's kernel stamped them, against a
+# C server (bench/http_answer.c; python's test server, not the clients, set
+# the pace above 1,000/s).  The first writes keep their own line (sent at
+# their slots by the shim's kicker: docs/design.md, "First writes on time").
+# Each client also times itself, first request to last answer, shaped and
+# unshaped: where the client cannot reach the rate unshaped on this machine,
+# what it reaches unshaped is the measure ("of reach").
+witness() { # WHAT FILE PORT
+	python3 "$H/syn_witness.py" --port "$3" --out "$2" --what "$1" --ready-file "$2.ready" --lifetime 60 &
 	for _ in $(seq 50); do [ -s "$2.ready" ] && break; sleep 0.1; done
 }
-printf '[sluice]\nshm_name = /sluice-bench-ev-%s\ncontrol_socket = %s/ev.sock\n\n[ev]\nmatch = 127.0.0.1:%s\nrate = 500/s\nmax_wait = 1m\n' \
-	"$$" "$T" "$port" >"$T/ev.ini"
-for client in aiohttp undici; do
-	: >"$T/syn.$client"
-	: >"$T/first.$client"
-	witness syn "$T/syn.$client"
-	w1=$!
-	witness first "$T/first.$client"
-	w2=$!
-	if [ $client = aiohttp ]; then # Debian's python3, with aiohttp
-		"$B/sluice" run -c "$T/ev.ini" -- /usr/bin/python3 -c '
-import asyncio, aiohttp, sys
+event_loop() { # CLIENT PORT COUNT [PREFIX...]: prints the client's own seconds
+	local client=$1 p=$2 n=$3
+	shift 3
+	if [ "$client" = aiohttp ]; then # Debian's python3, with aiohttp
+		"$@" /usr/bin/python3 -c '
+import asyncio, aiohttp, sys, time
 async def main():
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True)) as s:
         async def one(i):
             async with s.get("http://127.0.0.1:%s/a%d" % (sys.argv[1], i)) as r:
                 await r.read()
-        await asyncio.gather(*(one(i) for i in range(1000)))
-asyncio.run(main())' "$port" >"$T/aiohttp.err" 2>&1 || sed 's/^/   aiohttp: /' "$T/aiohttp.err" | tail -n 3
+        t = time.monotonic()
+        await asyncio.gather(*(one(i) for i in range(int(sys.argv[2]))))
+        print("%.3f" % (time.monotonic() - t))
+asyncio.run(main())' "$p" "$n" 2>"$T/ev.err" || sed 's/^/   aiohttp: /' "$T/ev.err" | tail -n 3 >&2
 	else
-		"$B/sluice" run -c "$T/ev.ini" -- node -e '
-Promise.all(Array.from({length: 1000}, (_, i) => fetch(`http://127.0.0.1:${process.argv[1]}/n${i}`,
-	{headers: {connection: "close"}}).then(r => r.text()))).catch(() => process.exit(1));' "$port" >/dev/null 2>&1
+		"$@" node -e '
+const t = performance.now();
+Promise.all(Array.from({length: +process.argv[2]}, (_, i) => fetch(`http://127.0.0.1:${process.argv[1]}/n${i}`,
+	{headers: {connection: "close"}}).then(r => r.text())))
+	.then(() => console.log(((performance.now() - t) / 1000).toFixed(3))).catch(() => process.exit(1));' "$p" "$n" \
+			2>"$T/ev.err" || sed 's/^/   undici: /' "$T/ev.err" | tail -n 3 >&2
 	fi
-	sleep 0.3
-	kill "$w1" "$w2" 2>/dev/null
-	wait "$w1" "$w2" 2>/dev/null
-	figures "$client 500/s, SYNs:" "$T/syn.$client" 500
-	figures "$client 500/s, first writes:" "$T/first.$client" 500
+}
+echo "   event loops, 3 s of requests begun at once (client's own clock; 'of reach' = against min(rate, unshaped)):"
+for rate in 500 1000 2000 5000; do
+	for client in aiohttp undici; do
+		n=$((rate * 3))
+		rm -f "$T/ev.port"
+		"$B/bench/http_answer" "$T/ev.port" 60 &
+		srv=$!
+		for _ in $(seq 50); do [ -s "$T/ev.port" ] && break; sleep 0.1; done
+		evport=$(cat "$T/ev.port")
+		printf '[sluice]\nshm_name = /sluice-bench-ev-%s\ncontrol_socket = %s/ev.sock\n\n[ev]\nmatch = 127.0.0.1:%s\nrate = %s/s\nmax_wait = 1m\n' \
+			"$$" "$T" "$evport" "$rate" >"$T/ev.ini"
+		plain=$(event_loop $client "$evport" $n env)
+		: >"$T/syn" && : >"$T/first"
+		witness syn "$T/syn" "$evport"
+		w1=$!
+		witness first "$T/first" "$evport"
+		w2=$!
+		shaped=$(event_loop $client "$evport" $n "$B/sluice" run -c "$T/ev.ini" --)
+		sleep 0.3
+		kill "$w1" "$w2" "$srv" 2>/dev/null
+		wait "$w1" "$w2" "$srv" 2>/dev/null
+		python3 - "$client" "$rate" "$n" "${plain:-0}" "${shaped:-0}" "$T/syn" "$T/first" <<'PY'
+import sys
+client, rate, n, plain, shaped = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+def span(path):
+    t = sorted(int(l.split()[0]) for l in open(path) if l.strip())
+    return (len(t) - 1) / ((t[-1] - t[0]) / 1e9) if len(t) > 1 else 0, len(t)
+syn, ns = span(sys.argv[6])
+first, nf = span(sys.argv[7])
+reach = n / plain if plain else 0
+got = n / shaped if shaped else 0
+print("   %-7s %4d/s: SYNs %5.1f%% (%d), first writes %5.1f%% (%d); %d requests in %.2f s (unshaped %.2f s, %.0f/s): %.1f%% of reach"
+      % (client, rate, 100 * syn / rate, ns, 100 * first / rate, nf, n, shaped, plain, reach,
+         100 * got / min(rate, reach) if reach else 0))
+PY
+	done
 done
 
 # HTTP/2 bodies: node's http2 (nghttp2, as grpc-js) with 200 POSTs of 200 bytes begun at once
