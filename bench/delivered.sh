@@ -366,6 +366,29 @@ for rate in $RATES; do
 	row "datagrams, 8 python3" "$rate" "$T/w" 1
 done
 
+# tolerance (docs/config.md): the clients whose releases come late most - event
+# loops and requests at 5,000/s, the static client's trapped connects at 100/s -
+# with strict spacing and with 1 ms of lateness made up, one after the other.
+echo "    tolerance = 0 and 1ms, the same clients back to back:"
+for tol in 0 1ms; do
+	cell_config t 5000
+	echo "tolerance = $tol" >>"$T/t.ini"
+	n=$((5000 * SECS))
+	witness_run "$T/w" "$B/sluice" run -c "$T/t.ini" -- bash -c "$(declare -f asyncio_client); PORT=$PORT asyncio_client $n"
+	row "python asyncio, tol $tol" 5000 "$T/w" 0 "${ceiling[asyncio]}"
+	witness_run "$T/w" "$B/sluice" run -c "$T/t.ini" -- bash -c "$(declare -f node_client); PORT=$PORT node_client $n"
+	row "node, tol $tol" 5000 "$T/w" 0 "${ceiling[node]}"
+	echo "meter = requests" >>"$T/t.ini"
+	WITNESS_WHAT=request witness_run "$T/w" "$B/sluice" run -c "$T/t.ini" -- \
+		bash -c "$(declare -f stop_after python_clients requests_client); PORT=$PORT requests_client $n $((SECS + 1))"
+	row "requests, tol $tol" 5000 "$T/w" 1
+	cell_config t 100
+	echo "tolerance = $tol" >>"$T/t.ini"
+	witness_run "$T/w" "$B/sluice" run --seccomp -c "$T/t.ini" -- \
+		bash -c "$(declare -f procs); PORT=$PORT procs 8 $(((100 * SECS + 7) / 8)) $B/bench/connect_loop_static"
+	row "static --seccomp, tol $tol" 100 "$T/w" 0 "${ceiling[static]}"
+done
+
 # Over a veth pair into a network namespace of the bench's own: nginx answers
 # there, and the witness watches the namespace's end of the pair.  On loopback a
 # connect() carries the whole handshake (the SYN is answered inside the call, and

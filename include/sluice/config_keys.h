@@ -23,6 +23,7 @@ enum sl_key_type {
 	SL_KT_RATE,     /* AMOUNT/WINDOW into spec.amount and spec.window_ns */
 	SL_KT_COUNT,    /* 1..max */
 	SL_KT_DURATION, /* a duration, 0, or forever (-1) */
+	SL_KT_MICROS,   /* a duration in whole microseconds, at most `max` of them */
 	SL_KT_ERRNO,    /* an errno name or number */
 	SL_KT_PER,      /* host | host:port | address[/N[/M]][:port]: spec.per and prefixes */
 	SL_KT_ROOM,     /* auto (0) or 1..max: the size of a segment table */

@@ -23,6 +23,12 @@ int64_t sl_gcra_increment(const struct sl_spec *s, uint64_t cost);
 /* T = (burst-1)*I. */
 int64_t sl_gcra_tolerance(const struct sl_spec *s);
 
+/* L, the section's `tolerance`, in ns: how late a release may come and still be
+ * charged from the slot it missed rather than from when it went (see
+ * sl_gcra_charge_late).  0 for a fleet section, whose share keeps the fleet's
+ * own spacing (docs/design.md, "Tolerance"). */
+int64_t sl_gcra_late(const struct sl_spec *s);
+
 #define SL_BYTES_PIECE_MIN 1024u
 #define SL_BYTES_PIECE_MAX (256u * 1024u)
 
@@ -62,6 +68,23 @@ static inline int64_t sl_gcra_charge(int64_t tat, int64_t at, int64_t inc)
 {
 	tat = sl_sane_ns(tat);
 	at = sl_sane_ns(at);
+	return (tat > at ? tat : at) + sl_sane_ns(inc);
+}
+
+/* tat after charging a request released at `at`, where a release at most `late`
+ * after tat is charged as if it went at tat: the time a late wake-up or a late
+ * arrival lost is made up by the next request, which may then go up to `late`
+ * less than an interval after it.  Later than that (an idle line) and it is
+ * charged from `at`, as sl_gcra_charge does, so an idle spell earns no burst.
+ * With tolerance T and interval I, releases at t_k >= tat_k - T and
+ * tat_{k+1} >= t_k - late + I give at most 1 + (S + T + late)/I in any span S
+ * (docs/design.md, "Tolerance"). */
+static inline int64_t sl_gcra_charge_late(int64_t tat, int64_t at, int64_t inc, int64_t late)
+{
+	tat = sl_sane_ns(tat);
+	at = sl_sane_ns(at);
+	if (at > tat && at - tat <= sl_sane_ns(late))
+		at = tat;
 	return (tat > at ? tat : at) + sl_sane_ns(inc);
 }
 

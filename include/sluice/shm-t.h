@@ -26,7 +26,8 @@
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
 #define SL_SHM_MAJOR 13          /* incompatible layout changes */
-#define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
+#define SL_SHM_MINOR 1           /* compatible additions inside reserved space:
+                                  * 13.1 spec.tolerance_us */
 
 /* The largest tables a segment may have: a segment holding more is not one this
  * build reads (and a config asking for more is refused). */
@@ -111,6 +112,9 @@ _Static_assert(offsetof(struct sl_pattern, name) == 32, "sl_pattern is part of t
 
 /* A section's compiled config.  Written by the daemon only; read by shims under the
  * header's spec seqlock. */
+/* The longest `tolerance = DURATION` a section may have (docs/config.md): a minute. */
+#define SL_TOLERANCE_MAX_US 60000000u
+
 struct sl_spec {
 	char name[SL_SECTION_NAME_MAX];
 	uint32_t npatterns; /* its patterns: pattern_first .. + npatterns - 1 of the
@@ -129,7 +133,9 @@ struct sl_spec {
 	uint8_t per_prefix4; /* per = address: IPv4 bits kept (1-32) */
 	uint8_t per_prefix6; /* per = address: IPv6 bits kept (1-128) */
 	uint8_t scope;       /* enum sl_scope */
-	uint8_t pad0[4];
+	uint32_t tolerance_us; /* rate strategies: how late a release may come and have
+	                        * the next one make it up, in microseconds (at most
+	                        * SL_TOLERANCE_MAX_US; layout 13.1 on, 0 before) */
 	uint32_t pattern_first; /* index of its first pattern */
 	uint8_t signals;     /* 1: responses on its connections are read (pause.h) */
 	uint8_t adapt;       /* 1: 429s halve the rate, good answers climb back */

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 static const char *const keys[] = {"match", "rate", "meter", "per", "max_wait", "concurrency", "strategy",
-                                   "burst"};
+                                   "burst", "tolerance"};
 
 int sl_oneliner_opt(struct sl_oneliner *o, int opt, const char *arg)
 {

@@ -16,13 +16,14 @@
 	{"match", required_argument, NULL, 0x100}, {"rate", required_argument, NULL, 0x101},        \
 	{"meter", required_argument, NULL, 0x102}, {"per", required_argument, NULL, 0x103},         \
 	{"max-wait", required_argument, NULL, 0x104}, {"concurrency", required_argument, NULL, 0x105}, \
-	{"strategy", required_argument, NULL, 0x106}, {"burst", required_argument, NULL, 0x107}
+	{"strategy", required_argument, NULL, 0x106}, {"burst", required_argument, NULL, 0x107},   \
+	{"tolerance", required_argument, NULL, 0x108}
 
 #define SL_ONELINER_USAGE "[--match HOST[:PORT] (--rate R | --concurrency N) [--meter M] [--per P] " \
-	"[--strategy S] [--burst N] [--max-wait D]]"
+	"[--strategy S] [--burst N] [--tolerance D] [--max-wait D]]"
 
 struct sl_oneliner {
-	const char *value[8]; /* by option, 0x100 + i; NULL: not given */
+	const char *value[9]; /* by option, 0x100 + i; NULL: not given */
 };
 
 /* Take option `opt` (one of SL_ONELINER_OPTIONS) with its argument: 1 when it was

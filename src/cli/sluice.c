@@ -39,7 +39,7 @@ static const struct command commands[] = {
 	{"run", sl_cmd_run, "run [-c FILE | --match HOST[:PORT] --rate R ...] [-v] [-q] [--seccomp | --no-seccomp] -- CMD [ARG...]",
 	 "run CMD with its traffic shaped, saying calls held over 1 s and refusals\n"
 	 "        (-q or SLUICE_QUIET=1: not; -v: every decision of the shim); a one-liner\n"
-	 "        (--match, --rate or --concurrency, --meter, --per, --strategy, --burst, --max-wait)\n"
+	 "        (--match, --rate or --concurrency, --meter, --per, --strategy, --burst, --tolerance, --max-wait)\n"
 	 "        needs no file"},
 	{"check", sl_cmd_check, "check [-c FILE | --match ... --rate ...] [--keys] [--redis]",
 	 "validate a config and print it compiled (a one-liner: the section it makes);\n"

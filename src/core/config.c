@@ -508,7 +508,10 @@ static void finish_section(struct parse_state *ps)
 		                "or no refund", s->name);
 	if (s->calendar && s->scope == SL_SCOPE_FLEET)
 		sl_config_error(cfg, ps->header_line, "[%s]: a calendar window (/w, /mo, /y) is not shared by a fleet "
-		                "yet: scope = local, or a window in s, m, h or d", s->name);
+		                "yet: scope = machine, or a window in s, m, h or d", s->name);
+	if (s->tolerance_us && s->scope == SL_SCOPE_FLEET)
+		sl_config_error(cfg, ps->header_line, "[%s]: tolerance is not kept by a fleet's shares yet: "
+		                "scope = machine, or no tolerance", s->name);
 
 	if (cfg->nerrors == before) {
 		if (names_add(ps, cfg->nsections) < 0) {

@@ -319,6 +319,37 @@ static void format_duration(const struct sl_key_def *k, const void *base, char *
 	sl_format_duration((int64_t)sl_key_load(base, k), buf, size);
 }
 
+/* A duration kept in microseconds in 32 bits: at most `max` of them; one that is
+ * not a whole number of microseconds is refused rather than silently rounded. */
+static int parse_micros(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
+{
+	char err[200];
+	int64_t ns;
+
+	if (sl_parse_duration(text, 0, &ns, err, sizeof(err)) < 0) {
+		sl_config_error(cfg, line, "%s: %s", k->name, err);
+		return -1;
+	}
+	if (ns % 1000) {
+		sl_config_error(cfg, line, "%s: %s: not a whole number of microseconds", k->name, text);
+		return -1;
+	}
+	if (ns / 1000 > (int64_t)k->max) {
+		char most[32];
+
+		sl_format_duration((int64_t)k->max * 1000, most, sizeof(most));
+		sl_config_error(cfg, line, "%s: %s: at most %s", k->name, text, most);
+		return -1;
+	}
+	sl_key_store(base, k, (uint64_t)(ns / 1000));
+	return 0;
+}
+
+static void format_micros(const struct sl_key_def *k, const void *base, char *buf, size_t size)
+{
+	sl_format_duration((int64_t)sl_key_load(base, k) * 1000, buf, size);
+}
+
 static int parse_errno(struct sl_config *cfg, const struct sl_key_def *k, char *text, int line, void *base)
 {
 	char err[200];
@@ -472,6 +503,7 @@ const struct sl_key_type_ops sl_key_types[SL_KT_KINDS] = {
 	[SL_KT_RATE] = {parse_rate, format_rate, NULL, 0},
 	[SL_KT_COUNT] = {parse_count_kind, format_count, NULL, 0},
 	[SL_KT_DURATION] = {parse_duration, format_duration, NULL, 0},
+	[SL_KT_MICROS] = {parse_micros, format_micros, NULL, 0},
 	[SL_KT_ERRNO] = {parse_errno, format_errno, NULL, 0},
 	[SL_KT_PER] = {parse_per, format_per, NULL, 0},
 	[SL_KT_ROOM] = {parse_count_kind, format_count, NULL, 0},

@@ -270,7 +270,7 @@ int64_t sl_limit_moved_tat(const struct sl_spec *s, const struct sl_state *st, i
 {
 	struct sl_spec tmp;
 	const struct sl_spec *r = s;
-	int64_t next;
+	int64_t next, inc;
 
 	if (s->amount == 0 || (sl_limit_fleet(s) && !(r = rate_spec(s, st, &tmp, to))))
 		return rel_tat;
@@ -278,7 +278,12 @@ int64_t sl_limit_moved_tat(const struct sl_spec *s, const struct sl_state *st, i
 	 * this machine's slots that started meanwhile are not used either. */
 	if (sl_limit_fleet(s) && grid_of(st, to))
 		return SL_MAX(sl_sane_ns(rel_tat), to + 1);
-	next = sl_sane_ns(to) + sl_gcra_increment(r, cost);
+	/* rel_tat holds this release charged at its check: charged again at `to`,
+	 * when it was made, from the slot it was charged for (rel_tat less its
+	 * increment), as a late release is (sl_gcra_charge_late: with tolerance 0,
+	 * to + inc). */
+	inc = sl_gcra_increment(r, cost);
+	next = sl_gcra_charge_late(sl_sane_ns(rel_tat) - inc, to, inc, sl_gcra_late(r));
 	return next > sl_sane_ns(rel_tat) ? next : rel_tat;
 }
 

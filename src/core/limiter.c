@@ -27,6 +27,15 @@ int64_t sl_gcra_tolerance(const struct sl_spec *s)
 	return t > (unsigned __int128)INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)t;
 }
 
+int64_t sl_gcra_late(const struct sl_spec *s)
+{
+	uint32_t us = s->tolerance_us; /* a segment's word: clamped, whatever it holds */
+
+	if (s->scope == SL_SCOPE_FLEET)
+		return 0;
+	return (int64_t)(us > SL_TOLERANCE_MAX_US ? SL_TOLERANCE_MAX_US : us) * 1000;
+}
+
 uint64_t sl_bytes_piece(const struct sl_spec *s)
 {
 	unsigned __int128 p;

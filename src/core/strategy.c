@@ -246,7 +246,7 @@ void sl_strategy_released(const struct sl_spec *s, struct sl_state *st, int64_t 
 		slide_add(rel_slide_of(st), slide_bucket(s, now), w);
 		break;
 	default:
-		st->rel_tat_ns = sl_gcra_charge(st->rel_tat_ns, now, sl_gcra_increment(s, cost));
+		st->rel_tat_ns = sl_gcra_charge_late(st->rel_tat_ns, now, sl_gcra_increment(s, cost), sl_gcra_late(s));
 	}
 }
 
@@ -278,7 +278,7 @@ int64_t sl_strategy_first_at(const struct sl_spec *s, const struct sl_state *st,
 void sl_strategy_first_count(const struct sl_spec *s, struct sl_state *st, int64_t at)
 {
 	if (first_kept(s))
-		st->first_tat_ns = sl_gcra_charge(first_tat(s, st, at), at, sl_gcra_increment(s, 1));
+		st->first_tat_ns = sl_gcra_charge_late(first_tat(s, st, at), at, sl_gcra_increment(s, 1), sl_gcra_late(s));
 }
 
 uint64_t sl_strategy_room(const struct sl_spec *s, const struct sl_state *st, int64_t now, uint64_t cost)
@@ -656,7 +656,7 @@ void sl_strategy_charge(const struct sl_spec *s, struct sl_state *st, int64_t at
 		slide_add(slide_of(st), undo->slide_bucket, w);
 		break;
 	default:
-		st->tat_ns = sl_gcra_charge(st->tat_ns, at, sl_gcra_increment(s, cost));
+		st->tat_ns = sl_gcra_charge_late(st->tat_ns, at, sl_gcra_increment(s, cost), sl_gcra_late(s));
 	}
 }
 

@@ -61,6 +61,7 @@ static void test_full_sample(void **state)
 		"match    = api.github.com\n"
 		"rate     = 10/s\n"
 		"burst    = 1\n"
+		"tolerance = 1.5ms\n"
 		"# hash comments too\n"
 		"[tok]\n"
 		"match = *.example.com:443, 203.0.113.0/24, [2001:db8::/32]:8000-8999\n"
@@ -88,6 +89,7 @@ static void test_full_sample(void **state)
 	assert_int_equal(g->amount, 10);
 	assert_int_equal(g->window_ns, SL_NS_PER_S);
 	assert_int_equal(g->burst, 1);
+	assert_int_equal(g->tolerance_us, 1500);
 	assert_int_equal(g->max_wait_ns, 30 * SL_NS_PER_S);
 	assert_int_equal(g->npatterns, 1);
 	assert_int_equal(PATS(g)[0].kind, SL_PAT_NAME);
@@ -301,6 +303,13 @@ static void test_bad_inputs(void **state)
 		{"[a]\nmatch =\nrate=1/s\n", "t.ini:2: 'match' has no value"},
 		{"[a]\nmatch = *\nrate = 1/s\n  2/s\n", "only match may continue"},
 		{"[a]\nmatch = *\nrate = 1/s\nburst = 99999999999\n", "burst: '99999999999' is larger"},
+		{"[a]\nmatch = *\nrate = 1/s\ntolerance = 2m\n", "t.ini:4: tolerance: 2m: at most 1m"},
+		{"[a]\nmatch = *\nrate = 1/s\ntolerance = 1500ns\n", "t.ini:4: tolerance: bad duration"},
+		{"[a]\nmatch = *\nrate = 1/s\ntolerance = forever\n", "t.ini:4: tolerance: bad duration"},
+		{"[a]\nmatch = *\nrate = 5/s\nstrategy = sliding-window\ntolerance = 1ms\n",
+		 "t.ini:5: tolerance is for leaky-bucket and token-bucket"},
+		{"[sluice]\nredis = 127.0.0.1:6379\n[a]\nmatch = *\nrate = 5/s\nscope = fleet\ntolerance = 1ms\n",
+		 "[a]: tolerance is not kept by a fleet's shares yet"},
 		/* Errors that say what was meant. */
 		{"[a]\nmatch = https://api.example.com/v1\nrate=1/s\n",
 		 "'https://api.example.com/v1' is a URL: match takes HOST[:PORT] - write api.example.com:443"},

@@ -575,6 +575,93 @@ static void test_first_line(void **state)
 	assert_int_equal(sl_strategy_first_at(&s, &box.state, T0), T0);
 }
 
+/* tolerance = L: randomised arrivals and late wake-ups never put more than
+ * 1 + (S + T + L)/interval releases in any span S (docs/config.md, "How a limit
+ * releases"), for L from none to several intervals. */
+static void test_tolerance_bound(void **state)
+{
+	static struct req r[300];
+	static int64_t rel[300];
+
+	(void)state;
+	for (uint64_t seed = 1; seed <= 60; seed++) {
+		struct sl_spec s;
+		struct sl_section box = {0};
+		int64_t t = T0, inc, span;
+		int n;
+
+		rng_state = seed * 7919;
+		s = spec(seed % 2 ? SL_STRAT_LEAKY_BUCKET : SL_STRAT_TOKEN_BUCKET, 1 + rnd(50), (1 + (int64_t)rnd(1000)) * MS);
+		s.burst = 1 + rnd(3);
+		inc = sl_gcra_increment(&s, 1);
+		s.tolerance_us = (uint32_t)(rnd((uint64_t)(4 * inc)) / 1000);
+		n = 50 + (int)rnd(250);
+		for (int i = 0; i < n; i++) {
+			if (rnd(2) == 0)
+				t += (int64_t)rnd((uint64_t)(2 * inc + 1));
+			r[i] = (struct req){.arrival = t};
+		}
+		simulate(&s, &box.state, r, n, 0);
+		for (int i = 0; i < n; i++)
+			rel[i] = r[i].released;
+		qsort(rel, (size_t)n, sizeof(rel[0]), cmp_i64);
+		span = sl_gcra_tolerance(&s) + sl_gcra_late(&s);
+		for (int i = 0; i < n; i++)
+			for (int j = i + 1; j < n; j++)
+				if ((j - i) * inc > rel[j] - rel[i] + span)
+					fail_msg("seed %llu: %d releases in %lld ns (interval %lld, T + L %lld)",
+					         (unsigned long long)seed, j - i + 1, (long long)(rel[j] - rel[i]),
+					         (long long)inc, (long long)span);
+	}
+}
+
+/* A backlog whose every wake-up comes `late` (a busy machine's scheduler): with
+ * tolerance 0 each release is charged from when it went, and the next waits as
+ * much longer; with tolerance >= late the line keeps its slots, and the backlog
+ * its rate.  An idle spell longer than the tolerance earns no burst. */
+static void test_tolerance_makes_up(void **state)
+{
+	struct sl_spec s = spec(SL_STRAT_LEAKY_BUCKET, 100, S); /* 10 ms apart */
+	const int64_t late = 3 * MS;
+
+	(void)state;
+	for (uint32_t tol_us = 0; tol_us <= 5000; tol_us += 5000) {
+		struct sl_section box;
+		int64_t slots[100], first = 0, last = 0, now;
+
+		memset(&box, 0, sizeof(box));
+		s.tolerance_us = tol_us;
+		for (int i = 0; i < 100; i++)
+			slots[i] = take(&s, &box.state, T0, 0);
+		for (int i = 0; i < 100; i++) {
+			int64_t t = SL_MAX(slots[i], last);
+
+			t = SL_MAX(t, sl_strategy_release_at(&s, &box.state, t, 1, 0)) + late;
+			assert_true(sl_strategy_release_at(&s, &box.state, t, 1, 0) <= t);
+			sl_strategy_released(&s, &box.state, t, 1, 0);
+			if (i == 0)
+				first = t;
+			last = t;
+		}
+		/* 99 intervals of 13 ms, or with the lateness made up 10 ms each after
+		 * the first (which came to an idle line: nothing to make up from). */
+		assert_int_equal(last - first, tol_us ? 13 * MS + 98 * 10 * MS : 99 * 13 * MS);
+		/* Idle for longer than the tolerance: two at once go an interval apart. */
+		now = last + 10 * MS + 6 * MS;
+		assert_int_equal(take(&s, &box.state, now, 0), now);
+		sl_strategy_released(&s, &box.state, now, 1, 0);
+		assert_int_equal(take(&s, &box.state, now, 0), now + 10 * MS);
+		assert_int_equal(sl_strategy_release_at(&s, &box.state, now, 1, 0), now + 10 * MS);
+	}
+	/* A fleet's share keeps the fleet's spacing: no tolerance there. */
+	s.tolerance_us = 5000;
+	s.scope = SL_SCOPE_FLEET;
+	assert_int_equal(sl_gcra_late(&s), 0);
+	s.scope = SL_SCOPE_MACHINE;
+	s.tolerance_us = UINT32_MAX; /* a scribbled segment: clamped to a minute */
+	assert_int_equal(sl_gcra_late(&s), 60 * S);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -590,6 +677,8 @@ int main(void)
 		cmocka_unit_test(test_bytes_bound),
 		cmocka_unit_test(test_bytes_grown),
 		cmocka_unit_test(test_first_line),
+		cmocka_unit_test(test_tolerance_bound),
+		cmocka_unit_test(test_tolerance_makes_up),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

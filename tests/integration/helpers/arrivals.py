@@ -4,7 +4,8 @@
 The input has one arrival a line, its first field a time in nanoseconds (the SYN
 witness's kernel timestamps, or a server log); other fields are ignored, and so
 are lines before --skip arrivals.  The promise for a leaky or token bucket of
---interval-ms and --burst is: at most burst + W/interval arrivals in any span W.
+--interval-ms and --burst is: at most burst + W/interval arrivals in any span W,
+and with --tolerance-ms L (the section's tolerance) burst + (W + L)/interval.
 That is exactly conformance to GCRA(interval, (burst-1)*interval), checked here in
 one pass, with --slack-ms of measuring jitter allowed on top (the kernel stamps the
 SYN a little after the release it follows).  Also checks --expect N arrivals.
@@ -26,6 +27,7 @@ def main():
     ap.add_argument("--interval-ms", type=float, required=True)
     ap.add_argument("--burst", type=int, default=1)
     ap.add_argument("--slack-ms", type=float, default=1.0)
+    ap.add_argument("--tolerance-ms", type=float, default=0.0, help="the section's tolerance")
     ap.add_argument("--expect", type=int)
     ap.add_argument("--at-least", type=int)
     ap.add_argument("--what", default="arrivals")
@@ -37,8 +39,8 @@ def main():
     ap.add_argument("--group-prefix", type=int, default=32, help="with --group-field: IPv4 "
                     "addresses are grouped by this many leading bits")
     ap.add_argument("--groups", type=int, help="with --group-field: expect this many groups")
-    ap.add_argument("--min-rate", type=float, help="with --group-field: all arrivals together "
-                    "came at least this fast (per second): no single queue held them all")
+    ap.add_argument("--min-rate", type=float, help="all arrivals together came at least this "
+                    "fast (per second); with --group-field: no single queue held them all")
     args = ap.parse_args()
     lost = syn_witness.missed(args.file)
     if lost:
@@ -75,7 +77,7 @@ def check_groups(args, times, groups):
         print("FAIL: %d keys among the %s, expected %d" % (len(groups), args.what, args.groups))
         return 1
     T = args.interval_ms * 1e6
-    tau = (args.burst - 1) * T + args.slack_ms * 1e6
+    tau = (args.burst - 1) * T + (args.tolerance_ms + args.slack_ms) * 1e6
     worst = None
     for key, ts in groups.items():
         ts.sort()
@@ -114,7 +116,7 @@ def check(args, times):
         print("FAIL: too few %s (%d) to check" % (args.what, n))
         return 1
     T = args.interval_ms * 1e6
-    tau = (args.burst - 1) * T + args.slack_ms * 1e6
+    tau = (args.burst - 1) * T + (args.tolerance_ms + args.slack_ms) * 1e6
     tat = times[0]
     for i, t in enumerate(times):
         if t < tat - tau:
@@ -124,6 +126,10 @@ def check(args, times):
         tat = max(t, tat) + T
     gaps = [(b - a) / 1e6 for a, b in zip(times, times[1:])]
     span = (times[-1] - times[0]) / 1e6
+    if args.min_rate is not None and span > 0 and len(gaps) / (span / 1e3) < args.min_rate:
+        print("FAIL: %d %s over %.1fms (%.1f/s): slower than %.1f/s"
+              % (n, args.what, span, len(gaps) / (span / 1e3), args.min_rate))
+        return 1
     print("%s=%d span=%.1fms min_gap=%.3fms mean_gap=%.3fms (interval %.1fms, burst %d)"
           % (args.what, n, span, min(gaps), span / len(gaps), args.interval_ms, args.burst))
     return 0
