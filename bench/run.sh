@@ -52,9 +52,10 @@
 #  20. a fleet at size (bench/fleet_scale.sh): 50 and 100 daemons on this machine
 #      sharing 100/s, each client offering 10/s, and 200 with the demand moving
 #      among them every second: delivered, the most in any one-second span, the
-#      fewest in a whole second, Redis's calls, CPU and cost per call; and the
-#      lease script's cost a call at 100, 1,000 and 10,000 machines on one item
-#      (bench/lease_cost.sh);
+#      fewest in a whole second, Redis's calls, CPU and cost per call; the same
+#      demand shapes (one waiter a machine, demand moving every second) beside a
+#      per-request Redis GCRA and unshaped; and the lease script's cost a call at
+#      100, 1,000 and 10,000 machines on one item (bench/lease_cost.sh);
 #  21. a program's attach to the machine's segment through its socket (a
 #      sluiced's keeper): the round trip with the memfd, the map and the header's
 #      check, p50/p99/largest of 1,000 (bench/attach_cost.c).
@@ -728,6 +729,18 @@ for run in "50 20 steady" "100 15 steady" "200 15 steady" "200 15 moving"; do
 	set -- $run
 	echo "   $1 daemons, $3 demand:"
 	BUILD=${BUILD:-build} bash "$ROOT/bench/fleet_scale.sh" "$@" | grep '^   ' | sed 's/^/  /'
+done
+# Side by side with what a fleet could run instead: one Redis call a request, a
+# GCRA script reserving the fleet's next slot (SHAPER=redis-gcra), and the same
+# clients unshaped (SHAPER=none), for each demand shape (issue: a fleet that
+# delivers what it is given).
+echo "   side by side: sluice, a per-request Redis GCRA, unshaped"
+for run in "50 15 single" "50 15 moving" "200 15 moving"; do
+	set -- $run
+	for shaper in sluice redis-gcra none; do
+		echo "   $1 machines, $3 demand, $shaper:"
+		SHAPER=$shaper BUILD=${BUILD:-build} bash "$ROOT/bench/fleet_scale.sh" "$@" | grep '^   ' | sed 's/^/  /'
+	done
 done
 echo "   the lease script alone, one item shared by N machines (bench/lease_cost.sh):"
 bash "$ROOT/bench/lease_cost.sh" | grep '^   ' | sed 's/^/  /'
