@@ -255,6 +255,63 @@ local function grid_free_parts(gkey, r)
 	return out
 end
 
+-- Quarantine.  An entry that expired may belong to a machine that still uses
+-- its ranks: a daemon that took an overloaded Redis's refused or reset
+-- connections for an outage shapes on at its last lease ("Outage"), and 200
+-- such daemons handed on ranks their holders still used put 120 and 133 in a
+-- second of 100/s.  So an expired entry's ranks stay taken for QUARANTINE_LIVES
+-- lease lives after it is found gone (one: a daemon refused reconnects after
+-- 100 ms, and a dead daemon's share waits that much longer), kept in the item's hash under '#q'
+-- ("name|until|runs;..."), and only then are free; the machine itself, calling
+-- again meanwhile, has them back as its own.
+local QUARANTINE_LIVES, QUARANTINE_MAX = 1, 256
+
+local function quarantine_read(key)
+	local q = {}
+	local v = redis.call('HGET', key, '#q')
+	if type(v) == 'string' then
+		for m, u, r in string.gmatch(v, '([^|;]+)|(%d+)|([^;]*)') do
+			if #q < QUARANTINE_MAX then
+				q[#q + 1] = {m = m, ['until'] = tonumber(u), runs = runs_parse(r)}
+			end
+		end
+	end
+	return q
+end
+
+local function quarantine_write(key, q)
+	if #q == 0 then
+		redis.call('HDEL', key, '#q')
+		return
+	end
+	local parts = {}
+	for _, x in ipairs(q) do
+		parts[#parts + 1] = x.m .. '|' .. int(x['until']) .. '|' .. runs_string(x.runs)
+	end
+	redis.call('HSET', key, '#q', table.concat(parts, ';'))
+end
+
+-- Runs whose quarantine is over are freed on gkey (those still in another's
+-- entry or quarantine cannot be: a rank is in one of them at most); returns
+-- what is still quarantined.
+local function quarantine_expire(key, gkey, q)
+	local kept, changed = {}, false
+	for _, x in ipairs(q) do
+		if x['until'] <= now then
+			if gkey ~= nil then
+				grid_set(gkey, x.runs, false)
+			end
+			changed = true
+		else
+			kept[#kept + 1] = x
+		end
+	end
+	if changed then
+		quarantine_write(key, kept)
+	end
+	return kept
+end
+
 -- Runs longest first (the order a machine keeps and takes them in: a machine
 -- keeps its longest runs and gives up its shortest, and takes the longest free
 -- ones, so the frame does not crumble into pieces no machine can use within
@@ -374,7 +431,7 @@ local function rebuild(key, ekey, tkey, gkey)
 	local entries = redis.call('HGETALL', key)
 	for i = 1, #entries, 2 do
 		local m = entries[i]
-		if m ~= '#v' then
+		if string.sub(m, 1, 1) ~= '#' then
 			local e = parse_entry(entries[i + 1])
 			if e == nil or e.exp < now then
 				redis.call('HDEL', key, m)
@@ -390,6 +447,11 @@ local function rebuild(key, ekey, tkey, gkey)
 	if gkey ~= nil then
 		-- Every entry's ranks taken again (two entries holding one rank can come
 		-- only from a scribble: both keep it until one reports otherwise).
+		for _, x in ipairs(quarantine_read(key)) do
+			for _, y in ipairs(x.runs) do
+				taken[#taken + 1] = y
+			end
+		end
 		redis.call('SET', gkey, string.rep('\0', GRID_RANKS))
 		grids[gkey] = nil
 		grid_set(gkey, runs_norm(taken), true)
@@ -419,18 +481,28 @@ local function totals(key, ekey, tkey, gkey, sweep_gkey)
 		(gkey ~= nil and redis.call('STRLEN', gkey) ~= GRID_RANKS) then
 		return rebuild(key, ekey, tkey, gkey)
 	end
+	local g = gkey or sweep_gkey
+	local q = quarantine_expire(key, g, quarantine_read(key))
 	local gone = redis.call('ZRANGEBYSCORE', ekey, '-inf', '(' .. now, 'LIMIT', 0, SWEEP_MAX)
 	for _, m in ipairs(gone) do
 		local e = parse_entry(redis.call('HGET', key, m))
 		if e ~= nil then
 			count_in(t, tkey, e, -1)
-			-- Its ranks, whatever kind of call finds it expired.
-			if (gkey or sweep_gkey) ~= nil and #e.runs > 0 then
-				grid_set(gkey or sweep_gkey, e.runs, false)
+			-- Its ranks, whatever kind of call finds it expired, stay taken for the
+			-- quarantine (the oldest one ends at once when there are too many).
+			if g ~= nil and #e.runs > 0 then
+				if #q >= QUARANTINE_MAX then
+					grid_set(g, q[1].runs, false)
+					table.remove(q, 1)
+				end
+				q[#q + 1] = {m = m, ['until'] = now + QUARANTINE_LIVES * ttl, runs = e.runs}
 			end
 		end
 		redis.call('HDEL', key, m)
 		redis.call('ZREM', ekey, m)
+	end
+	if #gone > 0 then
+		quarantine_write(key, q)
 	end
 	if t.n < 0 or t.u < 0 or t.d < 0 then
 		return rebuild(key, ekey, tkey, gkey)
@@ -541,6 +613,22 @@ local function share(key, ekey, tkey, gkey, limit, demand, held, integral, hruns
 		-- (Redis came back empty, or its entry expired while it was cut off);
 		-- ranks another holds are not its to keep.
 		local mine_runs = (mine ~= nil and mine.runs) or {}
+		if mine == nil then
+			-- Its entry expired while it was cut off: its ranks, still quarantined,
+			-- are its own again (they stay taken).
+			local q, rest, back = quarantine_read(key), {}, {}
+			for _, x in ipairs(q) do
+				if x.m == me then
+					back = runs_union(back, x.runs)
+				else
+					rest[#rest + 1] = x
+				end
+			end
+			if #rest < #q then
+				quarantine_write(key, rest)
+				mine_runs = back
+			end
+		end
 		local reported = runs_parse(hruns)
 		local claimed = grid_free_parts(gkey, runs_diff(reported, mine_runs))
 		grid_set(gkey, claimed, true)
@@ -568,7 +656,7 @@ local function share(key, ekey, tkey, gkey, limit, demand, held, integral, hruns
 	redis.call('HSET', key, me, v)
 	redis.call('ZADD', ekey, e.exp, me)
 	for _, k in ipairs({key, ekey, tkey, gkey}) do
-		redis.call('PEXPIRE', k, ttl * 4)
+		redis.call('PEXPIRE', k, ttl * (4 + QUARANTINE_LIVES)) -- outliving any quarantine
 	end
 	return grant, t.n, runs
 end

@@ -694,27 +694,61 @@ static void test_grid_ranks(void **state)
 
 /* A machine's entry that expires gives its ranks back whoever finds it gone -
  * a call off the grid too (a daemon that does not know the item yet asks so). */
+/* Whether any rank of runs (from * 8192 + to) is marked taken in the item's grid
+ * (set) or all of them are (!set). */
+static int grid_marks(const long long *runs, int set)
+{
+	redisReply *r = redisCommand(rc, "GET sluice:{t}:i:api:r:grid");
+	int any = 0, all = 1;
+
+	assert_non_null(r);
+	if (r->type == REDIS_REPLY_NIL) { /* the item's keys expired: nothing taken */
+		freeReplyObject(r);
+		return !set;
+	}
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	assert_int_equal(r->len, SL_GRID_RANKS);
+	for (int k = 0; k < SL_GRID_RUNS; k++)
+		for (long long i = runs[k] / 8192; runs[k] && i < runs[k] % 8192; i++) {
+			any |= r->str[i] != 0;
+			all &= r->str[i] != 0;
+		}
+	freeReplyObject(r);
+	return set ? all : !any;
+}
+
+/* An expired entry's ranks are quarantined for a lease life, then free; its
+ * machine calling again meanwhile has them back (docs/design.md, "The grid"). */
 static void test_grid_expiry(void **state)
 {
-	long long none[SL_GRID_RUNS] = {0}, runs[SL_GRID_RUNS];
-	struct timespec pause = {0, 80 * 1000 * 1000};
-	redisReply *r;
-	size_t taken = 0;
+	long long none[SL_GRID_RUNS] = {0}, runs[SL_GRID_RUNS], other[SL_GRID_RUNS], back[SL_GRID_RUNS];
+	struct timespec pause = {0, 80 * 1000 * 1000}, quarantine = {0, 60 * 1000 * 1000};
 
 	(void)state;
 	flush();
 	lease_grid_ttl("m0", 100000, 100000, 0, none, runs, 0, "30");
 	assert_true(runs[0] != 0);
 	nanosleep(&pause, NULL);
-	lease_ttl("m1", 'r', 100000, 0, 0, 0, 3000, NULL); /* sweeps m0's entry */
-	r = redisCommand(rc, "GET sluice:{t}:i:api:r:grid");
-	assert_non_null(r);
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	assert_int_equal(r->len, SL_GRID_RANKS);
-	for (size_t i = 0; i < r->len; i++)
-		taken += r->str[i] != 0;
-	freeReplyObject(r);
-	assert_int_equal(taken, 0);
+	/* m1 sweeps m0's entry and asks for the whole rate: none of m0's ranks. */
+	lease_grid_ttl("m1", 100000, 100000, 0, none, other, 0, "30");
+	assert_true(grid_marks(runs, 1));
+	for (int a = 0; a < SL_GRID_RUNS && other[a]; a++)
+		for (int b = 0; b < SL_GRID_RUNS && runs[b]; b++)
+			assert_true(other[a] % 8192 <= runs[b] / 8192 || runs[b] % 8192 <= other[a] / 8192);
+	nanosleep(&quarantine, NULL);
+	lease_ttl("m2", 'r', 100000, 0, 0, 0, 30, NULL); /* the quarantine is over */
+	assert_true(grid_marks(runs, 0));
+
+	/* Back before the quarantine ends: its ranks are its own again. */
+	flush();
+	lease_grid_ttl("m3", 100000, 100000, 0, none, runs, 0, "30");
+	nanosleep(&pause, NULL);
+	lease_grid_ttl("m4", 100000, 0, 0, none, other, 0, "30"); /* sweeps m3's: it gets none of them */
+	assert_int_equal(other[0], 0);
+	assert_true(grid_marks(runs, 1));
+	lease_grid_ttl("m3", 100000, 100000, 100000, runs, back, 0, "30");
+	assert_memory_equal(back, runs, sizeof(runs));
+	assert_true(grid_marks(back, 1));
 }
 
 /* Redis came back empty: while the fleet settles, nobody is granted more than it
