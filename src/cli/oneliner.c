@@ -3,6 +3,8 @@
  */
 #include "oneliner.h"
 
+#include "sluice/config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +14,9 @@
 
 static const char *const keys[] = {"match", "rate", "meter", "per", "max_wait", "concurrency", "strategy",
                                    "burst", "tolerance"};
+static const char *const flags[] = {"--match", "--rate", "--meter", "--per", "--max-wait", "--concurrency",
+                                    "--strategy", "--burst", "--tolerance"};
+_Static_assert(sizeof(keys) == sizeof(flags), "a flag for every key");
 
 int sl_oneliner_opt(struct sl_oneliner *o, int opt, const char *arg)
 {
@@ -44,6 +49,62 @@ int sl_oneliner_section(const struct sl_oneliner *o, char *buf, size_t size)
 		if (o->value[i])
 			used += (size_t)snprintf(buf + used, size - used, "%s = %s\n", keys[i], o->value[i]);
 	return used < size ? 0 : -1;
+}
+
+/* The flag whose value is on line `line` of the section sl_oneliner_section
+ * makes (line 1 is its header, then one line for each option given, in keys[]
+ * order); -1 for the header. */
+static int flag_of_line(const struct sl_oneliner *o, long line)
+{
+	long at = 1;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (o->value[i] && ++at == line)
+			return (int)i;
+	return -1;
+}
+
+int sl_oneliner_check(const struct sl_oneliner *o, const char *who)
+{
+	static const char name[] = "(command line)";
+	static char text[4096];
+	struct sl_config *cfg = calloc(1, sizeof(*cfg));
+	int rc = 0;
+
+	if (!cfg || sl_oneliner_section(o, text, sizeof(text)) < 0) {
+		fprintf(stderr, "%s: the one-liner is too long\n", who);
+		free(cfg);
+		return -1;
+	}
+	if (sl_config_load_string(cfg, name, text) != 0) {
+		for (unsigned i = 0; i < cfg->nerrors && i < SL_CONFIG_MAX_ERRORS; i++) {
+			const char *e = cfg->errors[i], *msg = e;
+			char *end;
+			long line = 0;
+			int f;
+
+			/* "(command line):N: what": said of the flag that gave line N. */
+			if (strncmp(e, name, sizeof(name) - 1) == 0 && e[sizeof(name) - 1] == ':') {
+				line = strtol(e + sizeof(name), &end, 10);
+				if (end[0] == ':' && end[1] == ' ')
+					msg = end + 2;
+			}
+			f = flag_of_line(o, line);
+			if (f >= 0)
+				fprintf(stderr, "%s: %s %s: %s\n", who, flags[f], o->value[f], msg);
+			else if (strstr(msg, "[cli] has no match"))
+				fprintf(stderr, "%s: the one-liner needs --match HOST[:PORT]: which destinations does it limit?\n",
+				        who);
+			else if (strstr(msg, "[cli] needs a rate"))
+				fprintf(stderr, "%s: the one-liner needs --rate R (e.g. --rate 10/s) or --concurrency N\n", who);
+			else
+				fprintf(stderr, "%s: the one-liner: %s\n", who, strncmp(msg, "[cli] ", 6) ? msg : msg + 6);
+		}
+		rc = -1;
+	}
+	sl_config_free(cfg);
+	free(cfg);
+	return rc;
 }
 
 int sl_oneliner_file(const struct sl_oneliner *o, char *path, size_t size)

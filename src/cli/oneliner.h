@@ -36,6 +36,11 @@ int sl_oneliner_given(const struct sl_oneliner *o);
 /* The section the options make, as INI text into buf.  0, or -1 (too long). */
 int sl_oneliner_section(const struct sl_oneliner *o, char *buf, size_t size);
 
+/* Whether the section the options make is a valid one: 0, or -1 with each error
+ * on stderr said of the flag that caused it ("WHO: --rate 0/s: ..."), never of a
+ * file the user did not write. */
+int sl_oneliner_check(const struct sl_oneliner *o, const char *who);
+
 /* A private config file holding [sluice] for a private segment and the section,
  * 0600 under $TMPDIR (or /tmp); its path into path.  0, or -1 (said on stderr).
  * The caller removes it. */

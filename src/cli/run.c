@@ -459,6 +459,7 @@ int sl_cmd_run(int argc, char **argv)
 	struct sl_oneliner one = {0};
 	struct how how = {0};
 	int opt, rc, seccomp = -1; /* -1: as the program needs */
+	int said_q = 0, said_v = 0;
 
 	const char *quiet = getenv("SLUICE_QUIET");
 
@@ -467,10 +468,16 @@ int sl_cmd_run(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+c:vq", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
-		case 'q': how.quiet = 1; break;
-		case 'v': setenv("SLUICE_DEBUG", "1", 1); how.verbose = 1; break;
-		case 'S': seccomp = 1; break;
-		case 'N': seccomp = 0; break;
+		case 'q': how.quiet = said_q = 1; break;
+		case 'v': setenv("SLUICE_DEBUG", "1", 1); how.verbose = said_v = 1; break;
+		case 'S':
+		case 'N':
+			if (seccomp == (opt == 'S' ? 0 : 1)) {
+				fprintf(stderr, "sluice run: --seccomp and --no-seccomp: give one\n");
+				return SL_EXIT_USAGE;
+			}
+			seccomp = opt == 'S';
+			break;
 		default:
 			switch (sl_oneliner_opt(&one, opt, optarg)) {
 			case 1: break;
@@ -482,12 +489,18 @@ int sl_cmd_run(int argc, char **argv)
 	}
 	if (optind >= argc)
 		goto usage;
+	if (said_q && said_v) {
+		fprintf(stderr, "sluice run: -q says nothing and -v says every decision: give one\n");
+		return SL_EXIT_USAGE;
+	}
 	if (sl_oneliner_given(&one)) {
 		/* The limit from the command line, in a private config of its own. */
 		if (path) {
 			fprintf(stderr, "sluice run: -c and a one-liner (--match, --rate...) do not mix\n");
 			return SL_EXIT_USAGE;
 		}
+		if (sl_oneliner_check(&one, "sluice run") < 0)
+			return SL_EXIT_USAGE;
 		if (sl_oneliner_file(&one, oneliner, sizeof(oneliner)) < 0)
 			return SL_EXIT_FAIL;
 		path = oneliner;

@@ -144,7 +144,7 @@ int sl_cmd_segments(int argc, char **argv)
 		{"remove-unused", no_argument, NULL, 'r'}, {"remove", required_argument, NULL, 'R'}, {0}};
 	struct listing l = {0};
 	struct sl_config *cfg;
-	const char *path = NULL;
+	const char *path = NULL, *one = NULL;
 	char mine[108] = "", run[96];
 	int opt;
 
@@ -152,14 +152,23 @@ int sl_cmd_segments(int argc, char **argv)
 		switch (opt) {
 		case 'c': path = optarg; break;
 		case 'r': l.remove = 1; break;
-		case 'R': return remove_at(optarg, 0) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
+		case 'R': one = optarg; break;
 		default: fputs(SEGMENTS_USAGE, stderr); return SL_EXIT_USAGE;
 		}
 	}
 	if (optind < argc) {
+		fprintf(stderr, "sluice: segments takes no argument ('%s')\n", argv[optind]);
 		fputs(SEGMENTS_USAGE, stderr);
 		return SL_EXIT_USAGE;
 	}
+	/* Every flag given means something, or the command says which does not. */
+	if (one && (l.remove || path)) {
+		fprintf(stderr, "sluice: --remove SOCKET removes that one segment; %s means nothing with it\n",
+		        l.remove ? "--remove-unused" : "-c");
+		return SL_EXIT_USAGE;
+	}
+	if (one)
+		return remove_at(one, 0) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
 	l.now_s = (int64_t)time(NULL);
 	cfg = sl_cli_load(sl_cli_config_path(path));
 	if (cfg && sl_cli_segment_path(cfg, mine, sizeof(mine)) == 0)

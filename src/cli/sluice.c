@@ -67,7 +67,7 @@ static int usage(FILE *out, int status)
 {
 	for (size_t i = 0; i < SL_ARRAY_LEN(commands); i++)
 		say_command(out, &commands[i], i ? "       " : "usage: ");
-	fprintf(out, "       sluice --version\n"
+	fprintf(out, "       sluice --version | -V\n"
 	             "       sluice CMD --help\n"
 	             "FILE defaults to $SLUICE_CONFIG, then " SL_DEFAULT_CONFIG ".\n");
 	return status;
@@ -154,12 +154,12 @@ int sl_cmd_check(int argc, char **argv)
 	const char *path = NULL;
 	struct sl_oneliner one = {0};
 	struct sl_config *cfg;
-	int opt, redis = 0, rc = SL_EXIT_OK;
+	int opt, redis = 0, keys = 0, rc = SL_EXIT_OK;
 
 	while ((opt = getopt_long(argc, argv, "c:kr", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
-		case 'k': sl_config_list_keys(stdout); return SL_EXIT_OK;
+		case 'k': keys = 1; break;
 		case 'r': redis = 1; break;
 		default:
 			switch (sl_oneliner_opt(&one, opt, optarg)) {
@@ -170,25 +170,33 @@ int sl_cmd_check(int argc, char **argv)
 			break;
 		}
 	}
-	if (optind != argc)
-		return usage(stderr, SL_EXIT_USAGE);
+	if (optind != argc) {
+		fprintf(stderr, "sluice check: no argument is taken ('%s'): the config is -c FILE\n", argv[optind]);
+		return SL_EXIT_USAGE;
+	}
+	if (keys) {
+		if (path || redis || sl_oneliner_given(&one)) {
+			fprintf(stderr, "sluice check: --keys lists every key, of no config: give it alone\n");
+			return SL_EXIT_USAGE;
+		}
+		sl_config_list_keys(stdout);
+		return SL_EXIT_OK;
+	}
 	if (sl_oneliner_given(&one)) {
 		/* What `sluice run` would make of the same options: the section to paste
 		 * into a config, checked. */
 		static char text[4096];
 
-		if (path || sl_oneliner_section(&one, text, sizeof(text)) < 0)
-			return usage(stderr, SL_EXIT_USAGE);
-		if (!(cfg = calloc(1, sizeof(*cfg))))
-			return SL_EXIT_FAIL;
-		if (sl_config_load_string(cfg, "(command line)", text) != 0) {
-			sl_config_print_errors(cfg, stderr);
-			rc = SL_EXIT_USAGE;
-		} else {
-			fputs(text, stdout);
+		if (path || redis) {
+			fprintf(stderr, "sluice check: %s and a one-liner (--match, --rate...) do not mix\n",
+			        path ? "-c" : "--redis");
+			return SL_EXIT_USAGE;
 		}
-		sl_config_free(cfg);
-		free(cfg);
+		if (sl_oneliner_check(&one, "sluice check") < 0)
+			return SL_EXIT_USAGE;
+		if (sl_oneliner_section(&one, text, sizeof(text)) < 0)
+			return SL_EXIT_FAIL;
+		fputs(text, stdout);
 		return rc;
 	}
 	cfg = sl_cli_load(sl_cli_config_path(path));
@@ -284,7 +292,7 @@ int main(int argc, char **argv)
 		}
 		return commands[i].run(argc, argv);
 	}
-	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
 		printf("sluice %s\n", SL_VERSION);
 		return SL_EXIT_OK;
 	}

@@ -142,8 +142,15 @@ int sl_cmd_stat(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "c:js:t:p", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': path = optarg; break;
-		case 'j': mode = JSON; break;
-		case 'p': mode = PROMETHEUS; break;
+		case 'j':
+		case 'p':
+			/* One output at a time: the last flag silently winning hid the first. */
+			if (mode != TEXT && mode != (opt == 'j' ? JSON : PROMETHEUS)) {
+				fprintf(stderr, "sluice: --json and --prometheus are two outputs: give one\n");
+				return SL_EXIT_USAGE;
+			}
+			mode = opt == 'j' ? JSON : PROMETHEUS;
+			break;
 		case 's': seg_opt = optarg; break;
 		case 't':
 			top = (unsigned)strtoul(optarg, &end, 10);
@@ -156,6 +163,14 @@ int sl_cmd_stat(int argc, char **argv)
 			fprintf(stderr, "usage: sluice stat [-c FILE] [--segment SOCKET] [--json | --prometheus] [--top N]\n");
 			return SL_EXIT_USAGE;
 		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sluice: stat takes no argument ('%s'): the config is -c FILE\n", argv[optind]);
+		return SL_EXIT_USAGE;
+	}
+	if (seg_opt && path) {
+		fprintf(stderr, "sluice: -c and --segment both name what to show: give one\n");
+		return SL_EXIT_USAGE;
 	}
 	if (seg_opt)
 		return render_segment(seg_opt, mode, top, NULL);

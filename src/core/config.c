@@ -64,6 +64,8 @@ struct parse_state {
 	int header_line;
 	char section[SL_SECTION_NAME_MAX + 32];
 	struct raw_value raw[SL_KEY_COUNT];
+	unsigned char too_long[SL_KEY_COUNT]; /* given on a line too long to read: its
+	                                        * value is the fault, not its absence */
 	char *match_text; /* match's value with its continuation lines (malloc'd) */
 	size_t match_len, match_cap;
 	struct name_set names;
@@ -483,6 +485,10 @@ static void finish_section(struct parse_state *ps)
 
 		if (kd->global)
 			continue;
+		if (ps->too_long[k]) { /* said where it was read */
+			apply_default(cfg, kd, s);
+			continue;
+		}
 		if (!raw[k].line) {
 			char why[200];
 
@@ -526,7 +532,7 @@ static void finish_section(struct parse_state *ps)
 out:
 	ps->noverrides = 0;
 	for (int k = 0; k < SL_KEY_COUNT; k++)
-		ps->raw[k].line = 0;
+		ps->raw[k].line = ps->too_long[k] = 0;
 	ps->match_len = 0;
 	ps->in_section = ps->in_global = ps->skip = ps->had_key = 0;
 	ps->last_key = -1;
@@ -628,7 +634,16 @@ static int on_key(void *user, const char *section, const char *name, const char 
 
 	(void)section; /* the reader tracks sections itself, with their line numbers */
 	if (!ps->in_global && !ps->in_section) {
-		sl_config_error(cfg, ps->line, "'%s' is outside any section (put it under [sluice] or a limit section)", name);
+		/* Said of where this key goes, not of every place a key may. */
+		int global = find_key(name, 1) >= 0, limit = find_key(name, 0) >= 0;
+
+		if (global && !limit)
+			sl_config_error(cfg, ps->line, "'%s' is outside any section (it belongs in [sluice])", name);
+		else if (limit && !global)
+			sl_config_error(cfg, ps->line, "'%s' is outside any section (it belongs in a limit section: put a "
+			                "header such as [api] above it)", name);
+		else
+			sl_config_error(cfg, ps->line, "'%s' is outside any section (and is no key sluice knows)", name);
 		return 1;
 	}
 	if (ps->skip)
@@ -700,8 +715,27 @@ static void inspect_line(struct parse_state *ps, char *line, int num)
 
 	ps->line++;
 	if (len == (size_t)num - 1 && line[len - 1] != '\n') {
-		sl_config_error(ps->cfg, ps->line, "line longer than %d characters (continue match on an indented line)",
-		          num - 2);
+		char *eq = strchr(line, '=');
+		int k = -1;
+
+		/* The key the line gave counts as given - its value, not its absence, is
+		 * the fault ("[a] has no match" beside this was the only word once). */
+		if (eq && ps->in_section && !ps->skip) {
+			char name[64];
+			size_t n = 0;
+
+			for (const char *q = line; q < eq && n + 1 < sizeof(name); q++)
+				if (!isspace((unsigned char)*q))
+					name[n++] = *q;
+			name[n] = '\0';
+			if ((k = find_key(name, 0)) >= 0) {
+				ps->raw[k].line = ps->line;
+				ps->raw[k].text[0] = '\0';
+				ps->too_long[k] = 1;
+			}
+		}
+		sl_config_error(ps->cfg, ps->line, "line longer than %d characters%s", num - 2,
+		                k == SL_KEY_match || k < 0 ? " (a long match continues on indented lines)" : "");
 		line[0] = '\0';
 		ps->truncated = 1; /* the reader skips the rest of the physical line */
 		return;

@@ -30,7 +30,7 @@
 
 static void usage(FILE *out, int status)
 {
-	fprintf(out, "usage: sluiced [-c FILE] [-f] [-n] [-S DIR] | --version | --help\n"
+	fprintf(out, "usage: sluiced [-c FILE] [-f] [-n] [-S DIR] | -V | --version | --help\n"
 	             "  -c FILE  the config (default " SL_DEFAULT_CONFIG ")\n"
 	             "  -f       stay in the foreground, logging to stderr\n"
 	             "  -n       check the config and exit\n"
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
 	static struct sl_daemon d;
 	struct ev_loop *loop;
 
-	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+	if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
 		printf("sluiced %s\n", SL_VERSION);
 		return 0;
 	}

@@ -292,7 +292,8 @@ static void test_bad_inputs(void **state)
 		{"[a]\nmatch = *\nconcurrency = 0\n", "t.ini:3: concurrency:"},
 		{"[a]\nmatch = *\nrate = 1/s\nrate = 2/s\n", "t.ini:4: duplicate key 'rate' in [a] (first at line 3)"},
 		{"[a]\nmatch = *\nrate = 1/s\n[a]\nmatch=*\nrate=1/s\n", "t.ini:4: duplicate section [a] (first at line 1)"},
-		{"match = *\n", "t.ini:1: 'match' is outside any section"},
+		{"match = *\n", "t.ini:1: 'match' is outside any section (it belongs in a limit section"},
+		{"redis = 127.0.0.1:6379\n[a]\nmatch = *\nrate = 1/s\n", "t.ini:1: 'redis' is outside any section (it belongs in [sluice])"},
 		{"[a]\nmatch = *\nrate = 1/s\nfallback = open\n", "t.ini:4: 'fallback' belongs in [sluice], not in [a]"},
 		{"[sluice]\nfallback = maybe\n[a]\nmatch=*\nrate=1/s\n", "t.ini:2: bad fallback 'maybe' (want local | open | closed)"},
 		{"[sluice]\nshm_name = noslash\n[a]\nmatch=*\nrate=1/s\n", "t.ini:2: bad shm_name"},
@@ -342,6 +343,9 @@ static void test_too_long_line(void **state)
 	assert_int_equal(sl_config_load_string(cfg, "t.ini", text), -EINVAL);
 	assert_true(has_error("t.ini:2: line longer than"));
 	assert_true(has_error("t.ini:4: bad mode")); /* line numbers stay right after it */
+	/* The match given on the long line is not also missing. */
+	assert_false(has_error("has no match"));
+	assert_int_equal(cfg->nerrors, 2);
 }
 
 static void test_every_error_reported(void **state)
