@@ -19,10 +19,10 @@
 
 static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
 
-/* A request is whole at its blank line; what came before it on this connection
- * is not kept (the clients here send their request in one write, and a request
- * cut across reads is answered at its end all the same, since each read is
- * searched and the connection is answered once). */
+/* A request is whole at its blank line, looked for in each read alone: nothing
+ * is kept between reads, so a request whose blank line is cut across two reads
+ * is never answered.  The bench's clients write each request whole, in one
+ * segment on loopback; this server is for them only. */
 static void serve(int ep, int fd)
 {
 	char buf[4096];
