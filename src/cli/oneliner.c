@@ -14,9 +14,6 @@
 
 static const char *const keys[] = {"match", "rate", "meter", "per", "max_wait", "concurrency", "strategy",
                                    "burst", "tolerance"};
-static const char *const flags[] = {"--match", "--rate", "--meter", "--per", "--max-wait", "--concurrency",
-                                    "--strategy", "--burst", "--tolerance"};
-_Static_assert(sizeof(keys) == sizeof(flags), "a flag for every key");
 
 int sl_oneliner_opt(struct sl_oneliner *o, int opt, const char *arg)
 {
@@ -51,6 +48,17 @@ int sl_oneliner_section(const struct sl_oneliner *o, char *buf, size_t size)
 	return used < size ? 0 : -1;
 }
 
+/* Option i's flag, as SL_ONELINER_OPTIONS spells it: its key, '-' for '_'. */
+static const char *flag_of(size_t i, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	for (const char *k = keys[i]; *k && n + 1 < size; k++)
+		buf[n++] = *k == '_' ? '-' : *k;
+	buf[n] = '\0';
+	return buf;
+}
+
 /* The flag whose value is on line `line` of the section sl_oneliner_section
  * makes (line 1 is its header, then one line for each option given, in keys[]
  * order); -1 for the header. */
@@ -79,7 +87,7 @@ int sl_oneliner_check(const struct sl_oneliner *o, const char *who)
 	if (sl_config_load_string(cfg, name, text) != 0) {
 		for (unsigned i = 0; i < cfg->nerrors && i < SL_CONFIG_MAX_ERRORS; i++) {
 			const char *e = cfg->errors[i], *msg = e;
-			char *end;
+			char *end, flag[32];
 			long line = 0;
 			int f;
 
@@ -91,7 +99,7 @@ int sl_oneliner_check(const struct sl_oneliner *o, const char *who)
 			}
 			f = flag_of_line(o, line);
 			if (f >= 0)
-				fprintf(stderr, "%s: %s %s: %s\n", who, flags[f], o->value[f], msg);
+				fprintf(stderr, "%s: --%s %s: %s\n", who, flag_of((size_t)f, flag, sizeof(flag)), o->value[f], msg);
 			else if (strstr(msg, "[cli] has no match"))
 				fprintf(stderr, "%s: the one-liner needs --match HOST[:PORT]: which destinations does it limit?\n",
 				        who);
