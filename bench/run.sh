@@ -735,7 +735,7 @@ done
 # clients unshaped (SHAPER=none), for each demand shape (issue: a fleet that
 # delivers what it is given).
 echo "   side by side: sluice, a per-request Redis GCRA, unshaped"
-for run in "50 15 single" "50 15 moving" "200 15 moving"; do
+for run in "50 15 single" "50 15 moving" "200 15 single" "200 15 moving"; do
 	set -- $run
 	for shaper in sluice redis-gcra none; do
 		echo "   $1 machines, $3 demand, $shaper:"

@@ -20,12 +20,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <syslog.h>
 #include <unistd.h>
 
 static void usage(FILE *out, int status)
@@ -79,18 +81,27 @@ static void detach(void)
 }
 
 /* The detached daemon serves: its output goes to syslog from now on, and the
- * parent waiting in detach() exits 0. */
+ * parent waiting in detach() exits 0.  With nothing listening on syslog's socket
+ * every line would be lost without a word: it says so on the stderr it was
+ * started with, and keeps logging there (a pipe's reader gone is then EPIPE, not
+ * a SIGPIPE that ends the daemon). */
 static void detached_ready(int log_level)
 {
-	int fd = open("/dev/null", O_RDWR);
+	int fd, to_syslog = sl_log_syslog_reachable();
 
+	if (!to_syslog) {
+		sl_log_warnx("no syslog at %s: logging to this stderr (under a supervisor, run it with -f)", _PATH_LOG);
+		signal(SIGPIPE, SIG_IGN);
+	}
+	fd = open("/dev/null", O_RDWR);
 	if (fd >= 0) {
 		dup2(fd, 1);
-		dup2(fd, 2);
+		if (to_syslog)
+			dup2(fd, 2);
 		if (fd > 2)
 			close(fd);
 	}
-	sl_log_init("sluiced", 0, log_level);
+	sl_log_init("sluiced", !to_syslog, log_level);
 	if (write(ready_fd, "1", 1) != 1)
 		sl_log_warn("could not tell the parent it is ready");
 	close(ready_fd);
