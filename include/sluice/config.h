@@ -132,6 +132,9 @@ const char *sl_fallback_name(int fallback);
 
 /* Print every key with its default and meaning (`sluice check --keys`). */
 void sl_config_list_keys(FILE *out);
+/* The [sluice] keys that differ between `was` and `now` and take effect only at
+ * a restart (config_keys.def), as "a, b" into buf; returns how many. */
+size_t sl_config_restart_keys(const struct sl_global *was, const struct sl_global *now, char *buf, size_t size);
 
 /* Parse a `per` value into s->per and its prefixes.  0, or -1 with a reason. */
 int sl_parse_per(const char *text, struct sl_spec *s, char *err, size_t errlen);

@@ -48,7 +48,7 @@ enum sl_key_type {
 
 /* Key indices: SL_KEY_<name>, in the order of config_keys.def. */
 enum sl_key_id {
-#define SL_GLOBAL(name, type, field, max, def, help) SL_KEY_##name,
+#define SL_GLOBAL(name, type, field, max, def, reload, help) SL_KEY_##name,
 #define SL_LIMIT(name, type, field, max, def, doc, flags, strats, meters, needs, why, help) SL_KEY_##name,
 #include "sluice/config_keys.def"
 #undef SL_GLOBAL
@@ -58,6 +58,17 @@ enum sl_key_id {
 
 #define SL_NEEDS(key) SL_KEY_##key
 #define SL_NEEDS_NONE (-1)
+
+/* What a reload does with a changed [sluice] key. */
+enum sl_at_reload {
+	SL_RELOAD_APPLIED, /* takes effect at the reload */
+	SL_RELOAD_RESTART, /* kept as it was until sluiced restarts (the daemon says so) */
+	SL_RELOAD_GROWS,   /* a segment size: larger makes a new segment at the reload,
+	                    * smaller waits for a restart */
+};
+
+/* The words docs/config.md and `sluice check --keys` use for each. */
+const char *sl_at_reload_name(enum sl_at_reload r);
 
 struct sl_key_def {
 	const char *name;
@@ -72,6 +83,7 @@ struct sl_key_def {
 	int needs;             /* the key that must be given with it, or SL_NEEDS_NONE */
 	const char *why;       /* reason added to its errors, or NULL */
 	const char *help;
+	enum sl_at_reload at_reload; /* [sluice] keys; limit keys are always applied */
 };
 
 extern const struct sl_key_def sl_keys[SL_KEY_COUNT];

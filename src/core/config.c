@@ -22,12 +22,12 @@
 #define FIELD_OF(type, field) (uint16_t)offsetof(type, field), (uint16_t)sizeof(((type *)0)->field)
 const struct sl_key_def sl_keys[SL_KEY_COUNT] = {
 /* A global with no default is unset unless given: "none" says so in --keys. */
-#define SL_GLOBAL(name, type, field, max, def, help) \
+#define SL_GLOBAL(name, type, field, max, def, reload, help) \
 	[SL_KEY_##name] = {#name, 1, type, FIELD_OF(struct sl_global, field), max, def, (def) ? NULL : "none", 0, \
-	                   SL_FOR_ANY, SL_FOR_ANY, SL_NEEDS_NONE, NULL, help},
+	                   SL_FOR_ANY, SL_FOR_ANY, SL_NEEDS_NONE, NULL, help, reload},
 #define SL_LIMIT(name, type, field, max, def, doc, flags, strats, meters, needs, why, help) \
 	[SL_KEY_##name] = {#name, 0, type, FIELD_OF(struct sl_spec, field), max, def, doc, flags, \
-	                   strats, meters, needs, why, help},
+	                   strats, meters, needs, why, help, SL_RELOAD_APPLIED},
 #include "sluice/config_keys.def"
 #undef SL_GLOBAL
 #undef SL_LIMIT

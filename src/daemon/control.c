@@ -149,9 +149,12 @@ static void handle(struct sl_daemon *d, int fd, char *cmd, char **out, size_t *o
 			size_t errlen = 0;
 			FILE *ef = open_memstream(&errs, &errlen);
 
-			if (ef && sl_daemon_reload(d, ef) == 0)
-				fprintf(f, "ok generation %llu\n", (unsigned long long)d->shm.hdr->generation);
-			else if (ef) {
+			if (ef && sl_daemon_reload(d, ef) == 0) {
+				/* What the reload could not apply follows, one line each. */
+				fclose(ef);
+				ef = NULL;
+				fprintf(f, "ok generation %llu\n%s", (unsigned long long)d->shm.hdr->generation, errs ? errs : "");
+			} else if (ef) {
 				fclose(ef);
 				ef = NULL;
 				fprintf(f, "error: reload refused, previous configuration kept\n%s", errs ? errs : "");

@@ -676,11 +676,18 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 		rc = -EINVAL;
 		goto out;
 	}
-	if (strcmp(next->global.shm_name, d->cfg->global.shm_name) != 0)
-		sl_log_warnx("shm_name changed to %s: takes effect at restart", next->global.shm_name);
-	if (strcmp(next->global.state_dir, d->cfg->global.state_dir) != 0)
-		sl_log_warnx("state_dir changed: takes effect at restart (quotas stay in %s)",
-		             d->quota_dir[0] ? d->quota_dir : "none");
+	{
+		/* Keys only a restart applies (config_keys.def): said to the log and to
+		 * whoever asked, the rest of the config applied. */
+		char names[256];
+		size_t n = sl_config_restart_keys(&d->cfg->global, &next->global, names, sizeof(names));
+
+		if (n) {
+			sl_log_warnx("%s changed: %s effect when sluiced restarts", names, n > 1 ? "they take" : "takes");
+			if (errors)
+				fprintf(errors, "needs a restart: %s (the rest is applied)\n", names);
+		}
+	}
 	sl_quotas_mark(next, d->quota_dir);
 	if (!room_for(d, next)) {
 		/* More room than the segment has: a larger one takes over from it, the
@@ -717,6 +724,14 @@ int sl_daemon_reload(struct sl_daemon *d, FILE *errors)
 		d->cfg = next;
 		if ((rc = sl_fleet_reload(d, old)) < 0)
 			sl_log_warnx("reloaded, but the fleet's limits cannot be shared: %s", strerror(-rc));
+		{
+			char want[sizeof(next->global.metrics)];
+
+			snprintf(want, sizeof(want), "%s", next->global.metrics);
+			if ((rc = sl_metrics_reload(d, old->global.metrics)) < 0 && errors)
+				fprintf(errors, "metrics %s: cannot listen (%s): still served where they were\n", want,
+				        strerror(-rc));
+		}
 		sl_config_free(old);
 		free(old);
 	}

@@ -202,6 +202,46 @@ int sl_metrics_start(struct sl_daemon *d)
 	return 0;
 }
 
+int sl_metrics_reload(struct sl_daemon *d, const char *was)
+{
+	char *now = d->cfg->global.metrics;
+	struct sl_metrics *old = d->metrics, *fresh;
+	int rc;
+
+	if (strcmp(was, now) == 0)
+		return 0;
+	/* The new listener first, so that one that cannot be had leaves the old
+	 * serving; if the old holds the port it wants (the same port on another
+	 * address), the old goes first and comes back should the new fail. */
+	d->metrics = NULL;
+	if ((rc = sl_metrics_start(d)) == -EADDRINUSE && old) {
+		d->metrics = old;
+		sl_metrics_stop(d);
+		old = NULL;
+		rc = sl_metrics_start(d);
+	}
+	if (rc < 0) {
+		/* The config says where metrics are served: where they still are. */
+		char want[sizeof(d->cfg->global.metrics)];
+
+		snprintf(want, sizeof(want), "%s", now);
+		snprintf(now, sizeof(d->cfg->global.metrics), "%s", was);
+		if (!old)
+			sl_metrics_start(d);
+		else
+			d->metrics = old;
+		sl_log_warnx("metrics %s: cannot listen: still served at %s", want, was[0] ? was : "none");
+		return rc;
+	}
+	fresh = d->metrics;
+	d->metrics = old;
+	sl_metrics_stop(d);
+	d->metrics = fresh;
+	if (!fresh)
+		sl_log_info("metrics: no longer served (metrics = none)");
+	return 0;
+}
+
 void sl_metrics_stop(struct sl_daemon *d)
 {
 	struct sl_metrics *m = d->metrics;

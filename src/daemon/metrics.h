@@ -12,5 +12,8 @@
  * cannot use, or -errno. */
 int sl_metrics_start(struct sl_daemon *d);
 void sl_metrics_stop(struct sl_daemon *d);
+/* After a reload: serve metrics where d->cfg says now, `was` the address before
+ * (none: ""), the old listener kept when the new cannot be had (-errno). */
+int sl_metrics_reload(struct sl_daemon *d, const char *was);
 
 #endif

@@ -142,6 +142,32 @@ static void applies_to(const struct sl_key_def *k, char *buf, size_t size)
 		         sl_keys[k->needs].name);
 }
 
+const char *sl_at_reload_name(enum sl_at_reload r)
+{
+	return r == SL_RELOAD_RESTART ? "at restart" : r == SL_RELOAD_GROWS ? "larger at once, smaller at restart"
+	                                                                     : "applied";
+}
+
+size_t sl_config_restart_keys(const struct sl_global *was, const struct sl_global *now, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int k = 0; k < SL_KEY_COUNT; k++) {
+		char a[SL_PATH_MAX + 64], b[SL_PATH_MAX + 64];
+
+		if (!sl_keys[k].global || sl_keys[k].at_reload != SL_RELOAD_RESTART)
+			continue;
+		format_value(&sl_keys[k], was, a, sizeof(a));
+		format_value(&sl_keys[k], now, b, sizeof(b));
+		if (strcmp(a, b) != 0) {
+			snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", n ? ", " : "", sl_keys[k].name);
+			n++;
+		}
+	}
+	return n;
+}
+
 void sl_config_list_keys(FILE *out)
 {
 	int w = name_width(0);
@@ -151,6 +177,8 @@ void sl_config_list_keys(FILE *out)
 		char where[160];
 
 		applies_to(kd, where, sizeof(where));
+		if (kd->global)
+			snprintf(where, sizeof(where), "at reload: %s", sl_at_reload_name(kd->at_reload));
 		fprintf(out, "%-9s %-*s default %-28s %s%s%s%s\n", kd->global ? "[sluice]" : "[limit]", w,
 		        kd->name, kd->def ? kd->def : kd->def_doc ? kd->def_doc : "-", kd->help,
 		        where[0] ? " (" : "", where, where[0] ? ")" : "");

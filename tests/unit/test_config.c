@@ -521,6 +521,31 @@ static void test_every_key_documented(void **state)
 	}
 }
 
+/* docs/config.md's "At reload" table says of every [sluice] key what the key
+ * table does (the daemon names the restart keys from it). */
+static void test_reload_table_documented(void **state)
+{
+	static char text[1 << 20];
+	FILE *in = fopen("docs/config.md", "r");
+	size_t n;
+
+	(void)state;
+	if (!in)
+		fail_msg("cannot read docs/config.md (run the unit tests from the repository's top)");
+	n = fread(text, 1, sizeof(text) - 1, in);
+	fclose(in);
+	text[n] = '\0';
+	for (int k = 0; k < SL_KEY_COUNT; k++) {
+		char row[128];
+
+		if (!sl_keys[k].global)
+			continue;
+		snprintf(row, sizeof(row), "| `%s` | %s", sl_keys[k].name, sl_at_reload_name(sl_keys[k].at_reload));
+		if (!strstr(text, row))
+			fail_msg("docs/config.md's At reload table has no row \"%s\"", row);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_no_sections),
 		cmocka_unit_test(test_every_kind_round_trips),
 		cmocka_unit_test(test_every_key_documented),
+		cmocka_unit_test(test_reload_table_documented),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
