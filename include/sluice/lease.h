@@ -158,14 +158,4 @@ struct sl_grant {
  * the section's waiters). */
 int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now);
 
-/* Under the segment lock: slots k[0..n) of the fleet's grid, claimed for this
- * machine through Redis (fleet.c; docs/design.md, "Claims"), join the lease's
- * claims; those already past are dropped.  Returns how many it holds. */
-int sl_lease_claims_add(struct sl_state *st, const int64_t *k, uint32_t n, int64_t now);
-
-/* Under the segment lock: how many looks found no slot of this machine's ahead
- * since the last call (the claims to ask for), and start counting again; the
- * callers that asked ask no more until claims come or CLAIM_PENDING_NS passes. */
-uint32_t sl_lease_claims_wanted(struct sl_state *st, int64_t now);
-
 #endif

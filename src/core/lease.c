@@ -40,67 +40,9 @@ static const struct sl_grid *grid_of(const struct sl_state *st, int64_t now)
 {
 	const struct sl_lease *l = lease_of(st);
 
-	/* A grid item's lease places its slots with an interval and an origin even
-	 * when it holds no rank (its claims are placed on them): such a lease never
-	 * falls back to a GCRA at its share. */
-	if (!(l->flags & SL_LEASE_RATE) || now >= l->valid_ns || l->grid.interval_ns <= 0)
+	if (!(l->flags & SL_LEASE_RATE) || !l->amount || now >= l->valid_ns || !sl_grid_usable(&l->grid))
 		return NULL;
 	return &l->grid;
-}
-
-/* Where claimed slot k starts on this machine's clock (INT64_MAX out of range). */
-static int64_t claim_start(const struct sl_grid *g, int64_t k)
-{
-	__int128 t = (__int128)g->origin_ns + (__int128)k * g->interval_ns;
-
-	return k < 0 || t > SL_SANE_NS ? INT64_MAX : (int64_t)t;
-}
-
-/* The start of this machine's first own slot at or after t: one of its ranks'
- * (sl_grid_next) or one it claimed; INT64_MAX for none. */
-static int64_t own_next(const struct sl_state *st, const struct sl_grid *g, int64_t t)
-{
-	const struct sl_lease *l = lease_of(st);
-	int64_t at = sl_grid_next(g, t);
-	uint32_t n = SL_MIN(l->nclaims, (uint32_t)SL_LEASE_CLAIMS);
-
-	for (uint32_t i = 0; i < n; i++) {
-		int64_t c = claim_start(g, l->claim_k[i]);
-
-		if (c >= t && c < at)
-			at = c;
-	}
-	return at;
-}
-
-/* A lease served by claims (SL_LEASE_CLAIMING): a caller that finds no own slot
- * ahead at all is counted in claims_wanted and looks again this soon, so that
- * it sees its claim before the claim starts (the daemon claims at least
- * CLAIM_LEAD_NS ahead: fleet.c). */
-#define CLAIM_LOOK_NS (20 * 1000000LL)
-#define CLAIM_PENDING_NS (100 * 1000000LL) /* an ask unanswered this long is lost */
-
-/* The caller's next look on grid g at `now`, own slot `at`: on a lease served by
- * claims with no own slot ahead, a claim is asked for and the caller looks again
- * shortly.  One with a slot ahead, however far (the fleet's queue), asks for
- * nothing: a claim asked for then would only queue behind it, and callers
- * asking at every look while they waited sent 50 machines' claims minutes
- * ahead. */
-static int64_t claim_or(struct sl_state *st, int64_t at, int64_t now)
-{
-	struct sl_lease *l = lease_of(st);
-
-	if (!(l->flags & SL_LEASE_CLAIMING) || at != INT64_MAX)
-		return at;
-	/* While the daemon's call for what was asked is out (asked since the last
-	 * claims came, lately), this caller's want is in it: asked again, a busy
-	 * machine's answers coming after the next look claimed each slot two or
-	 * three times, and the spares went unused. */
-	if (!(l->claims_asked_ns > l->claims_got_ns && now - l->claims_asked_ns < CLAIM_PENDING_NS) &&
-	    l->claims_look_ns != now && l->claims_wanted < 1024)
-		l->claims_wanted++;
-	l->claims_look_ns = now;
-	return now + CLAIM_LOOK_NS;
 }
 
 /* Past the slot starting at `slot` on g: where a queue's schedule or its release
@@ -127,7 +69,7 @@ static int64_t grid_gap(const struct sl_grid *g)
  * not yet used (rel_tat) that started at most an interval before now. */
 static int64_t grid_release_slot(const struct sl_grid *g, const struct sl_state *st, int64_t now)
 {
-	return own_next(st, g, SL_MAX(sl_sane_ns(st->rel_tat_ns), now - g->interval_ns + 1));
+	return sl_grid_next(g, SL_MAX(sl_sane_ns(st->rel_tat_ns), now - g->interval_ns + 1));
 }
 
 /* A rate state with no usable share: counted (the daemon's measure of a demand
@@ -183,13 +125,13 @@ int64_t sl_limit_slot(const struct sl_spec *s, struct sl_state *st, int64_t now,
 		return sl_strategy_slot(s, st, now, cost, wall_off);
 	if (is_window(s))
 		return chunk_has(st, now, lease_of(st)->sched_used, cost) ? now : chunk_next(st, now);
+	if (!(r = rate_spec(s, st, &tmp, now)))
+		return missed(st, now);
 	if ((g = grid_of(st, now))) {
-		int64_t at = claim_or(st, own_next(st, g, SL_MAX(sl_sane_ns(st->tat_ns), now)), now);
+		int64_t at = sl_grid_next(g, SL_MAX(sl_sane_ns(st->tat_ns), now));
 
 		return at == INT64_MAX ? missed(st, now) : at;
 	}
-	if (!(r = rate_spec(s, st, &tmp, now)))
-		return missed(st, now);
 	return sl_strategy_slot(r, st, now, cost, wall_off);
 }
 
@@ -216,13 +158,10 @@ void sl_limit_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, u
 		}
 		return;
 	}
-	if ((g = grid_of(st, at))) {
-		/* Only an own slot is taken: a look again (claim_or) reserves nothing. */
-		if (own_next(st, g, at) == at)
-			st->tat_ns = SL_MAX(sl_sane_ns(st->tat_ns), grid_past(g, at));
-	} else if ((r = rate_spec(s, st, &tmp, at))) {
+	if ((g = grid_of(st, at)))
+		st->tat_ns = SL_MAX(sl_sane_ns(st->tat_ns), grid_past(g, at));
+	else if ((r = rate_spec(s, st, &tmp, at)))
 		sl_strategy_charge(r, st, at, cost, wall_off, undo);
-	}
 }
 
 void sl_limit_undo(const struct sl_spec *s, struct sl_state *st, const struct sl_undo *undo)
@@ -253,11 +192,11 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 		return sl_strategy_release_at(s, st, now, cost, wall_off);
 	if (is_window(s))
 		return chunk_has(st, now, lease_of(st)->rel_used, cost) ? now : chunk_next(st, now);
-	if ((g = grid_of(st, now))) {
-		if ((at = claim_or(st, grid_release_slot(g, st, now), now)) == INT64_MAX)
-			return missed(st, now);
-	} else if (!(r = rate_spec(s, st, &tmp, now))) {
+	if (!(r = rate_spec(s, st, &tmp, now)))
 		return missed(st, now);
+	if ((g = grid_of(st, now))) {
+		if ((at = grid_release_slot(g, st, now)) == INT64_MAX)
+			return missed(st, now);
 	} else {
 		at = sl_strategy_release_at(r, st, now, cost, wall_off);
 	}
@@ -333,12 +272,12 @@ int64_t sl_limit_moved_tat(const struct sl_spec *s, const struct sl_state *st, i
 	const struct sl_spec *r = s;
 	int64_t next, inc;
 
-	/* On the grid a release that went on to `to` used its slot all that time:
-	 * this machine's slots that started meanwhile are not used either. */
-	if (s->amount != 0 && sl_limit_fleet(s) && grid_of(st, to))
-		return SL_MAX(sl_sane_ns(rel_tat), to + 1);
 	if (s->amount == 0 || (sl_limit_fleet(s) && !(r = rate_spec(s, st, &tmp, to))))
 		return rel_tat;
+	/* On the grid a release that went on to `to` used its slot all that time:
+	 * this machine's slots that started meanwhile are not used either. */
+	if (sl_limit_fleet(s) && grid_of(st, to))
+		return SL_MAX(sl_sane_ns(rel_tat), to + 1);
 	/* rel_tat holds this release charged at its check: charged again at `to`,
 	 * when it was made, from the slot it was charged for (rel_tat less its
 	 * increment), as a late release is (sl_gcra_charge_late: with tolerance 0,
@@ -470,7 +409,7 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		 * slots at each of the small changes a busy fleet's shares go through,
 		 * and a slot nobody waits for is lost (3% of the busy machines' shares). */
 		if ((l->flags & SL_LEASE_RATE) && l->amount && l->window_ns > 0 && g->amount && g->window_ns > 0 &&
-		    g->grid.interval_ns <= 0 && l->grid.interval_ns <= 0) {
+		    !sl_grid_usable(&g->grid)) {
 			struct sl_spec a = {.amount = l->amount, .window_ns = l->window_ns};
 			struct sl_spec b = {.amount = g->amount, .window_ns = g->window_ns};
 			int64_t from = sl_gcra_increment(&a, 1), to = sl_gcra_increment(&b, 1);
@@ -499,8 +438,6 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		l->places = g->places;
 	}
 	l->flags = (l->flags & (SL_LEASE_RATE | SL_LEASE_CHUNK | SL_LEASE_PLACES)) | g->flags;
-	if (!(g->flags & SL_LEASE_CLAIMING))
-		l->flags &= ~SL_LEASE_CLAIMING;
 	if (g->machines)
 		l->machines = g->machines;
 	l->valid_ns = g->valid_ns;
@@ -508,49 +445,4 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		l->flags &= ~SL_LEASE_OUTAGE;
 	l->granted_ns = now;
 	return more;
-}
-
-int sl_lease_claims_add(struct sl_state *st, const int64_t *k, uint32_t n, int64_t now)
-{
-	struct sl_lease *l = lease_of(st);
-	const struct sl_grid *g = &l->grid;
-	int64_t keep[SL_LEASE_CLAIMS + 64];
-	uint32_t m = 0, had = SL_MIN(l->nclaims, (uint32_t)SL_LEASE_CLAIMS);
-
-	if (g->interval_ns <= 0)
-		return 0;
-	/* Those still to start or started less than an interval ago, then the new
-	 * ones after the last kept (Redis hands them out in order, once each). */
-	for (uint32_t i = 0; i < had; i++) {
-		int64_t c = claim_start(g, l->claim_k[i]);
-
-		if (c != INT64_MAX && c > now - g->interval_ns)
-			keep[m++] = l->claim_k[i];
-	}
-	for (uint32_t i = 0; i < n && i < 64; i++) {
-		int64_t c = claim_start(g, k[i]);
-
-		if (c != INT64_MAX && c > now - g->interval_ns && (m == 0 || k[i] > keep[m - 1]))
-			keep[m++] = k[i];
-	}
-	/* Full: the oldest go (a claim is an instant, not a debt). */
-	if (m > SL_LEASE_CLAIMS) {
-		memmove(keep, keep + (m - SL_LEASE_CLAIMS), SL_LEASE_CLAIMS * sizeof(keep[0]));
-		m = SL_LEASE_CLAIMS;
-	}
-	memcpy(l->claim_k, keep, m * sizeof(keep[0]));
-	l->nclaims = m;
-	l->claims_got_ns = now;
-	return (int)m;
-}
-
-uint32_t sl_lease_claims_wanted(struct sl_state *st, int64_t now)
-{
-	struct sl_lease *l = lease_of(st);
-	uint32_t w = SL_MIN(l->claims_wanted, 1024u);
-
-	l->claims_wanted = 0;
-	if (w)
-		l->claims_asked_ns = now;
-	return w;
 }

@@ -91,9 +91,6 @@ struct fleet {
 	struct sl_fleet_conf conf; /* where Redis is, who we are to it, the periods */
 	ev_timer tick, retry;
 	ev_timer watch;        /* between rounds: callers newly held for want of share */
-	ev_timer claims;       /* callers on items served by claims asking for slots */
-	int64_t claims_busy_ns; /* when claims were last asked for: looked for often
-	                        * while recent, seldom after */
 	int64_t backoff_ns;
 	int in_flight;
 	uint64_t call;         /* numbers each call, so a stale answer is known */
@@ -644,8 +641,8 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 		const long long *e = vals + SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT * j;
 		struct sl_grant g;
 
-		sl_log_debug("fleet %s: demand %" PRIu64 " held %" PRIu64 " granted %lld (%lld machines)%s", it->key,
-		             it->demand, it->held, e[0], e[1], it->claims ? ", by claims" : "");
+		sl_log_debug("fleet %s: demand %" PRIu64 " held %" PRIu64 " granted %lld (%lld machines)", it->key,
+		             it->demand, it->held, e[0], e[1]);
 		/* Usable for one lease time from when the call left: Redis counts it from
 		 * when the call came, which is later. */
 		if (sl_fleet_answer(it, e, rnow, rtt, now, f->sent_ns + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS,
@@ -865,8 +862,8 @@ static void send_round(struct fleet *f)
 	for (size_t j = 0; j < n; j++) {
 		/* SL_FLEET_FIELDS_IN + 1 values each: kind and what follows */
 		const struct sl_fleet_item *it = &f->items[j];
-		static const char *const kinds[] = {"r", "c", "f", "s", "l", "g", "q"};
-		const char *kind = it->kind == 'r' ? kinds[it->grid ? (it->claims ? 6 : 5) : 0] : it->kind == 'c' ? kinds[1]
+		static const char *const kinds[] = {"r", "c", "f", "s", "l", "g"};
+		const char *kind = it->kind == 'r' ? kinds[it->grid ? 5 : 0] : it->kind == 'c' ? kinds[1]
 		                 : it->kind == 'f' ? kinds[2] : it->kind == 's' ? kinds[3] : kinds[4];
 
 		ARG(kind);
@@ -942,158 +939,6 @@ static void on_watch(struct ev_loop *loop, ev_timer *w, int revents)
 		}
 		return;
 	}
-}
-
-/* --- claims: one slot a request, for items served by claims --- */
-
-/* How far ahead of Redis's clock a claimed slot starts, at least: a caller that
- * asked looks again within 20 ms (lease.c, CLAIM_LOOK_NS) and must find its
- * claim before it starts; this daemon looks for callers that asked every
- * CLAIMS_BUSY_S; the answer takes a round trip more. */
-#define CLAIM_LEAD_NS (25 * SL_NS_PER_MS)
-#define CLAIMS_BUSY_S 0.01  /* the look while claims were asked for in the last second */
-#define CLAIMS_IDLE_S 0.05  /* and otherwise */
-#define CLAIMS_MAX 16       /* slots one call claims at most */
-
-struct claim_call {
-	struct fleet *f;
-	struct sl_fleet_item it; /* the item as collected: its state is found again */
-	uint32_t asked;
-	int64_t interval;        /* the grid's, when asked */
-};
-
-static void on_claims(redisAsyncContext *ac, void *reply, void *priv)
-{
-	struct claim_call *c = priv;
-	struct fleet *f = ac->data;
-	redisReply *r = reply;
-	struct sl_fleet_memo *m = f ? memo_find(f, c->it.key) : NULL;
-	int64_t k[CLAIMS_MAX], now = sl_clock_mono_ns();
-	uint32_t n = 0;
-
-	if (m)
-		m->claim_pending = 0;
-	if (!f || !r || r->type != REDIS_REPLY_ARRAY || r->elements < SL_FLEET_HEAD_OUT) {
-		free(c);
-		return;
-	}
-	/* Each a slot number, ascending, ahead of Redis's clock: anything else (a
-	 * server that is not the script's) is not used. */
-	for (size_t i = SL_FLEET_HEAD_OUT; i < r->elements && n < CLAIMS_MAX; i++) {
-		if (r->element[i]->type != REDIS_REPLY_INTEGER || r->element[i]->integer < 0 ||
-		    (n && r->element[i]->integer <= k[n - 1])) {
-			free(c);
-			return;
-		}
-		k[n++] = r->element[i]->integer;
-	}
-	if (m) {
-		/* Fewer than asked: no free rank within a round for the rest - its part
-		 * must grow.  None at all: asking again before a round has passed would
-		 * only be refused again (fifty single-caller machines called 10 times
-		 * a second each). */
-		if (n < c->asked)
-			m->claims_short += c->asked - n;
-		if (!n)
-			m->claims_quiet_until = now + f->conf.refresh_ns;
-		/* Given, but further ahead than the lead and two of the machine's own
-		 * slots at its part: its callers queue behind the free ranks its part
-		 * leaves - a machine stepping up beside two holding ranks sat at 21-24/s
-		 * of its 33, its part read from that flow.  (Any claim a while ahead
-		 * counted so made the light machine beside two busy ones ask too much:
-		 * 90% of the fleet's rate.) */
-		else if (f->have_origin && c->it.held &&
-		         f->grid_origin + (__int128)k[0] * c->interval - now >
-		                 CLAIM_LEAD_NS + f->rtt_ms * SL_NS_PER_MS +
-		                         2 * (__int128)c->it.window_ns * SL_FLEET_SCALE / (__int128)c->it.held)
-			m->claims_short++;
-	}
-	if (n && sl_shm_lock(f->d->shm.hdr, f->d->shm.self, SL_NS_PER_S) == 0) {
-		struct sl_state *st = item_state(f, &c->it);
-
-		if (st) {
-			const struct sl_grid *g = &sl_state_more(st)->lease.grid;
-			int held = sl_lease_claims_add(st, k, n, now);
-
-			sl_log_debug("fleet %s: %u claims came, the first %.1f ms ahead, %d held", c->it.key, n,
-			             (double)(g->origin_ns + (__int128)k[0] * g->interval_ns - now) / 1e6, held);
-		}
-		sl_shm_unlock(f->d->shm.hdr, f->d->shm.self);
-	}
-	free(c);
-}
-
-/* Claim slots for the callers that asked since the last look, one call an item,
- * one call in flight for each. */
-static void on_claims_look(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct fleet *f = w->data;
-	struct sl_shm_header *h = f->d->shm.hdr;
-	int64_t now = sl_clock_mono_ns();
-
-	(void)loop;
-	(void)revents;
-	if (!f->ready || !f->ac)
-		return;
-	for (size_t j = 0; j < f->nitems; j++) {
-		const struct sl_fleet_item *it = &f->items[j];
-		struct sl_fleet_memo *m;
-		struct sl_state *st;
-		uint32_t want = 0;
-		int64_t interval = 0;
-		struct claim_call *c;
-		char iv[24], n[16], lead[24], ttl[24], *argv[15];
-		size_t lens[15];
-		char gkey[SL_FLEET_KEY_MAX + 8], ckey[SL_FLEET_KEY_MAX + 16], cur[SL_FLEET_KEY_MAX + 8];
-
-		if (it->kind != 'r' || !it->grid || !it->claims || !(m = memo_find(f, it->key)) || m->claim_pending ||
-		    now < m->claims_quiet_until)
-			continue;
-		if (sl_shm_lock(h, f->d->shm.self, SL_NS_PER_S) < 0)
-			return;
-		if ((st = item_state(f, it))) {
-			const struct sl_lease *l = &sl_state_more(st)->lease;
-
-			interval = l->grid.interval_ns;
-			if (interval > 0 && (l->flags & SL_LEASE_CLAIMING) && now < l->valid_ns)
-				want = sl_lease_claims_wanted(st, now);
-		}
-		sl_shm_unlock(h, f->d->shm.self);
-		if (!want || !(c = malloc(sizeof(*c))))
-			continue;
-		c->f = f;
-		c->it = *it;
-		c->asked = SL_MIN(want, (uint32_t)CLAIMS_MAX);
-		c->interval = interval;
-		snprintf(gkey, sizeof(gkey), "%s:grid", it->key);
-		snprintf(ckey, sizeof(ckey), "%s:grid:claimed", it->key);
-		snprintf(cur, sizeof(cur), "%s:cursor", it->key);
-		snprintf(iv, sizeof(iv), "%" PRId64, interval);
-		snprintf(n, sizeof(n), "%u", SL_MIN(want, (uint32_t)CLAIMS_MAX));
-		snprintf(lead, sizeof(lead), "%" PRId64, (int64_t)(CLAIM_LEAD_NS + f->rtt_ms * SL_NS_PER_MS) / 1000);
-		snprintf(ttl, sizeof(ttl), "%" PRIu64, f->conf.ttl_ms);
-		{
-			const char *args[] = {"EVALSHA", f->sha, "4", f->epoch, gkey, ckey, cur, f->conf.machine,
-			                      ttl, "0", "0", "claim", iv, n, lead};
-
-			for (size_t i = 0; i < SL_ARRAY_LEN(args); i++) {
-				argv[i] = (char *)args[i];
-				lens[i] = strlen(args[i]);
-			}
-			if (redisAsyncCommandArgv(f->ac, on_claims, c, (int)SL_ARRAY_LEN(args), (const char **)argv, lens) !=
-			    REDIS_OK) {
-				free(c);
-				continue;
-			}
-		}
-		m->claim_pending = 1;
-		f->claims_busy_ns = now;
-		h->redis_calls++;
-		sl_log_debug("fleet %s: %u claimed for callers waiting", it->key, SL_MIN(want, (uint32_t)CLAIMS_MAX));
-	}
-	/* Often while claims are being asked for, seldom otherwise. */
-	f->claims.repeat = now - f->claims_busy_ns < SL_NS_PER_S ? CLAIMS_BUSY_S : CLAIMS_IDLE_S;
-	ev_timer_again(f->d->loop, &f->claims);
 }
 
 /* --- the wake channel: another machine is short of room we may be holding --- */
@@ -1439,9 +1284,6 @@ int sl_fleet_start(struct sl_daemon *d)
 	ev_timer_init(&f->watch, on_watch, 0., (double)f->conf.refresh_ns / 5e9);
 	f->watch.data = f;
 	ev_timer_again(d->loop, &f->watch);
-	ev_timer_init(&f->claims, on_claims_look, 0., CLAIMS_IDLE_S);
-	f->claims.data = f;
-	ev_timer_again(d->loop, &f->claims);
 	d->fleet = f;
 	d->shm.hdr->redis_state = SL_REDIS_CONNECTING;
 	connect_now(f);
@@ -1458,7 +1300,6 @@ void sl_fleet_stop(struct sl_daemon *d)
 	ev_timer_stop(d->loop, &f->tick);
 	ev_timer_stop(d->loop, &f->retry);
 	ev_timer_stop(d->loop, &f->watch);
-	ev_timer_stop(d->loop, &f->claims);
 	unsubscribe(f);
 	drop_ask(f);
 	sl_fleet_find_free(f->find);

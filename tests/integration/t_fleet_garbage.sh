@@ -24,9 +24,7 @@ offer 1 60 26
 sleep 2
 share=$(machine_json 1 api share)
 note "share from the real Redis: $share/s"
-# Within 1%: a machine starting out is served by claims, its part then the water
-# level (its bucket's width off), not ranks rounded up (docs/design.md, "Claims").
-python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - 30) < 0.3 else 1)" "$share" ||
+python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - 30) < 0.01 else 1)" "$share" ||
 	fail "one machine alone should hold the whole grid of 30/s, not $share"
 
 kill_redis
