@@ -301,7 +301,10 @@ install: all
 
 # The Debian package, in $(BUILD)/: its own hardened build under $(BUILD)/deb,
 # then lintian (errors fail; its findings are printed).
-deb: | test-deps
+deb-deps: | deps
+	@scripts/deps.sh deb
+
+deb: | deb-deps
 	@deb=$$(scripts/mkdeb.sh $(BUILD)/deb $(BUILD)) && \
 	  lintian --fail-on error $$deb && \
 	  echo "built $$deb"
@@ -309,6 +312,6 @@ deb: | test-deps
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps test-deps run test test-busy bench asan chaos cross fuzz install deb clean
+.PHONY: all deps test-deps deb-deps run test test-busy bench asan chaos cross fuzz install deb clean
 
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -4,6 +4,8 @@
 #                            default: what `make` and `make run` need, nothing more)
 #   scripts/deps.sh test     also every test, bench and packaging tool (`make test`,
 #                            `bench`, `chaos`, `asan`, `fuzz`, `deb`)
+#   scripts/deps.sh deb      building the package (`make deb`): the build's and the
+#                            packaging tools, not the test rig
 #   scripts/deps.sh cross    what `make cross` needs: Debian's arm64 cross compiler,
 #                            the arm64 libraries (multiarch) and qemu-user
 #   scripts/deps.sh plot     build, and gnuplot for `make run PLOT=FILE.png`
@@ -91,6 +93,7 @@ case "${1:-}" in
 build) shift ;;
 test) PACKAGES="$BUILD_PACKAGES $TEST_PACKAGES"; shift ;;
 plot) PACKAGES="$BUILD_PACKAGES gnuplot-nox:/usr/bin/gnuplot"; shift ;;
+deb) PACKAGES="$BUILD_PACKAGES lintian:/usr/bin/lintian"; shift ;;
 cross | --cross) PACKAGES=$CROSS_PACKAGES; shift ;;
 esac
 if [ "$PACKAGES" = "$CROSS_PACKAGES" ]; then

@@ -84,8 +84,23 @@ cp "$log" "$dir/systemctl.log"
 rm -rf /run/systemd/system
 : >"$log"
 dpkg -i "$dir/sluice.deb" >"$dir/dpkg-nosystemd.log" 2>&1 || fail "dpkg -i without systemd: $(cat "$dir/dpkg-nosystemd.log")"
-grep -q "systemd is not running, so sluiced was not started. Start it as root with 'sluiced'" \
+grep -q "systemd is not running, so sluiced was not started. The unit runs it as user sluice" \
 	"$dir/dpkg-nosystemd.log" || fail "without systemd, the install did not say how to start sluiced: $(cat "$dir/dpkg-nosystemd.log")"
 grep -q "^start" "$log" && fail "without systemd, something was started: $(cat "$log")"
+# Started as the message says: as user sluice, durable quotas kept.
+cmd=$(grep -o "'runuser -u sluice -- sluiced [^']*'" "$dir/dpkg-nosystemd.log" | tr -d "'")
+[ -n "$cmd" ] || fail "the message names no command: $(cat "$dir/dpkg-nosystemd.log")"
+$cmd 2>"$dir/sluiced-nosystemd.log" || fail "'$cmd' did not start sluiced: $(cat "$dir/sluiced-nosystemd.log")"
+pid3=$(pgrep -x sluiced | head -1)
+[ -n "$pid3" ] && [ "$(stat -c %U /proc/"$pid3")" = sluice ] || fail "sluiced started as the message says does not run as sluice"
+[ "$(stat -c %U:%a /var/lib/sluice)" = sluice:700 ] || fail "/var/lib/sluice is not sluice's, 0700: $(stat -c %U:%a /var/lib/sluice)"
+sluice stat >/dev/null 2>"$dir/stat-nosystemd.err" || fail "sluice stat against it: $(cat "$dir/stat-nosystemd.err")"
+# Purged without systemd: the daemon, its keeper, /run/sluice and /var/lib/sluice go.
 dpkg -P sluice >"$dir/dpkg-purge2.log" 2>&1 || fail "dpkg -P without systemd: $(cat "$dir/dpkg-purge2.log")"
+for _ in $(seq 50); do kill -0 "$pid3" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid3" 2>/dev/null && fail "purge without systemd left the daemon running"
+for _ in $(seq 50); do pgrep -x sluice-keeper >/dev/null || break; sleep 0.1; done
+pgrep -x sluice-keeper >/dev/null && fail "purge without systemd left the segment's keeper: $(pgrep -a -x sluice-keeper)"
+[ -e /run/sluice ] && fail "purge without systemd left /run/sluice"
+[ -e /var/lib/sluice ] && fail "purge left /var/lib/sluice"
 echo "inside: ok"
