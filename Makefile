@@ -287,6 +287,9 @@ install: all
 	install -m 0644 man/sluice.1 man/sluiced.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 $(BUILD)/man/sluice.ini.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 conf/sluice.ini README.md $(DESTDIR)$(PREFIX)/share/doc/sluice/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 0644 dist/bash-completion/sluice $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sluice
+	ln -sf sluice $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sluiced
 	install -d $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/sluice
 	sed -e 's|@BINDIR@|$(PREFIX)/bin|g' dist/sluiced.service.in >$(DESTDIR)$(SYSTEMDDIR)/sluiced.service
 	install -m 0644 dist/sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/sluice.conf

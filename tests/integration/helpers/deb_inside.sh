@@ -23,6 +23,11 @@ log=/var/log/fake-systemctl.log
 getent passwd sluice >/dev/null || fail "install made no user sluice"
 getent group sluice >/dev/null || fail "install made no group sluice"
 [ -L /etc/systemd/system/multi-user.target.wants/sluiced.service ] || fail "install did not enable sluiced"
+for c in sluice sluiced; do
+	[ -e /usr/share/bash-completion/completions/$c ] || fail "no bash completion for $c installed"
+done
+bash -c '. /usr/share/bash-completion/completions/sluice && complete -p sluice sluiced' >/dev/null 2>&1 ||
+	fail "the installed bash completion does not load"
 grep -qx "start sluiced.service" "$log" || fail "install did not start sluiced: $(cat "$log")"
 pid1=$(cat /run/fake-sluiced.pid)
 [ "$(stat -c %U /proc/"$pid1")" = sluice ] || fail "sluiced does not run as user sluice"
