@@ -37,4 +37,8 @@ int sl_cli_attach(const char *path, struct sl_shm *shm);
 /* Load `path` into a new config; on errors print them and return NULL. */
 struct sl_config *sl_cli_load(const char *path);
 
+/* The shm_name of the segment a `sluice run` hosts for itself: this prefix and
+ * its pid.  Its config (the user's file or a one-liner's) names another. */
+#define SL_RUN_SHM_PREFIX "/sluice-run-"
+
 #endif

@@ -199,7 +199,6 @@ static int cannot_attach(const struct sl_config *cfg, char *seg, size_t seglen)
 
 /* The name a run's private segment is made under (for people: it is found by its
  * socket, run-PID.segment in the run directory). */
-#define SL_RUN_SHM_PREFIX "/sluice-run-"
 
 /* A `sluice run` killed by SIGKILL leaves its private segment's socket behind (the
  * segment itself went with it).  The next one removes those nobody answers on. */

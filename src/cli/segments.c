@@ -23,6 +23,7 @@ struct listing {
 	const char *mine; /* the socket a program started here would use */
 	unsigned shown, removed, failed;
 	int elsewhere; /* a pid of another pid namespace was shown */
+	int runs;      /* a `sluice run`'s own segment was shown */
 	char seen[8][108]; /* directories listed already */
 };
 
@@ -111,9 +112,15 @@ static int list_one(const struct sl_segment *s, void *arg)
 		snprintf(daemon, sizeof(daemon), "%d%s", (int)s->daemon_pid, s->other_pidns ? "^" : "");
 	else
 		snprintf(daemon, sizeof(daemon), "none");
-	printf("%-1s %-40s %-7s %-15s %04o %8u %5s %-7s %-24s %s\n", l->mine && !strcmp(l->mine, s->path) ? "*" : "",
+	/* A `sluice run` hosts a segment of its own, which its config (the user's
+	 * file, or a one-liner's made for it) does not name: marked, and said below
+	 * how to show it (`sluice stat -c` that file read /sluice-cli-N, not it). */
+	if (strncmp(s->name, SL_RUN_SHM_PREFIX, strlen(SL_RUN_SHM_PREFIX)) == 0)
+		l->runs = 1;
+	printf("%-1s %-40s %-7s %-15s %04o %8u %5s %-7s %-24s %s%s\n", l->mine && !strcmp(l->mine, s->path) ? "*" : "",
 	       s->path, keeper, owner, s->mode, s->attached, age, daemon, s->name[0] ? s->name : "?",
-	       s->config[0] ? s->config : "-");
+	       s->config[0] ? s->config : "-",
+	       strncmp(s->name, SL_RUN_SHM_PREFIX, strlen(SL_RUN_SHM_PREFIX)) == 0 ? " (+)" : "");
 	return 0;
 }
 
@@ -170,7 +177,9 @@ int sl_cmd_segments(int argc, char **argv)
 	if (one)
 		return remove_at(one, 0) == 0 ? SL_EXIT_OK : SL_EXIT_FAIL;
 	l.now_s = (int64_t)time(NULL);
-	cfg = sl_cli_load(sl_cli_config_path(path));
+	/* No config named and none at the default place: the run directory alone,
+	 * without an error about a file nobody asked for. */
+	cfg = path || access(sl_cli_config_path(NULL), F_OK) == 0 ? sl_cli_load(sl_cli_config_path(path)) : NULL;
 	if (cfg && sl_cli_segment_path(cfg, mine, sizeof(mine)) == 0)
 		l.mine = mine;
 	if (l.mine)
@@ -183,6 +192,9 @@ int sl_cmd_segments(int argc, char **argv)
 		printf("no segment sockets%s%s\n", l.mine ? " beside " : "", l.mine ? mine : "");
 	if (!l.remove && l.mine)
 		printf("(* the one a program started here would use: %s)\n", mine);
+	if (l.runs)
+		printf("(+ a `sluice run`'s own segment, not the one its config names: `sluice stat --segment SOCKET` "
+		       "shows it, as does plain `sluice stat` where no config is installed)\n");
 	if (l.elsewhere)
 		printf("(^ a pid in the keeper's pid namespace, not this one's: the host's, seen from a container)\n");
 	if (l.remove)

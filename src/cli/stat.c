@@ -128,6 +128,53 @@ static void say_which(const struct sl_config *cfg, const char *seg)
 	                                                      : "kept while no daemon runs");
 }
 
+/* No config named and none at the default place: the segments this user can
+ * reach, as a program would find them - the machine's at its default socket,
+ * then running `sluice run`s in this user's run directory (the latest first).
+ * The one shown is said on stderr, with how many others there are. */
+struct found {
+	struct sl_segment best;
+	unsigned n;
+};
+
+static int pick_latest(const struct sl_segment *s, void *arg)
+{
+	struct found *f = arg;
+
+	if (s->err == 0 && !s->moved && (f->n++ == 0 || s->changed_s > f->best.changed_s))
+		f->best = *s;
+	return 0;
+}
+
+static int stat_without_config(const char *missing, int mode, unsigned top)
+{
+	static struct sl_config defaults;
+	struct found f = {0};
+	char machine[108], dir[96];
+
+	sl_config_defaults(&defaults);
+	if (sl_segsock_path(&defaults.global, machine, sizeof(machine)) == 0 && sl_segment_find(machine, &f.best) == 0 &&
+	    f.best.err == 0) {
+		fprintf(stderr, "sluice: no config at %s: showing the machine's segment at %s\n", missing, machine);
+		return render_segment(machine, mode, top, NULL);
+	}
+	memset(&f, 0, sizeof(f));
+	if (sl_run_dir(dir, sizeof(dir), 0) == 0)
+		sl_segments_in(dir, pick_latest, &f);
+	if (!f.n) {
+		fprintf(stderr, "sluice: no config at %s, no daemon's segment at %s and no `sluice run` of this user's "
+		        "running: nothing to show (-c FILE names a config, --segment SOCKET a segment)\n",
+		        missing, machine);
+		return SL_EXIT_FAIL;
+	}
+	fprintf(stderr, "sluice: no config at %s: showing the segment of a running `sluice run` at %s (config %s)",
+	        missing, f.best.path, f.best.config[0] ? f.best.config : "?");
+	if (f.n > 1)
+		fprintf(stderr, "; %u more running (sluice segments lists them)", f.n - 1);
+	fputc('\n', stderr);
+	return render_segment(f.best.path, mode, top, NULL);
+}
+
 int sl_cmd_stat(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -174,6 +221,10 @@ int sl_cmd_stat(int argc, char **argv)
 	}
 	if (seg_opt)
 		return render_segment(seg_opt, mode, top, NULL);
+	/* Nothing named and nothing at the default place: what this user can see. */
+	if (!path && !(getenv("SLUICE_CONFIG") && *getenv("SLUICE_CONFIG")) &&
+	    access(SL_DEFAULT_CONFIG, F_OK) != 0 && errno == ENOENT)
+		return stat_without_config(SL_DEFAULT_CONFIG, mode, top);
 	cfg = sl_cli_load(sl_cli_config_path(path));
 	if (!cfg)
 		return SL_EXIT_USAGE;
