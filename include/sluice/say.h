@@ -12,6 +12,9 @@
  *   R SECTION COUNT WHY           COUNT calls refused (the shim sends 1 a call), why
  *   N TEXT                        a notice a process says once (the shared queues
  *                                 cannot be reached, and what its calls do)
+ *   S SECTION CALLS WAIT_MS MAX_MS PID   every hold of this process so far in the
+ *                                 section: calls, their waits summed, the longest
+ *                                 (cumulative; `sluice run` sums its processes')
  */
 #ifndef SLUICE_SAY_H
 #define SLUICE_SAY_H
@@ -20,6 +23,7 @@
 #include <stdint.h>
 
 #define SL_SAY_ENV "SLUICE_SAY"
+#define SL_NOTICE_ENV "SLUICE_NOTICE" /* the live notice's threshold (sl_say_threshold) */
 #define SL_SAY_HELD_NS (1000 * 1000000LL) /* a hold shorter than this is not said */
 #define SL_SAY_NAME_MAX 100               /* the abstract socket's name, at most */
 
@@ -30,9 +34,21 @@ extern int sl_say_on;
  * turns speaking off.  -EINVAL for a name that cannot be one. */
 int sl_say_setup(const char *name);
 
-/* A call of `section` given a slot `wait_ns` after it asked (>= SL_SAY_HELD_NS
- * to be said: at most once per section every SL_SAY_EVERY_NS per process). */
+/* The live notice's threshold: a hold shorter than `notice` (SLUICE_NOTICE, a
+ * duration: "100ms", "0") is not said as it happens; NULL, "" or a bad value,
+ * SL_SAY_HELD_NS.  Every hold is summed either way. */
+void sl_say_threshold(const char *notice);
+
+/* A call of `section` given a slot `wait_ns` after it asked: summed for the run's
+ * summary, and said when at least the threshold (at most once per section every
+ * SL_SAY_EVERY_NS per process). */
 void sl_say_held(int section, int64_t wait_ns, int64_t now);
+
+/* Send this process's sums not yet sent (at its exit). */
+void sl_say_sums(void);
+
+/* In a fork's child: its sums start from nothing. */
+void sl_say_after_fork(void);
 
 /* A call of `section` (-1: none known) refused, for `why`. */
 void sl_say_refused(int section, const char *why, int64_t now);

@@ -432,8 +432,10 @@ static int run_child(const struct how *how, char **cmd)
 	for (int i = 0; i < 4; i++)
 		ev_signal_stop(loop, &r.forward[i]);
 	sl_supervise_stop(sup);
-	if (!how->quiet)
+	if (!how->quiet) {
 		speaker_stop(&speaker, loop);
+		speaker_summary(&speaker); /* before the segment goes: it names the sections */
+	}
 	if (embedded)
 		sl_daemon_stop(&d);
 	if (WIFEXITED(r.status))

@@ -37,8 +37,9 @@ struct command {
 
 static const struct command commands[] = {
 	{"run", sl_cmd_run, "run [-c FILE | --match HOST[:PORT] --rate R ...] [-v] [-q] [--seccomp | --no-seccomp] -- CMD [ARG...]",
-	 "run CMD with its traffic shaped, saying calls held over 1 s and refusals\n"
-	 "        (-q or SLUICE_QUIET=1: not; -v: every decision of the shim); a one-liner\n"
+	 "run CMD with its traffic shaped, saying calls held over 1 s (SLUICE_NOTICE)\n"
+	 "        and refusals, and at its end what was held (-q or SLUICE_QUIET=1: not;\n"
+	 "        -v: every decision of the shim); a one-liner\n"
 	 "        (--match, --rate or --concurrency, --meter, --per, --strategy, --burst, --tolerance, --max-wait)\n"
 	 "        needs no file"},
 	{"check", sl_cmd_check, "check [-c FILE | --match ... --rate ...] [--keys] [--redis]",

@@ -141,6 +141,50 @@ static void notice(struct speaker *s, char *text)
 	fprintf(stderr, "sluice run: %s\n", text);
 }
 
+/* "S SECTION CALLS WAIT_MS MAX_MS PID": a process's sums so far; what they add
+ * since its last word goes to the section's totals. */
+static void summed(struct speaker *s, const char *buf)
+{
+	int section, pid;
+	unsigned long long calls, wait_ms, max_ms;
+	struct speaker_sum *e = NULL;
+	struct speaker_total *t;
+
+	if (sscanf(buf, "S %d %llu %llu %llu %d", &section, &calls, &wait_ms, &max_ms, &pid) != 5 || section < 0 ||
+	    pid <= 0)
+		return;
+	for (unsigned i = 0; i < SL_MIN(s->nsums, (unsigned)SPEAK_SUMS); i++)
+		if (s->sums[i].pid == pid && s->sums[i].section == section)
+			e = &s->sums[i];
+	if (!e) {
+		e = &s->sums[s->nsums++ % SPEAK_SUMS];
+		*e = (struct speaker_sum){.pid = pid, .section = section};
+	}
+	if (calls < e->calls || wait_ms < e->wait_ms)
+		return; /* not this process's (cumulative sums only grow) */
+	t = &s->total[(unsigned)section % SPEAK_SLOTS];
+	t->calls += calls - e->calls;
+	t->wait_ms += wait_ms - e->wait_ms;
+	t->max_ms = SL_MAX(t->max_ms, max_ms);
+	e->calls = calls;
+	e->wait_ms = wait_ms;
+}
+
+void speaker_summary(struct speaker *s)
+{
+	for (int i = 0; i < SPEAK_SLOTS; i++) {
+		const struct speaker_total *t = &s->total[i];
+		char name[96], queue[48];
+
+		if (!t->calls)
+			continue;
+		describe(s, i, name, sizeof(name), queue, sizeof(queue));
+		fprintf(stderr, "sluice run: [%s] held %llu call%s, %.1f s in all, the longest %.1f s\n", name,
+		        (unsigned long long)t->calls, t->calls > 1 ? "s" : "", (double)t->wait_ms / 1000,
+		        (double)t->max_ms / 1000);
+	}
+}
+
 static void on_word(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct speaker *s = w->data;
@@ -161,6 +205,10 @@ static void on_word(struct ev_loop *loop, ev_io *w, int revents)
 		printable(buf);
 		if (buf[0] == 'N' && buf[1] == ' ') {
 			notice(s, buf + 2);
+			continue;
+		}
+		if (buf[0] == 'S' && buf[1] == ' ') {
+			summed(s, buf);
 			continue;
 		}
 		held = sscanf(buf, "H %d %lld %lld", &section, &a, &b) == 3;
@@ -237,6 +285,7 @@ void speaker_stop(struct speaker *s, struct ev_loop *loop)
 		return;
 	ev_io_stop(loop, &s->io);
 	ev_timer_stop(loop, &s->flush);
+	sl_say_sums(); /* this process's own (the seccomp supervisor's holds) */
 	on_word(loop, &s->io, EV_READ); /* the last words in the socket */
 	for (int i = 0; i < SPEAK_SLOTS; i++)
 		say_due(s, &s->news[i], ev_now(loop), 1);

@@ -24,6 +24,19 @@ struct speaker_news {
 
 #define SPEAK_NOTICES 16 /* distinct notices remembered, each said once */
 
+/* What the run's processes said they were held, for the summary at its end: each
+ * process's latest cumulative sums (by pid and section; SPEAK_SUMS at most - a
+ * process past them is summed from its first word on, as the slots are reused),
+ * and the totals they make by section. */
+#define SPEAK_SUMS 1024
+struct speaker_sum {
+	int pid, section;
+	uint64_t calls, wait_ms;
+};
+struct speaker_total {
+	uint64_t calls, wait_ms, max_ms;
+};
+
 struct speaker {
 	int fd;
 	const char *seg_path;   /* the socket of the segment the sections are of, for
@@ -35,6 +48,9 @@ struct speaker {
 	struct speaker_news news[SPEAK_SLOTS];
 	uint32_t noticed[SPEAK_NOTICES]; /* hashes of the notices said */
 	unsigned nnoticed;
+	struct speaker_sum sums[SPEAK_SUMS];
+	unsigned nsums;
+	struct speaker_total total[SPEAK_SLOTS]; /* by section, as news[] */
 };
 
 /* Listen, and set SLUICE_SAY for the command and this process's supervisor.
@@ -43,5 +59,9 @@ int speaker_start(struct speaker *s, struct ev_loop *loop, const char *seg_path,
 
 /* Say what is still unsaid, and stop listening. */
 void speaker_stop(struct speaker *s, struct ev_loop *loop);
+
+/* The run's summary, once its command has ended: one line per section whose
+ * calls were held at all (calls, total and longest wait); nothing when none was. */
+void speaker_summary(struct speaker *s);
 
 #endif

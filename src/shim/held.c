@@ -21,6 +21,7 @@
 #include "record.h"
 #include "stream.h"
 #include "kicker.h"
+#include "sluice/say.h"
 #include "sluice/clock.h"
 #include "sluice/limiter.h"
 #include "sluice/pending.h"
@@ -598,6 +599,7 @@ void sl_held_finish(struct sl_record *last)
  * parent's (inherited) and stay. */
 __attribute__((destructor)) static void give_back_at_exit(void)
 {
+	sl_say_sums(); /* `sluice run`'s summary: this process's last holds */
 	if (atomic_load(&sl_records_active) == 0 || !sl_shim.shm.hdr || getpid() != sl_shim.pid)
 		return;
 	for (unsigned i = 1, high = atomic_load(&sl_records_high); i <= high; i++) {

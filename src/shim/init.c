@@ -92,6 +92,7 @@ static void at_fork_child(void)
 	sl_slab_after_fork();
 	sl_kicker_after_fork();
 	sl_tls_after_fork();
+	sl_say_after_fork();
 	/* A private segment's lock may have been held by a thread that does not exist in
 	 * the child; no other process can hold it. */
 	if (sl_shim.shm.hdr && sl_shim.shm.anonymous)
@@ -133,6 +134,7 @@ static void init_once_body(void)
 	sl_shim.debug = dbg && *dbg && strcmp(dbg, "0") != 0;
 	sl_kicker_allow_realtime(sl_clock_realtime_wanted(realtime));
 	sl_say_setup(getenv(SL_SAY_ENV)); /* a bad name: silent, as the shim is */
+	sl_say_threshold(getenv(SL_NOTICE_ENV));
 	if (log && sl_strlcpy(sl_shim.log_path, log, sizeof(sl_shim.log_path)) < 0)
 		sl_shim.log_path[0] = '\0';
 	pthread_atfork(NULL, NULL, at_fork_child);
