@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -83,25 +84,33 @@ static void detach(void)
 /* The detached daemon serves: its output goes to syslog from now on, and the
  * parent waiting in detach() exits 0.  With nothing listening on syslog's socket
  * every line would be lost without a word: it says so on the stderr it was
- * started with, and keeps logging there (a pipe's reader gone is then EPIPE, not
- * a SIGPIPE that ends the daemon). */
+ * started with and, when that is a terminal or a file, keeps logging there (a
+ * terminal gone is EIO, not a signal).  A pipe is let go: whoever reads it waits
+ * for its end - a script's $(sluiced ... 2>&1) would never return. */
 static void detached_ready(int log_level)
 {
-	int fd, to_syslog = sl_log_syslog_reachable();
+	struct stat st;
+	int fd, to_syslog = sl_log_syslog_reachable(), keep = 0;
 
 	if (!to_syslog) {
-		sl_log_warnx("no syslog at %s: logging to this stderr (under a supervisor, run it with -f)", _PATH_LOG);
+		keep = fstat(2, &st) == 0 && (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode));
+		if (keep)
+			sl_log_warnx("no syslog at %s: logging to this stderr (under a supervisor, run it with -f)",
+			             _PATH_LOG);
+		else
+			sl_log_warnx("no syslog at %s: the daemon's lines are lost from here on; run it with -f under a "
+			             "supervisor, or with stderr a file (2>>FILE)", _PATH_LOG);
 		signal(SIGPIPE, SIG_IGN);
 	}
 	fd = open("/dev/null", O_RDWR);
 	if (fd >= 0) {
 		dup2(fd, 1);
-		if (to_syslog)
+		if (!keep)
 			dup2(fd, 2);
 		if (fd > 2)
 			close(fd);
 	}
-	sl_log_init("sluiced", !to_syslog, log_level);
+	sl_log_init("sluiced", keep, log_level);
 	if (write(ready_fd, "1", 1) != 1)
 		sl_log_warn("could not tell the parent it is ready");
 	close(ready_fd);

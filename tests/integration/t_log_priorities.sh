@@ -7,7 +7,9 @@
 #   - in the foreground otherwise, or with JOURNAL_STREAM naming another stream
 #     (inherited by a child whose stderr went elsewhere), lines are plain;
 #   - detached with nothing on syslog's socket, it says so on the stderr it was
-#     started with and logs there, rather than losing every line without a word.
+#     started with and logs there (a file, a terminal), rather than losing every
+#     line without a word; a pipe it lets go, saying so, so that a script reading
+#     it is not left waiting.
 . "$(dirname "$0")/lib.sh"
 
 write_config "$T/good.ini" <<EOF
@@ -79,4 +81,17 @@ grep -q "^sluiced: reload refused" "$T/detached.log" ||
 kill "$pid"
 for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
 alive "$pid" && fail "the detached daemon did not stop"
+
+# Started from a script that reads its stderr through a pipe: the script is not
+# left waiting for the pipe's end (the daemon lets it go, and says its lines are
+# lost from there).
+cp "$T/good.ini" "$T/c.ini"
+out=$(T=$T timeout 20 bash -c "$(declare -f detached)"'; detached "$@" 2>&1' _ "$SLUICED" -c "$T/c.ini") ||
+	fail "sluiced started with stderr a pipe did not return (or failed): $out"
+echo "$out" | grep -q "no syslog at /dev/log: the daemon's lines are lost from here on" ||
+	fail "with stderr a pipe and no syslog it did not say its lines are lost: $out"
+pid=$(pgrep -f "^$SLUICED -c $T/c.ini\$" | head -1)
+[ -n "$pid" ] || fail "the daemon started with stderr a pipe is not running"
+BG_PIDS+=("$pid")
+kill "$pid"
 echo "ok"
