@@ -12,9 +12,11 @@
  *   R SECTION COUNT WHY           COUNT calls refused (the shim sends 1 a call), why
  *   N TEXT                        a notice a process says once (the shared queues
  *                                 cannot be reached, and what its calls do)
- *   S SECTION CALLS WAIT_MS MAX_MS PID   every hold of this process so far in the
- *                                 section: calls, their waits summed, the longest
- *                                 (cumulative; `sluice run` sums its processes')
+ *   S SECTION CALLS WAIT_MS MAX_MS PID BORN   every hold of this process image so
+ *                                 far in the section: calls, their waits summed,
+ *                                 the longest (cumulative; `sluice run` sums its
+ *                                 processes', told apart by PID and BORN, as an
+ *                                 exec keeps the pid and starts the sums again)
  */
 #ifndef SLUICE_SAY_H
 #define SLUICE_SAY_H
@@ -44,7 +46,7 @@ void sl_say_threshold(const char *notice);
  * SL_SAY_EVERY_NS per process). */
 void sl_say_held(int section, int64_t wait_ns, int64_t now);
 
-/* Send this process's sums not yet sent (at its exit). */
+/* Send this process's sums not yet sent (at its exit, and before an exec). */
 void sl_say_sums(void);
 
 /* In a fork's child: its sums start from nothing. */

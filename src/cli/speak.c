@@ -141,27 +141,27 @@ static void notice(struct speaker *s, char *text)
 	fprintf(stderr, "sluice run: %s\n", text);
 }
 
-/* "S SECTION CALLS WAIT_MS MAX_MS PID": a process's sums so far; what they add
- * since its last word goes to the section's totals. */
+/* "S SECTION CALLS WAIT_MS MAX_MS PID BORN": a process image's sums so far; what
+ * they add since its last word goes to the section's totals. */
 static void summed(struct speaker *s, const char *buf)
 {
 	int section, pid;
-	unsigned long long calls, wait_ms, max_ms;
+	unsigned long long calls, wait_ms, max_ms, born;
 	struct speaker_sum *e = NULL;
 	struct speaker_total *t;
 
-	if (sscanf(buf, "S %d %llu %llu %llu %d", &section, &calls, &wait_ms, &max_ms, &pid) != 5 || section < 0 ||
-	    pid <= 0)
+	if (sscanf(buf, "S %d %llu %llu %llu %d %llu", &section, &calls, &wait_ms, &max_ms, &pid, &born) != 6 ||
+	    section < 0 || pid <= 0)
 		return;
 	for (unsigned i = 0; i < SL_MIN(s->nsums, (unsigned)SPEAK_SUMS); i++)
-		if (s->sums[i].pid == pid && s->sums[i].section == section)
+		if (s->sums[i].pid == pid && s->sums[i].born == born && s->sums[i].section == section)
 			e = &s->sums[i];
 	if (!e) {
 		e = &s->sums[s->nsums++ % SPEAK_SUMS];
-		*e = (struct speaker_sum){.pid = pid, .section = section};
+		*e = (struct speaker_sum){.pid = pid, .section = section, .born = born};
 	}
 	if (calls < e->calls || wait_ms < e->wait_ms)
-		return; /* not this process's (cumulative sums only grow) */
+		return; /* an older word come late (cumulative sums only grow) */
 	t = &s->total[(unsigned)section % SPEAK_SLOTS];
 	t->calls += calls - e->calls;
 	t->wait_ms += wait_ms - e->wait_ms;

@@ -31,6 +31,7 @@ struct speaker_news {
 #define SPEAK_SUMS 1024
 struct speaker_sum {
 	int pid, section;
+	unsigned long long born; /* the process image's, as it says (say.h) */
 	uint64_t calls, wait_ms;
 };
 struct speaker_total {

@@ -12,12 +12,15 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 int sl_say_on;
 static struct sockaddr_un say_addr;
 static socklen_t say_len;
 static int64_t say_held_ns = SL_SAY_HELD_NS; /* SLUICE_NOTICE, or the default */
+static unsigned long long say_born; /* when this image set up (an exec'd image
+                                     * keeps its pid, not its sums) */
 
 /* Per section (by index, folded onto SAY_SLOTS), when this process last said a
  * hold.  Refusals are each sent: `sluice run` counts them (a listener whose
@@ -48,6 +51,12 @@ int sl_say_setup(const char *name)
 	say_addr.sun_family = AF_UNIX;
 	memcpy(say_addr.sun_path + 1, name, n); /* abstract: no file to leave behind */
 	say_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		say_born = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+	}
 	sl_say_on = 1;
 	return 0;
 }
@@ -90,17 +99,21 @@ static int may_say(_Atomic int64_t *slot, int64_t now, int64_t every)
 static void send_sum(int section)
 {
 	char msg[96];
-	int n = snprintf(msg, sizeof(msg), "S %d %llu %llu %llu %d\n", section,
-	                 (unsigned long long)atomic_load(&sums[section].calls),
-	                 (unsigned long long)atomic_load(&sums[section].wait_ms),
-	                 (unsigned long long)atomic_load(&sums[section].max_ms), (int)getpid());
+	int n;
 
+	/* Cleared before the sums are read: a hold counted meanwhile sets it again
+	 * and is sent later, never lost. */
 	atomic_store(&sums[section].unsent, 0);
+	n = snprintf(msg, sizeof(msg), "S %d %llu %llu %llu %d %llu\n", section,
+	             (unsigned long long)atomic_load(&sums[section].calls),
+	             (unsigned long long)atomic_load(&sums[section].wait_ms),
+	             (unsigned long long)atomic_load(&sums[section].max_ms), (int)getpid(), say_born);
 	say(msg, (size_t)n);
 }
 
 void sl_say_after_fork(void)
 {
+	say_born++; /* another process, whatever its pid */
 	/* The parent's holds are the parent's: summed again under this pid, the
 	 * run's summary would count them twice. */
 	for (int i = 0; i < SAY_SLOTS; i++) {

@@ -11,6 +11,7 @@
  * own stack.  What they add was copied into static buffers at start-up.
  */
 #include "shim.h"
+#include "sluice/say.h"
 #include "sluice/clock.h"
 
 #include <dlfcn.h>
@@ -114,6 +115,7 @@ static char *const *fix_env(char *const *envp, size_t n, char **out, char *prelo
 #define WITH_ENV(envp, fixed, call)                                                      \
 	do {                                                                                 \
 		size_t n_ = env_count(envp);                                                     \
+		sl_say_sums(); /* the image's holds, before the new image starts its own */      \
 		if (!carrying || n_ > ENV_MAX) {                                                 \
 			char *const *fixed = (envp);                                                 \
 			return call;                                                                 \

@@ -5,6 +5,7 @@
 # 25 s and printed nothing: only holds over a second were said).  Nothing when
 # nothing was held; nothing with -q.  SLUICE_NOTICE sets the live notice's
 # threshold (default 1 s): at 50ms each quarter-second hold is said as it comes.
+# Holds before and after an exec in one process are both counted.
 # Real curl processes, one connection each, through the shim.
 . "$(dirname "$0")/lib.sh"
 
@@ -22,6 +23,18 @@ read -r calls all longest < <(echo "$line" | sed -E 's/.* held ([0-9]+) calls?, 
 awk -v a="$all" -v c="$calls" -v l="$longest" 'BEGIN { exit !(a >= 0.05 * c && a <= 0.3 * c + 0.1 && l >= 0.05 && l <= 0.4) }' ||
 	fail "the summary's waits are off (each about 0.25 s): $line"
 grep -q "^sluice run: held .* by \[cli\]" "$T/a.err" && fail "a hold under a second was said live by default: $(cat "$T/a.err")"
+
+# One process that is held, then execs another that is held: the same pid, two
+# images, both counted (the second's sums start again from nothing).
+"$SLUICE" run --match "127.0.0.1:$PORT" --rate 4/s -- python3 -c '
+import os, socket, sys
+port = int(sys.argv[1])
+for _ in range(2):
+    socket.create_connection(("127.0.0.1", port)).close()
+os.execvp("curl", ["curl", "-s", "-o", "/dev/null", "http://127.0.0.1:%d/" % port])' "$PORT" 2>"$T/e.err" ||
+	fail "the exec run failed: $(cat "$T/e.err")"
+grep -q "^sluice run: \[cli\] held 2 calls, " "$T/e.err" ||
+	fail "holds before and after an exec are not both counted: $(cat "$T/e.err")"
 
 # SLUICE_NOTICE=50ms: said as they come.
 SLUICE_NOTICE=50ms "$SLUICE" run --match "127.0.0.1:$PORT" --rate 4/s -- bash -c loop8 2>"$T/b.err" ||
