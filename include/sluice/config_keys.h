@@ -67,7 +67,8 @@ enum sl_at_reload {
 	                    * smaller waits for a restart */
 };
 
-/* The words docs/config.md and `sluice check --keys` use for each. */
+/* The words docs/config.md and `sluice check --keys` use for each (defined with
+ * the printers, src/progs/config_print.c: programs only, never the shim). */
 const char *sl_at_reload_name(enum sl_at_reload r);
 
 struct sl_key_def {

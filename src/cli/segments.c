@@ -77,6 +77,7 @@ static int list_one(const struct sl_segment *s, void *arg)
 {
 	struct listing *l = arg;
 	char owner[72], age[16], daemon[24], keeper[16];
+	int run;
 
 	if (l->remove) {
 		/* Unused: nobody attached (a daemon is) and no daemon beating, or nobody
@@ -115,12 +116,11 @@ static int list_one(const struct sl_segment *s, void *arg)
 	/* A `sluice run` hosts a segment of its own, which its config (the user's
 	 * file, or a one-liner's made for it) does not name: marked, and said below
 	 * how to show it (`sluice stat -c` that file read /sluice-cli-N, not it). */
-	if (strncmp(s->name, SL_RUN_SHM_PREFIX, strlen(SL_RUN_SHM_PREFIX)) == 0)
-		l->runs = 1;
+	run = strncmp(s->name, SL_RUN_SHM_PREFIX, strlen(SL_RUN_SHM_PREFIX)) == 0;
+	l->runs |= run;
 	printf("%-1s %-40s %-7s %-15s %04o %8u %5s %-7s %-24s %s%s\n", l->mine && !strcmp(l->mine, s->path) ? "*" : "",
 	       s->path, keeper, owner, s->mode, s->attached, age, daemon, s->name[0] ? s->name : "?",
-	       s->config[0] ? s->config : "-",
-	       strncmp(s->name, SL_RUN_SHM_PREFIX, strlen(SL_RUN_SHM_PREFIX)) == 0 ? " (+)" : "");
+	       s->config[0] ? s->config : "-", run ? " (+)" : "");
 	return 0;
 }
 

@@ -11,8 +11,8 @@
  * own stack.  What they add was copied into static buffers at start-up.
  */
 #include "shim.h"
-#include "sluice/say.h"
 #include "sluice/clock.h"
+#include "sluice/say.h"
 
 #include <dlfcn.h>
 #include <errno.h>

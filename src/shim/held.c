@@ -21,10 +21,10 @@
 #include "record.h"
 #include "stream.h"
 #include "kicker.h"
-#include "sluice/say.h"
 #include "sluice/clock.h"
 #include "sluice/limiter.h"
 #include "sluice/pending.h"
+#include "sluice/say.h"
 #include "sluice/wait.h"
 
 #include <errno.h>
