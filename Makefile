@@ -12,6 +12,7 @@
 #   make cross      build for arm64 (Debian's cross compiler), unit tests under qemu-user
 #   make fuzz       libFuzzer on the config, pattern, first-write, response and HTTP/2 parsers (clang)
 #   make install    PREFIX=/usr/local DESTDIR=
+#   V=1             print the full compiler commands (the build prints one line a step)
 #   make deb        a Debian package, build/sluice_VERSION_ARCH.deb (lintian-checked)
 #
 # Each installs the missing Debian packages it needs through scripts/deps.sh: make
@@ -40,6 +41,14 @@ SAN_FLAGS = $(if $(SAN),$(SANITIZERS))
 # libsluice-asan.so (built too) is exercised by tests that preload libasan into
 # python3 (tests/integration/t_asan_shim.sh).
 SHIM_SAN_FLAGS = $(if $(SAN),-fsanitize=undefined -fno-sanitize-recover=undefined)
+
+# A quiet build, as the kernel's and Redis's: one line a step ("CC src/shim/held.c");
+# V=1 prints the full commands instead.
+ifeq ($(V),1)
+quiet =
+else
+quiet = @printf '  %-7s %s\n' '$(1)' '$(2)';
+endif
 
 # Evaluated when a recipe runs, so after scripts/deps.sh has installed the packages.
 INIH_CFLAGS = $(shell pkg-config --cflags inih 2>/dev/null)
@@ -92,7 +101,7 @@ all: $(BUILD)/libsluice.so $(BUILD)/sluiced $(BUILD)/sluice $(BUILD)/man/sluice.
 # sluice.ini(5) is docs/config.md, so the page and the reference never differ.
 $(BUILD)/man/sluice.ini.5: docs/config.md scripts/md2man.py | deps
 	@mkdir -p $(dir $@)
-	python3 scripts/md2man.py docs/config.md sluice.ini 5 "the configuration of sluice and sluiced" \
+	$(call quiet,MAN,$@)python3 scripts/md2man.py docs/config.md sluice.ini 5 "the configuration of sluice and sluiced" \
 		"sluice(1)" "sluiced(1)" >$@.tmp && mv $@.tmp $@
 
 deps:
@@ -103,15 +112,15 @@ test-deps: | deps
 
 $(BUILD)/obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(SL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(SL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/shim-obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SHIM_SAN_FLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$< (shim))$(CC) $(BASE_CFLAGS) $(SHIM_SAN_FLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/shim-asan-obj/%.o: src/%.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SANITIZERS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$< (shim ASan))$(CC) $(BASE_CFLAGS) $(SANITIZERS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # The lease script, compiled into the daemon as a C string.
 $(BUILD)/gen/fleet_lua.h: src/daemon/fleet.lua
@@ -124,13 +133,13 @@ $(BUILD)/obj/daemon/fleet.o $(BUILD)/obj/daemon/fleet_probe.o: $(BUILD)/gen/flee
 
 # Made afresh: `ar r` into an old archive would keep a member whose source is gone.
 $(BUILD)/libsluicecore.a: $(CORE_OBJ)
-	rm -f $@ && $(AR) rcs $@ $^
+	$(call quiet,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/libsluiceprogs.a: $(PROGS_OBJ)
-	rm -f $@ && $(AR) rcs $@ $^
+	$(call quiet,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/libsluicesupervisor.a: $(call obj,$(SUPERVISOR_SRC))
-	rm -f $@ && $(AR) rcs $@ $^
+	$(call quiet,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 # Only the hooks are exported: the version script is generated from the list of
 # hooks (src/shim/hooks.def).  inih is linked in statically and hidden.
@@ -146,11 +155,11 @@ SHIM_LINK = -shared -Wl,--version-script=$(BUILD)/exports.map -Wl,--exclude-libs
 	-Wl,-z,defs
 
 $(BUILD)/libsluice.so: $(SHIM_OBJ) $(BUILD)/exports.map
-	$(CC) $(SHIM_SAN_FLAGS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_OBJ) \
+	$(call quiet,LD,$@)$(CC) $(SHIM_SAN_FLAGS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_OBJ) \
 		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
 
 $(BUILD)/libsluice-asan.so: $(SHIM_ASAN_OBJ) $(BUILD)/exports.map
-	$(CC) $(SANITIZERS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_ASAN_OBJ) \
+	$(call quiet,LD,$@)$(CC) $(SANITIZERS) $(CFLAGS) $(LDFLAGS) $(SHIM_LINK) -o $@ $(SHIM_ASAN_OBJ) \
 		-Wl,-Bstatic -linih -Wl,-Bdynamic -ldl -lpthread
 
 # Only the two mains say the version: they alone are rebuilt when it changes.
@@ -158,15 +167,15 @@ $(BUILD)/obj/cli/sluice.o $(BUILD)/obj/daemon/sluiced.o: VERSION
 $(BUILD)/obj/cli/sluice.o $(BUILD)/obj/daemon/sluiced.o: SL_CFLAGS += -DSL_VERSION='"$(VERSION)"'
 
 $(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
-	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
+	$(call quiet,LD,$@)$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
 $(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicesupervisor.a $(BUILD)/libsluiceprogs.a \
 		$(BUILD)/libsluicecore.a
-	$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
+	$(call quiet,LD,$@)$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | test-deps
 	@mkdir -p $(dir $@)
-	$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a \
+	$(call quiet,LD,$@)$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a \
 		$(CMOCKA_LIBS) $(INIH_LIBS) $(TEST_LIBS_$*)
 
 # The fleet policy's test runs fleet.lua in a real redis-server through hiredis.
@@ -175,7 +184,7 @@ $(BUILD)/tests/test_fleetpolicy: $(BUILD)/gen/fleet_lua.h
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libsluicecore.a | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(SL_CFLAGS) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $< $(BUILD)/libsluicecore.a $(INIH_LIBS)
+	$(call quiet,LD,$@)$(CC) $(SL_CFLAGS) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $< $(BUILD)/libsluicecore.a $(INIH_LIBS)
 
 UNIT_BINS = $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
 BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
@@ -185,13 +194,13 @@ BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 STATIC_BINS = $(BUILD)/tests/static_client $(BUILD)/tests/goclient $(BUILD)/bench/connect_loop_static
 $(BUILD)/bench/connect_loop_static: bench/connect_loop.c src/core/clock.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O2 -static -o $@ bench/connect_loop.c src/core/clock.c
+	$(call quiet,LD,$@ (static))$(CC) $(BASE_CFLAGS) -O2 -static -o $@ bench/connect_loop.c src/core/clock.c
 $(BUILD)/tests/static_client: tests/integration/helpers/static_client.c | deps
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -static -pthread -o $@ $<
+	$(call quiet,LD,$@ (static))$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -static -pthread -o $@ $<
 $(BUILD)/tests/goclient: tests/integration/helpers/goclient/main.go | test-deps
 	@mkdir -p $(dir $@)
-	cd $(dir $<) && CGO_ENABLED=0 GO111MODULE=off GOCACHE=$(abspath $(BUILD))/go-cache \
+	$(call quiet,GO,$@)cd $(dir $<) && CGO_ENABLED=0 GO111MODULE=off GOCACHE=$(abspath $(BUILD))/go-cache \
 		GOPATH=$(abspath $(BUILD))/gopath go build -o $(abspath $@) main.go
 
 run: all
