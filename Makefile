@@ -43,8 +43,10 @@ SAN_FLAGS = $(if $(SAN),$(SANITIZERS))
 SHIM_SAN_FLAGS = $(if $(SAN),-fsanitize=undefined -fno-sanitize-recover=undefined)
 
 # A quiet build, as the kernel's and Redis's: one line a step ("CC src/shim/held.c");
-# V=1 prints the full commands instead.
+# V=1 prints the full commands instead; make -s prints neither.
 ifeq ($(V),1)
+quiet =
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
 quiet =
 else
 quiet = @printf '  %-7s %s\n' '$(1)' '$(2)';

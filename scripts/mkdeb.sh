@@ -35,7 +35,16 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note \
 	"$stage/usr/bin/sluice" "$stage/usr/bin/sluiced" "$stage/usr/lib/sluice/libsluice.so"
 gzip -9n "$stage"/usr/share/man/man*/*
 doc=$stage/usr/share/doc/sluice
-install -m 0644 "$top/dist/deb/copyright" "$doc/copyright"
+# The copyright file: its header, then the licence's words from LICENSE (the one
+# source of them), then inih's notice, as the shim carries inih.
+{
+	cat "$top/dist/deb/copyright"
+	sed -n '/^Redistribution/,$p' "$top/LICENSE" | sed -e 's/^$/./' -e 's/^/ /'
+	printf '\nLicense: BSD-3-Clause\n'
+	sed -n '/^License: BSD-3-Clause/,/^$/{/^License:/d;/^$/d;p}' /usr/share/doc/libinih-dev/copyright |
+		sed -n '/Redistribution/,$p'
+} >"$doc/copyright"
+chmod 0644 "$doc/copyright"
 # A native package's changelog: this version, from the commit it was built at.
 {
 	printf 'sluice (%s) unstable; urgency=medium\n\n' "$version"

@@ -23,6 +23,11 @@ for f in ./usr/bin/sluice ./usr/bin/sluiced ./usr/lib/sluice/libsluice.so ./etc/
 	./usr/share/doc/sluice/copyright ./usr/share/doc/sluice/changelog.gz; do
 	grep -qx "$f" "$T/contents" || fail "the package lacks $f"
 done
+# The licence: LICENSE's BSD-2-Clause, and inih's notice, as the shim carries inih.
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/sluice/copyright >"$T/copyright"
+grep -q '^License: BSD-2-Clause' "$T/copyright" && grep -q '^License: BSD-3-Clause' "$T/copyright" &&
+	grep -q "$(sed -n 's/^\(2\. Redistributions in binary form.*\)/\1/p' "$ROOT/LICENSE")" "$T/copyright" &&
+	! grep -qi 'no right to' "$T/copyright" || fail "the copyright file: $(cat "$T/copyright")"
 dpkg-deb -e "$deb" "$T/control"
 [ "$(cat "$T/control/conffiles")" = /etc/sluice/sluice.ini ] || fail "conffiles: $(cat "$T/control/conffiles")"
 for s in postinst prerm postrm; do
