@@ -437,7 +437,14 @@ static void flush(void)
 }
 
 /* One machine's call for one item, as fleet.c sends it (lease time ttl_ms):
- * returns the grant, and in *live the machines the script counts for the item. */
+ * returns the grant, and in *live the machines the script counts for the item.
+ *
+ * The script keeps time by Redis's clock, which the test does not drive, so no
+ * case asserts that something happens before a time: only after one.  A case
+ * that is not about expiry uses LONG_TTL, which outlives any run however slow
+ * the machine; the expiry cases wait past a lease life before they judge, and
+ * what must still be there has a life of seconds, not milliseconds. */
+#define LONG_TTL 600000
 static long long lease_ttl(const char *machine, char kind, uint64_t limit, uint64_t demand, uint64_t held,
                            int settle_ms, int ttl_ms, long long *live)
 {
@@ -468,7 +475,7 @@ static long long lease_ttl(const char *machine, char kind, uint64_t limit, uint6
 static long long lease(const char *machine, char kind, uint64_t limit, uint64_t demand, uint64_t held,
                        int settle_ms)
 {
-	return lease_ttl(machine, kind, limit, demand, held, settle_ms, 3000, NULL);
+	return lease_ttl(machine, kind, limit, demand, held, settle_ms, LONG_TTL, NULL);
 }
 
 static void redis_do(const char *fmt, ...)
@@ -605,7 +612,7 @@ static long long lease_grid_ttl(const char *machine, uint64_t limit, uint64_t de
 static long long lease_grid(const char *machine, uint64_t limit, uint64_t demand, uint64_t held,
                             const long long *in, long long *out, int settle_ms)
 {
-	return lease_grid_ttl(machine, limit, demand, held, in, out, settle_ms, "3000");
+	return lease_grid_ttl(machine, limit, demand, held, in, out, settle_ms, "600000");
 }
 
 /* Ranks held by more than one machine (each holding what it was granted last),
@@ -743,7 +750,9 @@ static void test_grid_expiry(void **state)
 	flush();
 	lease_grid_ttl("m3", 100000, 100000, 0, none, runs, 0, "30");
 	nanosleep(&pause, NULL);
-	lease_grid_ttl("m4", 100000, 0, 0, none, other, 0, "30"); /* sweeps m3's: it gets none of them */
+	/* m4 sweeps m3's entry (it gets none of its ranks), quarantined for m4's lease
+	 * life: seconds, so m3's next call comes inside it however slow the machine. */
+	lease_grid_ttl("m4", 100000, 0, 0, none, other, 0, "10000");
 	assert_int_equal(other[0], 0);
 	assert_true(grid_marks(runs, 1));
 	lease_grid_ttl("m3", 100000, 100000, 100000, runs, back, 0, "30");
@@ -778,7 +787,7 @@ static void test_totals_at_size(void **state)
 		m = (int)((seed >> 33) % MANY);
 		demand[m] = (seed >> 13) % 3 == 0 ? 0 : (seed >> 17) % (4 * limit / MANY);
 		snprintf(name, sizeof(name), "m%d", m);
-		grant[m] = lease_ttl(name, 'r', limit, demand[m], (uint64_t)grant[m], 0, 60000, &live);
+		grant[m] = lease_ttl(name, 'r', limit, demand[m], (uint64_t)grant[m], 0, LONG_TTL, &live);
 		assert_true(grant[m] >= 0);
 		assert_true(in_effect(grant, MANY) <= (long long)budget);
 	}
@@ -790,7 +799,7 @@ static void test_totals_at_size(void **state)
 	for (int round = 0; round < 6; round++)
 		for (int m = 0; m < MANY; m++) {
 			snprintf(name, sizeof(name), "m%d", m);
-			grant[m] = lease_ttl(name, 'r', limit, demand[m], (uint64_t)grant[m], 0, 60000, &live);
+			grant[m] = lease_ttl(name, 'r', limit, demand[m], (uint64_t)grant[m], 0, LONG_TTL, &live);
 			assert_true(in_effect(grant, MANY) <= (long long)budget);
 		}
 	assert_int_equal(live, MANY);
@@ -849,20 +858,20 @@ static void test_expired_shares_come_back(void **state)
 {
 	long long g = 0, live = 0;
 	char name[16];
-	struct timespec ts = {0, 150 * MS};
+	struct timespec ts = {2, 100 * MS};
 
 	(void)state;
 	flush();
 	for (int m = 0; m < 150; m++) {
 		snprintf(name, sizeof(name), "gone%d", m);
-		lease_ttl(name, 'r', 100000, 600, 0, 0, 100, NULL);
+		lease_ttl(name, 'r', 100000, 600, 0, 0, 2000, NULL); /* 151 calls within 2 s */
 	}
-	g = lease_ttl("stays", 'r', 100000, 100000, 0, 0, 60000, &live);
+	g = lease_ttl("stays", 'r', 100000, 100000, 0, 0, LONG_TTL, &live);
 	assert_int_equal(live, 151);
 	assert_true(g <= 99500 - 150 * 600);
 	nanosleep(&ts, NULL);
 	for (int call = 0; call < 4; call++)
-		g = lease_ttl("stays", 'r', 100000, 100000, (uint64_t)g, 0, 60000, &live);
+		g = lease_ttl("stays", 'r', 100000, 100000, (uint64_t)g, 0, LONG_TTL, &live);
 	assert_int_equal(live, 1);
 	assert_int_equal(g, 99500);
 }
