@@ -3,7 +3,9 @@
 #   make            build build/libsluice.so, build/sluiced, build/sluice
 #   make run        the demo: several processes' connections released at a fixed rate
 #                   (PLOT=FILE.png: also a picture of the arrivals against the schedule)
-#   make test       unit and integration tests (what .ci/run runs)
+#   make unit       the cmocka unit tests alone: a contributor's loop, under a minute
+#   make check      unit, and the integration tests that judge no timing, in parallel
+#   make test       every test (what .ci/run runs; docs/developing.md says which when)
 #   make bench      figures: admission cost, shim overhead, release error
 #   make asan       everything built with AddressSanitizer + UBSan, then the tests
 #   make chaos      the chaos suite at full size (kill storms, restarts, reloads, scribbles),
@@ -109,6 +111,9 @@ $(BUILD)/man/sluice.ini.5: docs/config.md scripts/md2man.py | deps
 deps:
 	@scripts/deps.sh build
 
+unit-deps: | deps
+	@scripts/deps.sh unit
+
 test-deps: | deps
 	@scripts/deps.sh test
 
@@ -175,7 +180,7 @@ $(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicesupervis
 		$(BUILD)/libsluicecore.a
 	$(call quiet,LD,$@)$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | test-deps
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | unit-deps
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a \
 		$(CMOCKA_LIBS) $(INIH_LIBS) $(TEST_LIBS_$*)
@@ -209,8 +214,17 @@ run: all
 	@if [ -n "$(PLOT)" ]; then scripts/deps.sh plot; fi
 	@PLOT=$(PLOT) examples/demo.sh $(BUILD)
 
+# The three tiers (tests/run.sh): unit needs cmocka and nothing of the test rig
+# (fleet.lua's cases skip with a word where redis-server is missing); check and
+# test need the whole rig.
+unit: unit-deps $(UNIT_BINS)
+	@BUILD=$(BUILD) SAN=$(SAN) SLUICE_REDIS_OPTIONAL=1 tests/run.sh unit
+
+check: test-deps all $(UNIT_BINS) $(BENCH_BINS) $(STATIC_BINS)
+	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh check
+
 test: test-deps all $(UNIT_BINS) $(BENCH_BINS) $(STATIC_BINS)
-	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
+	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh test
 
 # The same tests with two busy loops competing for the cores (scripts/busy.sh).
 test-busy:
@@ -326,6 +340,6 @@ deb: | deb-deps
 clean:
 	rm -rf build build-asan
 
-.PHONY: all deps test-deps deb-deps run test test-busy bench asan chaos cross fuzz install deb clean
+.PHONY: all deps unit-deps test-deps deb-deps run unit check test test-busy bench asan chaos cross fuzz install deb clean
 
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

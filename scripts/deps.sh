@@ -2,6 +2,7 @@
 # Install the Debian packages sluice needs, only those missing, by what is asked:
 #   scripts/deps.sh [build]  building sluice and running `make run`'s demo (the
 #                            default: what `make` and `make run` need, nothing more)
+#   scripts/deps.sh unit     also cmocka: the unit tests (`make unit`), nothing more
 #   scripts/deps.sh test     also every test, bench and packaging tool (`make test`,
 #                            `bench`, `chaos`, `asan`, `fuzz`, `deb`)
 #   scripts/deps.sh deb      building the package (`make deb`): the build's and the
@@ -91,6 +92,7 @@ qemu-user:/usr/bin/qemu-aarch64
 PACKAGES=$BUILD_PACKAGES
 case "${1:-}" in
 build) shift ;;
+unit) PACKAGES="$BUILD_PACKAGES libcmocka-dev:/usr/include/cmocka.h"; shift ;;
 test) PACKAGES="$BUILD_PACKAGES $TEST_PACKAGES"; shift ;;
 plot) PACKAGES="$BUILD_PACKAGES gnuplot-nox:/usr/bin/gnuplot"; shift ;;
 deb) PACKAGES="$BUILD_PACKAGES lintian:/usr/bin/lintian"; shift ;;

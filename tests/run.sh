@@ -1,12 +1,31 @@
 #!/usr/bin/env bash
-# Run every test: the cmocka unit tests, then the integration scripts.  Each test
-# has a time limit; the last line is the summary CI reads: "N passed, N failed".
+# tests/run.sh [unit|check|test]: run one tier of the tests (docs/developing.md).
+#
+#   unit   the cmocka programs (build/tests/test_*), two at a time
+#   check  unit, then the integration tests whose verdicts never depend on time
+#          ("# tier: check"), three at a time
+#   test   unit, then every integration test in two lanes at once: the tests
+#          whose verdicts a loaded machine could fail - a floor on delivery, a
+#          wait that must be short ("# tier: serial") - one after another, and
+#          beside them the rest ("# tier: check" and "# tier: parallel": nothing
+#          a slow machine can break, as nothing early or over a count is) two at
+#          a time.  The serial lane so runs as under `make test-busy`'s load.
+#
+# Every integration test names its tier in a line "# tier: NAME"; one that does
+# not fails.  ONLY=PART runs only the integration tests whose file name has PART.
+# Each test has a time limit; the last line is the summary CI reads: "N passed,
+# N failed".
 set -u
 cd "$(dirname "$0")/.."
 # Debian's programs first, as scripts/deps.sh installs them (tests/integration/lib.sh).
 export PATH="/usr/bin:/bin:/usr/sbin:/sbin${PATH:+:$PATH}"
 BUILD=${BUILD:-build}
 export BUILD
+tier=${1:-test}
+case "$tier" in
+unit | check | test) ;;
+*) echo "usage: tests/run.sh [unit|check|test]" >&2; exit 2 ;;
+esac
 
 if [ -n "${SAN:-}" ]; then
 	# sluice, sluiced and the unit tests carry ASan+UBSan; the shim UBSan (see the
@@ -18,50 +37,96 @@ if [ -n "${SAN:-}" ]; then
 	export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 fi
 
-passed=0
-failed=0
-failures=()
+# Each test's output and verdict go to files here: the lanes are subshells.
+R=$(mktemp -d "${TMPDIR:-/tmp}/sluice-run.XXXXXX") || exit 1
+trap 'rm -rf "$R"' EXIT
 
+# run_one NAME LIMIT CMD...: run a test, print its line when it ends.
 run_one() {
-	local name=$1 limit=$2
+	local name=$1 limit=$2 slug=${1//\//_}
 	shift 2
-	local start=$SECONDS out rc
-	out=$(timeout -k 5 "$limit" "$@" 2>&1)
+	local start=$SECONDS rc
+	timeout -k 5 "$limit" "$@" >"$R/$slug.out" 2>&1
 	rc=$?
+	[ $rc -eq 124 ] && echo "TIMEOUT after ${limit}s" >>"$R/$slug.out"
 	if [ $rc -eq 0 ]; then
-		passed=$((passed + 1))
 		printf 'ok   %-36s %3ds\n' "$name" $((SECONDS - start))
+		echo "$name" >>"$R/passed"
 	else
-		failed=$((failed + 1))
-		failures+=("$name")
-		[ $rc -eq 124 ] && out="$out"$'\n'"TIMEOUT after ${limit}s"
 		printf 'FAIL %-36s %3ds\n' "$name" $((SECONDS - start))
-		printf '%s\n' "$out" | tail -40 | sed 's/^/     | /'
+		echo "$name" >>"$R/failed"
 	fi
 }
 
+# pool JOBS CMD...: each later argument is a test; JOBS of them run at once.
+pool() {
+	local jobs=$1 t
+	shift
+	for t; do
+		while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+		integration "$t" &
+	done
+	wait
+}
+
+integration() {
+	run_one "integration/$(basename "$1" .sh)" 240 bash "$1"
+}
+
+fail_now() {
+	echo "FAIL $1"
+	echo "$1" >>"$R/failed"
+}
+
 echo "== unit tests"
-# Each unit test is named after the core module it tests (the Makefile finds them).
+# A unit test is named after the module it tests: tests/unit/test_X.c tests a
+# src/*/X.c.
 for src in tests/unit/test_*.c; do
 	module=$(basename "$src" .c)
 	module=${module#test_}
-	if [ ! -f "src/core/$module.c" ]; then
-		failed=$((failed + 1))
-		failures+=("unit/$(basename "$src" .c)")
-		echo "FAIL $src: no src/core/$module.c (a unit test is named after its module)"
-	fi
+	compgen -G "src/*/$module.c" >/dev/null || fail_now "unit/$(basename "$src" .c): no src/*/$module.c"
 done
-for t in "$BUILD"/tests/test_*; do
-	run_one "unit/$(basename "$t")" 120 "$t"
+units=()
+for t in "$BUILD"/tests/test_*; do units+=("$t"); done
+for t in "${units[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
+	run_one "unit/$(basename "$t")" 120 "$t" &
 done
+wait
 
-echo "== integration tests"
-for t in tests/integration/t_*.sh; do
-	[ -n "${ONLY:-}" ] && [[ "$t" != *"$ONLY"* ]] && continue
-	run_one "integration/$(basename "$t" .sh)" 180 bash "$t"
-done
+if [ "$tier" != unit ]; then
+	serial=() others=()
+	for t in tests/integration/t_*.sh; do
+		[ -n "${ONLY:-}" ] && [[ "$t" != *"$ONLY"* ]] && continue
+		case "$(sed -n 's/^# tier: \([a-z]*\).*/\1/p' "$t" | head -1)" in
+		check) others+=("$t") ;;
+		parallel) [ "$tier" = test ] && others+=("$t") ;;
+		serial) [ "$tier" = test ] && serial+=("$t") ;;
+		*) fail_now "integration/$(basename "$t" .sh): no '# tier: check|parallel|serial' line" ;;
+		esac
+	done
+	if [ "$tier" = check ]; then
+		echo "== integration tests that judge no timing (${#others[@]}, three at a time)"
+		(pool 3 "${others[@]}")
+	else
+		echo "== integration tests: ${#serial[@]} one after another, beside them ${#others[@]} two at a time"
+		# Each lane a subshell of its own, so the pool counts only its own jobs.
+		(for t in "${serial[@]}"; do integration "$t"; done) &
+		(pool 2 "${others[@]}") &
+		wait
+	fi
+fi
 
 echo
-[ $failed -gt 0 ] && printf 'failed: %s\n' "${failures[*]}"
+if [ -s "$R/failed" ]; then
+	while read -r name; do
+		[ -f "$R/${name//\//_}.out" ] || continue
+		echo "--- $name"
+		tail -40 "$R/${name//\//_}.out" | sed 's/^/     | /'
+	done <"$R/failed"
+	printf 'failed: %s\n' "$(tr '\n' ' ' <"$R/failed")"
+fi
+passed=$(cat "$R/passed" 2>/dev/null | wc -l)
+failed=$(cat "$R/failed" 2>/dev/null | wc -l)
 echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+[ "$failed" -eq 0 ]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # sluice acquire: a shell loop takes places in the same queue the shim uses.  A loop
 # of `sluice acquire` and a shaped python3 client share one 10/s queue; together
 # their releases keep the spacing.  Refusal exits 1, interruption returns the place.

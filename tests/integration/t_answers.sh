@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Signals from the destination (README "Signals from the destination"): four
 # python3 processes share one 100/s queue to a local server that answers one
 # request, on cue, with a signal; the destination's kernel record (request

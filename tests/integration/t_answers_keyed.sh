@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Signals from the destination, with a daemon and a keyed section (per = address,
 # 50/s each): clients of two addresses share the machine's queues; the server
 # answers one request to 127.0.0.2 with 429 Retry-After: 2.  The kernel record

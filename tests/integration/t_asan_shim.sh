@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Under `make asan` only: the shim built with AddressSanitizer, run inside python3
 # with libasan preloaded first (as ASan requires), through the paths the other tests
 # take with curl: a shared queue across threads and processes, a refusal, name

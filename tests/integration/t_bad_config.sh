@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # (f) A bad config gets FILE:LINE errors and exit status 2 from every entry point;
 # a running daemon refuses a bad reload (SIGHUP or `sluice reload`), keeps shaping
 # with its old config, and takes a good one afterwards keeping the section's queue.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Bad environment and bad segments: the host program runs as without the shim (or
 # with its documented fallback), never crashes, and SLUICE_DEBUG says why.
 . "$(dirname "$0")/lib.sh"

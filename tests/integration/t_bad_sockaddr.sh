@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # Bad sockaddrs and fds reach connect() through the shim exactly as they would reach
 # libc: same return value and errno as without the shim, and no crash.  Driven from
 # python3 ctypes, which calls the exported connect symbol like any C program.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # A held first write on a blocking socket (a connection named by its Host header,
 # so already open when its first write names it): a signal handler with SA_RESTART lets the wait go on to the slot; one without
 # makes the write fail with EINTR and return the place (python3 retries by itself,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # meter = bytes: outgoing payload shaped to the rate, large writes released in
 # pieces - a short write on a non-blocking socket, consecutive releases inside one
 # blocking call.  Checked strictly at the destination (never more bytes than one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # meter = bytes is kept at the destination, not at the write: a receiver that stops
 # reading for 2 s and then reads as fast as it can must not get, in any second,
 # more than the rate and one piece - the kernel's send buffer may not hold a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Calendar windows (docs/config.md, "Calendar windows"): rate = 2/mo with
 # strategy = fixed-window, the daemon's wall clock (libfaketime, its monotonic
 # clock left alone) six seconds before 2026-02-01 00:00 UTC.  Through the real

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # The chaos suite at the size CI affords (tests/chaos/chaos.py; `make chaos` runs
 # it at full size): kill -9 storms of waiters and lock holders, some reaped late;
 # daemon kill/restart; reloads between equal limits in other windows; then

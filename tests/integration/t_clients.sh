@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Real clients through the shim, each shaped and each still working: node's http
 # client (libuv, epoll), wget, curl --parallel with keep-alive off, and openssl
 # s_client against a local TLS server.  Spacing is checked on the kernel times of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # Bash completion (dist/bash-completion/sluice, installed by the package): the
 # commands, each command's flags - every flag sluice's own usage names, so the
 # file cannot fall behind the code - the meters and strategies the config

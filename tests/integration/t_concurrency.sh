@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # concurrency = N: never more than N connections open at once, across threads and
 # processes; a waiter goes as soon as a place frees (futex, not polling); close, exit
 # and kill -9 all give places back; a non-blocking connect to a full limit is not

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The container recipes of examples/containers/ (README "Containers"): the
 # Kubernetes DaemonSet and Deployment and the compose file parse, and say what
 # the recipe says (the node's /run/sluice mounted at /run/sluice by the daemon

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Who holds what, whatever the pid namespace (docs/design.md, "Who holds what"):
 # holders and lock owners are roster tokens, ended by the keeper's pidfd when the
 # kernel says the process exited - never pids read in /proc, which in a pod mean

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # One limit for every container on a host (README "Containers"; docs/design.md,
 # "The segment" and "Who holds what"), through real namespaces, judged by the
 # destination's kernel SYN stamps.  The host runs sluiced with its sockets in

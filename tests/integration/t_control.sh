@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The control socket under stress (F8): SIGTERM and control requests landing in the
 # same loop iteration never crash the daemon (it stops serving control clients
 # before it detaches the segment), and a client that connects and never sends is

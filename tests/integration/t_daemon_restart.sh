@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # (d) sluiced killed -9 mid-run: the processes keep being shaped (they never need the
 # daemon), and a restarted daemon re-attaches the segment with the queue intact:
 # connections started after the restart queue behind the ones already waiting.

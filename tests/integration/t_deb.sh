@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # make deb: a lintian-clean package (make deb fails on a lintian error) whose
 # contents and maintainer scripts are what a machine needs, and which installs,
 # shapes a user of the group, upgrades under load and is removed and purged

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Libraries opened with RTLD_DEEPBIND are shaped (src/shim/deepbind.c): PHP's curl
 # extension (curl_exec) beside file_get_contents, and a C host that dlopens a
 # library the way PHP does, at 5/s against a real server, judged at the

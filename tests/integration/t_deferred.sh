@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Deferred connects (docs/design.md, "Send paths and event loops"): a non-blocking
 # connect() to a matched destination whose slot is not now returns EINPROGRESS, and the
 # real connect is made at the release.  Until then the socket shows no events to poll,

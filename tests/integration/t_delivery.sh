@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Showing the shortfall (README "Is it giving what I configured?"): four blocking
 # programs keep a 50/s section's queue full for 13 s; `sluice stat`, its JSON,
 # `sluice top` and the metrics give the rate delivered over the daemon's last

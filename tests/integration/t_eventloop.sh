@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Event loops never stall (docs/design.md, "Send paths and event loops"): python3 asyncio
 # and uvloop (epoll, level-triggered) with many concurrent connections to a held destination keeps
 # the spacing and keeps serving an unheld socket meanwhile; a deferred connect's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The shim goes on into children exec'd with an environment that lacks it:
 # env -i (execvp with an empty environ, then sh's own execve), python3 subprocess
 # with env={} (execve from a vfork child) and os.posix_spawn with an empty

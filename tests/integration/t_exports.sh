@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # libsluice.so exports exactly the calls listed in src/shim/hooks.def (the list its
 # export map is generated from) - each one defined, nothing else visible - links
 # only libc (and what glibc splits off), and carries inih inside it, hidden.

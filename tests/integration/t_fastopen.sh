@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # sendto(MSG_FASTOPEN) connects and sends at once: held as a new connection.
 # Blocking, the call waits for the place and then goes; non-blocking and not due,
 # the connect is deferred and the call fails with EINPROGRESS (what the kernel

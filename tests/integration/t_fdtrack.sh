@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # A held (deferred) socket followed through dup, dup2 over it, and fork: a dup keeps
 # the hold (the connect is made at the slot, seen through it), dup2 over a held fd gives its
 # place back and leaves the new fd unheld, a child forked while the parent holds a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The first write of a deferred connect on time (issue 48, item 7; docs/design.md,
 # "First writes on time"): event loops that open many connections at once at
 # 500/s - python3 aiohttp and node fetch (undici), and two aiohttp processes

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # The command line as people expect it: flags that contradict each other or mean
 # nothing together are refused with a word and exit 2 (never one silently
 # ignored), -V prints the version, and a one-liner's errors name the flag that

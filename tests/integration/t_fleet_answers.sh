@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Signals from the destination, fleet-wide (README "Signals from the destination"):
 # three daemons share a 60/s section through Redis; each machine's python3
 # clients send to its own address of one server.  The server answers one request

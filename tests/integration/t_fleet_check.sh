@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # The fleet's settings (issue 11): sluice check refuses each bad one with a clear
 # line; `sluice check --redis` says what it found - a Redis answering with the
 # script loaded, one refusing the password, one not there; and a daemon whose

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # The fleet on a Redis Cluster (issue 29): three masters on loopback (redis-server
 # --cluster-enabled yes; redis-cli --cluster create).  Three daemons are given
 # only the two nodes that do not serve the fleet's slot (redis_cluster): they

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Redis's answers are untrusted (issue 11): a machine holding a lease from a real
 # Redis meets, on the same port, a fake that answers badly in a dozen ways (garbage
 # bytes, wrong types and lengths, numbers past 64 bits or far above the limit, deep

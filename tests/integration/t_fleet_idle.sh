@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # A machine whose clients stopped gives its share back (docs/design.md, "Across
 # machines": a flow that stopped).  Two machines share 100/s on the grid, both
 # offering 200/s; machine 1's clients stop after 4 s.  Within 4 s its share is

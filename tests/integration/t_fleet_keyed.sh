@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # A keyed section shared by the fleet (issue 11): per = address, 20/s each, three
 # daemons.  Machines 1 and 2 send to two endpoints, machine 3 to the first only.
 # At the destination each endpoint gets its own 20/s (not 20/s per machine: about

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # A Redis that is reached but does not answer is no outage (docs/design.md,
 # "Late"): it may be answering the other machines, and giving them this one's
 # share once its entry expires, so a machine must not shape on past what it was

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Redis named by a host name, resolved off the daemon's loop (docs/design.md,
 # "Names of Redis"): the loop also answers the control socket, reaps dead lock
 # holders and renews every lease, and getaddrinfo() waits as long as the name

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Redis goes away and comes back empty (issue 11): three daemons share 100/s, their
 # clients offering 80/s each.  Redis is killed -9 for 20 s in the middle: the
 # machines shape on the leases in hand (stat says so), no second above 102 at the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # One rate across machines (issue 11): three daemons share a 100/s section through
 # Redis, each with its own clients.  Everything is judged at the destination, by the
 # kernel's SYN stamps, each machine's clients sending to their own address:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # A fleet of fifty (issue 29, CI size; make bench item 20 runs 50, 100 and 200):
 # fifty daemons on this machine, each its own segment and machine name, share
 # 100/s through one Redis, each one's client offering 10/s (bench/fleet_scale.sh).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # The fleet on Redis Sentinel (issue 29): a master, a replica and three Sentinels
 # on loopback, the master and replica with one password and the Sentinels with
 # another; three daemons find the master through the Sentinels (redis_sentinels,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Windows and places across machines (issue 11).  Three daemons share:
 #   - a fixed window of 300 per 10 s, numbered on Redis's clock: their clients
 #     offer 40/s each (120/s in all) for 25 s, and no UTC-aligned 10 s window at

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Fork: children of a shaped process share the queue with it (the segment mapping
 # and the environment are inherited), each with its own identity for the lock.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # `sluice check` and `sluice check --keys` print what the key table says
 # (include/sluice/config_keys.def); their output is compared with the files in
 # tests/golden, so a change to a key's name, default, help or printing shows in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # HTTP/2 request bodies go with their own request (src/shim/h2box.c; docs/design.md,
 # "HTTP/2 bodies with their own request").  node's http2 (nghttp2, as grpc-js)
 # writes every pending HEADERS before any DATA; held in order, every body waited

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # HTTP/2 request by request (README "Requests on a connection", docs/design.md
 # "HTTP/2 request by request"): with meter = requests each stream a client opens is
 # a request, held before its HEADERS go; answers are read from the frames (HPACK by

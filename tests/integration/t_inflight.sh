@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Requests in flight (docs/config.md, "Requests in flight"): meter = requests with
 # concurrency = 2 against a server that answers slowly.  Three python processes,
 # each on one requests.Session (keep-alive), fetch answers streamed in chunks over

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # make install lays out bin/, lib/sluice/, the man pages and the sample config, and
 # the installed sluice finds the installed shim without SLUICE_LIB.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Keyed sections (per = ...): one rule, a queue per destination.
 #  - per = host, 1,000 names (Host headers to one loopback server) at 2/s each,
 #    from one node process: each name's own spacing holds at the server, and all

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # The kicker's scheduling (README "Event loops", docs/design.md "Deferred connects
 # on time"): where the process may have it, the shim's own thread that makes
 # deferred connects at their instants runs SCHED_FIFO at priority 1; it stays an

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # (e) A process killed -9 while it waits in the queue does not disturb the others:
 # they keep their spacing, finish, and nothing is left locked.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Lock ownership the kernel vouches for (F2, F6): the segment lock word holds the
 # holder's roster token and its registration's nonce (src/core/roster.c).  A
 # holder killed -9 but not yet reaped (a zombie) passes kill(pid, 0) yet holds

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # The daemon's log lines carry their priority where that is read (issue 51):
 #   - in the foreground with stderr the journal's stream (systemd says so in
 #     JOURNAL_STREAM=DEV:INODE, checked against stderr itself) every line begins

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # 2,000 processes, each holding a concurrency place in one of 3 sections: all
 # counted (the holder table had room for 1,024 (process, section) pairs; past it
 # a place could not be recorded, so it was not taken and the connect was refused

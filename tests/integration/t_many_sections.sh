@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # No fixed cap on sections or patterns (issue 10, item 2): a config of 10,000
 # sections and 100,000 patterns loads, its sections match (by index, not by a walk
 # of them all), and it reloads to 12,000 sections while shaped programs run - each

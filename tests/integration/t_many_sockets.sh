@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # No fixed cap on the sockets a process holds: node opens 10,000 connections at
 # once to a destination shaped at 2,000/s.  Past the old pool of 1,024 hold records
 # a non-blocking connect() waited inside connect(), stalling the event loop (2.2 s

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The transparency matrix (helpers/matrix.py): every real client - curl, wget,
 # python3 urllib, requests, aiohttp, httpx, node fetch and http, git over git://
 # and smart HTTP, openssl s_client, socat UDP, redis-cli, perl LWP, ruby net/http,

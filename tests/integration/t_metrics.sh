@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Metrics (README "Running it on a machine"): sluiced serves Prometheus text on
 # `metrics = 127.0.0.1:PORT`.  Scraped with curl and checked as a scraper reads
 # the format (helpers/prom_check.py: names, types, labels, histograms); the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Names beyond DNS: connections to 127.0.0.1 that no section matches by address
 # are named by their first write, and sections matching that name hold them there.
 #  - HTTP Host header: curl -H Host, curl --resolve (no getaddrinfo), python3

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # Non-blocking connects (docs/design.md, "Send paths and event loops"): a connect whose
 # slot is now goes at once; calling connect() again on a connecting socket
 # (EALREADY/EISCONN) is no new connection and takes no place, nor does a UDP connect; with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # One-liners (README, "One-liners"): `sluice run --match HOST:PORT --rate R -- cmd`
 # shapes cmd without a config file, as trickle users expect; the private config it
 # makes is gone when it ends; `sluice check` with the same options prints the

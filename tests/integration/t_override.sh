@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Overrides (docs/config.md, "Overrides"): a keyed section (per = address:port) at
 # 5/s whose override line gives one of three destinations 20/s.  Three threads of
 # python connect to the three at once; at each destination (its SYN witness) the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Nobody gets in (README "Running it on a machine", "Trust"): another user who
 # serves a segment and a control socket first, where root's config puts them (a
 # directory anyone may write), with a rate of their own.  The test makes the user

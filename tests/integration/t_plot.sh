@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The picture of arrivals against the schedule: `make run PLOT=FILE` (the demo)
 # writes a PNG drawn from the destination's kernel timestamps, and the table it
 # plots holds every request with its gap to the one before; plot_releases.py

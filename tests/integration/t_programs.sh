@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Real programs that a first-write hold broke, shaped at their connects now
 # (issue: "The destination sees the rate, and no program breaks"):
 #  - curl --http2-prior-knowledge against nghttpd: every curl succeeds;

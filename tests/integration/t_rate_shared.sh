@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # (a) Four processes, 25 connections each, to one destination limited to 10/s,
 # burst 1: one shared queue, so no two releases closer than 100 ms (minus 1 ms of
 # clock reading) and the whole run takes at least 9.9 s.  Two of the processes are

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The README's `$` commands, run as written (helpers/readme_commands.py), in
 # namespaces of the test's own: a network namespace where hooks.example.com and
 # api.example.com are this loopback (an /etc/hosts bound over the machine's in a

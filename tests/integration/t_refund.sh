@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Refunds (docs/config.md, "Refunds"): answers the destination does not count are
 # given back.  A quota of 3 requests an hour with refund = 304: python requests on
 # one keep-alive session sends five revalidations answered 304 and then five GETs -

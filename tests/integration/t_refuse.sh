@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # (c) max_wait = 0 under load: the first connection goes, the rest fail at once and
 # nothing hangs.  curl connects non-blocking, so its connect is refused at once
 # (curl exit 7) when the place is already taken; two connects racing for the one

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # A reload applies every [sluice] key it can and names the ones that wait for a
 # restart (issue 51; docs/config.md, "At reload"):
 #   - `metrics` added at a reload is served at once, moved to another port the old

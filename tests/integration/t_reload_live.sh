@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # A reload while a queue waits (F1): 60 connections queued at 50/s, and the limit
 # rewritten to 3000/m - the same rate in another window, which once counted as a
 # new section: its state zeroed, the waiters released unchecked and new arrivals

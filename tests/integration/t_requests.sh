@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # meter = requests: each request on a connection is held, not just the connect; the
 # first one takes its place with the connect (so no first write is ever held).
 #  - python3 http.client: 6 keep-alive requests on one connection;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # glibc's own resolver against a name server a datagram section holds (README,
 # "glibc's resolver"; src/supervisor/relay.c).  Its queries are sent from inside
 # libc - a connect and then send or sendmmsg on the connected socket - where the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Every hold explained (issue 51): when its command ends, `sluice run` says what
 # was held, by section - calls, their waits in all, the longest - once anything
 # was held at all, whatever the holds' length (a 25-request loop at 1/s took

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # Nothing a shim trusts may switch shaping off by being wrong (README "Trust"):
 # clients offering 100/s keep a 50/s section's queue full while one part of the
 # segment the shims trust is scribbled on.

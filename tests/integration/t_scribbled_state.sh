@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # A section's state scribbled far into the future (F5): a tat of 2^61 ns (73 years)
 # once hung every client in its sleep for good (max_wait forever) or refused every
 # call for good (finite max_wait), and survived a daemon restart.  Now such state is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # sluice run --seccomp: programs no preload reaches, held at connect() by a
 # seccomp supervisor against the same queues as the shim (README, "What reaches
 # what").  Judged at the destination (kernel SYN and datagram times):

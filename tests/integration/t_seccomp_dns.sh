@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # sluice run --seccomp learns the names a static program looks up over DNS
 # (src/supervisor/dns.c): the program's socket connected to a name server's port
 # 53 goes through the supervisor's proxy, which reads each answer, so `*.test`

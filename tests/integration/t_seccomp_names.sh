@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # sluice run --seccomp learns the names a static program looks up in the host
 # file, which a static or Go program reads itself (README, "What reaches what"):
 # `*.test` patterns and `per = host` keys match a static Go program's connects as

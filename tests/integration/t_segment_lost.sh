@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # A segment lost with its keeper and daemon (both killed -9, as a container's
 # restart kills them) while a program still uses it: the next daemon makes a new
 # one and holds its releases (SL_ORPHAN_HOLD_NS); the program, finding its daemon

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # F7: truncating the segment (`truncate -s 0 /dev/shm/sluice`) once killed every
 # attached program with SIGBUS, and the daemon.  The segment is now a memfd sealed
 # against shrinking and growing (src/core/shm.c): whoever is handed it may write

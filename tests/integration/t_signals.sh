@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # A connect waiting in the queue while signals arrive: the handler runs, the wait
 # resumes towards the same absolute deadline, and the connection goes at its slot,
 # neither early nor failed with EINTR.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # meter = bytes for writers that come late for their pieces (issue 48, item 8):
 # git push and rsync over ssh, whose event loop spends milliseconds between its
 # poll and its write while it fills its buffers, and a writer that comes 8 ms

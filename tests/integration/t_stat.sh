@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # sluice stat, text and JSON, from the daemon and - when it is gone - from the
 # segment: queue length while callers wait, then admitted/held/refused and waits.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # `sluice stat` with no config finds what this user can see (issue 51): where no
 # config is installed (/etc/sluice/sluice.ini) it shows the machine's segment if
 # a daemon serves one, else a running `sluice run`'s own segment, and says which
@@ -20,6 +21,11 @@ bare() {
 		"$@"
 	fi
 }
+
+# This test's own run directory: the `sluice run`s of tests running beside it
+# (tests/run.sh) are this user's too, and stat would find theirs.
+export XDG_RUNTIME_DIR="$T/xdg"
+mkdir -m 0700 "$XDG_RUNTIME_DIR" || fail "mkdir $XDG_RUNTIME_DIR"
 
 start_server
 bare env -u SLUICE_CONFIG "$SLUICE" stat >"$T/none.out" 2>"$T/none.err" && fail "stat with nothing to show exited 0"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The daemon's state files are never followed, never waited on, and kept only in a
 # directory no other user can write (README "Security"; docs/config.md,
 # "Quotas that outlive the segment"):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # The window strategies through the shim, with bursts of real python3 urllib
 # clients, checked strictly on the SYNs' kernel times at the destination
 # (helpers/windows.py):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # The seccomp supervisor's scheduling (README "Is it giving what I configured?",
 # docs/design.md "Seccomp"): where the process may have it, the loop of
 # `sluice run --seccomp`, which makes each held connect inside its release, runs

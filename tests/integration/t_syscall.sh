@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # Calls made through libc's syscall() are shaped as the named calls are
 # (src/shim/syscall.c): bind9's dig and nslookup, which send their queries with
 # sendmmsg through libuv's syscall(), against a local DNS responder at 5/s; a C

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # (g) A multi-threaded client: python3 with 8 threads, 6 connections each, at 20/s.
 # The threads share the process's place in the queue like separate processes do.
 . "$(dirname "$0")/lib.sh"

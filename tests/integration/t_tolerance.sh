@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: serial
 # tolerance = DURATION (docs/config.md, "How a limit releases"): lateness up to
 # the tolerance is made up, the bound grows by tolerance x rate and no more.
 # Judged by the destination's kernel SYN stamps, through the real shim:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # meter = datagrams: each datagram to a matched destination takes a place, whether
 # it carries its own address (sendto, sendmsg, sendmmsg) or goes over a connected
 # UDP socket (send, write).  Clients: python3 (blocking, connected, non-blocking

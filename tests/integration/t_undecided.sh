@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # When the segment cannot decide, the fallback policy does - never "go" (F3, F4):
 #  - the lock held by a live process that does not let go (as a stopped holder
 #    would): with fallback = local (the default), three threads connecting at once

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # (b) A destination no section matches is not held, and the shim adds no system call
 # to its connect: strace counts the same calls with and without the shim.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: parallel
 # per = host when the names a program resolves share one address (virtual hosts,
 # a CDN): each connection is keyed by the name its own request carries - the
 # HTTP Host, a TLS SNI - not by the last name resolved to that address

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check
 # The witness itself (tests/integration/helpers/syn_witness.py), fed frames
 # built here: every test's verdict rests on what it counts as a new connection.
 #  - a SYN sent again from a port whose connection has not ended is not counted;
