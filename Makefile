@@ -311,7 +311,10 @@ install: all
 	install -m 0644 $(BUILD)/libsluice.so $(DESTDIR)$(PREFIX)/lib/sluice/
 	install -m 0644 man/sluice.1 man/sluiced.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 $(BUILD)/man/sluice.ini.5 $(DESTDIR)$(PREFIX)/share/man/man5/
-	install -m 0644 conf/sluice.ini README.md $(DESTDIR)$(PREFIX)/share/doc/sluice/
+	install -m 0644 conf/sluice.ini README.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/sluice/
+	@# The README's links: the docs beside it (the package gzips them).
+	install -d $(DESTDIR)$(PREFIX)/share/doc/sluice/docs
+	install -m 0644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/sluice/docs/
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 0644 dist/bash-completion/sluice $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sluice
 	ln -sf sluice $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sluiced

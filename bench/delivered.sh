@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench, item 18: the delivered table (README "Is it giving what I
+# make bench, item 18: the delivered table (docs/guarantees.md "Is it giving what I
 # configured?").  For each kind of client and each rate, a queue standing from
 # the first connection to the last, judged at the destination by the kernel's SYN
 # stamps (an nginx on loopback answers them; the rows of python processes and of

@@ -66,7 +66,7 @@
 #      http2 with 200 POSTs at 40/s, each request begun and whole at the server.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# The figures only: `sluice run` saying its held calls (README "When a call is
+# The figures only: `sluice run` saying its held calls (docs/commands.md, "When a call is
 # held") would come between them.
 export SLUICE_QUIET=1
 # Debian's programs first, as scripts/deps.sh installs them (tests/integration/lib.sh).
@@ -118,7 +118,7 @@ for keys in 1000 100000; do
 		"$(awk -v c="$hot" -v f="$floor" 'BEGIN { printf "%.1f", c / f }')"
 done
 
-# Durable quotas (README, "Quotas"): the admission of a durable fixed window
+# Durable quotas (docs/shaping.md, "Quotas"): the admission of a durable fixed window
 # against a plain one, and a save of 100,000 keys (snapshot, write, fsync, rename).
 read -r plain durable save_ms save_bytes < <("$B/bench/admit_bench" quota "$T" 1000000)
 printf '   %-34s %6s ns  (a plain one: %s ns)\n' "durable quota section:" "$durable" "$plain"

@@ -51,7 +51,9 @@ chmod 0644 "$doc/copyright"
 	printf '  * Built from %s.\n\n' "$(git -C "$top" describe --always --dirty 2>/dev/null || echo 'a source tree')"
 	printf ' -- sluice authors <sluice@example.org>  %s\n' "$(date -R)"
 } | gzip -9n >"$doc/changelog.gz"
-gzip -9n "$doc/README.md"
+gzip -9n "$doc/README.md" "$doc"/docs/*.md
+# Debian's copyright file is the licence's place in a package (LICENSE's words are in it).
+rm -f "$doc/LICENSE"
 find "$stage" -type d -exec chmod 0755 {} +
 
 # Dependencies of the binaries, as dpkg-shlibdeps finds them (it wants a

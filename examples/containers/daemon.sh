@@ -2,7 +2,7 @@
 # The daemon's container (examples/containers/): put the shim and the config
 # where the applications' containers mount them, then run sluiced in the
 # foreground.  /run/sluice is the host's directory (a hostPath, a bind mount), so
-# every container given it shares these queues (README, "Containers").
+# every container given it shares these queues (docs/containers.md, "Containers").
 set -eu
 dir=/run/sluice
 config=${SLUICE_CONFIG:-/etc/sluice/sluice.ini}

@@ -72,7 +72,7 @@ void sl_clock_prefer_wakeups(void);
 int sl_clock_prefer_realtime(void);
 
 /* SLUICE_REALTIME's value (NULL where unset): 0 where it says "0", the user's
- * way to keep both threads ordinary (README, "Environment"). */
+ * way to keep both threads ordinary (docs/commands.md, "Environment"). */
 #define SL_REALTIME_ENV "SLUICE_REALTIME"
 int sl_clock_realtime_wanted(const char *value);
 

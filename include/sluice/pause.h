@@ -1,6 +1,6 @@
 /*
  * pause.h - what the destination said, applied to a section's (or a key's) queue
- * (README, "Signals from the destination").
+ * (docs/shaping.md, "Signals from the destination").
  *
  * A response read by the shim (response.h) becomes a signal; sl_pause_apply()
  * writes it into the state every process's admissions read, under the segment

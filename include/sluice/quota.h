@@ -1,5 +1,5 @@
 /*
- * quota.h - quotas that outlive the segment (README, "Quotas"; docs/design.md,
+ * quota.h - quotas that outlive the segment (docs/shaping.md, "Quotas"; docs/design.md,
  * "Quotas").
  *
  * A section whose window is an hour or longer (sl_quota_kept) is durable when the

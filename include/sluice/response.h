@@ -1,6 +1,6 @@
 /*
  * response.h - the HTTP/1.x responses coming back on a shaped connection, read
- * for what the destination says about its limit (README, "Signals from the
+ * for what the destination says about its limit (docs/shaping.md, "Signals from the
  * destination").
  *
  * Two parts, both pure (no clock, no segment):
@@ -150,7 +150,7 @@ struct sl_signal {
 };
 
 /* What response `f` asks, at wall-clock time now_s (epoch seconds, for
- * HTTP-dates and epoch resets).  Precedence (README): an Age above zero makes it
+ * HTTP-dates and epoch resets).  Precedence (docs/shaping.md, "Signals from the destination"): an Age above zero makes it
  * say nothing; gRPC's RESOURCE_EXHAUSTED is a 429 whose grpc-retry-pushback-ms
  * is its Retry-After; Retry-After on a 429 or 503 wins over the reset fields; then
  * RateLimit (draft now), RateLimit draft-07 forms, X-RateLimit; a 429 with none of

@@ -1,5 +1,5 @@
 /*
- * say.h - held and refused calls told to `sluice run` (README "When a call is
+ * say.h - held and refused calls told to `sluice run` (docs/commands.md, "When a call is
  * held").  The shim lives inside programs that do not expect its words, so it
  * never writes their stderr: when `sluice run` asks (SLUICE_SAY names its
  * socket), an admission held longer than SL_SAY_HELD_NS or refused sends one

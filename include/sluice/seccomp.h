@@ -1,7 +1,7 @@
 /*
  * seccomp.h - what `sluice run --seccomp` (src/supervisor/) and the shim agree
  * on, so that a dynamically linked program under the supervisor is held once for
- * one call, not twice (README, "What reaches what").
+ * one call, not twice (docs/programs.md, "What reaches what").
  *
  * The supervisor's filter traps connect(), and sendto()/sendmsg() with a
  * destination when a section meters datagrams.  A call carrying SL_SECCOMP_PASS in

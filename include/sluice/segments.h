@@ -1,4 +1,4 @@
-/* The segments an operator can find (README "Segments"): what `sluice segments`
+/* The segments an operator can find (docs/commands.md "Segments"): what `sluice segments`
  * lists and what every attach error names - a segment's socket, who keeps it, who
  * may use it and how many are attached - so that a segment that cannot be reached
  * is explained without reading the source.

@@ -3,7 +3,7 @@
  * `sluice` links) for `sluice run --seccomp`: programs the preload shim cannot reach
  * (static, Go) held at connect() by a seccomp user-notification filter, whose
  * notifications `sluice run` answers against the same shared segment the shim
- * uses (README, "What reaches what"; docs/design.md, "Seccomp").
+ * uses (docs/programs.md, "What reaches what"; docs/design.md, "Seccomp").
  */
 #ifndef SLUICE_SUPERVISE_H
 #define SLUICE_SUPERVISE_H

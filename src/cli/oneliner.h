@@ -1,6 +1,6 @@
 /*
  * oneliner.h - a limit given on the command line, as trickle takes one:
- * `sluice run --match api.example.com:443 --rate 5/s -- cmd` (README, "One-liners").
+ * `sluice run --match api.example.com:443 --rate 5/s -- cmd` (docs/commands.md, "One-liners").
  * The options make one section, [cli], of a private config; `sluice check` with
  * the same options prints it.
  */

@@ -1,6 +1,6 @@
 /*
  * progkind.h - what kind of program `sluice run` is asked to start: the shim
- * reaches dynamic ones; static and Go ones need --seccomp (README, "What reaches
+ * reaches dynamic ones; static and Go ones need --seccomp (docs/programs.md, "What reaches
  * what").
  */
 #ifndef SLUICE_CLI_PROGKIND_H

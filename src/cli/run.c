@@ -281,7 +281,7 @@ static int meters_datagrams(const struct sl_config *cfg)
 }
 
 /* Without seccomp: a datagram section holding a name server of resolv.conf says
- * that glibc's resolver is not held by the shim (README, "glibc's resolver"): it
+ * that glibc's resolver is not held by the shim (docs/programs.md, "glibc's resolver"): it
  * sends its queries from inside libc.  Said once a section, never fatal. */
 static void say_resolver_unheld(const struct sl_config *cfg)
 {

@@ -2,7 +2,7 @@
  * sockets, in the config's directory and this user's run directory - who keeps
  * each, who may use it, how many are attached, which config it serves; `--remove`
  * stops a keeper, `--remove-unused` every one nobody is attached to and the
- * sockets nobody answers on (README "Segments"). */
+ * sockets nobody answers on (docs/commands.md "Segments"). */
 #include "cli.h"
 #include "sluice/segments.h"
 #include "sluice/segsock.h"

@@ -115,7 +115,7 @@ struct sl_config *sl_cli_load(const char *path)
 	return cfg;
 }
 
-/* Which state file keeps the config's quotas (README, "Quotas"), for check. */
+/* Which state file keeps the config's quotas (docs/shaping.md, "Quotas"), for check. */
 static void say_quotas(const struct sl_config *cfg, FILE *out)
 {
 	char names[512] = "", dir[SL_PATH_MAX];

@@ -1,4 +1,4 @@
-/* `sluice run` saying held and refused calls on its stderr (README "When a call
+/* `sluice run` saying held and refused calls on its stderr (docs/commands.md "When a call
  * is held"): it listens on an abstract unix socket named in SLUICE_SAY, which
  * the shims and the seccomp supervisor send to (sluice/say.h), and says each
  * section's news at most once every SPEAK_EVERY_S. */

@@ -102,7 +102,7 @@ static void say_no_answer(const struct sl_config *cfg, const char *seg, int rc)
 }
 
 /* Which segment a program started here would use, and whether it is the running
- * daemon's (README "Containers"): one line on stdout. */
+ * daemon's (docs/containers.md "Containers"): one line on stdout. */
 static void say_which(const struct sl_config *cfg, const char *seg)
 {
 	struct sl_segment s;

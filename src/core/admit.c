@@ -280,7 +280,7 @@ static int reserve_locked(struct sl_shm_header *h, const struct sl_match *m, int
 	charge_sections(h, t, p.release, now, self);
 	/* A release that finds its gate still closed past max_wait - the queue pushed
 	 * on by what happened after the reservation, a wall-clock step moving the
-	 * windows, a repaired state - is refused then rather than held on (README:
+	 * windows, a repaired state - is refused then rather than held on (docs/config.md, max_wait:
 	 * a wait longer than max_wait fails).  The grace keeps the ordinary lateness of
 	 * a queue, milliseconds, from turning into refusals. */
 	if (p.max_wait >= 0)

@@ -585,7 +585,7 @@ void sl_signal_decide(const struct sl_resp_fields *f, int64_t now_s, struct sl_s
 	if (f->age_positive)
 		return; /* a cache's copy says nothing of the destination now */
 	if (f->grpc_status == SL_GRPC_RESOURCE_EXHAUSTED) {
-		/* gRPC's 429 (README, "Signals from the destination"): its pushback is a
+		/* gRPC's 429 (docs/shaping.md, "Signals from the destination"): its pushback is a
 		 * Retry-After in milliseconds; without one, the bare 429's back-off. */
 		out->status = 429;
 		out->kind = f->pushback_ms >= 0 ? SL_SIGNAL_RETRY_AFTER : SL_SIGNAL_BARE_429;

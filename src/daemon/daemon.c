@@ -55,7 +55,7 @@ static int policy_of(const struct sl_config *cfg, struct sl_segpolicy *p)
 }
 
 /* shm_group: the segment socket and the control socket belong to that group, so
- * its members may attach and ask (README, "Running it on a machine"); the keeper
+ * its members may attach and ask (docs/operations.md, "Running it on a machine"); the keeper
  * is told, as it checks each attaching process.  Not for `sluice run`'s private
  * segment. */
 static int apply_group(struct sl_daemon *d)

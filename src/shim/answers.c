@@ -1,5 +1,5 @@
 /*
- * Signals from the destination (README, "Signals from the destination"):
+ * Signals from the destination (docs/shaping.md, "Signals from the destination"):
  * the HTTP/1.x responses on a connection to a section that reads them are
  * followed through the read calls the shim already hooks (recv.c), and what they
  * say - 429 with Retry-After, RateLimit, X-RateLimit - pauses or slows that

@@ -68,7 +68,7 @@ static int keyed_by_name(const struct sl_match *m)
  * the newest, which d carries, is not sure to be this connection's: its sections
  * key by name, or another name is matched otherwise.  Then the connection's first
  * write names it (naming.c), and where that names nothing, the address's newest
- * name does then (README, "Names"). */
+ * name does then (docs/shaping.md, "Names"). */
 static int names_disagree(const struct sl_dest *d, const struct sl_tcp_match *t)
 {
 	struct sl_dest plain = *d;

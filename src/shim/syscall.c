@@ -9,8 +9,8 @@
  * writev, sendfile), those whose answers it reads (read, readv, recvfrom,
  * recvmsg, getsockopt), and those that change what it knows of a descriptor
  * (socket, shutdown, close, close_range, dup, dup2, dup3, fcntl, epoll_ctl,
- * execve, execveat).  Not routed, and documented as out of reach in the README
- * ("What it reaches"): the waits (the kernel's poll and epoll take arguments libc's
+ * execve, execveat).  Not routed, and documented as out of reach in docs/programs.md
+ * ("What it does not reach"): the waits (the kernel's poll and epoll take arguments libc's
  * do not), and whatever never calls syscall() - an inline `syscall` instruction,
  * io_uring.  Only on x86-64 and arm64, where the shim's own raw calls bypass this
  * function (sluice/sys.h); elsewhere it forwards every number unchanged.

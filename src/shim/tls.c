@@ -1,5 +1,5 @@
 /*
- * HTTPS through libssl (README, "Signals from the destination"): SSL_read,
+ * HTTPS through libssl (docs/shaping.md, "Signals from the destination"): SSL_read,
  * SSL_read_ex, SSL_write, SSL_write_ex, SSL_connect and SSL_do_handshake are
  * interposed so that the plaintext of a shaped connection's answers can be read for
  * the destination's signals, and its requests followed (a HEAD's answer has no

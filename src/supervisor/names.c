@@ -54,7 +54,7 @@ static unsigned hosts_names(struct resolved *out, unsigned k)
 	return k;
 }
 
-/* The config's exact names, resolved here (README, "What reaches what"): names[]
+/* The config's exact names, resolved here (docs/programs.md, "What reaches what"): names[]
  * (n of them, SL_HOST_MAX each), then the host file's, into a new table; *count
  * its length.  A name resolved here comes before the host file's: it is the one
  * the config asks about. */

@@ -166,7 +166,7 @@ class Chaos:
         segment is scribbled on, twice more the sections' max_wait and its grace: a
         state scribbled to a time that looks possible (a queue that deep could be
         real) holds a connect as a real queue would - up to max_wait, then refused
-        (README, trust model: a writer can slow others, never hang them) - and the
+        (docs/operations.md, trust model: a writer can slow others, never hang them) - and the
         state the last scribble left may still lie that far ahead when the same
         client's next connect asks, so it holds that one too.  A client held past
         this bound is a hang.  (Once max_wait and grace only: a keyed client ran

@@ -44,7 +44,7 @@ cleanup() {
 	# named by its pid.
 	for p in "${BG_PIDS[@]}"; do rm -f "/dev/shm/faketime_shm_$p" "/dev/shm/sem.faketime_sem_$p"; done
 	# Every segment a daemon of this test left with a keeper (they outlive their
-	# daemons by design: README "Containers").
+	# daemons by design: docs/containers.md "Containers").
 	find "$T" -name '*.segment' -type s 2>/dev/null | while read -r p; do
 		python3 "$HELPERS/segment.py" remove "$p"
 	done

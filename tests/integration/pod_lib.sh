@@ -1,4 +1,4 @@
-# Containers as the tests make them (README "Containers"): a "pod" is `unshare
+# Containers as the tests make them (docs/containers.md "Containers"): a "pod" is `unshare
 # --ipc --pid --mount --fork` with /run a tmpfs of its own and a host directory of
 # segment sockets bind-mounted at /run/sluice, as `docker run -v
 # /run/sluice:/run/sluice` gives a container.  Sourced after lib.sh.

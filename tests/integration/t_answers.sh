@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# Signals from the destination (README "Signals from the destination"): four
+# Signals from the destination (docs/shaping.md "Signals from the destination"): four
 # python3 processes share one 100/s queue to a local server that answers one
 # request, on cue, with a signal; the destination's kernel record (request
 # arrivals) must show what the answer asked, for every process at once:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# adapt = on (README "Signals from the destination"): the section allows 100/s but
+# adapt = on (docs/shaping.md "Signals from the destination"): the section allows 100/s but
 # the server answers a bare 429 (no header) to whatever comes above 60 in any one
 # second.  Four python3 processes send as fast as they are let go for 20 s; over
 # the last 12 s the server must have accepted between 50 and 60 a second, and few

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# Signals from the destination over HTTPS (README "Signals from the destination"):
+# Signals from the destination over HTTPS (docs/shaping.md "Signals from the destination"):
 # the shim reads the plaintext through libssl's SSL_read/SSL_write - python3, which
 # loads libssl RTLD_LOCAL through its _ssl module, and curl, whose own BIO hides
 # the socket from SSL_get_fd - against a local TLS server that answers one request

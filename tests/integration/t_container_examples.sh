@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# The container recipes of examples/containers/ (README "Containers"): the
+# The container recipes of examples/containers/ (docs/containers.md "Containers"): the
 # Kubernetes DaemonSet and Deployment and the compose file parse, and say what
 # the recipe says (the node's /run/sluice mounted at /run/sluice by the daemon
 # and by every application, the shim and the config read from it, no hostIPC);
@@ -12,7 +12,7 @@
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (namespaces)"
 EX="$ROOT/examples/containers"
-python3 - "$EX" <<'PY' || fail "the container recipes do not say what README says"
+python3 - "$EX" <<'PY' || fail "the container recipes do not say what docs/containers.md says"
 import sys, yaml
 ex = sys.argv[1]
 docs = list(yaml.safe_load_all(open(ex + "/sluice-daemonset.yaml")))

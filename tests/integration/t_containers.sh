@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# One limit for every container on a host (README "Containers"; docs/design.md,
+# One limit for every container on a host (docs/containers.md "Containers"; docs/design.md,
 # "The segment" and "Who holds what"), through real namespaces, judged by the
 # destination's kernel SYN stamps.  The host runs sluiced with its sockets in
 # $T/host; a "pod" is `unshare --ipc --pid --mount --fork` with /run a tmpfs of its

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# Showing the shortfall (README "Is it giving what I configured?"): four blocking
+# Showing the shortfall (docs/guarantees.md "Is it giving what I configured?"): four blocking
 # programs keep a 50/s section's queue full for 13 s; `sluice stat`, its JSON,
 # `sluice top` and the metrics give the rate delivered over the daemon's last
 # window and how late releases went after their slots.  The figure must agree

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# Signals from the destination, fleet-wide (README "Signals from the destination"):
+# Signals from the destination, fleet-wide (docs/shaping.md "Signals from the destination"):
 # three daemons share a 60/s section through Redis; each machine's python3
 # clients send to its own address of one server.  The server answers one request
 # from machine 1 with 429 Retry-After: 3.  The kernel record must show machine 1

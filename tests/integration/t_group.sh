@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# Who may use the machine's queues (README, "Running it on a machine"): a root
+# Who may use the machine's queues (docs/operations.md, "Running it on a machine"): a root
 # sluiced with shm_group gives its segment and control socket to that group.  The
 # test makes a group and two users (removed at the end):
 #  - a member, under `sluice run`, is shaped by the root daemon's queue (the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# HTTP/2 request by request (README "Requests on a connection", docs/design.md
+# HTTP/2 request by request (docs/shaping.md "Requests on a connection", docs/design.md
 # "HTTP/2 request by request"): with meter = requests each stream a client opens is
 # a request, held before its HEADERS go; answers are read from the frames (HPACK by
 # nghttp2) for the same signals as HTTP/1's, gRPC's RESOURCE_EXHAUSTED among them.
@@ -230,7 +230,7 @@ $PY "$HELPERS/answers_check.py" "$T/grpc.log" "$T/grpc.answered" --pause "exhaus
 	fail "RESOURCE_EXHAUSTED with a pushback did not pause both processes"
 grpc_run "1:exhaust"
 grep -q 'answer on fd .*429 (429)' "$T/shim.log" || fail "a bare RESOURCE_EXHAUSTED was not heard as a 429"
-# a bare 429's back-off: 1 s the first time (README, "Signals from the destination")
+# a bare 429's back-off: 1 s the first time (docs/shaping.md, "Signals from the destination")
 $PY "$HELPERS/answers_check.py" "$T/grpc.log" "$T/grpc.answered" --pause "exhaust=1" ||
 	fail "a bare RESOURCE_EXHAUSTED did not pause as a bare 429"
 # The calls as the server's kernel received them (the handlers' own stamps, in a

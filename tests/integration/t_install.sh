@@ -8,7 +8,8 @@ make -s -C "$ROOT" BUILD="${BUILD:-build}" SAN="${SAN:-}" install PREFIX=/opt/sl
 	>"$T/install.log" 2>&1 || fail "make install: $(tail -5 "$T/install.log")"
 P="$T/root/opt/sluice"
 for f in bin/sluice bin/sluiced lib/sluice/libsluice.so share/man/man1/sluice.1 \
-	share/man/man1/sluiced.1 share/man/man5/sluice.ini.5 share/doc/sluice/sluice.ini share/doc/sluice/README.md; do
+	share/man/man1/sluiced.1 share/man/man5/sluice.ini.5 share/doc/sluice/sluice.ini share/doc/sluice/README.md share/doc/sluice/LICENSE \
+	share/doc/sluice/docs/guarantees.md share/doc/sluice/docs/config.md; do
 	[ -e "$P/$f" ] || fail "missing $f"
 done
 # The man pages are sound roff, and sluice.ini(5) describes every key there is.
@@ -60,7 +61,7 @@ out=$(systemd-analyze verify "$T/check.service" 2>&1) || fail "systemd-analyze v
 [ -z "$out" ] || fail "systemd-analyze verify: $out"
 
 # --- readiness: READY=1 on NOTIFY_SOCKET once the control socket answers, the
-# segment handed to the service manager's fd store before it (README "Running it
+# segment handed to the service manager's fd store before it (docs/operations.md "Running it
 # on a machine") ---
 write_config "$T/n.ini" <<EOF
 [x]
@@ -111,7 +112,7 @@ done
 out=$("$P/bin/sluice" run -c /nonexistent/x.ini sh -c 'echo "$1"' sh --help 2>&1) || true
 grep -q "usage: sluice run" <<<"$out" && fail "sluice run took its program's --help: $out"
 # What `make` and `make run` install is what building and the demo need, and no
-# test tool (README, "Dependencies"); the tests' own group has the rest.
+# test tool (docs/developing.md, "Dependencies"); the tests' own group has the rest.
 build_pkgs=$("$ROOT/scripts/deps.sh" build --list | tr '\n' ' ')
 for p in libcmocka-dev golang-go nodejs lintian gnuplot-nox php-cli ruby nghttp2-server busybox-static; do
 	case " $build_pkgs " in *" $p "*) fail "make installs the test tool $p: $build_pkgs" ;; esac

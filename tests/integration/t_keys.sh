@@ -212,7 +212,7 @@ start_daemon "$T/size.ini"
 out=$("$SLUICE" run -c "$T/size.ini" -- node "$JS" "$PORT" 3 1 1) || fail "node, sized: $out"
 [ "${out% *}" = "done 3 0" ] || fail "sized: $out"
 # More keys than the segment has: the reload makes a larger one, the keys (and
-# their queues) carried over, without a restart (README "Crash safety").
+# their queues) carried over, without a restart (docs/guarantees.md "Crash safety").
 sed -i 's/^keys = 64$/keys = 128/' "$T/size.ini"
 "$SLUICE" reload -c "$T/size.ini" >"$T/reload.out" 2>&1 || fail "a reload to more keys: $(cat "$T/reload.out")"
 grep -q "made anew for the larger config" "$T/sluiced.log" || fail "the reload did not say it made the segment anew"

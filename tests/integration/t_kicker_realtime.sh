@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# The kicker's scheduling (README "Event loops", docs/design.md "Deferred connects
+# The kicker's scheduling (docs/shaping.md "Event loops", docs/design.md "Deferred connects
 # on time"): where the process may have it, the shim's own thread that makes
 # deferred connects at their instants runs SCHED_FIFO at priority 1; it stays an
 # ordinary thread when the process may not (no CAP_SYS_NICE, RLIMIT_RTPRIO 0),

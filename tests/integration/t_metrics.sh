@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# Metrics (README "Running it on a machine"): sluiced serves Prometheus text on
+# Metrics (docs/operations.md "Running it on a machine"): sluiced serves Prometheus text on
 # `metrics = 127.0.0.1:PORT`.  Scraped with curl and checked as a scraper reads
 # the format (helpers/prom_check.py: names, types, labels, histograms); the
 # counters move with traffic; a keyed section with 12 keys shows at most 10 key

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# One-liners (README, "One-liners"): `sluice run --match HOST:PORT --rate R -- cmd`
+# One-liners (docs/commands.md, "One-liners"): `sluice run --match HOST:PORT --rate R -- cmd`
 # shapes cmd without a config file, as trickle users expect; the private config it
 # makes is gone when it ends; `sluice check` with the same options prints the
 # section to paste into a file.  Witness: kernel SYN times at the destination.

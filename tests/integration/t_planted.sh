@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# Nobody gets in (README "Running it on a machine", "Trust"): another user who
+# Nobody gets in (docs/operations.md "Running it on a machine", "Trust"): another user who
 # serves a segment and a control socket first, where root's config puts them (a
 # directory anyone may write), with a rate of their own.  The test makes the user
 # (removed at the end) and works in a mount namespace of its own:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# Durable quotas (README, "Quotas"): rate = 5/mo with state_dir, through a clean
+# Durable quotas (docs/shaping.md, "Quotas"): rate = 5/mo with state_dir, through a clean
 # stop, a removed segment, a kill -9, a lost and a corrupt state file.  The
 # destination's SYNs are the count: exactly 5 in the month however the daemon
 # went down (its keeper stopped under it too), and a keyed quota (2/mo per

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# glibc's own resolver against a name server a datagram section holds (README,
+# glibc's own resolver against a name server a datagram section holds (docs/programs.md,
 # "glibc's resolver"; src/supervisor/relay.c).  Its queries are sent from inside
 # libc - a connect and then send or sendmmsg on the connected socket - where the
 # shim does not reach; under `sluice run --seccomp` the trapped connect puts the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# Nothing a shim trusts may switch shaping off by being wrong (README "Trust"):
+# Nothing a shim trusts may switch shaping off by being wrong (docs/operations.md "Trust"):
 # clients offering 100/s keep a 50/s section's queue full while one part of the
 # segment the shims trust is scribbled on.
 #   - the header's summary (meters, has_names, the index's kinds, run and prefix

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tier: serial
 # sluice run --seccomp: programs no preload reaches, held at connect() by a
-# seccomp supervisor against the same queues as the shim (README, "What reaches
+# seccomp supervisor against the same queues as the shim (docs/programs.md, "What reaches
 # what").  Judged at the destination (kernel SYN and datagram times):
 #   - a static busybox wget and a static Go client (4 goroutines), 10 connections
 #     at 5/s each, chosen by themselves (said on stderr);

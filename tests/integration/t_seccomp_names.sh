@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tier: parallel
 # sluice run --seccomp learns the names a static program looks up in the host
-# file, which a static or Go program reads itself (README, "What reaches what"):
+# file, which a static or Go program reads itself (docs/programs.md, "What reaches what"):
 # `*.test` patterns and `per = host` keys match a static Go program's connects as
 # they match a dynamic one's.  The host file is the test's own, bind-mounted over
 # /etc/hosts in a mount namespace of its own (nothing on the machine changes):

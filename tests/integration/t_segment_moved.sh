@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# A segment's keeper that goes does not split the limit (README "Crash safety"):
+# A segment's keeper that goes does not split the limit (docs/guarantees.md "Crash safety"):
 #   - the keeper killed -9 while programs use the segment: the daemon starts
 #     another with the segment it has (within its check of KEEPER_CHECK_NS), so
 #     programs started after attach the very same segment as those attached

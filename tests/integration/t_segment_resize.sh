@@ -103,7 +103,7 @@ kill -0 "$DAEMON_PID" || fail "the daemon died"
 
 # --- a restart with other table sizes: the kept segment is made to the config's
 # sizes, its state carried, when no program is on it; kept as it is while one is
-# (README "Segments") ---
+# (docs/commands.md "Segments") ---
 admitted=$("$SLUICE" stat -c "$T/r.ini" --json | python3 -c 'import json,sys; print([s for s in json.load(sys.stdin)["sections"] if s["name"] == "api"][0]["admitted"])')
 stop_daemon
 sed -i '1a keys = 40' "$T/r.ini"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: check
-# Segments an operator can see and manage (README "Segments"), by their sockets:
+# Segments an operator can see and manage (docs/commands.md "Segments"), by their sockets:
 #  - a segment kept for root with mode 0600 is refused to another user: `sluice
 #    stat` names the socket, its owner and mode, and the fix (never "join group
 #    root");

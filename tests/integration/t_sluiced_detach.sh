@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: check
-# sluiced without -f detaches (README "sluiced"), and says what went wrong while it
+# sluiced without -f detaches (docs/commands.md "sluiced"), and says what went wrong while it
 # started: the command returns once the daemon serves (exit 0, its output let go,
 # so $(sluiced ...) does not hang), or with the daemon's reason and exit 1.  A
 # relative config path names the same file after the daemon has moved to /, at

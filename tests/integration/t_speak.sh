@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# Calls that speak (README "When a call is held"): `sluice run` says on its own
+# Calls that speak (docs/commands.md "When a call is held"): `sluice run` says on its own
 # stderr when a call is held longer than a second and when calls are refused -
 # heard from the shim in every process of the command and from the seccomp
 # supervisor - never on the program's own stderr; -q and SLUICE_QUIET=1 silence

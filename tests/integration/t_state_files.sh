@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tier: parallel
 # The daemon's state files are never followed, never waited on, and kept only in a
-# directory no other user can write (README "Security"; docs/config.md,
+# directory no other user can write (docs/operations.md "Security"; docs/config.md,
 # "Quotas that outlive the segment"):
 #  - a symlink at NAME.quota.tmp pointing at another file: the file is untouched,
 #    the quota saved;

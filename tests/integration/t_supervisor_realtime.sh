@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# The seccomp supervisor's scheduling (README "Is it giving what I configured?",
+# The seccomp supervisor's scheduling (docs/guarantees.md "Is it giving what I configured?",
 # docs/design.md "Seccomp"): where the process may have it, the loop of
 # `sluice run --seccomp`, which makes each held connect inside its release, runs
 # SCHED_FIFO at priority 1, and what it starts does not inherit that

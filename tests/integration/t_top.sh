@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: parallel
-# sluice top (README "Running it on a machine"), driven in tmux as a person would:
+# sluice top (docs/operations.md "Running it on a machine"), driven in tmux as a person would:
 # a section shaped to 10/s under load shows about 10/s achieved and its queue; a
 # keyed section shows its busiest keys; `r` sorts by refusals, `q` quits; with
 # stdout not a terminal, it prints a plain table each interval.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tier: serial
-# A step of the wall clock (README "Crash safety"): a fixed window aligned to UTC,
+# A step of the wall clock (docs/guarantees.md "Crash safety"): a fixed window aligned to UTC,
 # 10 per 2 s, with max_wait 3 s, while the daemon's wall clock steps an hour
 # ahead, back, and an hour behind (libfaketime, its monotonic clock left alone).
 # At the destination, no window of the real clock holds more than 10; no caller

@@ -38,7 +38,7 @@ static void test_offset_follows_steps_only(void **state)
 }
 
 /* Only "0" keeps sluice's threads ordinary: unset, empty or anything else leaves
- * realtime wanted (README, "Environment"). */
+ * realtime wanted (docs/commands.md, "Environment"). */
 static void test_realtime_wanted(void **state)
 {
 	(void)state;

@@ -1,5 +1,5 @@
 /* Responses read for the destination's signals: framing (lengths, chunks, close,
- * 1xx, HEAD, 204/304) in pieces of every size; every header form the README lists,
+ * 1xx, HEAD, 204/304) in pieces of every size; every header form docs/shaping.md lists,
  * HTTP-dates in their three forms, precedence, Age, malformed fields; and what
  * makes the parser give up. */
 #include <setjmp.h>

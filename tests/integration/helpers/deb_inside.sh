@@ -45,7 +45,7 @@ max_wait = 1m
 EOF
 sluice reload >"$dir/reload" 2>&1 || fail "sluice reload: $(cat "$dir/reload")"
 useradd -M sluicetester || fail "useradd"
-usermod -aG sluice sluicetester || fail "usermod -aG sluice (README, \"Running it on a machine\")"
+usermod -aG sluice sluicetester || fail "usermod -aG sluice (docs/operations.md, \"Running it on a machine\")"
 # The user's program: 40 connections at 4/s (10 s), across the upgrade below.
 runuser -u sluicetester -- sluice run -- python3 "$dir/fetch.py" "http://127.0.0.1:$port/deb" 40 \
 	>"$dir/client.out" 2>&1 &

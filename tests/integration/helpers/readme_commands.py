@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Run the README's `$` commands as written (t_readme).
+"""Run the `$` commands of the README and the docs as written (t_readme).
 
-    readme_commands.py README WORKDIR WITNESS
+    readme_commands.py WORKDIR WITNESS[,WITNESS...] FILE...
 
-In the README's indented code blocks, a line "    $ CMD" is a command.  After
+In the files' indented code blocks, a line "    $ CMD" is a command; the files'
+commands run in the order given, in one WORKDIR.  After
 "$ cat FILE" the block's next lines are FILE's content, written into WORKDIR
 before the commands run; after any other command they are output it must print
-(compared with every number free to differ).  Each command runs in WORKDIR under
+(compared with every number free to differ, and the spaces between words, which
+move with the numbers' widths in a table).  Each command runs in WORKDIR under
 bash and must exit 0.  The operator's commands (a package installed, users made)
 are left to the tests that run them: OPERATOR says which, and a README command of
 that kind that no test runs fails this one.  A `sluice run` is also held to its rate at the
-destination: WITNESS is the SYN witness's record of the local server standing in
-for the README's names, and the arrivals during the command must keep the rate
+destination: each WITNESS is a SYN witness's record of a local server (the one
+standing in for the README's names, and the one its examples start), and the
+arrivals at them during the command must keep the rate
 (helpers/arrivals.py).  Prints one line a command; exits 1 on the first failure.
 """
 import os
@@ -43,8 +46,11 @@ def blocks(path):
 
 def loose(expected):
     """A pattern for an output line: the text as written, every number free."""
-    parts = re.split(r"\d+(?:\.\d+)?", expected)
-    return re.compile("^" + r"\d+(?:\.\d+)?".join(re.escape(p) for p in parts) + "$")
+    def words(text):
+        return r"\s+".join(re.escape(w) for w in re.split(r"\s+", text))
+
+    parts = re.split(r"\d+(?:\.\d+)?", expected.strip())
+    return re.compile(r"^\s*" + r"\d+(?:\.\d+)?".join(words(p) for p in parts) + r"\s*$")
 
 
 def rate_of(cmd, workdir):
@@ -71,6 +77,10 @@ OPERATOR = {
     "systemd-sysusers; systemd-tmpfiles --create": ("t_install.sh", "systemd-tmpfiles --root="),
     "systemctl daemon-reload && systemctl enable --now sluiced":
         (None, "needs systemd as PID 1; t_install checks the unit with systemd-analyze verify"),
+    "sudo systemctl reload sluiced":
+        (None, "needs systemd as PID 1; the unit's ExecReload is sluice reload, which t_reload_live runs"),
+    "sudo apt remove sluice": ("helpers/deb_inside.sh", "dpkg -r sluice"),
+    "sudo apt purge sluice": ("helpers/deb_inside.sh", "dpkg -P sluice"),
     "groupadd sluice": ("t_group.sh", "groupadd \"$grp\""),
     "usermod -aG sluice alice": ("helpers/deb_inside.sh", "usermod -aG sluice sluicetester"),
 }
@@ -88,11 +98,11 @@ def operator_lines(path):
 
 
 def check_operator(readme):
-    """Every operator command of the README is in OPERATOR, and its test holds it."""
+    """Every operator command of the file is in OPERATOR, and its test holds it."""
     tests = os.path.dirname(HERE)
     for cmd in operator_lines(readme):
         if cmd not in OPERATOR:
-            print("FAIL: the README's `%s` is run by no test (add it to OPERATOR in %s)" % (cmd, __file__))
+            print("FAIL: %s's `%s` is run by no test (add it to OPERATOR in %s)" % (readme, cmd, __file__))
             return 1
         test, marker = OPERATOR[cmd]
         if test is None:
@@ -100,19 +110,21 @@ def check_operator(readme):
             continue
         with open(os.path.join(tests, test), encoding="utf-8") as f:
             if marker not in f.read():
-                print("FAIL: %s no longer runs the README's `%s` (no %r in it)" % (test, cmd, marker))
+                print("FAIL: %s no longer runs %s's `%s` (no %r in it)" % (test, readme, cmd, marker))
                 return 1
         print("run by %s: `%s`" % (test, cmd))
     return 0
 
 
 def main():
-    readme, workdir, witness = sys.argv[1:4]
-    if check_operator(readme):
-        return 1
-    cmds = blocks(readme)
+    workdir, witnesses, docs = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+    cmds = []
+    for doc in docs:
+        if check_operator(doc):
+            return 1
+        cmds += blocks(doc)
     if not cmds:
-        print("FAIL: no $ commands in %s" % readme)
+        print("FAIL: no $ commands in %s" % " ".join(docs))
         return 1
     for cmd, follow in cmds:  # the files first: a command may come before its file
         m = re.fullmatch(r"cat (\S+)", cmd)
@@ -122,7 +134,7 @@ def main():
     for cmd, follow in cmds:
         if cmd.startswith("cat "):
             continue
-        seen = os.path.getsize(witness)
+        seen = [os.path.getsize(w) for w in witnesses]
         r = subprocess.run(["bash", "-c", cmd], cwd=workdir, capture_output=True, text=True, timeout=120)
         said = (r.stdout + r.stderr).splitlines()
         if r.returncode != 0:
@@ -136,15 +148,19 @@ def main():
         # `sluice run` is held to the rate at the destination; a loop of `sluice
         # acquire`s paces the releases, and each program starts a few ms after its
         # own, so its arrivals are held to the rate with ACQUIRE_SLACK_MS of slack.
-        shaped = cmd.startswith("sluice run") or "sluice acquire" in cmd
+        shaped = "sluice run " in cmd or "sluice acquire" in cmd
         interval = rate_of(cmd, workdir) if shaped else None
         slack = ACQUIRE_SLACK_MS if "sluice acquire" in cmd else 1.0
         if interval:
             subprocess.run(["sleep", "0.3"])
             part = os.path.join(workdir, ".arrivals")
-            with open(witness) as f, open(part, "w") as g:
-                f.seek(seen)
-                g.write(f.read())
+            lines = []
+            for w, at in zip(witnesses, seen):
+                with open(w) as f:
+                    f.seek(at)
+                    lines += f.read().splitlines(keepends=True)
+            with open(part, "w") as g:
+                g.write("".join(sorted(lines, key=lambda l: int(l.split()[0]) if l[:1].isdigit() else 0)))
             a = subprocess.run([sys.executable, os.path.join(HERE, "arrivals.py"), part, "--interval-ms",
                                 "%g" % interval, "--slack-ms", "%g" % slack, "--at-least", "2",
                                 "--what", "at the server"],
