@@ -32,7 +32,7 @@ int sl_is_fresh_tcp(int fd)
 	struct tcp_info info;
 	socklen_t len = sizeof(info);
 
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || len < 1)
+	if (sl_real_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || len < 1)
 		return 0;
 	return info.tcpi_state == TCP_CLOSE;
 }
@@ -241,7 +241,7 @@ static int finish_blocking(int fd)
 	socklen_t len = sizeof(tv);
 	int64_t deadline = -1;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec))
+	if (sl_real_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec))
 		deadline = sl_clock_mono_ns() + tv.tv_sec * SL_NS_PER_S + tv.tv_usec * SL_NS_PER_US;
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -261,7 +261,7 @@ static int finish_blocking(int fd)
 		if (r == 0)
 			continue; /* the deadline is checked above */
 		len = sizeof(err);
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		if (sl_real_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
 			return -1;
 		if (err) {
 			errno = err;

@@ -139,7 +139,7 @@ static int64_t send_timeout_at(int fd)
 	struct timeval tv;
 	socklen_t len = sizeof(tv);
 
-	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
+	if (sl_real_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
 		return 0;
 	return sl_clock_mono_ns() + tv.tv_sec * SL_NS_PER_S + tv.tv_usec * SL_NS_PER_US;
 }

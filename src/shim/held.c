@@ -225,7 +225,7 @@ int sl_socket_type(int fd)
 	int type = 0;
 	socklen_t len = sizeof(type);
 
-	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 ? type : -1;
+	return sl_real_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 ? type : -1;
 }
 
 int sl_fd_nonblocking(int fd)

@@ -74,6 +74,14 @@ struct sl_real {
 extern struct sl_real sl_real;
 
 void sl_real_resolve(void);
+/* The shim's own questions about a socket go to libc's getsockopt, never through
+ * the shim's hook (which answers SO_ERROR for a deferred connect and counts a
+ * failed one); the system call when libc's cannot be had. */
+static inline int sl_real_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	return sl_real.getsockopt ? sl_real.getsockopt(fd, level, name, val, len)
+	                          : (int)sl_sys(SYS_getsockopt, fd, level, name, val, len);
+}
 /* Under the seccomp supervisor (SLUICE_SECCOMP=1): the real connect, sendto and
  * sendmsg become marked system calls the filter lets by (sluice/seccomp.h). */
 void sl_real_seccomp_pass(void);
