@@ -67,15 +67,18 @@ BASE_CFLAGS = -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -fPIC -fvi
 	-D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
 SL_CFLAGS = $(BASE_CFLAGS) $(SAN_FLAGS) -I$(BUILD)/gen
 
-# src/core: what the shim, the daemon and the CLI all use.  src/progs: what only the
-# two programs use (printing, logging sinks, the control client); the shim never
-# links it, and links with -z defs, so a core function that starts to call into it
-# fails to build rather than failing in a host program at start.
+# The layers, bottom up (docs/design.md, "Layers"; scripts/layers.sh checks them):
+# src/proto, the readers of what goes over the wire (HTTP/1, HTTP/2, TLS's first
+# bytes, answers, DNS messages); src/core, the admission engine that the shim, the
+# daemon and the CLI all use; src/progs, what only the two programs use (printing,
+# logging sinks, the control client).  The shim never links progs, and links with
+# -z defs, so a core function that starts to call into it fails to build rather
+# than failing in a host program at start.
+PROTO_SRC = $(wildcard src/proto/*.c)
 CORE_SRC = $(wildcard src/core/*.c)
 PROGS_SRC = $(wildcard src/progs/*.c)
-# The fleet's lease policy, reading Redis's answers and DNS messages are the daemon's alone:
-# the shim is not given them.
-SHIM_CORE_SRC = $(filter-out src/core/fleetpolicy.c src/core/dnsmsg.c src/core/redisnode.c,$(CORE_SRC))
+# DNS messages are read by the seccomp supervisor's relay alone: the shim is not given them.
+SHIM_CORE_SRC = $(CORE_SRC) $(filter-out src/proto/dnsmsg.c,$(PROTO_SRC))
 # Every source is found, not listed: a file in src/shim is the shim's, in
 # src/daemon the daemon's (sluiced.c is its main; the CLI links the rest, for
 # `sluice check`'s probe), in src/cli the CLI's, in bench/ a bench program.
@@ -85,11 +88,12 @@ DAEMON_SRC = $(filter-out $(SLUICED_SRC),$(wildcard src/daemon/*.c))
 CLI_SRC = $(wildcard src/cli/*.c)
 # The seccomp supervisor: its own library, which `sluice` links.
 SUPERVISOR_SRC = $(wildcard src/supervisor/*.c)
-# Every tests/unit/test_MODULE.c is a unit test of src/core/MODULE.c, found here.
+# Every tests/unit/test_MODULE.c is a unit test of a src/*/MODULE.c, found here.
 UNIT_TESTS = $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 BENCH_SRC = $(wildcard bench/*.c)
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(1))
+PROTO_OBJ = $(call obj,$(PROTO_SRC))
 CORE_OBJ = $(call obj,$(CORE_SRC))
 PROGS_OBJ = $(call obj,$(PROGS_SRC))
 # The shim's objects, the core's included, are compiled separately (shim-obj/) so a
@@ -139,7 +143,15 @@ $(BUILD)/gen/fleet_lua.h: src/daemon/fleet.lua
 $(BUILD)/obj/daemon/fleet.o $(BUILD)/obj/daemon/fleet_probe.o: $(BUILD)/gen/fleet_lua.h
 
 # Made afresh: `ar r` into an old archive would keep a member whose source is gone.
+$(BUILD)/libsluiceproto.a: $(PROTO_OBJ)
+	$(call quiet,AR,$@)rm -f $@ && $(AR) rcs $@ $^
+
 $(BUILD)/libsluicecore.a: $(CORE_OBJ)
+	$(call quiet,AR,$@)rm -f $@ && $(AR) rcs $@ $^
+
+# The daemon's modules, for the unit tests of the ones that are the daemon's alone
+# (fleet policy, Redis's answers); the programs link the objects themselves.
+$(BUILD)/libsluicedaemon.a: $(DAEMON_OBJ)
 	$(call quiet,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/libsluiceprogs.a: $(PROGS_OBJ)
@@ -173,25 +185,28 @@ $(BUILD)/libsluice-asan.so: $(SHIM_ASAN_OBJ) $(BUILD)/exports.map
 $(BUILD)/obj/cli/sluice.o $(BUILD)/obj/daemon/sluiced.o: VERSION
 $(BUILD)/obj/cli/sluice.o $(BUILD)/obj/daemon/sluiced.o: SL_CFLAGS += -DSL_VERSION='"$(VERSION)"'
 
-$(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a
+$(BUILD)/sluiced: $(call obj,$(SLUICED_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a \
+		$(BUILD)/libsluiceproto.a
 	$(call quiet,LD,$@)$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
 $(BUILD)/sluice: $(call obj,$(CLI_SRC)) $(DAEMON_OBJ) $(BUILD)/libsluicesupervisor.a $(BUILD)/libsluiceprogs.a \
-		$(BUILD)/libsluicecore.a
+		$(BUILD)/libsluicecore.a $(BUILD)/libsluiceproto.a
 	$(call quiet,LD,$@)$(CC) $(SAN_FLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(HIREDIS_LIBS) $(EV_LIBS) $(INIH_LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a | unit-deps
+UNIT_LIBS = $(BUILD)/libsluicedaemon.a $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a $(BUILD)/libsluiceproto.a
+$(BUILD)/tests/%: tests/unit/%.c $(UNIT_LIBS) | unit-deps
 	@mkdir -p $(dir $@)
-	$(call quiet,LD,$@)$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libsluiceprogs.a $(BUILD)/libsluicecore.a \
+	$(call quiet,LD,$@)$(CC) $(SL_CFLAGS) $(CMOCKA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(UNIT_LIBS) \
 		$(CMOCKA_LIBS) $(INIH_LIBS) $(TEST_LIBS_$*)
 
 # The fleet policy's test runs fleet.lua in a real redis-server through hiredis.
 TEST_LIBS_test_fleetpolicy = $(HIREDIS_LIBS)
 $(BUILD)/tests/test_fleetpolicy: $(BUILD)/gen/fleet_lua.h
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libsluicecore.a | deps
+# A bench program measures modules of any layer (admit_bench a quota pass, the daemon's).
+$(BUILD)/bench/%: bench/%.c $(UNIT_LIBS) | deps
 	@mkdir -p $(dir $@)
-	$(call quiet,LD,$@)$(CC) $(SL_CFLAGS) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $< $(BUILD)/libsluicecore.a $(INIH_LIBS)
+	$(call quiet,LD,$@)$(CC) $(SL_CFLAGS) $(CFLAGS) $(LDFLAGS) -pthread -o $@ $< $(UNIT_LIBS) $(INIH_LIBS)
 
 UNIT_BINS = $(addprefix $(BUILD)/tests/,$(UNIT_TESTS))
 BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
@@ -274,16 +289,15 @@ FUZZ_SECONDS ?= 60
 FUZZ_CC = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iinclude $(INIH_CFLAGS)
 fuzz: | test-deps
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-sniff $(BUILD)/fuzz/corpus-response
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/core/sniff.c src/core/http2.c src/core/match.c \
-		src/core/util.c
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/core/http1.c
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_response tests/fuzz/fuzz_response.c src/core/response.c src/core/http1.c
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(PROGS_SRC) $(INIH_LIBS)
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_dnsmsg tests/fuzz/fuzz_dnsmsg.c src/core/dnsmsg.c
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http2 tests/fuzz/fuzz_http2.c src/core/http2.c src/core/response.c \
-		src/core/http1.c -lnghttp2
-	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_redisnode tests/fuzz/fuzz_redisnode.c src/core/redisnode.c $(HIREDIS_LIBS)
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_config tests/fuzz/fuzz_config.c $(CORE_SRC) $(PROTO_SRC) $(PROGS_SRC) $(INIH_LIBS)
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_sniff tests/fuzz/fuzz_sniff.c src/proto/sniff.c src/proto/http2.c src/proto/name.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http1 tests/fuzz/fuzz_http1.c src/proto/http1.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_response tests/fuzz/fuzz_response.c src/proto/response.c src/proto/http1.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_segment tests/fuzz/fuzz_segment.c $(CORE_SRC) $(PROTO_SRC) $(PROGS_SRC) $(INIH_LIBS)
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_dnsmsg tests/fuzz/fuzz_dnsmsg.c src/proto/dnsmsg.c
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_http2 tests/fuzz/fuzz_http2.c src/proto/http2.c src/proto/response.c \
+		src/proto/http1.c -lnghttp2
+	$(FUZZ_CC) -o $(BUILD)/fuzz/fuzz_redisnode tests/fuzz/fuzz_redisnode.c src/daemon/redisnode.c $(HIREDIS_LIBS)
 	cp tests/fuzz/corpus/* $(BUILD)/fuzz/corpus/
 	cp tests/fuzz/corpus-sniff/* $(BUILD)/fuzz/corpus-sniff/
 	cp tests/fuzz/corpus-response/* $(BUILD)/fuzz/corpus-response/

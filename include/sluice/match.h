@@ -9,6 +9,7 @@
 #ifndef SLUICE_MATCH_H
 #define SLUICE_MATCH_H
 
+#include "sluice/name.h"
 #include "sluice/shm-t.h"
 
 #include <stdbool.h>
@@ -40,10 +41,6 @@ int sl_pattern_format(const struct sl_pattern *p, char *buf, size_t size);
 
 /* Whether pattern `p` selects destination `d`.  Treats `p` as untrusted. */
 bool sl_pattern_match(const struct sl_pattern *p, const struct sl_dest *d);
-
-/* Normalise a host name in place for comparison: lower case, trailing dot removed.
- * Returns the new length. */
-size_t sl_name_normalise(char *name, size_t len);
 
 /* Whether `text` is a numeric IPv4 or IPv6 address (so not a name to remember). */
 bool sl_is_numeric_host(const char *text);

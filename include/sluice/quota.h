@@ -134,7 +134,7 @@ int sl_quota_next(const void *p, size_t len, size_t *off, struct sl_quota_rec *r
 void sl_quota_restore(const struct sl_spec *s, struct sl_state *st, const struct sl_quota_rec *r,
                       const struct sl_slide slides[2], int64_t shift_ns, int64_t now, int64_t wall_off);
 
-/* --- a pass over the segment: snapshot, save, grant (src/core/quota_save.c) --- */
+/* --- a pass over the segment: snapshot, save, grant (src/daemon/quota_save.c) --- */
 
 /* The state file of a segment named shm_name in dir (DIR/NAME.quota) and the
  * names written beside it. */

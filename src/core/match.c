@@ -49,16 +49,6 @@ int sl_dest_from_sockaddr(struct sl_dest *d, const struct sockaddr *sa, socklen_
 	return -EAFNOSUPPORT;
 }
 
-size_t sl_name_normalise(char *name, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (name[i] >= 'A' && name[i] <= 'Z')
-			name[i] = (char)(name[i] - 'A' + 'a');
-	if (len > 0 && name[len - 1] == '.')
-		name[--len] = '\0';
-	return len;
-}
-
 bool sl_is_numeric_host(const char *text)
 {
 	unsigned char buf[16];

@@ -5,7 +5,7 @@
  * say - 429 with Retry-After, RateLimit, X-RateLimit - pauses or slows that
  * section's queue (or key's) for every process on the machine, through the segment
  * (core/pause.c).  Only the bytes are read, never changed.  Such a connection
- * keeps its record until it closes; its writes are followed too (core/http1.c), so
+ * keeps its record until it closes; its writes are followed too (proto/http1.c), so
  * the answer to a HEAD is known to have no body.  A connection whose answers
  * cannot be followed (TLS on the socket, another protocol, a 101) is left alone
  * from then on, with a debug line.  Every function here runs under the record's

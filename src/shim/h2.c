@@ -1,6 +1,6 @@
 /*
  * An HTTP/2 connection's frames followed both ways (h2.h): the client's, for where
- * requests begin (core/http2.c), and the server's, whose header blocks go to
+ * requests begin (proto/http2.c), and the server's, whose header blocks go to
  * nghttp2's HPACK decoder (hpack.c) so that its answers' fields - :status,
  * Retry-After, the RateLimit fields, grpc-status - can be acted on as HTTP/1's
  * are.  Bytes are only read.  All under the record's lock.

@@ -2,7 +2,7 @@
  * Names beyond DNS (docs/design.md, "Send paths and event loops"): a TCP connection that
  * no section matched when it connected, while some section matches by name, is marked in
  * the fd table; its first write is read for the name it carries (TLS SNI, HTTP Host, a
- * proxy's CONNECT or absolute-form target, parsed by core/sniff.c; HTTP/2's :authority
+ * proxy's CONNECT or absolute-form target, parsed by proto/sniff.c; HTTP/2's :authority
  * in its first HEADERS, decoded by nghttp2's HPACK - the write after the preface when
  * that came alone) and, when that name matches, the write is held as the connection's
  * first write would have been, and sections metering its requests or bytes follow it

@@ -234,7 +234,7 @@ enum sl_rec_retry {
 
 enum sl_stream_mode {
 	SL_STREAM_UNDECIDED = 0, /* decided by the connection's first write */
-	SL_STREAM_HTTP1 = 1,     /* request messages, found by core/http1.c */
+	SL_STREAM_HTTP1 = 1,     /* request messages, found by proto/http1.c */
 	SL_STREAM_TURNS = 2,     /* TLS or other: each write after a read, and the first */
 	SL_STREAM_TLS_HTTP1 = 4, /* TLS made through libssl (tls.c): requests are found
 	                          * in the plaintext of SSL_write, which marks the socket
@@ -247,7 +247,7 @@ enum sl_stream_mode {
 	                           * seen), or HTTP/2 with no memory to follow its frames */
 	SL_STREAM_H2 = 5,         /* HTTP/2 in plaintext (prior knowledge, or after an
 	                           * Upgrade to h2c): each new stream's HEADERS is a
-	                           * request, found by core/http2.c (h2.h) */
+	                           * request, found by proto/http2.c (h2.h) */
 	SL_STREAM_TLS_H2 = 6,     /* HTTP/2 through libssl: the same in SSL_write's
 	                           * plaintext, which marks the socket write that begins
 	                           * one (tls_start), as SL_STREAM_TLS_HTTP1 does */

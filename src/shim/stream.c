@@ -1,11 +1,11 @@
 /*
  * meter = requests (docs/design.md, "Send paths and event loops"): where requests begin
  * in a connection's outgoing stream.  A plaintext HTTP/1.x connection is followed message
- * by message (core/http1.c): each request message is one request, and a write that
+ * by message (proto/http1.c): each request message is one request, and a write that
  * carries the end of one and the start of the next is cut at the boundary (a short write,
  * which every program that writes to sockets handles), so the next can be held before any
  * of its bytes go.  HTTP/2 (its plaintext preface, an Upgrade to h2c, or h2 chosen
- * through libssl) is followed frame by frame (core/http2.c, h2.c): each HEADERS that
+ * through libssl) is followed frame by frame (proto/http2.c, h2.c): each HEADERS that
  * opens a stream is a request, and a write is cut before the next one (docs/design.md,
  * "HTTP/2 request by request").  Anything else - TLS not through libssl, another
  * protocol, HTTP the parsers cannot follow - counts turns: the first write, and every

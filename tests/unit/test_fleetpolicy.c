@@ -1,5 +1,5 @@
 /*
- * The fleet's lease policy (src/core/fleetpolicy.c) and the water-filling it
+ * The fleet's lease policy (src/daemon/fleetpolicy.c) and the water-filling it
  * relies on (src/daemon/fleet.lua, run here by a real redis-server on a socket in
  * a temporary directory): demand, grants from answers, outage shares, answers
  * refused, and the fleet's grants never above the budget while demands change.

@@ -1,5 +1,5 @@
 /*
- * Reading Sentinels' and Cluster nodes' answers (src/core/redisnode.c): key
+ * Reading Sentinels' and Cluster nodes' answers (src/daemon/redisnode.c): key
  * slots as Redis computes them (the figures are CLUSTER KEYSLOT's, from a
  * redis-server 7.0), addresses, redirections, and every malformed answer
  * refused rather than guessed from.

@@ -2,7 +2,7 @@
 #include "sluice/sniff.h"
 #include "sluice/common.h"
 #include "sluice/http2.h"
-#include "sluice/match.h"
+#include "sluice/name.h"
 
 #include <string.h>
 
