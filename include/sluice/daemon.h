@@ -14,6 +14,7 @@
 #include "sluice/shm.h"
 
 #include <ev.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 struct sl_daemon_opts {
@@ -50,6 +51,9 @@ struct sl_daemon {
 	char ctl_path[108];
 	ev_io ctl_watcher;
 	struct sl_ctl_client *clients; /* control connections being served (control.c) */
+	/* What the control socket's "reload" runs: daemon.c gives its own reload to
+	 * sl_control_open, so control.c calls nothing of daemon.c's. */
+	int (*ctl_reload)(struct sl_daemon *d, FILE *errors);
 	ev_timer heartbeat;
 	ev_signal sig_hup, sig_term, sig_int;
 	struct fleet *fleet; /* leases through Redis (fleet.c); NULL with no fleet section */

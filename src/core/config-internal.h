@@ -1,6 +1,7 @@
 /*
- * config-internal.h - what the config parser (config.c) lends the key types
- * (config_types.c): reporting an error at a line, and compiling a match list.
+ * config-internal.h - what config_tables.c lends the config parser (config.c) and
+ * the key types (config_types.c): reporting an error at a line, compiling a match
+ * list, growing a table.
  */
 #ifndef SLUICE_CONFIG_INTERNAL_H
 #define SLUICE_CONFIG_INTERNAL_H
@@ -13,5 +14,9 @@ void sl_config_error(struct sl_config *cfg, int line, const char *fmt, ...) __at
 /* match: every pattern of the (space- or comma-separated) list, appended to the
  * config's pattern table; `text` is cut up.  0, or -1 with the errors added. */
 int sl_config_compile_match(struct sl_config *cfg, char *text, int line, struct sl_spec *s);
+
+/* Room for element n of an array of *cap elements of `size` bytes, doubled up to
+ * `max`: 0, or -1 when n reaches max or memory runs out. */
+int sl_config_grow(void **array, unsigned *cap, unsigned n, size_t size, unsigned max);
 
 #endif

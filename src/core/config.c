@@ -78,69 +78,6 @@ struct parse_state {
 	unsigned noverrides;
 };
 
-void sl_config_error(struct sl_config *cfg, int line, const char *fmt, ...)
-{
-	char msg[SL_CONFIG_ERROR_LEN], full[SL_CONFIG_ERROR_LEN];
-	va_list ap;
-
-	if (cfg->nerrors++ >= SL_CONFIG_MAX_ERRORS)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (line > 0)
-		snprintf(full, sizeof(full), "%s:%d: %s", cfg->path, line, msg);
-	else
-		snprintf(full, sizeof(full), "%s: %s", cfg->path, msg);
-	memcpy(cfg->errors[cfg->nerrors - 1], full, sizeof(full));
-	cfg->error_lines[cfg->nerrors - 1] = line;
-}
-
-unsigned sl_edit_distance(const char *a, const char *b)
-{
-	unsigned row[64], la = (unsigned)strlen(a), lb = (unsigned)strlen(b);
-
-	if (la >= SL_ARRAY_LEN(row) || lb >= SL_ARRAY_LEN(row))
-		return 99;
-	for (unsigned j = 0; j <= lb; j++)
-		row[j] = j;
-	for (unsigned i = 1; i <= la; i++) {
-		unsigned diag = row[0];
-
-		row[0] = i;
-		for (unsigned j = 1; j <= lb; j++) {
-			unsigned up = row[j];
-			unsigned cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-
-			row[j] = SL_MIN(SL_MIN(row[j] + 1, row[j - 1] + 1), diag + cost);
-			diag = up;
-		}
-	}
-	return row[lb];
-}
-
-const char *sl_nearest_name(const char *s, const char *const *names, unsigned n)
-{
-	const char *near = NULL, *within = NULL;
-	unsigned best = 3; /* at most two edits away */
-	size_t len = strlen(s);
-
-	for (unsigned i = 0; i < n; i++) {
-		size_t nlen = strlen(names[i]);
-		unsigned d;
-
-		if (len >= 3 && strncmp(names[i], s, len) == 0)
-			return names[i]; /* a word cut short: "leaky" for leaky-bucket */
-		if (nlen >= 3 && strncmp(s, names[i], nlen) == 0 && (!within || nlen > strlen(within)))
-			within = names[i]; /* a word run on: "hostname" for host */
-		if ((d = sl_edit_distance(s, names[i])) < best) {
-			best = d;
-			near = names[i];
-		}
-	}
-	return near ? near : within;
-}
-
 /* The valid key of the given scope nearest to `name`. */
 static const char *nearest_key(const char *name, int global)
 {
@@ -226,25 +163,6 @@ static int names_add(struct parse_state *ps, unsigned j)
 	return 0;
 }
 
-/* Room for one more element in a growing array of `size`-byte elements.  0, or -1
- * when it cannot grow (at `max`, or out of memory). */
-static int grow(void **array, unsigned *cap, unsigned n, size_t size, unsigned max)
-{
-	unsigned want;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	if (n >= max)
-		return -1;
-	want = *cap ? (unsigned)SL_MIN((uint64_t)*cap * 2, (uint64_t)max) : 16;
-	if (!(p = realloc(*array, (size_t)want * size)))
-		return -1;
-	*array = p;
-	*cap = want;
-	return 0;
-}
-
 void sl_config_free(struct sl_config *cfg)
 {
 	free(cfg->sections);
@@ -261,37 +179,6 @@ const struct sl_pattern *sl_config_patterns(const struct sl_config *cfg, const s
 	    s->npatterns > cfg->npatterns - s->pattern_first)
 		return NULL;
 	return cfg->patterns + s->pattern_first;
-}
-
-/* match: every pattern of the (space- or comma-separated) list, appended to the
- * config's pattern table; `text` is cut up. */
-int sl_config_compile_match(struct sl_config *cfg, char *text, int line, struct sl_spec *s)
-{
-	char *save = NULL, *tok;
-	unsigned before = cfg->nerrors;
-
-	s->pattern_first = cfg->npatterns;
-	s->npatterns = 0;
-	for (tok = strtok_r(text, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
-		char err[200];
-
-		if (grow((void **)&cfg->patterns, &cfg->patterns_cap, cfg->npatterns, sizeof(*cfg->patterns),
-		         SL_PATTERNS_MAX) < 0) {
-			sl_config_error(cfg, line, cfg->npatterns >= SL_PATTERNS_MAX
-			                     ? "too many patterns (a config holds at most %u)" : "out of memory (%u patterns)",
-			          (unsigned)SL_PATTERNS_MAX);
-			return -1;
-		}
-		if (sl_pattern_parse(&cfg->patterns[cfg->npatterns], tok, err, sizeof(err)) < 0) {
-			sl_config_error(cfg, line, "match: %s", err);
-		} else {
-			cfg->npatterns++;
-			s->npatterns++;
-		}
-	}
-	if (s->npatterns == 0 && cfg->nerrors == before)
-		sl_config_error(cfg, line, "match has no patterns");
-	return cfg->nerrors == before ? 0 : -1;
 }
 
 /* Key k's value `text` (which may be cut up) into `base`, the struct sl_global or
@@ -391,6 +278,7 @@ static void make_override(struct parse_state *ps, unsigned base, const struct ov
 {
 	struct sl_config *cfg = ps->cfg;
 	char text[OVERRIDE_TEXT], *save = NULL, *pattern, *rate, *word, *count;
+	char base_name[sizeof(((struct sl_spec *)0)->name)];
 	struct sl_section_conf *sc;
 	struct sl_spec *s;
 	unsigned before = cfg->nerrors;
@@ -411,7 +299,7 @@ static void make_override(struct parse_state *ps, unsigned base, const struct ov
 		                cfg->sections[base].spec.name);
 		return;
 	}
-	if (grow((void **)&cfg->sections, &cfg->sections_cap, cfg->nsections, sizeof(*cfg->sections),
+	if (sl_config_grow((void **)&cfg->sections, &cfg->sections_cap, cfg->nsections, sizeof(*cfg->sections),
 	         SL_SECTIONS_MAX) < 0) {
 		sl_config_error(cfg, o->line, "too many sections");
 		return;
@@ -420,10 +308,11 @@ static void make_override(struct parse_state *ps, unsigned base, const struct ov
 	*sc = cfg->sections[base];
 	sc->line = o->line;
 	s = &sc->spec;
-	if (snprintf(s->name, sizeof(s->name), "%s/%s", cfg->sections[base].spec.name, pattern) >=
-	        (int)sizeof(s->name) ||
+	/* The base's name, copied: the new section's is written over its copy of it. */
+	memcpy(base_name, cfg->sections[base].spec.name, sizeof(base_name));
+	if (snprintf(s->name, sizeof(s->name), "%s/%s", base_name, pattern) >= (int)sizeof(s->name) ||
 	    names_find(ps, s->name) >= 0)
-		snprintf(s->name, sizeof(s->name), "%.48s/override-%u", cfg->sections[base].spec.name, nth);
+		snprintf(s->name, sizeof(s->name), "%.48s/override-%u", base_name, nth);
 	s->override_of = base + 1;
 	parse_value(cfg, &sl_keys[SL_KEY_match], pattern, o->line, s);
 	parse_value(cfg, &sl_keys[SL_KEY_rate], rate, o->line, s);
@@ -467,7 +356,7 @@ static void finish_section(struct parse_state *ps)
 
 	if (!ps->in_section || ps->skip)
 		goto out;
-	if (grow((void **)&cfg->sections, &cfg->sections_cap, cfg->nsections, sizeof(*cfg->sections),
+	if (sl_config_grow((void **)&cfg->sections, &cfg->sections_cap, cfg->nsections, sizeof(*cfg->sections),
 	         SL_SECTIONS_MAX) < 0) {
 		sl_config_error(cfg, ps->header_line, cfg->nsections >= SL_SECTIONS_MAX
 		          ? "too many sections (a config holds at most %u)" : "out of memory (%u sections)",
@@ -979,98 +868,3 @@ int sl_config_load_string(struct sl_config *cfg, const char *path, const char *t
 	return rc;
 }
 
-/* per = none | host[:port] | address[/N[/M]][:port].  One /N applies to IPv4 when N
- * is at most 32 and to IPv6 always; /N/M gives IPv4 N and IPv6 M. */
-int sl_parse_per(const char *text, struct sl_spec *s, char *err, size_t errlen)
-{
-	const char *p = text;
-	unsigned v4 = 32, v6 = 128;
-	int port = 0;
-
-	if (strcmp(text, "none") == 0) {
-		s->per = SL_PER_NONE;
-		s->per_prefix4 = s->per_prefix6 = 0;
-		return 0;
-	}
-	if (strncmp(p, "host", 4) == 0 && (p[4] == '\0' || p[4] == ':')) {
-		p += 4;
-		if (*p == ':') {
-			if (strcmp(p, ":port") != 0)
-				goto bad;
-			port = 1;
-		}
-		s->per = port ? SL_PER_HOST_PORT : SL_PER_HOST;
-		s->per_prefix4 = 32;
-		s->per_prefix6 = 128;
-		return 0;
-	}
-	if (strncmp(p, "address", 7) != 0)
-		goto bad;
-	p += 7;
-	for (int n = 0; *p == '/' && n < 2; n++) {
-		char *end;
-		unsigned long bits;
-
-		if (p[1] < '0' || p[1] > '9')
-			goto bad;
-		bits = strtoul(p + 1, &end, 10);
-		if (n == 0) {
-			if (bits < 1 || bits > 128) {
-				snprintf(err, errlen, "prefix /%lu: want 1-32 (IPv4) or 1-128 (IPv6)", bits);
-				return -1;
-			}
-			v6 = (unsigned)bits;
-			if (bits <= 32)
-				v4 = (unsigned)bits;
-		} else {
-			if (v6 > 32 || bits < 1 || bits > 128) {
-				snprintf(err, errlen, "address/N/M: want N 1-32 (IPv4) and M 1-128 (IPv6)");
-				return -1;
-			}
-			v6 = (unsigned)bits;
-		}
-		p = end;
-	}
-	if (*p == ':') {
-		if (strcmp(p, ":port") != 0)
-			goto bad;
-		port = 1;
-	} else if (*p != '\0') {
-		goto bad;
-	}
-	s->per = port ? SL_PER_ADDRESS_PORT : SL_PER_ADDRESS;
-	s->per_prefix4 = (uint8_t)v4;
-	s->per_prefix6 = (uint8_t)v6;
-	return 0;
-bad: {
-	static const char *const words[] = {"none", "host", "host:port", "address", "address:port"};
-	const char *near = sl_nearest_name(text, words, (unsigned)SL_ARRAY_LEN(words));
-	char hint[64] = "";
-
-	if (near)
-		snprintf(hint, sizeof(hint), " (did you mean '%s'?)", near);
-	snprintf(err, errlen, "'%s'%s: want none, host, host:port, address, address/N, address/N/M "
-	         "or address...:port", text, hint);
-	return -1;
-}
-}
-
-int sl_format_per(const struct sl_spec *s, char *buf, size_t size)
-{
-	const char *port = s->per == SL_PER_HOST_PORT || s->per == SL_PER_ADDRESS_PORT ? ":port" : "";
-
-	switch (s->per) {
-	case SL_PER_HOST:
-	case SL_PER_HOST_PORT:
-		return snprintf(buf, size, "host%s", port);
-	case SL_PER_ADDRESS:
-	case SL_PER_ADDRESS_PORT:
-		if (s->per_prefix4 == 32 && s->per_prefix6 == 128)
-			return snprintf(buf, size, "address%s", port);
-		if (s->per_prefix6 == s->per_prefix4 || (s->per_prefix4 == 32 && s->per_prefix6 > 32))
-			return snprintf(buf, size, "address/%u%s", s->per_prefix6, port);
-		return snprintf(buf, size, "address/%u/%u%s", s->per_prefix4, s->per_prefix6, port);
-	default:
-		return snprintf(buf, size, "none");
-	}
-}

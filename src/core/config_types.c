@@ -517,3 +517,101 @@ const struct sl_key_type_ops sl_key_types[SL_KT_KINDS] = {
 	[SL_KT_REFUND] = {parse_refund, format_refund, NULL, 0},
 	[SL_KT_OVERRIDE] = {parse_override, format_override, NULL, 0},
 };
+
+/* --- per: how a section's keys are made --- */
+
+/* per = none | host[:port] | address[/N[/M]][:port].  One /N applies to IPv4 when N
+ * is at most 32 and to IPv6 always; /N/M gives IPv4 N and IPv6 M. */
+int sl_parse_per(const char *text, struct sl_spec *s, char *err, size_t errlen)
+{
+	const char *p = text;
+	unsigned v4 = 32, v6 = 128;
+	int port = 0;
+
+	if (strcmp(text, "none") == 0) {
+		s->per = SL_PER_NONE;
+		s->per_prefix4 = s->per_prefix6 = 0;
+		return 0;
+	}
+	if (strncmp(p, "host", 4) == 0 && (p[4] == '\0' || p[4] == ':')) {
+		p += 4;
+		if (*p == ':') {
+			if (strcmp(p, ":port") != 0)
+				goto bad;
+			port = 1;
+		}
+		s->per = port ? SL_PER_HOST_PORT : SL_PER_HOST;
+		s->per_prefix4 = 32;
+		s->per_prefix6 = 128;
+		return 0;
+	}
+	if (strncmp(p, "address", 7) != 0)
+		goto bad;
+	p += 7;
+	for (int n = 0; *p == '/' && n < 2; n++) {
+		char *end;
+		unsigned long bits;
+
+		if (p[1] < '0' || p[1] > '9')
+			goto bad;
+		bits = strtoul(p + 1, &end, 10);
+		if (n == 0) {
+			if (bits < 1 || bits > 128) {
+				snprintf(err, errlen, "prefix /%lu: want 1-32 (IPv4) or 1-128 (IPv6)", bits);
+				return -1;
+			}
+			v6 = (unsigned)bits;
+			if (bits <= 32)
+				v4 = (unsigned)bits;
+		} else {
+			if (v6 > 32 || bits < 1 || bits > 128) {
+				snprintf(err, errlen, "address/N/M: want N 1-32 (IPv4) and M 1-128 (IPv6)");
+				return -1;
+			}
+			v6 = (unsigned)bits;
+		}
+		p = end;
+	}
+	if (*p == ':') {
+		if (strcmp(p, ":port") != 0)
+			goto bad;
+		port = 1;
+	} else if (*p != '\0') {
+		goto bad;
+	}
+	s->per = port ? SL_PER_ADDRESS_PORT : SL_PER_ADDRESS;
+	s->per_prefix4 = (uint8_t)v4;
+	s->per_prefix6 = (uint8_t)v6;
+	return 0;
+bad: {
+	static const char *const words[] = {"none", "host", "host:port", "address", "address:port"};
+	const char *near = sl_nearest_name(text, words, (unsigned)SL_ARRAY_LEN(words));
+	char hint[64] = "";
+
+	if (near)
+		snprintf(hint, sizeof(hint), " (did you mean '%s'?)", near);
+	snprintf(err, errlen, "'%s'%s: want none, host, host:port, address, address/N, address/N/M "
+	         "or address...:port", text, hint);
+	return -1;
+}
+}
+
+int sl_format_per(const struct sl_spec *s, char *buf, size_t size)
+{
+	const char *port = s->per == SL_PER_HOST_PORT || s->per == SL_PER_ADDRESS_PORT ? ":port" : "";
+
+	switch (s->per) {
+	case SL_PER_HOST:
+	case SL_PER_HOST_PORT:
+		return snprintf(buf, size, "host%s", port);
+	case SL_PER_ADDRESS:
+	case SL_PER_ADDRESS_PORT:
+		if (s->per_prefix4 == 32 && s->per_prefix6 == 128)
+			return snprintf(buf, size, "address%s", port);
+		if (s->per_prefix6 == s->per_prefix4 || (s->per_prefix4 == 32 && s->per_prefix6 > 32))
+			return snprintf(buf, size, "address/%u%s", s->per_prefix6, port);
+		return snprintf(buf, size, "address/%u/%u%s", s->per_prefix4, s->per_prefix6, port);
+	default:
+		return snprintf(buf, size, "none");
+	}
+}

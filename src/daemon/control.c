@@ -149,7 +149,7 @@ static void handle(struct sl_daemon *d, int fd, char *cmd, char **out, size_t *o
 			size_t errlen = 0;
 			FILE *ef = open_memstream(&errs, &errlen);
 
-			if (ef && sl_daemon_reload(d, ef) == 0) {
+			if (ef && d->ctl_reload(d, ef) == 0) {
 				/* What the reload could not apply follows, one line each. */
 				fclose(ef);
 				ef = NULL;
@@ -249,7 +249,7 @@ static void make_dir_of(const char *path)
 		sl_log_info("made %s for the control socket", dir);
 }
 
-int sl_control_open(struct sl_daemon *d)
+int sl_control_open(struct sl_daemon *d, int (*reload)(struct sl_daemon *d, FILE *errors))
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	const char *path = d->cfg->global.control_socket;
@@ -257,6 +257,7 @@ int sl_control_open(struct sl_daemon *d)
 	mode_t old;
 	int fd;
 
+	d->ctl_reload = reload;
 	if (sl_strlcpy(sun.sun_path, path, sizeof(sun.sun_path)) < 0) {
 		sl_log_warnx("control socket path too long: %s", path);
 		return -ENAMETOOLONG;

@@ -510,7 +510,7 @@ int sl_daemon_start(struct sl_daemon *d, struct ev_loop *loop, const struct sl_d
 		rc = -EINVAL;
 		goto fail;
 	}
-	if (o->control && (rc = sl_control_open(d)) < 0)
+	if (o->control && (rc = sl_control_open(d, sl_daemon_reload)) < 0)
 		goto fail;
 	sl_config_dims(d->cfg, &want);
 	/* The machine's segment outlives its daemon - in systemd's store across a

@@ -3,7 +3,6 @@
  * timerfd, the call made inside its release, and its answer to the kernel.
  */
 #include "internal.h"
-#include "sluice/segsock.h"
 
 void sup_say(const struct sl_supervisor *s, const char *fmt, ...)
 {
@@ -176,6 +175,32 @@ static void arm(struct call *c, int64_t at)
 	reschedule(c->s);
 }
 
+/* A blocking connect made here has completed: the caller's answer is its result. */
+static void on_connected(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct call *c = w->data;
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	(void)loop;
+	(void)revents;
+	if (getsockopt(c->sock, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		err = errno;
+	sup_answer_as(c->s, c->id, err, 0, 0);
+	sup_call_free(c);
+}
+
+/* ... or its SO_SNDTIMEO ran out first: EINPROGRESS, as the kernel says then. */
+static void on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct call *c = w->data;
+
+	(void)loop;
+	(void)revents;
+	sup_answer_as(c->s, c->id, EINPROGRESS, 0, 0);
+	sup_call_free(c);
+}
+
 /* After the release: the caller's answer, and the call's end. */
 static void released(struct call *c)
 {
@@ -218,11 +243,11 @@ static void released(struct call *c)
 		struct timeval tv = {0};
 		socklen_t len = sizeof(tv);
 
-		ev_io_init(&c->wio, sup_on_connected, c->sock, EV_WRITE);
+		ev_io_init(&c->wio, on_connected, c->sock, EV_WRITE);
 		c->wio.data = c;
 		ev_io_start(s->loop, &c->wio);
 		if (getsockopt(c->sock, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec)) {
-			ev_timer_init(&c->timer, sup_on_connect_timeout, (double)tv.tv_sec + (double)tv.tv_usec / 1e6, 0.);
+			ev_timer_init(&c->timer, on_connect_timeout, (double)tv.tv_sec + (double)tv.tv_usec / 1e6, 0.);
 			c->timer.data = c;
 			ev_timer_start(s->loop, &c->timer);
 		}
@@ -237,34 +262,6 @@ static void released(struct call *c)
 	}
 	sup_answer_as(s, c->id, c->made_err, 0, c->nr == SYS_connect ? 0 : c->made_val);
 	sup_call_free(c);
-}
-
-/* The segment in use was moved: ask its socket for the one served now (its own
- * attachment only; the embedded daemon's is followed by the daemon).  1 when it
- * followed. */
-int sup_follow(struct sl_supervisor *s)
-{
-	struct sl_shm next;
-
-	if (s->shm != &s->own || sl_segsock_attach(s->seg_path, 1, SL_SEGSOCK_TIMEOUT_NS, &next, NULL, 0) < 0)
-		return 0;
-	if (next.ino == s->own.ino) {
-		sl_shm_detach(&next);
-		return 0;
-	}
-	/* The old mapping stays: calls held may still read it until they step. */
-	s->own = next;
-	return 1;
-}
-
-struct sl_shm_header *sup_give_back_segment(void *ctx, int ask, int32_t *self)
-{
-	struct sl_supervisor *s = ctx;
-
-	if (ask == SL_SEGMENT_FOLLOW)
-		sup_follow(s);
-	*self = s->shm->self;
-	return s->shm->hdr;
 }
 
 /* Step call c's admission (core/pending.c) and act on its answer: a timer for

@@ -240,13 +240,13 @@ void sup_on_tfd(struct ev_loop *loop, ev_io *w, int revents);
 /* places.c */
 void sup_track(struct call *c);
 void sup_on_track(struct ev_loop *loop, ev_timer *w, int revents);
+
+/* segment.c */
 /* The segment in use was moved: attach the one served now; 1 when it did. */
 int sup_follow(struct sl_supervisor *s);
 /* Where places are given back (sl_pending_segment_fn, ctx the supervisor): the
  * segment in use, followed first when it was moved. */
 struct sl_shm_header *sup_give_back_segment(void *ctx, int ask, int32_t *self);
-void sup_on_connected(struct ev_loop *loop, ev_io *w, int revents);
-void sup_on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents);
 
 /* notify.c */
 void sup_on_notify(struct ev_loop *loop, ev_io *w, int revents);

@@ -121,29 +121,3 @@ void sup_track(struct call *c)
 	if (!ev_is_active(&s->track_timer))
 		ev_timer_again(s->loop, &s->track_timer);
 }
-
-/* A blocking connect made here has completed: the caller's answer is its result. */
-void sup_on_connected(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct call *c = w->data;
-	int err = 0;
-	socklen_t len = sizeof(err);
-
-	(void)loop;
-	(void)revents;
-	if (getsockopt(c->sock, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-		err = errno;
-	sup_answer_as(c->s, c->id, err, 0, 0);
-	sup_call_free(c);
-}
-
-/* ... or its SO_SNDTIMEO ran out first: EINPROGRESS, as the kernel says then. */
-void sup_on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct call *c = w->data;
-
-	(void)loop;
-	(void)revents;
-	sup_answer_as(c->s, c->id, EINPROGRESS, 0, 0);
-	sup_call_free(c);
-}
