@@ -18,116 +18,8 @@
  * Replies are untrusted: anything but the array of integers fleet.lua returns, of
  * the length asked for, is logged (rate-limited) and changes no lease.
  */
-#include "fleet.h"
-#include "fleet_conf.h"
-#include "fleet_find.h"
-#include "resolver.h"
+#include "fleet-internal.h"
 #include "fleet_lua.h"
-#include "sluice/clock.h"
-#include "sluice/common.h"
-#include "sluice/conc.h"
-#include "sluice/fleetpolicy.h"
-#include "sluice/keys.h"
-#include "sluice/lease.h"
-#include "sluice/limiter.h"
-#include "sluice/log.h"
-#include "sluice/pause.h"
-#include "sluice/redisnode.h"
-#include "sluice/shm.h"
-#include "sluice/stats.h"
-#include "sluice/strategy.h"
-#include "sluice/units.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <hiredis/adapters/libev.h>
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
-#include <inttypes.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-#define MAX_ITEMS 4096       /* items renewed in one call; more wait for the next */
-#define BACKOFF_MIN_NS (100 * SL_NS_PER_MS)
-#define BACKOFF_MAX_NS (2 * SL_NS_PER_S)
-#define SPARE_MAX 5.0
-#define DEAD_AFTER 4 /* timeouts unanswered before a live connection is given up */
-#define RESOLVE_POLL_S 0.02 /* connect_now looks for a name's address this often */
-
-struct fleet {
-	struct sl_daemon *d;
-	redisAsyncContext *ac;
-	redisAsyncContext *sub; /* subscribed to the fleet's wake channel */
-	redisAsyncContext *ask; /* a Cluster node an ASK sent the last call to */
-	/* Sentinel or Cluster (conf.way): the master is found before each connection
-	 * (fleet_find.c) and forgotten when it is lost. */
-	struct sl_fleet_find *find;
-	struct sl_resolver *names; /* host names, resolved off the loop (resolver.h) */
-	int64_t resolving_ns;  /* connect_now waits for conf.host's address since */
-	char name_why[200];    /* why conf.host has no address, as last logged */
-	int have_master;       /* conf.host and conf.port name the master to use */
-	unsigned tryagain;     /* TRYAGAIN answers in a row (the slot half moved) */
-	char run_id[41];       /* the run id of the master last used: "" not known */
-	char in_use[SL_PATH_MAX + 8]; /* "HOST:PORT" the leases come from, for stat */
-	char label[SL_PATH_MAX + 8];  /* here(): the Redis in use, for the log */
-	int64_t in_use_ms;     /* since when (CLOCK_REALTIME, ms); 0 none yet */
-	/* The last round's call, kept for a Cluster's ASK (sent again as EVAL). */
-	const char **argv;
-	size_t *lens;
-	char (*num)[32];
-	char (*pkeys)[SL_FLEET_KEY_MAX + 8]; /* each item's pause keys, expiry sets, totals, grids */
-	char (*runs)[SL_GRID_RUNS * 10 + 2]; /* each item's runs of ranks held */
-	size_t argc;
-	char epoch[SL_FLEET_KEY_MAX]; /* the epoch key's name */
-	int ready;             /* connected, authenticated, script loaded */
-	int tcp_up;            /* the connection in f->ac is made (on_connect said so) */
-	int late;              /* Redis, reached, answered late: no outage shares (the
-	                        * leases lapse) until an answer comes, whatever fails
-	                        * meanwhile */
-	char sha[64];
-	struct sl_fleet_conf conf; /* where Redis is, who we are to it, the periods */
-	ev_timer tick, retry;
-	ev_timer watch;        /* between rounds: callers newly held for want of share */
-	int64_t backoff_ns;
-	int in_flight;
-	uint64_t call;         /* numbers each call, so a stale answer is known */
-	int64_t sent_ns;
-	int64_t connected_ns;  /* when the connection was asked for */
-	int ack_due;           /* a call is scheduled at once (woken, or to report) */
-	int woke, call_woke;   /* the next call, and the call in flight, are a wake's */
-	int wake_later;        /* woken while a call was in flight: answer after it */
-	int starved;           /* a rate item got less than half its demand: call sooner */
-	int above;             /* some item holds more than an equal part would be with
-	                        * one more machine: a machine short of room (perhaps
-	                        * one just come) may be waiting for it */
-	double spare;          /* calls beyond one a period that may be made now (at most
-	                        * SPARE_MAX, one more each second): acks and early calls
-	                        * never take a daemon past a period's calls and one a second */
-	int64_t spare_at;
-	int64_t off_ms;        /* Redis's clock - CLOCK_REALTIME at the last answer */
-	int64_t rtt_ms;        /* that answer's round trip, rounded up (ms) */
-	int have_off;
-	int have_origin;
-	int64_t grid_origin;   /* Redis's time 0 on CLOCK_MONOTONIC (sl_fleet_grid_origin) */
-	struct sl_fleet_memo *memo;
-	size_t nmemo;          /* a power of two */
-	size_t memo_used;
-	struct sl_fleet_item *items;
-	size_t nitems;
-	int64_t logged_ns;     /* rate-limited warnings */
-	const char *logged_fmt;
-};
-
-static int64_t realtime_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* A warning of each kind at most once a second (a dead or broken Redis must not
  * fill the log); a new kind is logged at once. */
@@ -189,239 +81,6 @@ static int take_spare(struct fleet *f)
 	}
 	f->spare -= 1;
 	return 1;
-}
-
-/* --- memos: an open-addressing table by key, grown as items come --- */
-
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-	return h;
-}
-
-static struct sl_fleet_memo *memo_find(struct fleet *f, const char *key)
-{
-	for (;;) {
-		size_t mask = f->nmemo - 1, i;
-
-		if (f->nmemo) {
-			for (i = hash_str(key) & mask;; i = (i + 1) & mask) {
-				if (!f->memo[i].key[0])
-					break;
-				if (strcmp(f->memo[i].key, key) == 0)
-					return &f->memo[i];
-			}
-			if ((f->memo_used + 1) * 2 <= f->nmemo) {
-				snprintf(f->memo[i].key, sizeof(f->memo[i].key), "%s", key);
-				f->memo_used++;
-				return &f->memo[i];
-			}
-		}
-		/* Grow: twice as many, keeping the memos of items seen in the last minute. */
-		{
-			size_t n = f->nmemo ? f->nmemo * 2 : 64;
-			struct sl_fleet_memo *m = calloc(n, sizeof(*m)), *old = f->memo;
-			int64_t now = sl_clock_mono_ns();
-
-			if (!m)
-				return NULL;
-			f->memo_used = 0;
-			for (size_t j = 0; j < f->nmemo; j++) {
-				size_t k;
-
-				if (!old[j].key[0] || now - old[j].at > 60 * SL_NS_PER_S)
-					continue;
-				for (k = hash_str(old[j].key) & (n - 1); m[k].key[0]; k = (k + 1) & (n - 1))
-					;
-				m[k] = old[j];
-				f->memo_used++;
-			}
-			free(old);
-			f->memo = m;
-			f->nmemo = n;
-		}
-	}
-}
-
-/* --- collecting a round --- */
-
-/* What measuring needs of this daemon (fleetpolicy.h). */
-static struct sl_fleet_env env_of(struct fleet *f)
-{
-	/* Redis's clock now, late rather than early: the offset was read a round trip
-	 * after Redis's clock was, and both clocks count whole milliseconds. */
-	return (struct sl_fleet_env){
-		.refresh_ns = f->conf.refresh_ns,
-		.hosts = SL_MAX(f->d->cfg->global.hosts, 1u),
-		.wall_off = sl_sane_ns(f->d->shm.hdr->wall_off_ns),
-		.redis_ms = f->have_off ? realtime_ms() + f->off_ms + f->rtt_ms + 2 : 0,
-	};
-}
-
-static int add_item(struct fleet *f, size_t *n, char kind, uint32_t i, const struct sl_section *sec,
-                    const struct sl_state *st, const struct sl_keyref *ref, const char *keyname,
-                    int64_t now)
-{
-	struct sl_fleet_item *it;
-
-	if (*n >= MAX_ITEMS)
-		return -1;
-	it = &f->items[(*n)++];
-	memset(it, 0, sizeof(*it));
-	it->kind = kind;
-	it->section = i;
-	it->serial = sec->serial;
-	if (ref) {
-		it->key_slot = ref->slot;
-		it->key_serial = ref->serial;
-	}
-	snprintf(it->key, sizeof(it->key), "%s:i:%.*s%s%s:%c", f->conf.prefix, SL_SECTION_NAME_MAX - 1,
-	         sec->spec.name, keyname ? "/" : "", keyname ? keyname : "", kind == 'c' ? 'c' : 'r');
-	it->memo = memo_find(f, it->key);
-	{
-		struct sl_fleet_env env = env_of(f);
-
-		sl_fleet_measure(&env, it, sec, st, keyname != NULL, now);
-	}
-	return 0;
-}
-
-struct key_walk {
-	struct fleet *f;
-	size_t *n;
-	int64_t now;
-};
-
-/* A key of a keyed fleet section, active lately: an item of the round. */
-static int walk_key(struct sl_key *k, uint32_t slot, void *arg)
-{
-	struct key_walk *w = arg;
-	struct sl_shm_header *h = w->f->d->shm.hdr;
-	struct sl_section *sec = sl_shm_section(h, k->section);
-	struct sl_keyref ref = {slot, k->serial};
-	char name[SL_HOST_MAX + 64];
-
-	if (!sec || sec->spec.scope != SL_SCOPE_FLEET ||
-	    w->now - k->last_used_ns > (int64_t)(3 * w->f->conf.ttl_ms) * SL_NS_PER_MS)
-		return 0;
-	sl_keyid_format(&k->id, name, sizeof(name));
-	if (sec->spec.amount && add_item(w->f, w->n, sl_fleet_kind(&sec->spec), k->section, sec, &k->state, &ref, name,
-	                                 w->now) < 0)
-		return 1;
-	if (sec->spec.concurrency &&
-	    add_item(w->f, w->n, 'c', k->section, sec, &k->state, &ref, name, w->now) < 0)
-		return 1;
-	return 0;
-}
-
-static size_t collect(struct fleet *f, int64_t now)
-{
-	struct sl_shm_header *h = f->d->shm.hdr;
-	uint32_t used = SL_MIN(h->slots_used, sl_shm_dims_of(h).sections);
-	int keyed = 0;
-	size_t n = 0;
-
-	for (uint32_t i = 0; i < used; i++) {
-		struct sl_section *sec = sl_shm_section(h, i);
-
-		if (!sec->in_use || sec->spec.scope != SL_SCOPE_FLEET)
-			continue;
-		if (sec->spec.per != SL_PER_NONE) {
-			keyed = 1;
-			continue;
-		}
-		if (sec->spec.amount)
-			add_item(f, &n, sl_fleet_kind(&sec->spec), i, sec, &sec->state, NULL, NULL, now);
-		if (sec->spec.concurrency)
-			add_item(f, &n, 'c', i, sec, &sec->state, NULL, NULL, now);
-	}
-	if (keyed) {
-		struct key_walk w = {f, &n, now};
-
-		sl_keys_each(h, walk_key, &w);
-	}
-	return n;
-}
-
-/* The state an item lives in, under the lock: NULL when it went meanwhile. */
-static struct sl_state *item_state(struct fleet *f, const struct sl_fleet_item *it)
-{
-	struct sl_shm_header *h = f->d->shm.hdr;
-	struct sl_section *sec = sl_shm_section(h, it->section);
-	struct sl_key *k;
-
-	if (!sec || !sec->in_use || sec->serial != it->serial)
-		return NULL;
-	if (!it->key_serial)
-		return &sec->state;
-	if (!sl_shm_dims_of(h).key_more)
-		return NULL; /* a fleet key keeps its lease in a more (sl_shm_fits) */
-	k = sl_keys_ref(h, it->section, it->key_slot, it->key_serial);
-	return k ? &k->state : NULL;
-}
-
-/* Write grant g for `it`, under the lock; waiters woken when places were added. */
-static void write_grant(struct fleet *f, const struct sl_fleet_item *it, const struct sl_grant *g, int64_t now)
-{
-	struct sl_state *st = item_state(f, it);
-
-	if (st && sl_lease_write(st, g, now))
-		sl_conc_wake(st);
-}
-
-/* Another machine's answer from the destination paused item `it` until end_ms
- * (Redis's clock; 0: none): this machine pauses too, until the same instant -
- * late rather than early, as a pause is what the destination asked for: Redis
- * read its clock (rnow, whole milliseconds) at most a round trip before `now`, so
- * the end is at most `now` + (end_ms - rnow) and a millisecond; under the lock. */
-static void fleet_pause(struct fleet *f, const struct sl_fleet_item *it, long long end_ms, long long rnow, int64_t now,
-                        int64_t rtt)
-{
-	struct sl_section *sec = sl_shm_section(f->d->shm.hdr, it->section);
-	struct sl_state *st;
-
-	if (end_ms <= rnow || !sec || !(st = item_state(f, it)))
-		return;
-	(void)rtt;
-	if (sl_pause_fleet(st, &sec->spec, now + (int64_t)(end_ms - rnow + 1) * SL_NS_PER_MS, now)) {
-		sec->more.pause_set_ns = now;
-		sl_log_debug("fleet %s: paused %.1f s, as another machine was asked", it->key,
-		             (double)(end_ms - rnow) / 1e3);
-	}
-}
-
-/* --- while Redis cannot be reached --- */
-
-/* Items that never had a lease get their part over `hosts`; a window's chunk that
- * ended is followed by the next window's part (windows placed on Redis's clock as
- * last seen).  Leases in hand stay as they are. */
-static void outage_shares(struct fleet *f)
-{
-	struct sl_shm_header *h = f->d->shm.hdr;
-	uint32_t hosts = SL_MAX(f->d->cfg->global.hosts, 1u);
-	int64_t now = sl_clock_mono_ns(), rms = realtime_ms() + (f->have_off ? f->off_ms : 0);
-	size_t n = collect(f, now);
-
-	if (!n || sl_shm_lock(h, f->d->shm.self, SL_NS_PER_S) < 0)
-		return;
-	for (size_t j = 0; j < n; j++) {
-		const struct sl_fleet_item *it = &f->items[j];
-		struct sl_state *st = item_state(f, it);
-		struct sl_grant g = {0};
-
-		if (!st)
-			continue;
-		/* This daemon is alive: what it holds stays usable while Redis is away. */
-		sl_lease_extend(st, now + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS);
-		if (!sl_fleet_outage_grant(it, &sl_state_more(st)->lease, hosts, now, rms, &g))
-			continue;
-		g.valid_ns = now + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS;
-		write_grant(f, it, &g, now);
-	}
-	sl_shm_unlock(h, f->d->shm.self);
 }
 
 /* --- the connection --- */
@@ -491,7 +150,7 @@ static void drop_as(struct fleet *f, const char *why, int late)
 		if (was != SL_REDIS_DOWN)
 			sl_log_warnx("redis %s: %s; shaping on the leases in hand", here(f), why);
 		set_state(f, SL_REDIS_DOWN);
-		outage_shares(f);
+		fleet_outage_shares(f);
 	}
 	ev_timer_stop(f->d->loop, &f->retry); /* libev: never set an active watcher */
 	ev_timer_set(&f->retry, (double)f->backoff_ns / 1e9, 0.);
@@ -624,7 +283,7 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 	 * the grid's slots are late by at most the round trip, never early. */
 	f->grid_origin = sl_fleet_grid_origin(f->have_origin, f->grid_origin, now - vals[2] * 1000, rtt);
 	f->have_origin = 1;
-	f->off_ms = rnow - realtime_ms();
+	f->off_ms = rnow - fleet_realtime_ms();
 	f->rtt_ms = (rtt + SL_NS_PER_MS - 1) / SL_NS_PER_MS;
 	f->have_off = 1;
 	f->tryagain = 0;
@@ -647,7 +306,7 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 		 * when the call came, which is later. */
 		if (sl_fleet_answer(it, e, rnow, rtt, now, f->sent_ns + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS,
 		                    f->grid_origin, &round, &g))
-			write_grant(f, it, &g, now);
+			fleet_write_grant(f, it, &g, now);
 		fleet_pause(f, it, e[4], rnow, now, rtt);
 	}
 	h->redis_machines = round.machines;
@@ -805,7 +464,7 @@ static int cluster_error(struct fleet *f, const char *err)
 
 static void send_round(struct fleet *f)
 {
-	size_t n = collect(f, sl_clock_mono_ns());
+	size_t n = fleet_collect(f, sl_clock_mono_ns());
 	size_t argc = 3 + 1 + 5 * n + 5 + (SL_FLEET_FIELDS_IN + 1) * n, a = 0;
 	const char **argv = calloc(argc, sizeof(*argv));
 	size_t *lens = calloc(argc, sizeof(*lens));
@@ -900,7 +559,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 		f->woke = 0;
 		send_round(f);
 	} else if (!f->ac && !f->late) {
-		outage_shares(f); /* the leases that ended while Redis is away */
+		fleet_outage_shares(f); /* the leases that ended while Redis is away */
 	}
 	if (f->find)
 		sl_fleet_find_watch(f->find); /* again, if the Sentinel we listened to went */
@@ -927,7 +586,7 @@ static void on_watch(struct ev_loop *loop, ev_timer *w, int revents)
 		const struct sl_state *st;
 		const struct sl_fleet_memo *m;
 
-		if (it->kind != 'r' || !(st = item_state(f, it)) || !(m = memo_find(f, it->key)))
+		if (it->kind != 'r' || !(st = fleet_item_state(f, it)) || !(m = fleet_memo_find(f, it->key)))
 			continue;
 		if (__atomic_load_n(&sl_state_more(st)->lease.misses, __ATOMIC_RELAXED) == m->misses_seen ||
 		    sl_state_more(st)->lease.amount * SL_MAX(h->redis_machines, 1u) * 10 >= it->limit * 9)
@@ -1090,7 +749,7 @@ static void on_info(redisAsyncContext *ac, void *reply, void *priv)
 	}
 	if (strcmp(where, f->in_use) != 0 || (id[0] && strcmp(id, f->run_id) != 0)) {
 		memcpy(f->in_use, where, sizeof(where));
-		f->in_use_ms = realtime_ms();
+		f->in_use_ms = fleet_realtime_ms();
 	}
 	if (id[0])
 		memcpy(f->run_id, id, sizeof(id));
