@@ -528,23 +528,20 @@ void sl_stats_render_top(struct sl_shm_header *h, int json, unsigned top, int64_
 	sl_stats_render_where(h, json, top, now, NULL, out);
 }
 
-void sl_stats_render_where(struct sl_shm_header *h, int json, unsigned top, int64_t now,
-                           const struct sl_redis_where *where, FILE *out)
+/* The queues' header: generation, daemon, segment, keys, Redis - and the
+ * columns' names (text) or the object's opening fields (JSON). */
+static void render_head(struct sl_shm_header *h, int json, int64_t now, const struct sl_redis_where *where,
+                        FILE *out)
 {
 	char name[sizeof(h->shm_name)];
-
-	static struct sl_section sec; /* large: keep it off the stack */
-	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
 	int32_t dpid = h->daemon_pid;
 	int64_t age = h->heartbeat_ns ? sl_sane_ns(now) - sl_sane_ns(h->heartbeat_ns) : -1; /* segment data: clamped */
 	int alive = daemon_alive(h, age);
-	int first = 1;
 
-	if (json)
-		fprintf(out, "{\"generation\":%llu,\"config\":", (unsigned long long)h->generation);
 	if (json) {
 		char path[SL_PATH_MAX];
 
+		fprintf(out, "{\"generation\":%llu,\"config\":", (unsigned long long)h->generation);
 		memcpy(path, h->config_path, sizeof(path));
 		path[sizeof(path) - 1] = '\0';
 		json_string(out, path);
@@ -557,128 +554,163 @@ void sl_stats_render_where(struct sl_shm_header *h, int json, unsigned top, int6
 		render_where(where, 1, out);
 		fprintf(out, "\"keys_used\":%u,\"max_keys\":%u,\"sections\":[", h->keys_used,
 		        sl_shm_nkeys(h));
-	} else {
-		fprintf(out, "generation %llu, daemon %s (pid %d), lock recoveries %llu\n",
-		        (unsigned long long)h->generation, alive ? "alive" : "not running", dpid,
-		        (unsigned long long)h->lock_recoveries);
-		fprintf(out, "segment %s (id %016llx, %u processes attached)\n", segment_name(h, name) ? name : "?",
-		        (unsigned long long)h->segment_id, sl_roster_each(h, NULL, NULL));
-		if (h->max_keys)
-			fprintf(out, "key table: %u of %u records in use\n", h->keys_used,
-			        sl_shm_nkeys(h));
-		render_redis(h, 0, now, out);
-		render_where(where, 0, out);
-		fprintf(out, "%-20s %-11s %-14s %-10s %7s", "SECTION", "METER", "STRATEGY", "RATE", "QUEUED");
-		for (size_t c = 0; c < SL_NCOUNTERS; c++)
-			if (sl_counters[c].column)
-				fprintf(out, " %9s", sl_counters[c].column);
-		fprintf(out, " %10s %10s %10s\n", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
+		return;
 	}
+	fprintf(out, "generation %llu, daemon %s (pid %d), lock recoveries %llu\n",
+	        (unsigned long long)h->generation, alive ? "alive" : "not running", dpid,
+	        (unsigned long long)h->lock_recoveries);
+	fprintf(out, "segment %s (id %016llx, %u processes attached)\n", segment_name(h, name) ? name : "?",
+	        (unsigned long long)h->segment_id, sl_roster_each(h, NULL, NULL));
+	if (h->max_keys)
+		fprintf(out, "key table: %u of %u records in use\n", h->keys_used,
+		        sl_shm_nkeys(h));
+	render_redis(h, 0, now, out);
+	render_where(where, 0, out);
+	fprintf(out, "%-20s %-11s %-14s %-10s %7s", "SECTION", "METER", "STRATEGY", "RATE", "QUEUED");
+	for (size_t c = 0; c < SL_NCOUNTERS; c++)
+		if (sl_counters[c].column)
+			fprintf(out, " %9s", sl_counters[c].column);
+	fprintf(out, " %10s %10s %10s\n", "WAIT_P50", "WAIT_P99", "WAIT_MAX");
+}
+
+/* What a section's row shows beside its copy: figures its keys or its state give. */
+struct row {
+	char match[1024], rate[64], base_name[SL_SECTION_NAME_MAX];
+	const char *base;          /* the override's base, by name; NULL: not an override */
+	const struct key_view *kv; /* a keyed section's keys, summed */
+	uint64_t queued, open;
+	int64_t next;              /* until its next slot (ns); <= 0: now */
+};
+
+/* Section i's copy into *sec and its row: 0 when it is not shown (not in use, or
+ * never steady while copied). */
+static int row_of(struct sl_shm_header *h, unsigned i, const struct view_arg *va, int64_t now,
+                  struct sl_section *sec, struct row *r)
+{
+	static struct sl_section scratch; /* sl_stats_next_slot_ns may change it */
+	const struct sl_section *of;
+	const struct sl_state *st = &sec->state;
+
+	if (!snapshot(h, i, sec, r->match, sizeof(r->match)))
+		return 0;
+	r->kv = va->views && va->view_of[i] ? &va->views[va->view_of[i] - 1] : NULL;
+	/* A keyed section's queue and places are its keys'. */
+	r->queued = sec->spec.per ? (r->kv ? r->kv->queued : 0)
+	                          : sl_limit_queued(&sec->spec, st, now, sl_sane_ns(h->wall_off_ns));
+	r->open = sec->spec.per ? (r->kv ? r->kv->open : 0) : st->conc_open;
+	memcpy(&scratch, sec, sizeof(scratch));
+	r->next = sl_stats_next_slot_ns(&scratch, now, sl_sane_ns(h->wall_off_ns));
+	/* An override's base, by name (docs/config.md, "Overrides"). */
+	of = sec->spec.override_of ? sl_shm_section(h, sec->spec.override_of - 1) : NULL;
+	r->base = NULL;
+	if (of && of->in_use) {
+		memcpy(r->base_name, of->spec.name, sizeof(r->base_name));
+		r->base_name[sizeof(r->base_name) - 1] = '\0';
+		r->base = r->base_name;
+	}
+	if (sec->spec.amount)
+		sl_format_rate(sec->spec.amount, sec->spec.window_ns, sec->spec.calendar,
+		               sec->spec.meter == SL_METER_BYTES, r->rate, sizeof(r->rate));
+	else
+		snprintf(r->rate, sizeof(r->rate), "-");
+	return 1;
+}
+
+static void render_section_json(struct sl_shm_header *h, const struct sl_section *sec, const struct row *r,
+                                int first, int64_t now, FILE *out)
+{
+	const struct sl_state *st = &sec->state;
+
+	fprintf(out, "%s{\"name\":", first ? "" : ",");
+	json_string(out, sec->spec.name);
+	fprintf(out, ",\"match\":");
+	json_string(out, r->match);
+	if (r->base) {
+		fprintf(out, ",\"override_of\":");
+		json_string(out, r->base);
+	}
+	fprintf(out, ",\"meter\":\"%s\",\"strategy\":\"%s\",\"rate\":\"%s\","
+	        "\"amount\":%llu,\"window_ns\":%lld,\"burst\":%llu,\"mode\":\"%s\","
+	        "\"queued\":%llu,\"wait_p50_us\":%lld,"
+	        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld,"
+	        "\"concurrency\":%u,\"open\":%llu,\"next_slot_ms\":%.1f",
+	        sl_meter_name(sec->spec.meter), sl_strategy_name(sec->spec.strategy), r->rate,
+	        (unsigned long long)sec->spec.amount, (long long)sec->spec.window_ns,
+	        (unsigned long long)sec->spec.burst,
+	        sec->spec.mode == SL_MODE_OBSERVE ? "observe" : "enforce",
+	        (unsigned long long)r->queued,
+	        (long long)(sl_stats_wait_quantile(sec, 0.5) / 1000),
+	        (long long)(sl_stats_wait_quantile(sec, 0.99) / 1000),
+	        (long long)(sec->more.wait_max_ns / 1000), (long long)st->tat_ns,
+	        sec->spec.concurrency, (unsigned long long)r->open, r->next < 0 ? -1.0 : (double)r->next / 1e6);
+	for (size_t c = 0; c < SL_NCOUNTERS; c++)
+		fprintf(out, ",\"%s\":%llu", sl_counters[c].field, (unsigned long long)sl_counter_of(sec, (unsigned)c));
+	render_delivery(sec, 1, out);
+	render_window(sec, 1, now, sl_sane_ns(h->wall_off_ns), out);
+	if (sec->spec.scope == SL_SCOPE_FLEET && !sec->spec.per)
+		render_lease(&sec->spec, st, 1, now, out);
+	if (sec->spec.signals)
+		render_pause(&sec->spec, st, 1, now, out);
+	if (sec->spec.per)
+		render_keys(h, r->kv, sec, 1, now, out);
+	fputc('}', out);
+}
+
+static void render_section_text(struct sl_shm_header *h, const struct sl_section *sec, const struct row *r,
+                                int64_t now, FILE *out)
+{
+	const struct sl_state *st = &sec->state;
+	char p50[32], p99[32], max[32];
+
+	snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(sec, 0.5) / 1e6);
+	snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(sec, 0.99) / 1e6);
+	snprintf(max, sizeof(max), "%.1fms", (double)sec->more.wait_max_ns / 1e6);
+	fprintf(out, "%-20s %-11s %-14s %-10s %7llu", sec->spec.name, sl_meter_name(sec->spec.meter),
+	        sec->spec.amount ? sl_strategy_name(sec->spec.strategy) : "-", r->rate,
+	        (unsigned long long)r->queued);
+	for (size_t c = 0; c < SL_NCOUNTERS; c++)
+		if (sl_counters[c].column)
+			fprintf(out, " %9llu", (unsigned long long)sl_counter_of(sec, (unsigned)c));
+	fprintf(out, " %10s %10s %10s\n", p50, p99, max);
+	fprintf(out, "  match %s%s", r->match, sec->spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
+	if (r->base)
+		fprintf(out, "  (override of [%s]: its keys here run at this rate)", r->base);
+	if (r->next > 0)
+		fprintf(out, "  next slot in %.1f ms", (double)r->next / 1e6);
+	if (sec->spec.concurrency)
+		fprintf(out, "  concurrency %u%s, %llu open", sec->spec.concurrency,
+		        sec->spec.per ? " per key" : "", (unsigned long long)r->open);
+	for (size_t c = 0; c < SL_NCOUNTERS; c++)
+		if (!sl_counters[c].column && (unsigned long long)sl_counter_of(sec, (unsigned)c))
+			fprintf(out, "  %llu %s", (unsigned long long)sl_counter_of(sec, (unsigned)c), sl_counters[c].phrase);
+	if (sec->spec.scope == SL_SCOPE_FLEET && !sec->spec.per)
+		render_lease(&sec->spec, st, 0, now, out);
+	fputc('\n', out);
+	render_delivery(sec, 0, out);
+	render_window(sec, 0, now, sl_sane_ns(h->wall_off_ns), out);
+	if (sec->spec.signals)
+		render_pause(&sec->spec, st, 0, now, out);
+	if (sec->spec.per)
+		render_keys(h, r->kv, sec, 0, now, out);
+}
+
+void sl_stats_render_where(struct sl_shm_header *h, int json, unsigned top, int64_t now,
+                           const struct sl_redis_where *where, FILE *out)
+{
+	static struct sl_section sec; /* large: keep it off the stack */
+	static struct row r;
+	struct view_arg va = {h, now, SL_MIN(top, (unsigned)SL_STATS_TOP_MAX), 0, NULL, NULL};
+	int first = 1;
+
+	render_head(h, json, now, where, out);
 	gather_views(h, &va);
 	for (unsigned i = 0; i < va.nsections; i++) {
-		char match[1024], rate[64], p50[32], p99[32], max[32], base_name[SL_SECTION_NAME_MAX];
-		const char *base;
-		const struct sl_state *st = &sec.state;
-		const struct key_view *kv = va.views && va.view_of[i] ? &va.views[va.view_of[i] - 1] : NULL;
-		uint64_t queued, open;
-		int64_t next;
-
-		if (!snapshot(h, i, &sec, match, sizeof(match)))
+		if (!row_of(h, i, &va, now, &sec, &r))
 			continue;
-		/* A keyed section's queue and places are its keys'. */
-		queued = sec.spec.per ? (kv ? kv->queued : 0)
-		                      : sl_limit_queued(&sec.spec, st, now, sl_sane_ns(h->wall_off_ns));
-		open = sec.spec.per ? (kv ? kv->open : 0) : st->conc_open;
-		{
-			static struct sl_section scratch; /* sl_stats_next_slot_ns may change it */
-
-			memcpy(&scratch, &sec, sizeof(scratch));
-			next = sl_stats_next_slot_ns(&scratch, now, sl_sane_ns(h->wall_off_ns));
-		}
-		{
-			/* An override's base, by name (docs/config.md, "Overrides"). */
-			const struct sl_section *of = sec.spec.override_of ? sl_shm_section(h, sec.spec.override_of - 1)
-			                                                    : NULL;
-
-			base = NULL;
-			if (of && of->in_use) {
-				memcpy(base_name, of->spec.name, sizeof(base_name));
-				base_name[sizeof(base_name) - 1] = '\0';
-				base = base_name;
-			}
-		}
-		if (sec.spec.amount)
-			sl_format_rate(sec.spec.amount, sec.spec.window_ns, sec.spec.calendar, sec.spec.meter == SL_METER_BYTES,
-			               rate, sizeof(rate));
+		if (json)
+			render_section_json(h, &sec, &r, first, now, out);
 		else
-			snprintf(rate, sizeof(rate), "-");
-		if (json) {
-			fprintf(out, "%s{\"name\":", first ? "" : ",");
-			json_string(out, sec.spec.name);
-			fprintf(out, ",\"match\":");
-			json_string(out, match);
-			if (base) {
-				fprintf(out, ",\"override_of\":");
-				json_string(out, base);
-			}
-			fprintf(out, ",\"meter\":\"%s\",\"strategy\":\"%s\",\"rate\":\"%s\","
-			        "\"amount\":%llu,\"window_ns\":%lld,\"burst\":%llu,\"mode\":\"%s\","
-			        "\"queued\":%llu,\"wait_p50_us\":%lld,"
-			        "\"wait_p99_us\":%lld,\"wait_max_us\":%lld,\"tat_ns\":%lld,"
-			        "\"concurrency\":%u,\"open\":%llu,\"next_slot_ms\":%.1f",
-			        sl_meter_name(sec.spec.meter), sl_strategy_name(sec.spec.strategy), rate,
-			        (unsigned long long)sec.spec.amount, (long long)sec.spec.window_ns,
-			        (unsigned long long)sec.spec.burst,
-			        sec.spec.mode == SL_MODE_OBSERVE ? "observe" : "enforce",
-			        (unsigned long long)queued,
-			        (long long)(sl_stats_wait_quantile(&sec, 0.5) / 1000),
-			        (long long)(sl_stats_wait_quantile(&sec, 0.99) / 1000),
-			        (long long)(sec.more.wait_max_ns / 1000), (long long)st->tat_ns,
-			        sec.spec.concurrency, (unsigned long long)open, next < 0 ? -1.0 : (double)next / 1e6);
-			for (size_t c = 0; c < SL_NCOUNTERS; c++)
-				fprintf(out, ",\"%s\":%llu", sl_counters[c].field, (unsigned long long)sl_counter_of(&sec, (unsigned)c));
-			render_delivery(&sec, 1, out);
-			render_window(&sec, 1, now, sl_sane_ns(h->wall_off_ns), out);
-			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
-				render_lease(&sec.spec, st, 1, now, out);
-			if (sec.spec.signals)
-				render_pause(&sec.spec, st, 1, now, out);
-			if (sec.spec.per)
-				render_keys(h, kv, &sec, 1, now, out);
-			fputc('}', out);
-		} else {
-			snprintf(p50, sizeof(p50), "%.1fms", (double)sl_stats_wait_quantile(&sec, 0.5) / 1e6);
-			snprintf(p99, sizeof(p99), "%.1fms", (double)sl_stats_wait_quantile(&sec, 0.99) / 1e6);
-			snprintf(max, sizeof(max), "%.1fms", (double)sec.more.wait_max_ns / 1e6);
-			fprintf(out, "%-20s %-11s %-14s %-10s %7llu", sec.spec.name, sl_meter_name(sec.spec.meter),
-			        sec.spec.amount ? sl_strategy_name(sec.spec.strategy) : "-", rate,
-			        (unsigned long long)queued);
-			for (size_t c = 0; c < SL_NCOUNTERS; c++)
-				if (sl_counters[c].column)
-					fprintf(out, " %9llu", (unsigned long long)sl_counter_of(&sec, (unsigned)c));
-			fprintf(out, " %10s %10s %10s\n", p50, p99, max);
-			fprintf(out, "  match %s%s", match,
-			        sec.spec.mode == SL_MODE_OBSERVE ? "  (observe only)" : "");
-			if (base)
-				fprintf(out, "  (override of [%s]: its keys here run at this rate)", base);
-			if (next > 0)
-				fprintf(out, "  next slot in %.1f ms", (double)next / 1e6);
-			if (sec.spec.concurrency)
-				fprintf(out, "  concurrency %u%s, %llu open", sec.spec.concurrency,
-				        sec.spec.per ? " per key" : "", (unsigned long long)open);
-			for (size_t c = 0; c < SL_NCOUNTERS; c++)
-				if (!sl_counters[c].column && (unsigned long long)sl_counter_of(&sec, (unsigned)c))
-					fprintf(out, "  %llu %s", (unsigned long long)sl_counter_of(&sec, (unsigned)c), sl_counters[c].phrase);
-			if (sec.spec.scope == SL_SCOPE_FLEET && !sec.spec.per)
-				render_lease(&sec.spec, st, 0, now, out);
-			fputc('\n', out);
-			render_delivery(&sec, 0, out);
-			render_window(&sec, 0, now, sl_sane_ns(h->wall_off_ns), out);
-			if (sec.spec.signals)
-				render_pause(&sec.spec, st, 0, now, out);
-			if (sec.spec.per)
-				render_keys(h, kv, &sec, 0, now, out);
-		}
+			render_section_text(h, &sec, &r, now, out);
 		first = 0;
 	}
 	if (json)
