@@ -2,8 +2,9 @@
 """Write a man page from one of the project's Markdown documents, so the page and
 the document are one text: md2man.py DOC.md NAME SECTION "SUMMARY" [SEE_ALSO...]
 
-Handles the Markdown docs/config.md is written in: # ## ### headings, paragraphs,
-"- " lists (with indented continuation lines), ``` blocks, tables and `code`.  A
+Handles the Markdown docs/config.md and docs/sluiced.md are written in: # ## ###
+headings, paragraphs, "- " lists (with indented continuation lines), ``` blocks
+and blocks indented four spaces, tables, `code` and [links](to) (their text).  A
 table whose header has a "default" column becomes a list of its keys with their
 defaults (the man page's usual shape); any other table, a list of its first
 column with the rest after it.  The document's own title becomes the page's
@@ -20,7 +21,8 @@ def ascii_only(text):
 
 
 def inline(text):
-    """Escape for roff, then `code` in bold."""
+    """Escape for roff, then `code` in bold; a [link](to) is its text."""
+    text = re.sub(r"\[([^\]]*)\]\([^)\s]*\)", lambda m: m.group(1), text)
     text = ascii_only(text.replace("\\", "\\e").replace("-", "\\-"))
     text = re.sub(r"`([^`]*)`", lambda m: "\\fB" + m.group(1) + "\\fR", text)
     return text
@@ -79,6 +81,16 @@ def convert(src, name, section, summary, see_also):
                 line_out(out, ascii_only(lines[i].replace("\\", "\\e")))
                 i += 1
             out += [".fi", ".RE"]
+        elif ln.startswith("    ") and not para:
+            flush()
+            out += [".PP", ".RS 4", ".nf"]
+            while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
+                if not lines[i].strip() and not (i + 1 < len(lines) and lines[i + 1].startswith("    ")):
+                    break
+                line_out(out, ascii_only(lines[i][4:].replace("\\", "\\e")))
+                i += 1
+            out += [".fi", ".RE"]
+            continue
         elif ln.startswith("#"):
             flush()
             level = len(ln) - len(ln.lstrip("#"))

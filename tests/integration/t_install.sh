@@ -21,6 +21,11 @@ MANPAGE_TEXT=$(MANWIDTH=200 man -l "$P/share/man/man5/sluice.ini.5" 2>/dev/null)
 for key in $("$P/bin/sluice" check --keys | awk '{print $2}'); do
 	grep -q "^ *$key (default" <<<"$MANPAGE_TEXT" || fail "sluice.ini(5) does not describe $key"
 done
+# sluiced(1), made from docs/sluiced.md, names every option sluiced --help lists.
+MANPAGE_TEXT=$(MANWIDTH=200 man -l "$P/share/man/man1/sluiced.1" 2>/dev/null) || fail "man sluiced.1"
+for opt in $("$P/bin/sluiced" --help | grep -o '^  -[A-Za-z]'); do
+	grep -qE -- "^ *[^ ]+ $opt[ :,]" <<<"$MANPAGE_TEXT" || fail "sluiced(1) does not describe $opt: $MANPAGE_TEXT"
+done
 "$P/bin/sluice" check -c "$P/share/doc/sluice/sluice.ini" >/dev/null || fail "installed sample does not check"
 printf '[x]\nmatch = 192.0.2.1\nrate = 1/s\n' >"$T/x.ini"
 out=$(env -u SLUICE_LIB "$P/bin/sluice" run -c "$T/x.ini" -- sh -c 'echo "$LD_PRELOAD"') || fail "installed sluice run"
