@@ -4,12 +4,12 @@
 #   unit   the cmocka programs (build/tests/test_*), two at a time
 #   check  unit, then the integration tests whose verdicts never depend on time
 #          ("# tier: check"), three at a time
-#   test   unit, then every integration test in two lanes at once: the tests
-#          whose verdicts a loaded machine could fail - a floor on delivery, a
-#          wait that must be short ("# tier: serial") - one after another, and
-#          beside them the rest ("# tier: check" and "# tier: parallel": nothing
-#          a slow machine can break, as nothing early or over a count is) two at
-#          a time.  The serial lane so runs as under `make test-busy`'s load.
+#   test   unit, then every integration test in two lanes at once, one test in
+#          each - a core each on this two-core machine: the tests whose verdicts a
+#          loaded machine could fail - a floor on delivery, a wait that must be
+#          short ("# tier: serial") - in one, the rest ("# tier: check" and
+#          "# tier: parallel") in the other, at a lower priority (nice 5), so a
+#          serial test has a core to itself whenever it asks for one.
 #
 # Every integration test names its tier in a line "# tier: NAME"; one that does
 # not fails.  ONLY=PART runs only the integration tests whose file name has PART.
@@ -109,10 +109,9 @@ if [ "$tier" != unit ]; then
 		echo "== integration tests that judge no timing (${#others[@]}, three at a time)"
 		(pool 3 "${others[@]}")
 	else
-		echo "== integration tests: ${#serial[@]} one after another, beside them ${#others[@]} two at a time"
-		# Each lane a subshell of its own, so the pool counts only its own jobs.
+		echo "== integration tests: ${#serial[@]} in one lane, ${#others[@]} in the other"
 		(for t in "${serial[@]}"; do integration "$t"; done) &
-		(pool 2 "${others[@]}") &
+		(renice -n 5 -p $BASHPID >/dev/null; for t in "${others[@]}"; do integration "$t"; done) &
 		wait
 	fi
 fi

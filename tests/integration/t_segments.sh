@@ -64,7 +64,9 @@ sed -i -e "s|^shm_name = .*|shm_name = $SHM_NAME-dead|" -e "s|^control_socket = 
 "$SLUICED" -f -c "$T/dead.ini" 2>>"$T/sluiced.log" &
 dpid=$!
 dead="$T/${SHM_NAME#/}-dead.segment"
-for _ in $(seq 50); do [ -S "$dead" ] && break; sleep 0.1; done
+# The daemon binds the socket, then forks and execs its keeper: wait for the
+# keeper itself (a loaded machine runs the exec a while after the bind).
+for _ in $(seq 100); do [ -S "$dead" ] && pgrep -f -- "--keep .* $dead" >/dev/null && break; sleep 0.1; done
 kill "$dpid"; wait "$dpid" 2>/dev/null
 pkill -9 -f -- "--keep .* $dead" || fail "no keeper of $dead to kill"
 sleep 0.2
