@@ -103,7 +103,8 @@ SHIM_OBJ = $(call shim_obj,$(SHIM_SRC) $(SHIM_CORE_SRC))
 SHIM_ASAN_OBJ = $(patsubst src/%.c,$(BUILD)/shim-asan-obj/%.o,$(SHIM_SRC) $(SHIM_CORE_SRC))
 DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
 
-all: $(BUILD)/libsluice.so $(BUILD)/sluiced $(BUILD)/sluice $(BUILD)/man/sluice.ini.5 $(BUILD)/man/sluiced.1 \
+all: $(BUILD)/libsluice.so $(BUILD)/sluiced $(BUILD)/sluice $(BUILD)/man/sluice.ini.5 $(BUILD)/man/sluice.1 \
+	$(BUILD)/man/sluiced.1 \
 	$(if $(SAN),$(BUILD)/libsluice-asan.so)
 
 # sluice.ini(5) is docs/config.md, so the page and the reference never differ.
@@ -112,7 +113,12 @@ $(BUILD)/man/sluice.ini.5: docs/config.md scripts/md2man.py | deps
 	$(call quiet,MAN,$@)python3 scripts/md2man.py docs/config.md sluice.ini 5 "the configuration of sluice and sluiced" \
 		"sluice(1)" "sluiced(1)" >$@.tmp && mv $@.tmp $@
 
-# sluiced(1) is docs/sluiced.md, likewise.
+# sluice(1) is docs/commands.md and sluiced(1) docs/sluiced.md, likewise.
+$(BUILD)/man/sluice.1: docs/commands.md scripts/md2man.py | deps
+	@mkdir -p $(dir $@)
+	$(call quiet,MAN,$@)python3 scripts/md2man.py docs/commands.md sluice 1 \
+		"slow a program's outbound traffic to one destination" "sluiced(1)" "sluice.ini(5)" >$@.tmp && mv $@.tmp $@
+
 $(BUILD)/man/sluiced.1: docs/sluiced.md scripts/md2man.py | deps
 	@mkdir -p $(dir $@)
 	$(call quiet,MAN,$@)python3 scripts/md2man.py docs/sluiced.md sluiced 1 \
@@ -329,7 +335,7 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/doc/sluice
 	install -m 0755 $(BUILD)/sluice $(BUILD)/sluiced $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(BUILD)/libsluice.so $(DESTDIR)$(PREFIX)/lib/sluice/
-	install -m 0644 man/sluice.1 $(BUILD)/man/sluiced.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 $(BUILD)/man/sluice.1 $(BUILD)/man/sluiced.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 $(BUILD)/man/sluice.ini.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 conf/sluice.ini README.md LICENSE $(DESTDIR)$(PREFIX)/share/doc/sluice/
 	@# The README's links: the docs beside it (the package gzips them).

@@ -2,9 +2,10 @@
 """Write a man page from one of the project's Markdown documents, so the page and
 the document are one text: md2man.py DOC.md NAME SECTION "SUMMARY" [SEE_ALSO...]
 
-Handles the Markdown docs/config.md and docs/sluiced.md are written in: # ## ###
+Handles the Markdown docs/config.md, commands.md and sluiced.md are written in: # ## ###
 headings, paragraphs, "- " lists (with indented continuation lines), ``` blocks
-and blocks indented four spaces, tables, `code` and [links](to) (their text).  A
+and blocks indented four spaces, tables, `code`, **bold** and [links](to) (their
+text).  A
 table whose header has a "default" column becomes a list of its keys with their
 defaults (the man page's usual shape); any other table, a list of its first
 column with the rest after it.  The document's own title becomes the page's
@@ -24,6 +25,7 @@ def inline(text):
     """Escape for roff, then `code` in bold; a [link](to) is its text."""
     text = re.sub(r"\[([^\]]*)\]\([^)\s]*\)", lambda m: m.group(1), text)
     text = ascii_only(text.replace("\\", "\\e").replace("-", "\\-"))
+    text = re.sub(r"\*\*(.+?)\*\*", lambda m: m.group(1), text)  # **bold**: its `code` is bold already
     text = re.sub(r"`([^`]*)`", lambda m: "\\fB" + m.group(1) + "\\fR", text)
     return text
 

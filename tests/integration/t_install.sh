@@ -21,6 +21,12 @@ MANPAGE_TEXT=$(MANWIDTH=200 man -l "$P/share/man/man5/sluice.ini.5" 2>/dev/null)
 for key in $("$P/bin/sluice" check --keys | awk '{print $2}'); do
 	grep -q "^ *$key (default" <<<"$MANPAGE_TEXT" || fail "sluice.ini(5) does not describe $key"
 done
+# sluice(1), made from docs/commands.md, names every option sluice --help lists.
+OPTIONS_TEXT=$(MANWIDTH=200 man -l "$P/share/man/man1/sluice.1" 2>/dev/null | sed -n '/^Options/,/^Exit status/p')
+[ -n "$OPTIONS_TEXT" ] || fail "sluice(1) has no Options"
+for opt in $("$P/bin/sluice" --help 2>&1 | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
+	grep -qE -- "$opt([^a-z-]|$)" <<<"$OPTIONS_TEXT" || fail "sluice(1)'s Options do not name $opt"
+done
 # sluiced(1), made from docs/sluiced.md, names every option sluiced --help lists.
 MANPAGE_TEXT=$(MANWIDTH=200 man -l "$P/share/man/man1/sluiced.1" 2>/dev/null) || fail "man sluiced.1"
 for opt in $("$P/bin/sluiced" --help | grep -o '^  -[A-Za-z]'); do
