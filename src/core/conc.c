@@ -219,6 +219,14 @@ int sl_conc_take(struct sl_shm_header *h, struct sl_match *m, int32_t self, uint
 		if (st->conc_open >= sl_limit_places(&sec->spec, st, sl_limit_fleet(&sec->spec) ? sl_clock_mono_ns() : 0)) {
 			*full = (int)i;
 			*seen = atomic_load_explicit(A(&st->conc_futex), memory_order_acquire);
+			/* A fleet's places all in use here: the daemon's sign that this
+			 * machine wants more than it holds, also from a caller that waits
+			 * outside sl_conc_wait (a deferred connect, stepped by the kicker),
+			 * which conc_waiters never counts.  Only where the section has no
+			 * rate: the count is the rate's sign too, and a caller waiting for
+			 * a place is no sign that the rate's share binds. */
+			if (sl_limit_fleet(&sec->spec) && !sec->spec.amount)
+				sl_state_more(st)->lease.misses++;
 			rc = -EBUSY;
 			goto out;
 		}

@@ -225,7 +225,12 @@ void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, 
 		uint32_t open = st->conc_open, held_on = st->conc_waiters;
 
 		it->limit = s->concurrency;
-		it->demand = (uint64_t)open + held_on + (held_on ? 1 : 0);
+		/* Callers asleep for a place are counted; one that found every place in
+		 * use since the last round (misses) and waits elsewhere - a deferred
+		 * connect - asks one more: else a machine whose callers all wait that
+		 * way asked only what it held, and once that fell to none it asked none
+		 * for good (t_fleet_windows: 4 connections where the others had 68). */
+		it->demand = (uint64_t)open + held_on + (held_on || waiting > 0 ? 1 : 0);
 		it->held = SL_MAX((uint64_t)open,
 		                  lease_of(st)->flags & SL_LEASE_PLACES ? (uint64_t)lease_of(st)->places : 0);
 	} else if (it->kind == 'r') {

@@ -339,6 +339,36 @@ static void test_demand_stops_scribble_bytes(void **state)
 	assert_true(it.demand > 0 && it.demand < before);
 }
 
+/* Places: callers asleep for one are counted; a caller that found every place
+ * in use and waits elsewhere (a deferred connect) shows only as a miss, and asks
+ * one more than is open - never only what the machine holds, which left one that
+ * fell to none asking none. */
+static void test_demand_places(void **state)
+{
+	struct sl_section sec = {0};
+	struct sl_fleet_memo memo = {0};
+	struct sl_fleet_item it = item('c', 0, S);
+	struct sl_fleet_env env = {.refresh_ns = S / 4, .hosts = 3};
+
+	(void)state;
+	sec.spec.concurrency = 6;
+	sec.spec.scope = SL_SCOPE_FLEET;
+	it.memo = &memo;
+	sec.state.conc_open = 1;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
+	assert_int_equal(it.demand, 1); /* one open, nobody waiting */
+	sec.state.conc_waiters = 2;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 250 * MS);
+	assert_int_equal(it.demand, 4); /* and two asleep for a place: one more */
+	sec.state.conc_waiters = 0;
+	sec.state.conc_open = 0;
+	sec.more.lease.misses += 3; /* deferred connects found no place */
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 500 * MS);
+	assert_int_equal(it.demand, 1);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S + 750 * MS);
+	assert_int_equal(it.demand, 0); /* no miss since: nobody waits */
+}
+
 /* On the grid, callers held with no ranks at all are backlog: a machine
  * starting from nothing asks for them at once, not for an equal part only. */
 static void test_demand_held_on_grid(void **state)
@@ -913,6 +943,7 @@ int main(void)
 		cmocka_unit_test(test_outage_shares),
 		cmocka_unit_test(test_demand),
 		cmocka_unit_test(test_demand_held_on_grid),
+		cmocka_unit_test(test_demand_places),
 		cmocka_unit_test(test_demand_stops),
 		cmocka_unit_test(test_demand_stops_scribble_bytes),
 	};
