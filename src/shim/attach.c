@@ -319,6 +319,35 @@ void sl_shim_check_orphan(void)
 	sl_shim_unlock(&attach_lock);
 }
 
+/* No config says what matches, and the keeper took the connection but did not
+ * answer in time (-ETIMEDOUT: it is there, and busy - one of 200 daemons starting
+ * on two cores kept a client's first ask past its 500 ms).  Giving up would shape
+ * nothing for the rest of the process's life on one slow answer: the calling
+ * thread (and any other, on attach_lock) waits for it instead, asking again every
+ * SL_ATTACH_RETRY_NS for up to SL_ATTACH_PATIENCE_NS (docs/design.md, "Never a
+ * silent split").  Nothing listening (-ENOENT, refused) is no daemon, and is
+ * not waited for.  1 when the segment is in use now (attach_lock held). */
+static int wait_for_busy_keeper(int64_t now)
+{
+	int64_t give_up = now + SL_ATTACH_PATIENCE_NS;
+
+	if (last_rc != -ETIMEDOUT)
+		return 0;
+	sl_shim_tell("the shared queues at %s did not answer in time; waiting for them (up to %d s)",
+	             sl_shim.seg_path, (int)(SL_ATTACH_PATIENCE_NS / SL_NS_PER_S));
+	told = 1;
+	while (sl_shim.mode == SL_SHIM_LATER && last_rc == -ETIMEDOUT && (now = sl_clock_mono_ns()) < give_up) {
+		sl_clock_sleep_until(next_try_ns);
+		try_attach(sl_clock_mono_ns(), 1);
+	}
+	if (sl_shim.mode == SL_SHIM_SHARED)
+		return 1;
+	sl_shim_tell("the shared queues at %s gave no answer in %d s", sl_shim.seg_path,
+	             (int)(SL_ATTACH_PATIENCE_NS / SL_NS_PER_S));
+	told = 0;
+	return 0;
+}
+
 void sl_shim_attach_slow(void)
 {
 	int64_t now = sl_clock_mono_ns();
@@ -336,7 +365,7 @@ void sl_shim_attach_slow(void)
 				sl_shim.mode = SL_SHIM_WAITING;
 				if (!told++)
 					tell_unreached(last_rc, last_why);
-			} else {
+			} else if (!wait_for_busy_keeper(now)) {
 				if (!told++)
 					sl_shim_tell("cannot reach the shared queues at %s, and no config (SLUICE_CONFIG) says "
 					             "what is shaped: nothing is", sl_shim.seg_path);

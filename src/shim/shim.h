@@ -213,6 +213,9 @@ void sl_shim_tell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* How often a process that cannot reach its segment asks again (attach.c). */
 #define SL_ATTACH_RETRY_NS (100 * 1000000LL)
+/* How long a first call waits for a keeper that is there but busy, when no
+ * config says what matches (attach.c, wait_for_busy_keeper). */
+#define SL_ATTACH_PATIENCE_NS (30 * 1000000000LL)
 
 /* Debug log line (only when SLUICE_DEBUG is set).  Never allocates a FILE. */
 void sl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
