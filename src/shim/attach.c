@@ -323,25 +323,34 @@ void sl_shim_check_orphan(void)
  * answer in time (-ETIMEDOUT: it is there, and busy - one of 200 daemons starting
  * on two cores kept a client's first ask past its 500 ms).  Giving up would shape
  * nothing for the rest of the process's life on one slow answer: the calling
- * thread (and any other, on attach_lock) waits for it instead, asking again every
+ * thread (and any other that needs it) waits for it instead, asking again every
  * SL_ATTACH_RETRY_NS for up to SL_ATTACH_PATIENCE_NS (docs/design.md, "Never a
  * silent split").  Nothing listening (-ENOENT, refused) is no daemon, and is
- * not waited for.  1 when the segment is in use now (attach_lock held). */
+ * not waited for.  Called and returns with attach_lock held; 1 when another
+ * mode than SL_SHIM_LATER was reached meanwhile (the segment in use, or another
+ * thread's giving up). */
 static int wait_for_busy_keeper(int64_t now)
 {
 	int64_t give_up = now + SL_ATTACH_PATIENCE_NS;
 
 	if (last_rc != -ETIMEDOUT)
 		return 0;
-	sl_shim_tell("the shared queues at %s did not answer in time; waiting for them (up to %d s)",
-	             sl_shim.seg_path, (int)(SL_ATTACH_PATIENCE_NS / SL_NS_PER_S));
-	told = 1;
+	if (!told++) /* once, whichever thread waits first */
+		sl_shim_tell("the shared queues at %s did not answer in time; waiting for them (up to %d s)",
+		             sl_shim.seg_path, (int)(SL_ATTACH_PATIENCE_NS / SL_NS_PER_S));
 	while (sl_shim.mode == SL_SHIM_LATER && last_rc == -ETIMEDOUT && (now = sl_clock_mono_ns()) < give_up) {
-		sl_clock_sleep_until(next_try_ns);
-		try_attach(sl_clock_mono_ns(), 1);
+		int64_t at = next_try_ns;
+
+		/* Asleep without the lock: another thread, or a handler of a signal
+		 * this one takes, waits the same way rather than on the lock. */
+		sl_shim_unlock(&attach_lock);
+		sl_clock_sleep_until(at);
+		sl_shim_lock(&attach_lock);
+		if (sl_shim.mode == SL_SHIM_LATER && sl_clock_mono_ns() >= next_try_ns)
+			try_attach(sl_clock_mono_ns(), 1);
 	}
-	if (sl_shim.mode == SL_SHIM_SHARED)
-		return 1;
+	if (sl_shim.mode != SL_SHIM_LATER)
+		return 1; /* in use now (by this thread's try or another's) */
 	sl_shim_tell("the shared queues at %s gave no answer in %d s", sl_shim.seg_path,
 	             (int)(SL_ATTACH_PATIENCE_NS / SL_NS_PER_S));
 	told = 0;

@@ -7,8 +7,8 @@
 # life (one client of 200 daemons starting on two cores went unshaped at its
 # own 10/s: 110/s at the destination of a fleet sharing 100/s).  The keeper is
 # stopped (SIGSTOP) for 1.5 s while the client starts: its socket takes the
-# connection and answers nothing.  Nothing listening at all is no daemon, and
-# is not waited for.
+# connection and answers nothing; two threads of the client ask at once, and
+# both wait.  Nothing listening at all is no daemon, and is not waited for.
 . "$(dirname "$0")/lib.sh"
 
 start_server
@@ -24,11 +24,15 @@ print(segment.value(segment.ask(sys.argv[1], "info")[0], "pid"))' "$SEG")
 [ -n "$keeper" ] && alive "$keeper" || fail "no keeper answers at $SEG"
 start_syn_witness "$PORT" "$T/syns"
 
-client() { # five connections, one after another; a missing config: nothing says what matches
+client() { # two threads of three connections each, begun together; a missing config: nothing says what matches
 	env LD_PRELOAD="$PRELOAD" SLUICE_SEGMENT="$1" SLUICE_CONFIG="$T/no-such.ini" python3 -c '
-import socket, sys
-for i in range(5):
-    socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()' "$PORT"
+import socket, sys, threading
+def three():
+    for i in range(3):
+        socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()
+ts = [threading.Thread(target=three) for _ in range(2)]
+for t in ts: t.start()
+for t in ts: t.join()' "$PORT"
 }
 
 kill -STOP "$keeper"
@@ -38,10 +42,11 @@ client "$SEG" 2>"$T/client.err" || { kill -CONT "$keeper"; cat "$T/client.err"; 
 kill -CONT "$keeper"
 took=$(($(now_ms) - start))
 cat "$T/client.err"
-grep -q "did not answer in time; waiting for them" "$T/client.err" || fail "the wait was not said"
+[ "$(grep -c "did not answer in time; waiting for them" "$T/client.err")" -eq 1 ] ||
+	fail "the wait was not said once"
 grep -q "reached the shared queues" "$T/client.err" || fail "the keeper's answer was not said"
 grep -q "nothing is" "$T/client.err" && fail "the client gave up on a busy keeper"
-expect_spaced "$T/syns" 500 5 "a client that waited for a busy keeper"
+expect_spaced "$T/syns" 500 6 "a client that waited for a busy keeper"
 [ "$took" -ge 1500 ] || fail "the client ended in $took ms: it did not wait for the stopped keeper"
 
 # Nothing listening: no daemon; said at once, and the calls go unshaped.
