@@ -55,5 +55,5 @@ client "$T/nobody.segment" 2>"$T/none.err" || { cat "$T/none.err"; fail "the cli
 took=$(($(now_ms) - start))
 grep -q "cannot reach the shared queues at $T/nobody.segment, and no config" "$T/none.err" ||
 	fail "no keeper, no config: not said: $(cat "$T/none.err")"
-[ "$took" -lt 1000 ] || fail "with no keeper at all the client waited $took ms"
+[ "$took" -lt 10000 ] || fail "with no keeper at all the client waited $took ms (it must not wait the 30 s a busy keeper is given)"
 echo "ok"
