@@ -338,7 +338,7 @@ static int wait_for_busy_keeper(int64_t now)
 	if (!told++) /* once, whichever thread waits first */
 		sl_shim_tell("the shared queues at %s did not answer in time; waiting for them (up to %d s)",
 		             sl_shim.seg_path, (int)(SL_ATTACH_PATIENCE_NS / SL_NS_PER_S));
-	while (sl_shim.mode == SL_SHIM_LATER && last_rc == -ETIMEDOUT && (now = sl_clock_mono_ns()) < give_up) {
+	while (sl_shim.mode == SL_SHIM_LATER && last_rc == -ETIMEDOUT && now < give_up) {
 		int64_t at = next_try_ns;
 
 		/* Asleep without the lock: another thread, or a handler of a signal
@@ -346,8 +346,9 @@ static int wait_for_busy_keeper(int64_t now)
 		sl_shim_unlock(&attach_lock);
 		sl_clock_sleep_until(at);
 		sl_shim_lock(&attach_lock);
-		if (sl_shim.mode == SL_SHIM_LATER && sl_clock_mono_ns() >= next_try_ns)
-			try_attach(sl_clock_mono_ns(), 1);
+		now = sl_clock_mono_ns();
+		if (sl_shim.mode == SL_SHIM_LATER && now >= next_try_ns)
+			try_attach(now, 1);
 	}
 	if (sl_shim.mode != SL_SHIM_LATER)
 		return 1; /* in use now (by this thread's try or another's) */
