@@ -47,8 +47,13 @@ section() { # NAME PORT RATE [KEY = VALUE...]
 }
 # held NAME LOG COUNT: COUNT requests in LOG, the first on the connect's place and
 # every other held as a request; LOG emptied for the next part.
+# Judged with 3 ms of slack, as the file's other stream checks: a request is
+# counted from its check, so a writer taken off its core before its write
+# brings the next one that much closer at the server - the window
+# docs/design.md ("Where the bound is kept") lists as open; a clean clone's run
+# saw node's second stream 1.9 ms early with the other lane beside it.
 held() {
-	python3 "$HELPERS/arrivals.py" "$2" --interval-ms 200 --expect "$3" --what "$1 requests" ||
+	python3 "$HELPERS/arrivals.py" "$2" --interval-ms 200 --slack-ms 3 --expect "$3" --what "$1 requests" ||
 		fail "$1: spacing at the server"
 	[ "$(grep -c ' request .* go ' "$T/shim.log")" -ge $(($3 - 1)) ] || fail "$1: not held as requests"
 	: >"$2"
