@@ -24,6 +24,7 @@
 #include "sluice/wait.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -237,6 +238,8 @@ struct gate {
 	int iovcnt;
 	size_t *limit;
 	int *track;
+	int send_flags; /* the caller's send flags; -1: the shim may not make its write */
+	size_t *sent;   /* with send_flags: what the shim sent inside the release */
 	int64_t at; /* GATE_WAIT: until when */
 	int rc;     /* GATE_DONE: the result */
 };
@@ -245,6 +248,74 @@ static enum gate_step gate_done(struct gate *g, int rc)
 {
 	g->rc = rc;
 	return GATE_DONE;
+}
+
+/* A held write made inside its release (docs/design.md, "Where the bound is
+ * kept"): while the segment lock is held, as a connect's SYN is, so nothing can
+ * come between this write's check and its first segment - a writer preempted
+ * there holds the next check up with it, rather than bringing the next request
+ * closer at the destination.  The send never waits (MSG_DONTWAIT) and raises no
+ * SIGPIPE under the lock (MSG_NOSIGNAL): whatever the kernel does not take at
+ * once - a full buffer, a failure - is left to the caller's own call after the
+ * lock, which blocks or fails as the program's call would have. */
+struct inside {
+	int fd, flags;
+	const struct iovec *iov;
+	int iovcnt;
+	size_t cut;   /* the bytes of the write this release lets go (SIZE_MAX: all) */
+	ssize_t sent; /* what the kernel took inside the release */
+};
+
+static int write_inside(void *arg)
+{
+	struct inside *in = arg;
+	struct iovec part[in->iovcnt];
+	struct msghdr mh = {0};
+	size_t left = in->cut;
+	int k = 0, saved = errno;
+	ssize_t w;
+
+	for (int i = 0; i < in->iovcnt && left > 0; i++) {
+		part[k] = in->iov[i];
+		if (part[k].iov_len > left)
+			part[k].iov_len = left;
+		left -= part[k++].iov_len;
+	}
+	mh.msg_iov = part;
+	mh.msg_iovlen = (size_t)k;
+	w = sl_real.sendmsg ? sl_real.sendmsg(in->fd, &mh, in->flags | MSG_DONTWAIT | MSG_NOSIGNAL)
+	                    : sl_sys(SYS_sendmsg, in->fd, &mh, in->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+	in->sent = w > 0 ? w : 0;
+	errno = saved;
+	return w > 0; /* not sent: counted as a call the caller makes after */
+}
+
+/* Under rec->lock, before a step of the write's admission: whether the write may
+ * be made inside its release, and if so `in` set for it.  Only a stream's write
+ * whose caller can be told so and gave plain send flags, with bytes to send, on
+ * a connection that does not meter bytes (a bytes piece has its own measure of
+ * when it left: drain.h).  Its cut is what go_limits will give at the go: for a
+ * request, worked out as once its place is had. */
+static int inside_may(struct sl_record *rec, const struct gate *g, struct inside *in)
+{
+	struct sl_rec_stream *st = rec->stream;
+	size_t cut = SIZE_MAX;
+	uint8_t had;
+
+	if (g->send_flags < 0 || !g->sent || !g->iov || g->iovcnt <= 0 || g->iovcnt > IOV_MAX || !g->limit ||
+	    !g->track || rec->kind != SL_KIND_CONNECTION || !rec->wait || sl_rec_mask(rec, SL_USE_BYTES) ||
+	    iov_bytes(g->iov, g->iovcnt) == 0)
+		return 0;
+	had = st ? st->admitted_next : 0;
+	if (st && (rec->wait->want & sl_rec_mask(rec, SL_USE_REQ)))
+		st->admitted_next = 1;
+	go_limits(rec, g->iov, g->iovcnt, &cut, NULL);
+	if (st)
+		st->admitted_next = had;
+	if (cut == 0)
+		return 0;
+	*in = (struct inside){.fd = g->fd, .flags = g->send_flags, .iov = g->iov, .iovcnt = g->iovcnt, .cut = cut};
+	return 1;
 }
 
 /* The held write this thread released last, until it is made (sl_held_made):
@@ -483,7 +554,8 @@ static int64_t answer_go(struct sl_record *rec, int rc, const struct sl_match *w
 /* The write's admission has an answer (its sections in `want`): the write goes -
  * what it may send worked out, its release moved on to when it is made - or
  * fails. */
-static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc, const struct sl_match *want)
+static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc, const struct sl_match *want,
+                                  const struct inside *in)
 {
 	int64_t released;
 
@@ -500,11 +572,19 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 	 * when the call returned, so a sender held up between its check and its
 	 * sendto (t_udp holds every other one 20 ms) does not bring the next one
 	 * closer than the interval.  After go_limits, which sets the flags the send
-	 * path is told and would clear this one.  A stream's write is not moved: its
-	 * first segment leaves as the call begins, and a long write's end (a large
-	 * body into a full buffer) says nothing of when (docs/design.md). */
+	 * path is told and would clear this one.  A stream's write is not moved: it
+	 * was made inside the release when it could be (write_inside), and a long
+	 * write's end (a large body into a full buffer) says nothing of when its
+	 * first segment left (docs/design.md, "Where the bound is kept"). */
 	if (released && rec->kind != SL_KIND_CONNECTION)
 		move_when_made(g, released, want);
+	if (in) {
+		/* Made inside the release: the caller sends the rest of the cut, if any
+		 * and the socket blocks, and tells the stream what went. */
+		*g->limit = in->cut;
+		*g->track |= SL_TRACK_SENT;
+		*g->sent = (size_t)in->sent;
+	}
 	settle_and_unlock(g->fd, rec);
 	return gate_done(g, 0);
 }
@@ -641,10 +721,13 @@ static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 		return GATE_NEXT;
 	}
 	if (now >= rec->release_ns) {
+		struct inside in;
+		int inside = inside_may(rec, g, &in);
+
 		sl_signals_peek(rec, g->fd); /* a pause said meanwhile holds it on */
-		rc = sl_held_step(rec, &m, &d, now, NULL, NULL);
+		rc = sl_held_step(rec, &m, &d, now, inside ? write_inside : NULL, inside ? &in : NULL);
 		if (rc != SL_PEND_WAIT)
-			return gate_answer(rec, g, rc, &m);
+			return gate_answer(rec, g, rc, &m, inside && in.sent > 0 ? &in : NULL);
 		rec->release_ns = rec->wait->pend.at;
 	}
 	g->at = rec->release_ns;
@@ -685,6 +768,20 @@ static void box_settle(struct sl_record *rec)
 	rec->state = SL_REC_OPEN;
 }
 
+/* The box's next write made inside the release of its opening HEADERS, as a
+ * plain write is (write_inside); flushed with the admission counted below. */
+struct box_early {
+	struct sl_record *rec;
+	int fd;
+};
+
+static int box_send_early(void *arg)
+{
+	struct box_early *e = arg;
+
+	return sl_h2box_send_early(e->rec, e->fd);
+}
+
 void sl_held_box_pump(struct sl_record *rec, int fd)
 {
 	struct sl_rec_stream *st = rec->stream;
@@ -704,8 +801,10 @@ void sl_held_box_pump(struct sl_record *rec, int fd)
 			struct sl_dest d;
 			int rc;
 
+			struct box_early e = {rec, fd};
+
 			sl_signals_peek(rec, fd); /* a pause said meanwhile holds it on */
-			rc = sl_held_step(rec, &m, &d, now, NULL, NULL);
+			rc = sl_held_step(rec, &m, &d, now, box_send_early, &e);
 			if (rc == SL_PEND_WAIT) {
 				rec->release_ns = rec->wait->pend.at;
 			} else if (rc == SL_PEND_REFUSED) {
@@ -827,8 +926,14 @@ static enum gate_step gate_hold(struct sl_record *rec, struct gate *g, int64_t *
 int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
                        int *track)
 {
+	return sl_held_write_inside(fd, dontwait, -1, iov, iovcnt, limit, track, NULL);
+}
+
+int sl_held_write_inside(int fd, int dontwait, int flags, const struct iovec *iov, int iovcnt, size_t *limit,
+                         int *track, size_t *sent)
+{
 	struct gate g = {.fd = fd, .dontwait = dontwait, .iov = iov, .iovcnt = iovcnt,
-	                 .limit = limit, .track = track};
+	                 .limit = limit, .track = track, .send_flags = sent ? flags : -1, .sent = sent};
 	int64_t timeout_at = -1;
 
 	/* Bounded: each round either decides, waits (a sleep towards a release), or

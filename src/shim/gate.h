@@ -24,6 +24,16 @@ int sl_held_write(int fd, int dontwait);
 int sl_held_write_data(int fd, int dontwait, const struct iovec *iov, int iovcnt, size_t *limit,
                        int *track);
 
+/* The same, for a caller that can also be told "sent": `flags` are its call's
+ * send flags (-1 when its write is not a plain send of `iov`: an address, control
+ * data, Fast Open).  A write released by this call may then be made inside its
+ * release (docs/design.md, "Where the bound is kept"): *track comes back with
+ * SL_TRACK_SENT, *limit the cut as ever and *sent the bytes of it the kernel
+ * took; the caller sends the rest of the cut (a blocking socket) and tells the
+ * stream what went. */
+int sl_held_write_inside(int fd, int dontwait, int flags, const struct iovec *iov, int iovcnt, size_t *limit,
+                         int *track, size_t *sent);
+
 enum {
 	SL_TRACK_STREAM = 1, /* meter = requests */
 	SL_TRACK_BYTES = 2,  /* meter = bytes: a blocking write goes piece by piece, each
@@ -33,6 +43,7 @@ enum {
 	                      * release is moved on to that instant (sl_held_made) */
 	SL_TRACK_MAY_TAKE = 16, /* in: the caller takes SL_TRACK_TAKEN */
 	SL_TRACK_TAKEN = 32,    /* out: *limit bytes were taken by the shim */
+	SL_TRACK_SENT = 64,     /* out: *sent bytes were sent inside the release */
 };
 
 /* Under rec->lock: the HTTP/2 box's admission stepped and what may go written

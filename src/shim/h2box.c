@@ -263,6 +263,41 @@ static int has_opening(const struct sl_h2box *b, uint32_t max)
 	return 0;
 }
 
+static ssize_t send_pieces(int fd, const struct msghdr *mh)
+{
+	return sl_real.sendmsg ? sl_real.sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL)
+	                       : sl_sys(SYS_sendmsg, fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+int sl_h2box_send_early(struct sl_record *rec, int fd)
+{
+	struct sl_rec_h2 *h = sl_h2_of(rec);
+	struct sl_h2box *b = h ? h->box : NULL;
+	struct piece p[MAX_SENDS];
+	struct iovec iov[MAX_SENDS];
+	struct msghdr mh = {0};
+	int n, kept, saved = errno;
+	ssize_t w;
+
+	if (!b)
+		return 0;
+	b->early = 0;
+	if (!(n = choose(b, h->out.max_stream, (int)b->admitted + 1, p, &kept)))
+		return 0;
+	for (int i = 0; i < n; i++) {
+		iov[i].iov_base = b->buf + p[i].off;
+		iov[i].iov_len = p[i].len;
+	}
+	mh.msg_iov = iov;
+	mh.msg_iovlen = (size_t)n;
+	w = send_pieces(fd, &mh);
+	errno = saved;
+	if (w <= 0)
+		return 0;
+	b->early = (uint32_t)w;
+	return 1;
+}
+
 /* One write of what may go now (at most MAX_SENDS frames): -1 when the box was
  * closed (no memory), else 1 when more frames than one write took may go. */
 static int flush_once(struct sl_record *rec, struct sl_rec_h2 *h, int fd, int *stuck, int *kept_opening)
@@ -286,8 +321,13 @@ static int flush_once(struct sl_record *rec, struct sl_rec_h2 *h, int fd, int *s
 	}
 	mh.msg_iov = iov;
 	mh.msg_iovlen = (size_t)n;
-	w = sl_real.sendmsg ? sl_real.sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL)
-	                    : sl_sys(SYS_sendmsg, fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (b->early) {
+		/* Sent inside the release: the same frames (sl_h2box_send_early). */
+		w = (ssize_t)SL_MIN((size_t)b->early, total);
+		b->early = 0;
+	} else {
+		w = send_pieces(fd, &mh);
+	}
 	if (w <= 0) {
 		/* EAGAIN: a full buffer, tried again; anything else the program's own
 		 * next call on the socket hears from the kernel. */

@@ -31,6 +31,9 @@ struct sl_h2box {
 	uint32_t len, cap; /* bytes in buf; its size */
 	uint32_t raw;
 	uint32_t admitted; /* opening HEADERS an admission let go, not yet written */
+	uint32_t early;    /* bytes of the next flush's first write already sent
+	                    * inside an admission's release (sl_h2box_send_early),
+	                    * not yet followed; 0: none */
 	ino_t ino;         /* the socket it was opened for (the kicker checks) */
 	dev_t dev;
 };
@@ -55,6 +58,15 @@ int sl_h2box_full(const struct sl_record *rec);
  * admitted (it needs an admission), 0 when not; *stuck is set when frames that
  * may go did not (the socket's buffer is full). */
 int sl_h2box_flush(struct sl_record *rec, int fd, int *stuck);
+
+/* Inside the release of an admission that lets one more opening HEADERS go
+ * (docs/design.md, "Where the bound is kept"): the write sl_h2box_flush would make
+ * first once that admission is counted (box->admitted + 1), made now, without
+ * waiting and without SIGPIPE.  Only the socket is touched: the bytes are
+ * followed by that flush, which the caller makes next with the admission counted
+ * and the box unchanged, so it chooses the same frames.  Returns 1 when bytes
+ * went. */
+int sl_h2box_send_early(struct sl_record *rec, int fd);
 
 /* Empty: its memory back, rec's writes straight to the socket again. */
 void sl_h2box_close(struct sl_record *rec);

@@ -228,7 +228,7 @@ int sl_name_from_write(int fd, const struct sl_dest *peer, const struct iovec *i
 }
 
 int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwait, size_t *limit,
-                         int *track)
+                         int *track, int flags, size_t *sent)
 {
 	struct sl_dest d;
 	struct sl_tcp_match t;
@@ -269,5 +269,5 @@ int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwa
 		if (sl_held_follow(fd, &d, &u, 0) < 0)
 			sl_debug("first write on fd %d: no free hold record: its answers are not read", fd);
 	}
-	return sl_held_write_data(fd, dontwait, iov, iovcnt, limit, track);
+	return sl_held_write_inside(fd, dontwait, flags, iov, iovcnt, limit, track, sent);
 }

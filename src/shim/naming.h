@@ -10,9 +10,10 @@
 #include <sys/uio.h>
 
 /* sniff.c: the first write of a marked connection (SL_FD_SNIFF), read for a name;
- * fd's mark is already claimed.  0 to go, or -errno. */
+ * fd's mark is already claimed.  0 to go, or -errno; limit, track, flags and
+ * sent as sl_held_write_inside's (gate.h) once it is held. */
 int sl_sniff_first_write(int fd, const struct iovec *iov, int iovcnt, int dontwait, size_t *limit,
-                         int *track);
+                         int *track, int flags, size_t *sent);
 
 /* The destination a write names, with its matching sections in m: a count, 0 when
  * it names none or none matches.  peer: the connection's peer, or NULL to ask fd's. */

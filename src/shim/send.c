@@ -35,7 +35,9 @@
 struct gate {
 	size_t limit;
 	int track;
-	int may_take; /* in: the caller answers SL_TRACK_TAKEN (send_gated does) */
+	int may_take;   /* in: the caller answers SL_TRACK_TAKEN (send_gated does) */
+	int send_flags; /* in: the call's flags, or -1 when the shim may not make it */
+	size_t sent;    /* out, with SL_TRACK_SENT: sent inside the release */
 };
 
 /* An fd with a table entry: hold its write, or read it for a name.  Returns 0 to
@@ -47,9 +49,14 @@ static __attribute__((noinline)) int gate_slow(int fd, unsigned idx, int dontwai
 
 	g->limit = SIZE_MAX;
 	g->track = g->may_take ? SL_TRACK_MAY_TAKE : 0;
+	if (g->send_flags & MSG_FASTOPEN)
+		g->send_flags = -1; /* connects and sends at once: never made by the shim */
 	if (idx == SL_FD_SNIFF) {
 		if (sl_fdtab_claim_sniff(fd) && sl_shim_active())
-			rc = sl_sniff_first_write(fd, iov, iovcnt, dontwait, &g->limit, &g->track);
+			rc = sl_sniff_first_write(fd, iov, iovcnt, dontwait, &g->limit, &g->track, g->send_flags,
+			                          &g->sent);
+	} else if (g->send_flags >= 0) {
+		rc = sl_held_write_inside(fd, dontwait, g->send_flags, iov, iovcnt, &g->limit, &g->track, &g->sent);
 	} else {
 		rc = sl_held_write_data(fd, dontwait, iov, iovcnt, &g->limit, &g->track);
 	}
@@ -61,17 +68,21 @@ static __attribute__((noinline)) int gate_slow(int fd, unsigned idx, int dontwai
 	return g->track || g->limit != SIZE_MAX;
 }
 
-static inline int gate_iov(int fd, int dontwait, const struct iovec *iov, int iovcnt, struct gate *g)
+/* send_flags: the call's own flags when the shim may make it as a plain send of
+ * iov (send, write, writev, sendmsg without an address or control data), else -1. */
+static inline int gate_iov(int fd, int dontwait, const struct iovec *iov, int iovcnt, struct gate *g,
+                           int send_flags)
 {
 	unsigned idx = sl_fdtab_get(fd);
 
 	if (sl_likely(!idx))
 		return 0;
 	g->may_take = 1;
+	g->send_flags = send_flags;
 	return gate_slow(fd, idx, dontwait, iov, iovcnt, g);
 }
 
-static inline int gate(int fd, int dontwait, const void *buf, size_t len, struct gate *g)
+static inline int gate(int fd, int dontwait, const void *buf, size_t len, struct gate *g, int send_flags)
 {
 	unsigned idx = sl_fdtab_get(fd);
 	struct iovec one;
@@ -81,6 +92,7 @@ static inline int gate(int fd, int dontwait, const void *buf, size_t len, struct
 	one.iov_base = (void *)buf;
 	one.iov_len = len;
 	g->may_take = 1;
+	g->send_flags = send_flags;
 	return gate_slow(fd, idx, dontwait, &one, 1, g);
 }
 
@@ -163,6 +175,27 @@ static int iov_from(const struct iovec *iov, int iovcnt, size_t skip, struct iov
 
 static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iovec *out);
 
+/* The shim sent `sent` bytes of cut inside the release (SL_TRACK_SENT): on a
+ * blocking socket the rest of the cut goes now, as the program's blocking call
+ * would have sent it all; a non-blocking one has its part-write.  Returns what
+ * went (at least `sent`). */
+static ssize_t sent_inside(int fd, int dontwait, const struct op *op, const struct iovec *cut, int k,
+                           size_t sent)
+{
+	struct iovec rest[k > 0 ? k : 1];
+	size_t total = 0;
+	int n;
+	ssize_t w;
+
+	for (int i = 0; i < k; i++)
+		total += cut[i].iov_len;
+	if (sent >= total || dontwait || sl_fd_nonblocking(fd))
+		return (ssize_t)sent;
+	n = iov_from(cut, k, sent, rest);
+	w = do_op(fd, op, rest, n);
+	return w > 0 ? (ssize_t)(sent + (size_t)w) : (ssize_t)sent;
+}
+
 /* The call was gated (returned 1 with `g`): send what the gate allows, and - on a
  * blocking socket metered in bytes - go on piece by piece, each piece released in
  * turn, until the whole vector went, as a blocking send does.  Returns what went,
@@ -181,7 +214,8 @@ static ssize_t send_gated(int fd, int dontwait, const struct op *op, const struc
 	for (;;) {
 		int nrest = iov_from(iov, iovcnt, done, rest), k = cut_iov(rest, nrest, g->limit, cut), rc;
 		int64_t began = g->track & SL_TRACK_BYTES ? sl_clock_mono_ns() : 0;
-		ssize_t w = do_op(fd, op, cut, k);
+		ssize_t w = g->track & SL_TRACK_SENT ? sent_inside(fd, dontwait, op, cut, k, g->sent)
+		                                      : do_op(fd, op, cut, k);
 
 		/* Released bytes the kernel held back reach the destination late (drain.h). */
 		w = wrote_timed(fd, g, cut, k, w, began ? sl_clock_mono_ns() - began : -1);
@@ -192,7 +226,7 @@ static ssize_t send_gated(int fd, int dontwait, const struct op *op, const struc
 		if (!loop || done >= total)
 			return (ssize_t)done;
 		nrest = iov_from(iov, iovcnt, done, rest);
-		rc = gate_iov(fd, dontwait, rest, nrest, g);
+		rc = gate_iov(fd, dontwait, rest, nrest, g, -1);
 		if (rc < 0)
 			return (ssize_t)done; /* a signal or a refusal: what went is the result */
 		if (rc == 0) {
@@ -273,7 +307,7 @@ SL_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	ssize_t (*real)(int, const void *, size_t, int) = SL_REAL(send, send);
 	struct gate g;
-	int rc = gate(fd, flags & MSG_DONTWAIT, buf, len, &g);
+	int rc = gate(fd, flags & MSG_DONTWAIT, buf, len, &g, flags);
 
 	if (sl_unlikely(rc != 0)) {
 		struct op op = {OP_SEND, flags, NULL, 0, NULL};
@@ -297,7 +331,7 @@ static int gate_to(int fd, const struct sockaddr *addr, socklen_t alen, int flag
 	rc = sl_unlikely(flags & MSG_FASTOPEN) ? fastopen(fd, addr, alen, iov, iovcnt, flags)
 	                                       : datagram(fd, addr, alen, flags & MSG_DONTWAIT, &g->track);
 	if (rc == 1)
-		return gate_iov(fd, flags & MSG_DONTWAIT, iov, iovcnt, g);
+		return gate_iov(fd, flags & MSG_DONTWAIT, iov, iovcnt, g, -1);
 	if (rc < 0) {
 		errno = -rc;
 		return -1;
@@ -312,7 +346,7 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 		SL_REAL(sendto, sendto);
 	struct iovec one = {(void *)buf, len};
 	struct gate g;
-	int rc = sl_likely(!addr) ? gate(fd, flags & MSG_DONTWAIT, buf, len, &g)
+	int rc = sl_likely(!addr) ? gate(fd, flags & MSG_DONTWAIT, buf, len, &g, flags)
 	                          : gate_to(fd, addr, alen, flags, &one, 1, &g);
 
 	if (sl_unlikely(rc != 0)) {
@@ -331,7 +365,9 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	struct gate g;
 	int rc = sl_likely(!msg || !msg->msg_name)
 	         ? gate_iov(fd, flags & MSG_DONTWAIT, msg ? msg->msg_iov : NULL,
-	                    msg ? (int)msg->msg_iovlen : 0, &g)
+	                    msg ? (int)msg->msg_iovlen : 0, &g,
+	                    msg && !msg->msg_control && !msg->msg_controllen && msg->msg_iovlen <= IOV_MAX
+	                    ? flags : -1)
 	         : gate_to(fd, msg->msg_name, msg->msg_namelen, flags, msg->msg_iov,
 	                   (int)msg->msg_iovlen, &g);
 
@@ -376,7 +412,7 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	    !(sl_shim_active() && (sl_shim_meters() & (1u << SL_METER_DATAGRAMS))))
 		goto pass;
 	if (n == 0 || !vec || !per_message(fd, vec, n)) {
-		struct gate g = {.may_take = 0};
+		struct gate g = {.may_take = 0, .send_flags = -1};
 		unsigned idx = sl_fdtab_get(fd);
 		/* Several messages at once cannot be taken part-way: never the box. */
 		int rc = n && vec && idx ? gate_slow(fd, idx, flags & MSG_DONTWAIT, vec[0].msg_hdr.msg_iov,
@@ -402,7 +438,7 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 		struct gate g;
 		int rc = h->msg_name ? gate_to(fd, h->msg_name, h->msg_namelen, flags, h->msg_iov,
 		                               (int)h->msg_iovlen, &g)
-		                     : gate_iov(fd, flags & MSG_DONTWAIT, h->msg_iov, (int)h->msg_iovlen, &g);
+		                     : gate_iov(fd, flags & MSG_DONTWAIT, h->msg_iov, (int)h->msg_iovlen, &g, -1);
 		int went;
 
 		if (rc < 0 || (went = real ? real(fd, &vec[sent], 1, flags)
@@ -422,7 +458,7 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 {
 	ssize_t (*real)(int, const void *, size_t) = SL_REAL(write, write);
 	struct gate g;
-	int rc = gate(fd, 0, buf, len, &g);
+	int rc = gate(fd, 0, buf, len, &g, 0);
 
 	if (sl_unlikely(rc != 0)) {
 		struct op op = {OP_WRITE, 0, NULL, 0, NULL};
@@ -439,7 +475,7 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	ssize_t (*real)(int, const struct iovec *, int) = SL_REAL(writev, writev);
 	struct gate g;
-	int rc = gate_iov(fd, 0, iov, n, &g);
+	int rc = gate_iov(fd, 0, iov, n, &g, 0);
 
 	if (sl_unlikely(rc != 0)) {
 		if (rc < 0)
@@ -461,7 +497,7 @@ static ssize_t sendfile_common(ssize_t (*real)(int, int, off_t *, size_t), int o
                                off_t *off, size_t count)
 {
 	struct gate g;
-	int rc = gate_iov(out, 0, NULL, 0, &g);
+	int rc = gate_iov(out, 0, NULL, 0, &g, -1);
 
 	if (sl_unlikely(rc != 0)) {
 		if (rc < 0)
