@@ -584,6 +584,7 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		*g->limit = in->cut;
 		*g->track |= SL_TRACK_SENT;
 		*g->sent = (size_t)in->sent;
+		sl_debug("write on fd %d: %zd bytes sent inside its release", g->fd, in->sent);
 	}
 	settle_and_unlock(g->fd, rec);
 	return gate_done(g, 0);

@@ -46,12 +46,12 @@ section() { # NAME PORT RATE [KEY = VALUE...]
 	for kv in "$@"; do printf '%s\n' "$kv"; done
 }
 # held NAME LOG COUNT: COUNT requests in LOG, the first on the connect's place and
-# every other held as a request; LOG emptied for the next part.
-# Judged with 3 ms of slack, as the file's other stream checks: a request is
-# counted from its check, so a writer taken off its core before its write
-# brings the next one that much closer at the server - the window
-# docs/design.md ("Where the bound is kept") lists as open; a clean clone's run
-# saw node's second stream 1.9 ms early with the other lane beside it.
+# every other held as a request; LOG emptied for the next part.  Judged with 3 ms
+# of slack: a held request is written inside its release, but the first one,
+# which took its place with the connect, is counted from an instant taken before
+# its write, outside the lock - node's goes through HTTP/2's box and reached
+# the server 1.8 ms after it with two other tests beside this one
+# (docs/design.md, "Where the bound is kept": not yet closed).
 held() {
 	python3 "$HELPERS/arrivals.py" "$2" --interval-ms 200 --slack-ms 3 --expect "$3" --what "$1 requests" ||
 		fail "$1: spacing at the server"
@@ -186,10 +186,11 @@ EOF
 	wait "${pids[0]}" && wait "${pids[1]}"' _ "$H2C" >"$T/names.out" 2>&1 || fail "curl h2c by name: $(cat "$T/names.out")"
 [ "$(grep -c '^hello /[ab][123]$' "$T/names.out")" -eq 6 ] || fail "curl h2c by name: $(cat "$T/names.out")"
 [ "$(grep -c 'names .* by HTTP/2 :authority: held' "$T/shim.log")" -eq 6 ] || fail "not named by :authority"
-# (a curl started for each request competes for the two cores: a process taken
-# off its core between its release and its write shows here; 3 ms of slack)
+# (a curl started for each request competes for the two cores; the write that
+# names its connection is made inside its release, so one taken off its core
+# there holds the next release up with it)
 python3 "$HELPERS/arrivals.py" "$T/h2c.log" --interval-ms 500 --group-field 6 --groups 2 --expect 6 \
-	--min-rate 3 --slack-ms 3 --what "h2c by :authority" || fail "per = host by :authority"
+	--min-rate 3 --what "h2c by :authority" || fail "per = host by :authority"
 : >"$T/h2c.log"
 
 # --- a 429 with retry-after: 2 on HTTP/2 pauses every process ---
@@ -209,8 +210,9 @@ $PY "$HELPERS/answers_check.py" "$T/h2c.log" "$T/h2c.answered" --pause "/say/429
 # (each connection's first request took its place with its deferred connect, and
 # node writes it when its loop comes to it - milliseconds later on two busy cores:
 # the arrivals while the three connections open are left out, docs/design.md,
-# "HTTP/2 request by request"; 3 ms of slack for a write taken off its core)
-python3 "$HELPERS/arrivals.py" "$T/h2c.log" --interval-ms 20 --skip 6 --slack-ms 3 --what "paused h2 requests" ||
+# "HTTP/2 request by request"; the held ones after them are written inside
+# their releases)
+python3 "$HELPERS/arrivals.py" "$T/h2c.log" --interval-ms 20 --skip 6 --what "paused h2 requests" ||
 	fail "spacing around the pause"
 : >"$T/h2c.log"
 : >"$T/shim.log"
