@@ -51,8 +51,12 @@ python3 "$HELPERS/prom_check.py" "$T/metrics.txt" >/dev/null || fail "metrics: $
 awk -F'[ }]' '/^sluice_key_paused_seconds\{/ && /127\.0\.0\.2/ { p2 = $NF } /^sluice_key_paused_seconds\{/ && /127\.0\.0\.3/ { p3 = $NF }
 	END { exit !(p2 > 0 && p3 == 0) }' "$T/metrics.txt" ||
 	fail "metrics did not show 127.0.0.2's key alone paused: $(grep key_paused "$T/metrics.txt")"
+# A 429 pauses the key at the answered process's next slot at the latest: the
+# other process's release slotted before that (one at 50/s, 20 ms) may go while
+# python is still to read the answer - a clean clone's run saw one 16 ms after
+# it with the other lane beside this test.  So 30 ms, as t_answers_tls allows.
 python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.2 --pause "/say/429=2" \
-	--spread 4 || fail "127.0.0.2's key was not paused for 2 s"
+	--spread 4 --inflight-ms 30 || fail "127.0.0.2's key was not paused for 2 s"
 python3 "$HELPERS/answers_check.py" "$T/arrivals" "$T/server.log" --dst 127.0.0.3 --goes-on "/say/429" ||
 	fail "127.0.0.3's key paused on another address's 429"
 "$SLUICE" stat --json -c "$T/k.ini" >"$T/stat.json" || fail "stat --json"
