@@ -723,9 +723,10 @@ static enum gate_step gate_waiting(struct sl_record *rec, struct gate *g)
 	}
 	if (now >= rec->release_ns) {
 		struct inside in;
-		int inside = inside_may(rec, g, &in);
+		int inside;
 
 		sl_signals_peek(rec, g->fd); /* a pause said meanwhile holds it on */
+		inside = inside_may(rec, g, &in);
 		rc = sl_held_step(rec, &m, &d, now, inside ? write_inside : NULL, inside ? &in : NULL);
 		if (rc != SL_PEND_WAIT)
 			return gate_answer(rec, g, rc, &m, inside && in.sent > 0 ? &in : NULL);
@@ -800,9 +801,8 @@ void sl_held_box_pump(struct sl_record *rec, int fd)
 		if (rec->state == SL_REC_WAITING && now >= rec->release_ns) {
 			struct sl_match m;
 			struct sl_dest d;
-			int rc;
-
 			struct box_early e = {rec, fd};
+			int rc;
 
 			sl_signals_peek(rec, fd); /* a pause said meanwhile holds it on */
 			rc = sl_held_step(rec, &m, &d, now, box_send_early, &e);
