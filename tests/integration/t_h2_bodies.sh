@@ -30,7 +30,13 @@ out=$("$SLUICE" run -c "$T/b.ini" -- node "$HELPERS/h2_posts.js" "http://127.0.0
 	fail "node http2 POSTs: $out $(tail -n 5 "$T/shim.log")"
 [ "$out" = "done 20" ] || fail "node http2 POSTs: $out"
 grep -q 'taken into the box' "$T/shim.log" || fail "the frames were never taken into the box"
-python3 "$HELPERS/arrivals.py" "$T/begun" --interval-ms 100 --expect 20 --what "requests begun (HEADERS)" ||
+# The HEADERS with 3 ms of slack, as t_http2's: every held one is written inside
+# its release, but the first rode on the connect and is counted from an instant
+# taken before node's write of it through the box (docs/design.md, "Where the
+# bound is kept": not yet closed) - a clean clone's run saw the second 1.02 ms
+# early.
+python3 "$HELPERS/arrivals.py" "$T/begun" --interval-ms 100 --slack-ms 3 --expect 20 \
+	--what "requests begun (HEADERS)" ||
 	fail "requests begun: spacing"
 # A request's last DATA reaches the server when the client writes it: one let go
 # at once (nothing held before it) has its body written a little after its
