@@ -269,13 +269,28 @@ static ssize_t send_pieces(int fd, const struct msghdr *mh)
 	                       : sl_sys(SYS_sendmsg, fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+/* The chosen pieces of the box as one message, in iov (room for n) and mh;
+ * returns their bytes. */
+static size_t gather(const struct sl_h2box *b, const struct piece *p, int n, struct iovec *iov, struct msghdr *mh)
+{
+	size_t total = 0;
+
+	for (int i = 0; i < n; i++) {
+		iov[i].iov_base = b->buf + p[i].off;
+		iov[i].iov_len = p[i].len;
+		total += p[i].len;
+	}
+	*mh = (struct msghdr){.msg_iov = iov, .msg_iovlen = (size_t)n};
+	return total;
+}
+
 int sl_h2box_send_early(struct sl_record *rec, int fd)
 {
 	struct sl_rec_h2 *h = sl_h2_of(rec);
 	struct sl_h2box *b = h ? h->box : NULL;
 	struct piece p[MAX_SENDS];
 	struct iovec iov[MAX_SENDS];
-	struct msghdr mh = {0};
+	struct msghdr mh;
 	int n, kept, saved = errno;
 	ssize_t w;
 
@@ -284,12 +299,7 @@ int sl_h2box_send_early(struct sl_record *rec, int fd)
 	b->early = 0;
 	if (!(n = choose(b, h->out.max_stream, (int)b->admitted + 1, p, &kept)))
 		return 0;
-	for (int i = 0; i < n; i++) {
-		iov[i].iov_base = b->buf + p[i].off;
-		iov[i].iov_len = p[i].len;
-	}
-	mh.msg_iov = iov;
-	mh.msg_iovlen = (size_t)n;
+	gather(b, p, n, iov, &mh);
 	w = send_pieces(fd, &mh);
 	errno = saved;
 	if (w <= 0)
@@ -305,22 +315,16 @@ static int flush_once(struct sl_record *rec, struct sl_rec_h2 *h, int fd, int *s
 	struct sl_h2box *b = h->box;
 	struct piece p[MAX_SENDS];
 	struct iovec iov[MAX_SENDS];
-	struct msghdr mh = {0};
+	struct msghdr mh;
 	uint32_t max_before;
-	size_t total = 0;
+	size_t total;
 	int n;
 	ssize_t w;
 
 	n = choose(b, h->out.max_stream, (int)b->admitted, p, kept_opening);
 	if (n == 0)
 		return 0;
-	for (int i = 0; i < n; i++) {
-		iov[i].iov_base = b->buf + p[i].off;
-		iov[i].iov_len = p[i].len;
-		total += p[i].len;
-	}
-	mh.msg_iov = iov;
-	mh.msg_iovlen = (size_t)n;
+	total = gather(b, p, n, iov, &mh);
 	if (b->early) {
 		/* Sent inside the release: the same frames (sl_h2box_send_early). */
 		w = (ssize_t)SL_MIN((size_t)b->early, total);
