@@ -16,6 +16,7 @@
 #include "h2box.h"
 #include "held.h"
 #include "inflight.h"
+#include "iovec.h"
 #include "record.h"
 #include "stream.h"
 #include "kicker.h"
@@ -150,14 +151,21 @@ int sl_held_write(int fd, int dontwait)
 	return sl_held_write_data(fd, dontwait, NULL, 0, NULL, NULL);
 }
 
-/* Under rec->lock, at a go: what the write may send, and whether to be told. */
-static void go_limits(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t *limit,
+/* Whether the stream's next write has its request's place already. */
+static int placed(const struct sl_record *rec)
+{
+	return rec->stream && rec->stream->admitted_next;
+}
+
+/* Under rec->lock, at a go: what the write may send (`placed`: whether it has a
+ * request's place, sl_stream_limit), and whether to be told. */
+static void go_limits(struct sl_record *rec, const struct iovec *iov, int iovcnt, int placed, size_t *limit,
                       int *track)
 {
 	int requests = sl_rec_mask(rec, SL_USE_REQ) != 0, bytes = sl_rec_mask(rec, SL_USE_BYTES) != 0;
 
 	if (limit && requests && iov)
-		*limit = sl_stream_limit(rec, iov, iovcnt);
+		*limit = sl_stream_limit(rec, iov, iovcnt, placed);
 	if (limit && bytes && rec->stream)
 		*limit = SL_MIN(*limit, (size_t)SL_MIN(rec->stream->credit, (uint64_t)SIZE_MAX));
 	if (track)
@@ -271,18 +279,11 @@ static int write_inside(void *arg)
 	struct inside *in = arg;
 	struct iovec part[in->iovcnt];
 	struct msghdr mh = {0};
-	size_t left = in->cut;
-	int k = 0, saved = errno;
+	int saved = errno;
 	ssize_t w;
 
-	for (int i = 0; i < in->iovcnt && left > 0; i++) {
-		part[k] = in->iov[i];
-		if (part[k].iov_len > left)
-			part[k].iov_len = left;
-		left -= part[k++].iov_len;
-	}
 	mh.msg_iov = part;
-	mh.msg_iovlen = (size_t)k;
+	mh.msg_iovlen = (size_t)sl_iov_cut(in->iov, in->iovcnt, in->cut, part);
 	w = sl_real.sendmsg ? sl_real.sendmsg(in->fd, &mh, in->flags | MSG_DONTWAIT | MSG_NOSIGNAL)
 	                    : sl_sys(SYS_sendmsg, in->fd, &mh, in->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 	in->sent = w > 0 ? w : 0;
@@ -298,20 +299,14 @@ static int write_inside(void *arg)
  * request, worked out as once its place is had. */
 static int inside_may(struct sl_record *rec, const struct gate *g, struct inside *in)
 {
-	struct sl_rec_stream *st = rec->stream;
 	size_t cut = SIZE_MAX;
-	uint8_t had;
 
 	if (g->send_flags < 0 || !g->sent || !g->iov || g->iovcnt <= 0 || g->iovcnt > IOV_MAX || !g->limit ||
 	    !g->track || rec->kind != SL_KIND_CONNECTION || !rec->wait || sl_rec_mask(rec, SL_USE_BYTES) ||
 	    iov_bytes(g->iov, g->iovcnt) == 0)
 		return 0;
-	had = st ? st->admitted_next : 0;
-	if (st && (rec->wait->want & sl_rec_mask(rec, SL_USE_REQ)))
-		st->admitted_next = 1;
-	go_limits(rec, g->iov, g->iovcnt, &cut, NULL);
-	if (st)
-		st->admitted_next = had;
+	go_limits(rec, g->iov, g->iovcnt, placed(rec) || (rec->wait->want & sl_rec_mask(rec, SL_USE_REQ)) != 0, &cut,
+	          NULL);
 	if (cut == 0)
 		return 0;
 	*in = (struct inside){.fd = g->fd, .flags = g->send_flags, .iov = g->iov, .iovcnt = g->iovcnt, .cut = cut};
@@ -459,7 +454,7 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 			sl_refund_released(rec, now, 0);
 	}
 	if ((!rm.mask || !sl_stream_starts(rec, g->iov, g->iovcnt)) && !needs_bytes(rec, g->iov, g->iovcnt)) {
-		go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+		go_limits(rec, g->iov, g->iovcnt, placed(rec), g->limit, g->track);
 		if (moved_from)
 			move_when_made(g, moved_from, &rm);
 		sl_shim_unlock(&rec->lock);
@@ -567,7 +562,9 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 	released = answer_go(rec, rc, want);
 	if (released && (want->mask & sl_rec_mask(rec, SL_USE_BYTES)) && rec->stream)
 		piece_went(rec, iov_bytes(g->iov, g->iovcnt));
-	go_limits(rec, g->iov, g->iovcnt, g->limit, g->track);
+	/* Made inside the release: its cut was worked out then (inside_may), on the
+	 * state the go leaves. */
+	go_limits(rec, g->iov, g->iovcnt, placed(rec), in ? NULL : g->limit, g->track);
 	/* A datagram leaves whole inside its send call: its release moves on to
 	 * when the call returned, so a sender held up between its check and its
 	 * sendto (t_udp holds every other one 20 ms) does not bring the next one

@@ -15,6 +15,7 @@
 #include "fdtab.h"
 #include "gate.h"
 #include "held.h"
+#include "iovec.h"
 #include "naming.h"
 #include "record.h"
 #include "sluice/clock.h"
@@ -173,8 +174,6 @@ static int iov_from(const struct iovec *iov, int iovcnt, size_t skip, struct iov
 	return k;
 }
 
-static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iovec *out);
-
 /* The shim sent `sent` bytes of cut inside the release (SL_TRACK_SENT): on a
  * blocking socket the rest of the cut goes now, as the program's blocking call
  * would have sent it all; a non-blocking one has its part-write.  Returns what
@@ -212,7 +211,7 @@ static ssize_t send_gated(int fd, int dontwait, const struct op *op, const struc
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	for (;;) {
-		int nrest = iov_from(iov, iovcnt, done, rest), k = cut_iov(rest, nrest, g->limit, cut), rc;
+		int nrest = iov_from(iov, iovcnt, done, rest), k = sl_iov_cut(rest, nrest, g->limit, cut), rc;
 		int64_t began = g->track & SL_TRACK_BYTES ? sl_clock_mono_ns() : 0;
 		ssize_t w = g->track & SL_TRACK_SENT ? sent_inside(fd, dontwait, op, cut, k, g->sent)
 		                                      : do_op(fd, op, cut, k);
@@ -234,20 +233,6 @@ static ssize_t send_gated(int fd, int dontwait, const struct op *op, const struc
 			g->track = 0;
 		}
 	}
-}
-
-/* iov cut to `limit` bytes, into `out` (room for iovcnt); returns its count. */
-static int cut_iov(const struct iovec *iov, int iovcnt, size_t limit, struct iovec *out)
-{
-	int k = 0;
-
-	for (int i = 0; i < iovcnt && limit > 0; i++, k++) {
-		out[k] = iov[i];
-		if (out[k].iov_len > limit)
-			out[k].iov_len = limit;
-		limit -= out[k].iov_len;
-	}
-	return k;
 }
 
 /* A datagram to `addr`.  Returns 1 when no section meters it (the caller gates the

@@ -143,7 +143,7 @@ int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt)
 	}
 }
 
-size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcnt)
+size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcnt, int placed)
 {
 	struct sl_rec_stream *st = requests(rec);
 	struct sl_rec_lines scratch, *l;
@@ -151,7 +151,7 @@ size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcn
 	size_t n = 0;
 
 	if (st && st->mode == SL_STREAM_H2 && iov && sl_h2_of(rec))
-		return sl_h2_cut(sl_h2_of(rec), iov, iovcnt, st->admitted_next ? 1 : 0);
+		return sl_h2_cut(sl_h2_of(rec), iov, iovcnt, placed ? 1 : 0);
 	if (!st || st->mode != SL_STREAM_HTTP1 || sl_talk_h1_state(rec) == SL_H1_LOST ||
 	    !(l = sl_talk_open(rec, &scratch)))
 		return SIZE_MAX;

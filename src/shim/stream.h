@@ -22,7 +22,10 @@ void sl_stream_h2_named(int fd);
 /* stream.c, all under the record's lock. */
 int sl_stream_starts(struct sl_record *rec, const struct iovec *iov, int iovcnt);
 
-size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcnt);
+/* What of this write may go now: up to the end of the request it carries
+ * (SIZE_MAX: all of it).  `placed`: whether the write has a request's place
+ * (HTTP/2 lets an opening HEADERS through only then: sl_h2_cut). */
+size_t sl_stream_limit(struct sl_record *rec, const struct iovec *iov, int iovcnt, int placed);
 
 void sl_stream_wrote(struct sl_record *rec, const struct iovec *iov, int iovcnt, size_t n);
 
