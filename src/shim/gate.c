@@ -151,18 +151,15 @@ int sl_held_write(int fd, int dontwait)
 	return sl_held_write_data(fd, dontwait, NULL, 0, NULL, NULL);
 }
 
-/* Whether the stream's next write has its request's place already. */
-static int placed(const struct sl_record *rec)
-{
-	return rec->stream && rec->stream->admitted_next;
-}
-
-/* Under rec->lock, at a go: what the write may send (`placed`: whether it has a
- * request's place, sl_stream_limit), and whether to be told. */
-static void go_limits(struct sl_record *rec, const struct iovec *iov, int iovcnt, int placed, size_t *limit,
+/* Under rec->lock, at a go: what the write may send, and whether to be told.
+ * The write has its request's place (sl_stream_limit) when the stream's
+ * admitted_next says so, or when the caller knows the go will give it one
+ * (`to_be_placed`: inside_may, for a write whose request is being admitted). */
+static void go_limits(struct sl_record *rec, const struct iovec *iov, int iovcnt, int to_be_placed, size_t *limit,
                       int *track)
 {
 	int requests = sl_rec_mask(rec, SL_USE_REQ) != 0, bytes = sl_rec_mask(rec, SL_USE_BYTES) != 0;
+	int placed = to_be_placed || (rec->stream && rec->stream->admitted_next);
 
 	if (limit && requests && iov)
 		*limit = sl_stream_limit(rec, iov, iovcnt, placed);
@@ -305,7 +302,7 @@ static int inside_may(struct sl_record *rec, const struct gate *g, struct inside
 	    !g->track || rec->kind != SL_KIND_CONNECTION || !rec->wait || sl_rec_mask(rec, SL_USE_BYTES) ||
 	    iov_bytes(g->iov, g->iovcnt) == 0)
 		return 0;
-	go_limits(rec, g->iov, g->iovcnt, placed(rec) || (rec->wait->want & sl_rec_mask(rec, SL_USE_REQ)) != 0, &cut,
+	go_limits(rec, g->iov, g->iovcnt, (rec->wait->want & sl_rec_mask(rec, SL_USE_REQ)) != 0, &cut,
 	          NULL);
 	if (cut == 0)
 		return 0;
@@ -454,7 +451,7 @@ static enum gate_step gate_open(struct sl_record *rec, struct gate *g)
 			sl_refund_released(rec, now, 0);
 	}
 	if ((!rm.mask || !sl_stream_starts(rec, g->iov, g->iovcnt)) && !needs_bytes(rec, g->iov, g->iovcnt)) {
-		go_limits(rec, g->iov, g->iovcnt, placed(rec), g->limit, g->track);
+		go_limits(rec, g->iov, g->iovcnt, 0, g->limit, g->track);
 		if (moved_from)
 			move_when_made(g, moved_from, &rm);
 		sl_shim_unlock(&rec->lock);
@@ -564,7 +561,7 @@ static enum gate_step gate_answer(struct sl_record *rec, struct gate *g, int rc,
 		piece_went(rec, iov_bytes(g->iov, g->iovcnt));
 	/* Made inside the release: its cut was worked out then (inside_may), on the
 	 * state the go leaves. */
-	go_limits(rec, g->iov, g->iovcnt, placed(rec), in ? NULL : g->limit, g->track);
+	go_limits(rec, g->iov, g->iovcnt, 0, in ? NULL : g->limit, g->track);
 	/* A datagram leaves whole inside its send call: its release moves on to
 	 * when the call returned, so a sender held up between its check and its
 	 * sendto (t_udp holds every other one 20 ms) does not bring the next one
