@@ -7,6 +7,8 @@
 #   single  the same from one blocking process a machine (one waiter each);
 #   moving  a tenth of the machines offer 20/s each second, another tenth the
 #           next second (the demand moving among them every second).
+# CLAIMS=off runs the daemons with claims = off (docs/config.md: ranks only; on,
+# the default, serves light machines by claims).
 # SHAPER=sluice (the default: N daemons, the clients under the shim),
 # SHAPER=redis-gcra (no daemons: each request first reserves the fleet's next
 # slot through one call of a GCRA script in the same Redis - the per-request
@@ -28,7 +30,7 @@ start_server
 start_redis
 for n in $(seq "$N"); do
 	[ "$SHAPER" = sluice ] || break
-	fleet_config "$n" "$T/m$n.ini" <<EOF
+	FLEET_CLAIMS=${CLAIMS:-} fleet_config "$n" "$T/m$n.ini" <<EOF
 [api]
 match = 127.0.0.1:$PORT
 rate = $RATE/s

@@ -53,8 +53,9 @@
 #      sharing 100/s, each client offering 10/s, and 200 with the demand moving
 #      among them every second: delivered, the most in any one-second span, the
 #      fewest in a whole second, Redis's calls, CPU and cost per call; the same
-#      demand shapes (one waiter a machine, demand moving every second) beside a
-#      per-request Redis GCRA and unshaped; and the lease script's cost a call at
+#      demand shapes (one waiter a machine, demand moving every second) with
+#      claims and with ranks alone, beside a per-request Redis GCRA and
+#      unshaped; and the lease script's cost a call at
 #      100, 1,000 and 10,000 machines on one item (bench/lease_cost.sh);
 #  21. a program's attach to the machine's segment through its socket (a
 #      sluiced's keeper): the round trip with the memfd, the map and the header's
@@ -734,12 +735,15 @@ done
 # GCRA script reserving the fleet's next slot (SHAPER=redis-gcra), and the same
 # clients unshaped (SHAPER=none), for each demand shape (issue: a fleet that
 # delivers what it is given).
-echo "   side by side: sluice, a per-request Redis GCRA, unshaped"
+echo "   side by side: sluice (claims on, the default), sluice with ranks alone (claims = off), a per-request Redis GCRA, unshaped"
 for run in "50 15 single" "50 15 moving" "200 15 single" "200 15 moving"; do
 	set -- $run
-	for shaper in sluice redis-gcra none; do
+	for shaper in sluice ranks redis-gcra none; do
 		echo "   $1 machines, $3 demand, $shaper:"
-		SHAPER=$shaper BUILD=${BUILD:-build} bash "$ROOT/bench/fleet_scale.sh" "$@" | grep '^   ' | sed 's/^/  /'
+		claims=on
+		[ "$shaper" = ranks ] && shaper=sluice claims=off
+		CLAIMS=$claims SHAPER=$shaper BUILD=${BUILD:-build} bash "$ROOT/bench/fleet_scale.sh" "$@" | grep '^   ' |
+			sed 's/^/  /'
 	done
 done
 echo "   the lease script alone, one item shared by N machines (bench/lease_cost.sh):"

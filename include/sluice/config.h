@@ -54,6 +54,8 @@ struct sl_global {
 	int64_t refresh_ns;           /* how often leases are renewed */
 	uint32_t hosts;               /* machines in the fleet: each's part while none
 	                               * has a lease */
+	uint8_t claims;               /* 1: light grid items are served by claims
+	                               * (docs/design.md, "Claims") */
 	char metrics[SL_PATH_MAX];    /* Prometheus endpoint "HOST:PORT"; "" off */
 	char state_dir[SL_PATH_MAX];  /* where quotas are kept (quota.h): a directory,
 	                               * "auto" (sluiced -S says), or "" none */

@@ -45,7 +45,25 @@ struct sl_fleet_memo {
 	int64_t active_at;          /* the last measure that found the item in use:
 	                             * a request, a queue or a caller held */
 	double active_flow;         /* flow_avg then (per ns) */
+	int claiming;               /* a grid item served by claims (sl_fleet_measure) */
+	int claim_pending;          /* a claim call for it is in flight (fleet.c) */
+	uint32_t claims_short;      /* slots claimed for it that Redis could not give,
+	                             * since the last measure */
+	int64_t claims_quiet_until; /* no claim call before (none came at the last) */
+	int64_t busy_since;         /* served by claims: the first of the measures in a
+	                             * row that found SL_FLEET_CLAIMS_BELOW a round or
+	                             * more (0: the last did not) */
 };
+
+/* A grid item is served by claims while its flow is below SL_FLEET_CLAIMS_BELOW
+ * requests a round, and by ranks once it reaches SL_FLEET_RANKS_FROM (the gap
+ * keeps a flow near either from going back and forth): docs/design.md, "Claims". */
+#define SL_FLEET_CLAIMS_BELOW 3.0
+#define SL_FLEET_RANKS_FROM 6.0
+/* ... or once its flow has been over SL_FLEET_CLAIMS_BELOW this long: longer than
+ * demand that moves every second stays, shorter than the three seconds a machine
+ * stepping up has to come to its part (t_fleet_rate). */
+#define SL_FLEET_BUSY_NS (3 * SL_NS_PER_S / 2)
 
 /* One thing this machine leases: a fleet section, or one key of a keyed one; a
  * section with a rate and a concurrency is two items. */
@@ -62,6 +80,7 @@ struct sl_fleet_item {
 	int grid;              /* r: released on the fleet's grid (a GCRA counting
 	                        * requests, not bytes, with no burst: grid.h) */
 	struct sl_grid held_grid; /* r: the runs of ranks the lease holds now */
+	int claims;            /* r, grid: served by claims this round (kind q) */
 	struct sl_fleet_memo *memo; /* NULL: no room to remember it (no demand) */
 };
 
@@ -71,6 +90,7 @@ struct sl_fleet_env {
 	uint32_t hosts;     /* [sluice] hosts: the machines assumed before any answer (>= 1) */
 	int64_t wall_off;   /* the segment's UTC offset (windows) */
 	int64_t redis_ms;   /* Redis's clock now, late rather than early (ms); 0: never heard */
+	int claims;         /* [sluice] claims = on: light grid items may be served by claims */
 };
 
 /* The item kind for a section's rate. */

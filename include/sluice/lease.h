@@ -158,4 +158,47 @@ struct sl_grant {
  * the section's waiters). */
 int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now);
 
+/* Under the segment lock: slots k[0..n) of the fleet's grid, claimed for this
+ * machine through Redis (fleet.c; docs/design.md, "Claims"), join the lease's
+ * claims; those already past are dropped.  Returns how many it holds. */
+int sl_lease_claims_add(struct sl_state *st, const int64_t *k, uint32_t n, int64_t now);
+
+/* Under the segment lock: the lease's claims are dropped (Redis came back
+ * empty, its cursors gone: fleet.c). */
+void sl_lease_claims_drop(struct sl_state *st);
+
+/* A caller that can be woken when claims come (it sleeps on the segment's
+ * claims_seq: sl_pending_wait, the shim's kicker) looks again this long after
+ * finding no slot of its machine's; one that cannot, every SL_LEASE_CLAIM_LOOK_NS
+ * (the daemon claims at least that far ahead, and a round trip: fleet_claims.c). */
+#define SL_LEASE_CLAIM_WAIT_NS (100 * 1000000LL)
+#define SL_LEASE_CLAIM_LOOK_NS (20 * 1000000LL)
+
+/* What the claim looks of this thread's admission step did (claim_or in lease.c
+ * fills it; sl_pending_step sets look_ns before the step and reads it after):
+ * looks that found no slot and will look again at look_at; asked, those that
+ * asked the daemon for a claim (sl_lease_claims_ring then wakes it). */
+struct sl_claim_note {
+	int64_t look_ns; /* the look again's distance: 0, SL_LEASE_CLAIM_LOOK_NS */
+	int64_t look_at; /* the latest look again set */
+	int64_t caller_asked_ns; /* in and out: when this caller last asked (0: not
+	                          * since it last had a slot) - each caller asks once
+	                          * an answer (sl_pending.claim_asked_ns keeps it) */
+	uint32_t looks, asked;
+};
+extern __thread struct sl_claim_note sl_claim_note __attribute__((tls_model("initial-exec")));
+
+/* Outside the lock, after a step that asked for a claim: bump the segment's
+ * claims_bell and wake the daemon's bell thread. */
+void sl_lease_claims_ring(struct sl_shm_header *h);
+
+/* The daemon, once claims joined a lease: bump claims_seq and wake every caller
+ * asleep on it. */
+void sl_lease_claims_came(struct sl_shm_header *h);
+
+/* Under the segment lock: how many looks found no slot of this machine's ahead
+ * since the last call (the claims to ask for), and start counting again; the
+ * callers that asked ask no more until claims come or CLAIM_PENDING_NS passes. */
+uint32_t sl_lease_claims_wanted(struct sl_state *st, int64_t now);
+
 #endif

@@ -92,6 +92,14 @@ struct sl_pending {
 	uint8_t undecided;        /* the segment failed to decide once (counted then) */
 	uint8_t moves;            /* MOVED answers so far */
 	uint8_t checked;          /* PLACES: the rate part was checked once */
+	uint8_t claims_wakeable;  /* set by the caller: it sleeps on the segment's
+	                           * claims_seq when waiting for a claim, so the
+	                           * stepper may look again seldom (lease.c) */
+	uint8_t claim_wait;       /* WAIT: the instant is a claim's look again, not
+	                           * a slot: no precision needed, claims_seq wakes */
+	uint32_t claim_seen;      /* ... claims_seq before the step that said so */
+	int64_t claim_asked_ns;   /* when it last asked for a claim, while it waits
+	                           * for one (lease.h, sl_claim_note) */
 	uint16_t peeks;           /* RELEASE: gates peeked at without the lock */
 	uint16_t rounds;          /* RELEASE: locked checks that kept it waiting */
 	uint64_t conc;            /* sections (positions in m) whose places it needs */

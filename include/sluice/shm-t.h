@@ -25,9 +25,8 @@
 #include <stdint.h>
 
 #define SL_SHM_MAGIC 0x45434c53u /* "SLCE" read as little-endian bytes */
-#define SL_SHM_MAJOR 13          /* incompatible layout changes */
-#define SL_SHM_MINOR 1           /* compatible additions inside reserved space:
-                                  * 13.1 spec.tolerance_us */
+#define SL_SHM_MAJOR 14          /* incompatible layout changes: 14, a lease's claims */
+#define SL_SHM_MINOR 0           /* compatible additions inside reserved space */
 
 /* The largest tables a segment may have: a segment holding more is not one this
  * build reads (and a config asking for more is refused). */
@@ -135,7 +134,7 @@ struct sl_spec {
 	uint8_t scope;       /* enum sl_scope */
 	uint32_t tolerance_us; /* rate strategies: how late a release may come and have
 	                        * the next one make it up, in microseconds (at most
-	                        * SL_TOLERANCE_MAX_US; layout 13.1 on, 0 before) */
+	                        * SL_TOLERANCE_MAX_US) */
 	uint32_t pattern_first; /* index of its first pattern */
 	uint8_t signals;     /* 1: responses on its connections are read (pause.h) */
 	uint8_t adapt;       /* 1: 429s halve the rate, good answers climb back */
@@ -239,6 +238,8 @@ struct sl_state {
 _Static_assert(sizeof(struct sl_pause) == 56, "sl_pause is part of the shm ABI");
 _Static_assert(sizeof(struct sl_state) == 192, "sl_state is part of the shm ABI");
 
+#define SL_LEASE_CLAIMS 32 /* claimed slots a lease keeps (struct sl_lease) */
+
 /* What only some queues need, kept right after their struct sl_state: every
  * section's (struct sl_section), and a key's only in a segment whose key records
  * carry it (sl_shm_dims.key_more: some keyed section needs it, sl_spec_needs_more).
@@ -276,6 +277,16 @@ struct sl_state_more {
 		struct sl_grid grid; /* rate strategies counting requests: this machine's
 		                      * slots of the fleet's grid (grid.h); releases go at
 		                      * them only.  No usable grid: the share's GCRA */
+		uint32_t nclaims;    /* a rate on the grid: slots in claim_k (lease.c) */
+		uint32_t claims_wanted; /* looks that found no slot of this machine's ahead:
+		                      * the daemon claims as many and sets it back to 0 */
+		int64_t claims_asked_ns; /* when the daemon last took claims_wanted */
+		int64_t claims_got_ns;  /* when claims were last added (CLOCK_MONOTONIC) */
+		int64_t claims_look_ns; /* the look last counted in claims_wanted: a release
+		                      * check may read the lease twice at one instant */
+		int64_t claim_k[SL_LEASE_CLAIMS]; /* slots of the fleet's grid claimed for
+		                      * this machine, one request each, ascending
+		                      * (docs/design.md, "Claims") */
 		int64_t held_until_ns; /* a rate: the latest instant a caller held on it
 		                      * said it would look again (CLOCK_MONOTONIC; every
 		                      * held caller looks within SL_LEASE_RECHECK_NS, so
@@ -342,6 +353,8 @@ static inline struct sl_state_more *sl_state_more(const struct sl_state *st)
 #define SL_LEASE_RATE 1u     /* amount, window_ns and burst hold a rate share */
 #define SL_LEASE_CHUNK 2u    /* amount, until_ns and chunk hold a window chunk */
 #define SL_LEASE_PLACES 4u   /* places holds a concurrency share */
+#define SL_LEASE_CLAIMING 16u /* a rate on the grid served by claims: callers with no
+                              * slot of this machine's soon ask the daemon for one */
 #define SL_LEASE_OUTAGE 8u   /* the daemon cannot reach Redis: the last lease, or the
                               * fleet's limit over `hosts` when there was none */
 
@@ -468,7 +481,15 @@ struct sl_shm_header {
 	                          * find it (docs/design.md, "Never a silent split").
 	                          * Read only when within SL_HOLD_MAX_NS of now: a
 	                          * scribble further ahead is none */
-	uint8_t reserved[488];   /* zero; minor versions grow into it */
+	/* Claims ([sluice] claims = on; docs/design.md, "Claims"), both ways woken
+	 * rather than looked for: */
+	uint32_t claims_bell;    /* bumped, and woken, by a caller that asks for a
+	                          * claim: the daemon's bell thread sleeps on it
+	                          * (fleet_claims.c) */
+	uint32_t claims_seq;     /* bumped, and woken, by the daemon when claims join
+	                          * a lease: callers waiting for one sleep on it */
+	uint32_t claims_pad[2];
+	uint8_t reserved[472];   /* zero; minor versions grow into it */
 };
 
 /* Whether a segment's header carries shm_name (layout 8.1 and every later one). */

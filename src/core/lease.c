@@ -5,7 +5,13 @@
 #include "sluice/limiter.h"
 #include "sluice/strategy.h"
 
+#include "sluice/sys.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 /* A fleet state's lease: in its more (sl_spec_needs_more), so only a fleet spec's
  * state is asked for it. */
@@ -40,9 +46,77 @@ static const struct sl_grid *grid_of(const struct sl_state *st, int64_t now)
 {
 	const struct sl_lease *l = lease_of(st);
 
-	if (!(l->flags & SL_LEASE_RATE) || !l->amount || now >= l->valid_ns || !sl_grid_usable(&l->grid))
+	/* A lease served by claims places its slots with an interval and an origin
+	 * even when it holds no rank (its claims are placed on them): such a lease
+	 * never falls back to a GCRA at its share.  Any other needs ranks. */
+	if (!(l->flags & SL_LEASE_RATE) || now >= l->valid_ns || l->grid.interval_ns <= 0)
+		return NULL;
+	if (!(l->flags & SL_LEASE_CLAIMING) && (!l->amount || !sl_grid_usable(&l->grid)))
 		return NULL;
 	return &l->grid;
+}
+
+/* Where claimed slot k starts on this machine's clock (INT64_MAX out of range). */
+static int64_t claim_start(const struct sl_grid *g, int64_t k)
+{
+	__int128 t = (__int128)g->origin_ns + (__int128)k * g->interval_ns;
+
+	return k < 0 || t > SL_SANE_NS ? INT64_MAX : (int64_t)t;
+}
+
+/* The start of this machine's first own slot at or after t: one of its ranks'
+ * (sl_grid_next) or one it claimed; INT64_MAX for none. */
+static int64_t own_next(const struct sl_state *st, const struct sl_grid *g, int64_t t)
+{
+	const struct sl_lease *l = lease_of(st);
+	int64_t at = sl_grid_next(g, t);
+	uint32_t n = SL_MIN(l->nclaims, (uint32_t)SL_LEASE_CLAIMS);
+
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t c = claim_start(g, l->claim_k[i]);
+
+		if (c >= t && c < at)
+			at = c;
+	}
+	return at;
+}
+
+#define CLAIM_PENDING_NS (100 * 1000000LL) /* an ask unanswered this long is lost */
+
+__thread struct sl_claim_note sl_claim_note __attribute__((tls_model("initial-exec")));
+
+/* The caller's next look on grid g at `now`, own slot `at`: on a lease served by
+ * claims with no own slot ahead, a claim is asked for and the caller looks again
+ * when claims come (woken: sl_claim_note.look_ns, SL_LEASE_CLAIM_WAIT_NS) or
+ * shortly (SL_LEASE_CLAIM_LOOK_NS, before a claim the daemon makes then could
+ * start).  One with a slot ahead, however far (the fleet's queue), asks for
+ * nothing: a claim asked for then would only queue behind it, and callers
+ * asking at every look while they waited sent 50 machines' claims minutes
+ * ahead. */
+static int64_t claim_or(struct sl_state *st, int64_t at, int64_t now)
+{
+	struct sl_lease *l = lease_of(st);
+	int64_t look;
+
+	if (!(l->flags & SL_LEASE_CLAIMING) || at != INT64_MAX)
+		return at;
+	look = now + (sl_claim_note.look_ns > 0 ? sl_claim_note.look_ns : SL_LEASE_CLAIM_LOOK_NS);
+	/* Callers counted, not looks: a caller asks again only once an answer came
+	 * after its ask (claims_got_ns: that answer brought nothing it could take)
+	 * or its ask is lost.  Counting every look made a machine with two callers
+	 * ask for four, claims nobody waited for were lost slots, and demand moving
+	 * among 200 machines got 77% of the rate. */
+	int64_t mine = sl_claim_note.caller_asked_ns;
+
+	if ((mine <= 0 || l->claims_got_ns > mine || now - mine >= CLAIM_PENDING_NS) && l->claims_wanted < 1024) {
+		l->claims_wanted++;
+		sl_claim_note.asked++;
+		sl_claim_note.caller_asked_ns = now;
+	}
+	l->claims_look_ns = now;
+	sl_claim_note.looks++;
+	sl_claim_note.look_at = SL_MAX(sl_claim_note.look_at, look);
+	return look;
 }
 
 /* Past the slot starting at `slot` on g: where a queue's schedule or its release
@@ -69,7 +143,7 @@ static int64_t grid_gap(const struct sl_grid *g)
  * not yet used (rel_tat) that started at most an interval before now. */
 static int64_t grid_release_slot(const struct sl_grid *g, const struct sl_state *st, int64_t now)
 {
-	return sl_grid_next(g, SL_MAX(sl_sane_ns(st->rel_tat_ns), now - g->interval_ns + 1));
+	return own_next(st, g, SL_MAX(sl_sane_ns(st->rel_tat_ns), now - g->interval_ns + 1));
 }
 
 /* A rate state with no usable share: counted (the daemon's measure of a demand
@@ -125,13 +199,13 @@ int64_t sl_limit_slot(const struct sl_spec *s, struct sl_state *st, int64_t now,
 		return sl_strategy_slot(s, st, now, cost, wall_off);
 	if (is_window(s))
 		return chunk_has(st, now, lease_of(st)->sched_used, cost) ? now : chunk_next(st, now);
-	if (!(r = rate_spec(s, st, &tmp, now)))
-		return missed(st, now);
 	if ((g = grid_of(st, now))) {
-		int64_t at = sl_grid_next(g, SL_MAX(sl_sane_ns(st->tat_ns), now));
+		int64_t at = claim_or(st, own_next(st, g, SL_MAX(sl_sane_ns(st->tat_ns), now)), now);
 
 		return at == INT64_MAX ? missed(st, now) : at;
 	}
+	if (!(r = rate_spec(s, st, &tmp, now)))
+		return missed(st, now);
 	return sl_strategy_slot(r, st, now, cost, wall_off);
 }
 
@@ -158,10 +232,13 @@ void sl_limit_charge(const struct sl_spec *s, struct sl_state *st, int64_t at, u
 		}
 		return;
 	}
-	if ((g = grid_of(st, at)))
-		st->tat_ns = SL_MAX(sl_sane_ns(st->tat_ns), grid_past(g, at));
-	else if ((r = rate_spec(s, st, &tmp, at)))
+	if ((g = grid_of(st, at))) {
+		/* Only an own slot is taken: a look again (claim_or) reserves nothing. */
+		if (!(lease_of(st)->flags & SL_LEASE_CLAIMING) || own_next(st, g, at) == at)
+			st->tat_ns = SL_MAX(sl_sane_ns(st->tat_ns), grid_past(g, at));
+	} else if ((r = rate_spec(s, st, &tmp, at))) {
 		sl_strategy_charge(r, st, at, cost, wall_off, undo);
+	}
 }
 
 void sl_limit_undo(const struct sl_spec *s, struct sl_state *st, const struct sl_undo *undo)
@@ -192,11 +269,11 @@ int64_t sl_limit_release_at(const struct sl_spec *s, struct sl_state *st, int64_
 		return sl_strategy_release_at(s, st, now, cost, wall_off);
 	if (is_window(s))
 		return chunk_has(st, now, lease_of(st)->rel_used, cost) ? now : chunk_next(st, now);
-	if (!(r = rate_spec(s, st, &tmp, now)))
-		return missed(st, now);
 	if ((g = grid_of(st, now))) {
-		if ((at = grid_release_slot(g, st, now)) == INT64_MAX)
+		if ((at = claim_or(st, grid_release_slot(g, st, now), now)) == INT64_MAX)
 			return missed(st, now);
+	} else if (!(r = rate_spec(s, st, &tmp, now))) {
+		return missed(st, now);
 	} else {
 		at = sl_strategy_release_at(r, st, now, cost, wall_off);
 	}
@@ -272,12 +349,12 @@ int64_t sl_limit_moved_tat(const struct sl_spec *s, const struct sl_state *st, i
 	const struct sl_spec *r = s;
 	int64_t next, inc;
 
-	if (s->amount == 0 || (sl_limit_fleet(s) && !(r = rate_spec(s, st, &tmp, to))))
-		return rel_tat;
 	/* On the grid a release that went on to `to` used its slot all that time:
 	 * this machine's slots that started meanwhile are not used either. */
-	if (sl_limit_fleet(s) && grid_of(st, to))
+	if (s->amount != 0 && sl_limit_fleet(s) && grid_of(st, to))
 		return SL_MAX(sl_sane_ns(rel_tat), to + 1);
+	if (s->amount == 0 || (sl_limit_fleet(s) && !(r = rate_spec(s, st, &tmp, to))))
+		return rel_tat;
 	/* rel_tat holds this release charged at its check: charged again at `to`,
 	 * when it was made, from the slot it was charged for (rel_tat less its
 	 * increment), as a late release is (sl_gcra_charge_late: with tolerance 0,
@@ -409,7 +486,7 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		 * slots at each of the small changes a busy fleet's shares go through,
 		 * and a slot nobody waits for is lost (3% of the busy machines' shares). */
 		if ((l->flags & SL_LEASE_RATE) && l->amount && l->window_ns > 0 && g->amount && g->window_ns > 0 &&
-		    !sl_grid_usable(&g->grid)) {
+		    !sl_grid_usable(&g->grid) && !((g->flags | l->flags) & SL_LEASE_CLAIMING)) {
 			struct sl_spec a = {.amount = l->amount, .window_ns = l->window_ns};
 			struct sl_spec b = {.amount = g->amount, .window_ns = g->window_ns};
 			int64_t from = sl_gcra_increment(&a, 1), to = sl_gcra_increment(&b, 1);
@@ -438,6 +515,8 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		l->places = g->places;
 	}
 	l->flags = (l->flags & (SL_LEASE_RATE | SL_LEASE_CHUNK | SL_LEASE_PLACES)) | g->flags;
+	if (!(g->flags & SL_LEASE_CLAIMING))
+		l->flags &= ~SL_LEASE_CLAIMING;
 	if (g->machines)
 		l->machines = g->machines;
 	l->valid_ns = g->valid_ns;
@@ -445,4 +524,69 @@ int sl_lease_write(struct sl_state *st, const struct sl_grant *g, int64_t now)
 		l->flags &= ~SL_LEASE_OUTAGE;
 	l->granted_ns = now;
 	return more;
+}
+
+int sl_lease_claims_add(struct sl_state *st, const int64_t *k, uint32_t n, int64_t now)
+{
+	struct sl_lease *l = lease_of(st);
+	const struct sl_grid *g = &l->grid;
+	int64_t keep[SL_LEASE_CLAIMS + 64];
+	uint32_t m = 0, had = SL_MIN(l->nclaims, (uint32_t)SL_LEASE_CLAIMS);
+
+	if (g->interval_ns <= 0)
+		return 0;
+	/* Those still to start or started less than an interval ago, then the new
+	 * ones after the last kept (Redis hands them out in order, once each). */
+	for (uint32_t i = 0; i < had; i++) {
+		int64_t c = claim_start(g, l->claim_k[i]);
+
+		if (c != INT64_MAX && c > now - g->interval_ns)
+			keep[m++] = l->claim_k[i];
+	}
+	for (uint32_t i = 0; i < n && i < 64; i++) {
+		int64_t c = claim_start(g, k[i]);
+
+		if (c != INT64_MAX && c > now - g->interval_ns && (m == 0 || k[i] > keep[m - 1]))
+			keep[m++] = k[i];
+	}
+	/* Full: the oldest go (a claim is an instant, not a debt). */
+	if (m > SL_LEASE_CLAIMS) {
+		memmove(keep, keep + (m - SL_LEASE_CLAIMS), SL_LEASE_CLAIMS * sizeof(keep[0]));
+		m = SL_LEASE_CLAIMS;
+	}
+	memcpy(l->claim_k, keep, m * sizeof(keep[0]));
+	l->nclaims = m;
+	l->claims_got_ns = now;
+	return (int)m;
+}
+
+void sl_lease_claims_drop(struct sl_state *st)
+{
+	lease_of(st)->nclaims = 0;
+}
+
+uint32_t sl_lease_claims_wanted(struct sl_state *st, int64_t now)
+{
+	struct sl_lease *l = lease_of(st);
+	uint32_t w = SL_MIN(l->claims_wanted, 1024u);
+
+	l->claims_wanted = 0;
+	if (w)
+		l->claims_asked_ns = now;
+	return w;
+}
+
+void sl_lease_claims_ring(struct sl_shm_header *h)
+{
+	/* The thread sleeps on the value it last saw: a bump before its sleep
+	 * makes the sleep return at once, one during it is woken here.  A wake
+	 * every ask: asks come at most once a look of a caller with no slot. */
+	atomic_fetch_add_explicit((_Atomic uint32_t *)&h->claims_bell, 1, memory_order_release);
+	sl_sys(SYS_futex, &h->claims_bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void sl_lease_claims_came(struct sl_shm_header *h)
+{
+	atomic_fetch_add_explicit((_Atomic uint32_t *)&h->claims_seq, 1, memory_order_release);
+	sl_sys(SYS_futex, &h->claims_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }

@@ -4,14 +4,19 @@
 #include "sluice/common.h"
 #include "sluice/conc.h"
 #include "sluice/config.h"
+#include "sluice/lease.h"
 #include "sluice/limiter.h"
 #include "sluice/say.h"
 #include "sluice/shm.h"
+#include "sluice/sys.h"
 #include "sluice/wait.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
 
 #define A(p) ((_Atomic __typeof__(*(p)) *)(p))
 
@@ -82,6 +87,9 @@ void sl_pending_start(struct sl_pending *p, struct sl_shm_header *h, const struc
 	p->sleep_until = now;
 	p->place_section = -1;
 	p->place_seen = 0;
+	p->claims_wakeable = p->claim_wait = 0;
+	p->claim_seen = 0;
+	p->claim_asked_ns = 0;
 	p->err = 0;
 	p->refusing_section = -1;
 	p->why = NULL;
@@ -311,8 +319,7 @@ static int orphan_suspect(const struct sl_shm_header *h, int64_t now)
 	return beat > 0 && now - beat > SL_ORPHAN_NS;
 }
 
-int sl_pending_step(struct sl_pending *p, struct sl_shm_header *h, int64_t now, sl_act_fn act,
-                    void *arg)
+static int step(struct sl_pending *p, struct sl_shm_header *h, int64_t now, sl_act_fn act, void *arg)
 {
 	if (p->ask.refuse_all && p->phase != SL_PEND_DONE) {
 		sl_admit_count_refused(h, p->ask.m);
@@ -338,6 +345,29 @@ int sl_pending_step(struct sl_pending *p, struct sl_shm_header *h, int64_t now, 
 		now = sl_clock_mono_ns();
 	}
 	return wait_until(p, now);
+}
+
+int sl_pending_step(struct sl_pending *p, struct sl_shm_header *h, int64_t now, sl_act_fn act,
+                    void *arg)
+{
+	/* claims_seq before the step: claims that come after it wake the sleep on
+	 * it that the step may lead to (no wake lost in between). */
+	uint32_t seen = atomic_load_explicit((_Atomic uint32_t *)&h->claims_seq, memory_order_acquire);
+	int rc;
+
+	sl_claim_note = (struct sl_claim_note){.look_ns = p->claims_wakeable ? SL_LEASE_CLAIM_WAIT_NS : 0,
+	                                       .caller_asked_ns = p->claim_asked_ns};
+	rc = step(p, h, now, act, arg);
+	if (sl_claim_note.asked)
+		sl_lease_claims_ring(h);
+	/* Waiting for a claim only when the instant it waits for is the claim's
+	 * look again, not another section's slot, which keeps its precision. */
+	p->claim_wait = rc == SL_PEND_WAIT && sl_claim_note.looks && p->at == sl_claim_note.look_at;
+	p->claim_seen = seen;
+	/* Its ask stands while it waits for a claim; once it has a slot, the next
+	 * wait asks anew. */
+	p->claim_asked_ns = sl_claim_note.looks ? sl_claim_note.caller_asked_ns : 0;
+	return rc;
 }
 
 void sl_pending_cancel(struct sl_pending *p, struct sl_shm_header *h)
@@ -387,6 +417,7 @@ int sl_pending_wait(struct sl_pending *p, sl_pending_segment_fn segment, void *c
 	struct sl_shm_header *h = segment(ctx, 0, &p->ask.self);
 	int slack = -1, rc;
 
+	p->claims_wakeable = 1; /* it sleeps on claims_seq when waiting for a claim */
 	/* Bounded: every round either answers, sleeps towards an instant that moves
 	 * on (a slot, a place's recheck, max_wait), follows a moved segment, which
 	 * the stepper allows MOVES_MAX times, or checks one once a second. */
@@ -401,6 +432,13 @@ int sl_pending_wait(struct sl_pending *p, sl_pending_segment_fn segment, void *c
 		if (p->place_section >= 0) {
 			sl_conc_wait(h, p->ask.m, (unsigned)p->place_section, p->place_seen,
 			             SL_MAX(p->sleep_until - sl_clock_mono_ns(), (int64_t)0));
+		} else if (p->claim_wait) {
+			/* Waiting for a claim: until claims come (the daemon wakes
+			 * claims_seq) or the look again, whichever is first. */
+			struct timespec ts = {.tv_sec = p->at / SL_NS_PER_S, .tv_nsec = p->at % SL_NS_PER_S};
+
+			sl_sys(SYS_futex, &h->claims_seq, FUTEX_WAIT_BITSET, p->claim_seen, &ts, NULL,
+			       FUTEX_BITSET_MATCH_ANY);
 		} else {
 			/* The default 50 us timer slack would make every release late by that
 			 * much: sleep precisely, and put the thread's own setting back after. */

@@ -31,6 +31,9 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -78,6 +81,14 @@ struct fleet {
 	struct sl_fleet_conf conf; /* where Redis is, who we are to it, the periods */
 	ev_timer tick, retry;
 	ev_timer watch;        /* between rounds: callers newly held for want of share */
+	ev_timer claims;       /* callers on items served by claims asking for slots:
+	                        * the look with no ring (fleet_claims.c) */
+	ev_async bell;         /* a ring of the segment's claims_bell, from the thread */
+	pthread_t bell_thread;
+	int bell_up;           /* the thread runs */
+	_Atomic int bell_stop;
+	_Atomic(uint32_t *) bell_word;  /* the word it sleeps on (the segment's bell) */
+	_Atomic uint32_t bell_seen;     /* ... and the value the loop last read there */
 	int64_t backoff_ns;
 	int in_flight;
 	uint64_t call;         /* numbers each call, so a stale answer is known */
@@ -124,5 +135,11 @@ void fleet_pause(struct fleet *f, const struct sl_fleet_item *it, long long end_
                  int64_t rtt);
 /* While Redis cannot be reached: the items that never had a lease get their part. */
 void fleet_outage_shares(struct fleet *f);
+
+/* fleet_claims.c: the look for callers asking for claims, started or stopped
+ * as [sluice] claims says (at start and at each reload). */
+void fleet_claims_init(struct fleet *f);
+void fleet_claims_timer(struct fleet *f);
+void fleet_claims_stop(struct fleet *f);
 
 #endif

@@ -300,10 +300,20 @@ static void apply_answer(struct fleet *f, const long long *vals, int64_t now)
 		const long long *e = vals + SL_FLEET_HEAD_OUT + SL_FLEET_FIELDS_OUT * j;
 		struct sl_grant g;
 
-		sl_log_debug("fleet %s: demand %" PRIu64 " held %" PRIu64 " granted %lld (%lld machines)", it->key,
-		             it->demand, it->held, e[0], e[1]);
+		sl_log_debug("fleet %s: demand %" PRIu64 " held %" PRIu64 " granted %lld (%lld machines)%s", it->key,
+		             it->demand, it->held, e[0], e[1], it->claims ? ", by claims" : "");
 		/* Usable for one lease time from when the call left: Redis counts it from
 		 * when the call came, which is later. */
+		/* Redis came back empty (settling): the claim cursors are gone with
+		 * everything else, so claims held from before are dropped - slots
+		 * claimed anew after the settling may be the same (docs/design.md,
+		 * "The bound"). */
+		if (vals[1] && it->kind == 'r' && it->grid) {
+			struct sl_state *st = fleet_item_state(f, it);
+
+			if (st)
+				sl_lease_claims_drop(st);
+		}
 		if (sl_fleet_answer(it, e, rnow, rtt, now, f->sent_ns + (int64_t)f->conf.ttl_ms * SL_NS_PER_MS,
 		                    f->grid_origin, &round, &g))
 			fleet_write_grant(f, it, &g, now);
@@ -521,8 +531,8 @@ static void send_round(struct fleet *f)
 	for (size_t j = 0; j < n; j++) {
 		/* SL_FLEET_FIELDS_IN + 1 values each: kind and what follows */
 		const struct sl_fleet_item *it = &f->items[j];
-		static const char *const kinds[] = {"r", "c", "f", "s", "l", "g"};
-		const char *kind = it->kind == 'r' ? kinds[it->grid ? 5 : 0] : it->kind == 'c' ? kinds[1]
+		static const char *const kinds[] = {"r", "c", "f", "s", "l", "g", "q"};
+		const char *kind = it->kind == 'r' ? kinds[it->grid ? (it->claims ? 6 : 5) : 0] : it->kind == 'c' ? kinds[1]
 		                 : it->kind == 'f' ? kinds[2] : it->kind == 's' ? kinds[3] : kinds[4];
 
 		ARG(kind);
@@ -943,6 +953,7 @@ int sl_fleet_start(struct sl_daemon *d)
 	ev_timer_init(&f->watch, on_watch, 0., (double)f->conf.refresh_ns / 5e9);
 	f->watch.data = f;
 	ev_timer_again(d->loop, &f->watch);
+	fleet_claims_init(f);
 	d->fleet = f;
 	d->shm.hdr->redis_state = SL_REDIS_CONNECTING;
 	connect_now(f);
@@ -959,6 +970,7 @@ void sl_fleet_stop(struct sl_daemon *d)
 	ev_timer_stop(d->loop, &f->tick);
 	ev_timer_stop(d->loop, &f->retry);
 	ev_timer_stop(d->loop, &f->watch);
+	fleet_claims_stop(f);
 	unsubscribe(f);
 	drop_ask(f);
 	sl_fleet_find_free(f->find);
@@ -996,6 +1008,7 @@ int sl_fleet_reload(struct sl_daemon *d, const struct sl_config *old)
 	    strcmp(a->redis_cluster, b->redis_cluster) == 0 && strcmp(a->fleet, b->fleet) == 0 &&
 	    strcmp(a->machine, b->machine) == 0) {
 		sl_fleet_conf_periods(&d->fleet->conf, b->refresh_ns);
+		fleet_claims_timer(d->fleet);
 		return 0;
 	}
 	sl_fleet_stop(d);

@@ -31,6 +31,16 @@
 --            0: none): kept for the item as the latest such end, for every machine
 --   runs     g: the runs of ranks its lease holds, "from-to" joined by '.' ('-': none)
 --
+--   kind q is a rate on the grid served by claims (below, "Claims"): the machine
+--   is granted its fair part but no ranks; its requests claim free slots one by one.
+--
+-- A claim call (ARGV[5] = 'claim') reserves slots of free ranks for one item:
+-- KEYS[1] the epoch, KEYS[2] the item's grid, KEYS[3] its claimed ranks (a sorted
+-- set), KEYS[4] its claim cursor; ARGV[6] the grid's interval (ns), ARGV[7] how
+-- many slots, ARGV[8] the lead (us): no slot starts sooner than that after now.
+-- Returns {now_us, k...}: the slots' numbers (slot k starts at k intervals of
+-- Redis's time).
+--
 -- When a machine is granted less than its fair part because others still hold
 -- the rest, the script publishes its name on the fleet's wake channel (the epoch
 -- key's name with ':wake' for ':epoch'): the others call at once and learn their
@@ -49,7 +59,8 @@ do
 	now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local me, ttl, settle, ppm = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local n = tonumber(ARGV[5])
+local claim_call = ARGV[5] == 'claim'
+local n = claim_call and 0 or tonumber(ARGV[5])
 local FIELDS = 7 -- per item in ARGV, its kind included
 if not me or not ttl or not settle or not ppm or not n or n < 0 or #ARGV < 5 + FIELDS * n then
 	return redis.error_reply('fleet: bad arguments')
@@ -58,6 +69,11 @@ end
 local settling = 0
 local short = false
 local epoch = tonumber(redis.call('GET', KEYS[1]))
+if not epoch and claim_call then
+	-- Redis came back empty: machines may still hold ranks nobody knows of yet;
+	-- claims wait for the settling that a lease call starts.
+	return {now, 1, now_us}
+end
 if not epoch then
 	-- Redis came back empty (or this is the fleet's first call): the machines'
 	-- holdings are not known yet.  For a settling time nobody is granted more than
@@ -312,6 +328,44 @@ local function quarantine_expire(key, gkey, q)
 	return kept
 end
 
+-- Claims (docs/design.md, "Claims").  A machine whose demand is a few requests
+-- a round holds no ranks (kind q): each of its requests claims one slot of a
+-- free rank, the next such slot at least a lead after now, in one call.  A rank
+-- with a claim ahead is marked 2 in the grid ("claimed"), so no machine is
+-- granted it (only 0 is free to grid_take) while another claim may still pick
+-- it; the item's claimed set holds each such rank scored by when its last
+-- claimed slot ends (Redis ms), and once that has passed it is free again.  A
+-- claimed slot is released by one machine, once, within an interval of its
+-- start, as its own slots are: the fleet's bound is the grid's.
+local CLAIM_WALK = 2 * GRID_RANKS -- slots looked at by one claim call, at most
+
+local function bitrev12(x)
+	local r = 0
+	for _ = 1, 12 do
+		r = r * 2 + x % 2
+		x = math.floor(x / 2)
+	end
+	return r
+end
+
+-- Ranks whose claims have all ended are free again (2 -> 0).
+local function claims_sweep(gkey, ckey)
+	local done = redis.call('ZRANGEBYSCORE', ckey, '-inf', '(' .. now)
+	if #done == 0 then
+		return
+	end
+	local v = grid_get(gkey)
+	for _, r in ipairs(done) do
+		r = tonumber(r)
+		if r ~= nil and r >= 0 and r < GRID_RANKS and string.byte(v, r + 1) == 2 then
+			redis.call('SETRANGE', gkey, r, '\0')
+			v = string.sub(v, 1, r) .. '\0' .. string.sub(v, r + 2)
+		end
+	end
+	grids[gkey] = v
+	redis.call('ZREMRANGEBYSCORE', ckey, '-inf', '(' .. now)
+end
+
 -- Runs longest first (the order a machine keeps and takes them in: a machine
 -- keeps its longest runs and gives up its shortest, and takes the longest free
 -- ones, so the frame does not crumble into pieces no machine can use within
@@ -455,6 +509,15 @@ local function rebuild(key, ekey, tkey, gkey)
 		redis.call('SET', gkey, string.rep('\0', GRID_RANKS))
 		grids[gkey] = nil
 		grid_set(gkey, runs_norm(taken), true)
+		-- Ranks with claims still ahead stay claimed.
+		for _, r in ipairs(redis.call('ZRANGEBYSCORE', gkey .. ':claimed', now, '+inf')) do
+			r = tonumber(r)
+			if r ~= nil and r >= 0 and r < GRID_RANKS and string.byte(grid_get(gkey), r + 1) == 0 then
+				grid_set(gkey, {{r, r + 1}}, true)
+				redis.call('SETRANGE', gkey, r, '\2')
+				grids[gkey] = nil
+			end
+		end
 	end
 	local fields = {'n', int(t.n), 'u', int(t.u), 'd', int(t.d)}
 	for k, b in pairs(t.b) do
@@ -567,9 +630,12 @@ end
 -- A rate off the grid names its item's grid (sweep_gkey) only so that ranks an
 -- entry held are freed whoever finds it gone: the same item may be called both
 -- ways (a daemon that does not know the item yet asks off the grid).
-local function share(key, ekey, tkey, gkey, limit, demand, held, integral, hruns, sweep_gkey)
+local function share(key, ekey, tkey, gkey, limit, demand, held, integral, hruns, sweep_gkey, claims)
 	ekey = ekey or (key .. ':exp')
 	tkey = tkey or (key .. ':totals')
+	if gkey ~= nil then
+		claims_sweep(gkey, gkey .. ':claimed')
+	end
 	local t = totals(key, ekey, tkey, gkey, sweep_gkey)
 	local mine = parse_entry(redis.call('HGET', key, me))
 	if mine ~= nil then
@@ -641,8 +707,17 @@ local function share(key, ekey, tkey, gkey, limit, demand, held, integral, hruns
 		if settling == 1 then
 			want = math.min(want, runs_size(holds))
 		end
+		if claims then
+			-- Served by claims: its fair part is counted as in use (others are
+			-- granted around it, and its ranks stay free for the claims), but it
+			-- takes no rank; those it still holds are kept until it reports them
+			-- given up.
+			want = 0
+		end
 		runs = grid_take(gkey, holds, own, want)
-		grant = math.floor(runs_size(runs) * limit / GRID_RANKS)
+		if not claims then
+			grant = math.floor(runs_size(runs) * limit / GRID_RANKS)
+		end
 		local keep = runs_union(holds, runs)
 		grid_set(gkey, runs_diff(own, keep), false)
 		own = keep
@@ -744,6 +819,85 @@ local function paused(key, pkey, pause)
 	return kept
 end
 
+if claim_call then
+	local gkey, ckey, cur = KEYS[2], KEYS[3], KEYS[4]
+	local interval, want, lead = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+	local out = {now, settling, now_us}
+	if settling == 1 or gkey == nil or ckey == nil or cur == nil or interval == nil or want == nil or
+		lead == nil or interval < 1000 or want < 1 or lead < 0 then
+		return out
+	end
+	want = math.min(want, 64)
+	claims_sweep(gkey, ckey)
+	local v = grid_get(gkey)
+	if #v ~= GRID_RANKS then
+		return out
+	end
+	local iv_us = interval / 1000
+	local k = math.floor((now_us + lead) / iv_us) + 1
+	-- No further than two lease lives ahead (8 slots at least): the cursor key
+	-- lives four, so a claim never outlives the cursor that keeps its slot from
+	-- being claimed again.  Within that, a fleet asking more than its rate
+	-- queues in its claims, as one call a request queues in a GCRA's tat: with
+	-- a round's horizon, 200 machines each with a caller waiting were refused
+	-- at every call but the few the round held, and asked again when it had
+	-- room - 14 calls a second a machine.  A claim further ahead than a round
+	-- is still the machine's shortfall (fleet_claims.c), so a machine beside
+	-- others holding ranks is given a part that grows, as before.
+	local last = k + math.max(8, math.floor(ttl * 2000 / iv_us))
+	-- Never before the cursor: every slot before it may be claimed already (a
+	-- claimed rank is marked, not each of its slots).  The cursor is an instant
+	-- of Redis's time (us), the end of the last slot claimed, so that a changed
+	-- rate (another interval) neither claims an instant twice nor skips ahead
+	-- by the ratio of the two.
+	local c = tonumber(redis.call('GET', cur))
+	if c ~= nil then
+		c = math.ceil(c / iv_us - 1e-6)
+		if c > k then
+			k = c
+		end
+	end
+	if k > last then
+		-- The horizon is claimed to its end: room in so many microseconds, as a
+		-- negative number (-x - 1), so the machine asks again then, not a round
+		-- later (fleet_claims.c).
+		out[#out + 1] = -math.floor((k - last) * iv_us) - 1
+		return out
+	end
+	local picked = {}
+	for _ = 1, CLAIM_WALK do
+		if #picked >= want or k > last then
+			break
+		end
+		local r = bitrev12(k % GRID_RANKS)
+		local b = string.byte(v, r + 1)
+		if b == 0 or b == 2 then
+			picked[#picked + 1] = k
+			out[#out + 1] = k
+			if b == 0 then
+				redis.call('SETRANGE', gkey, r, '\2')
+				v = string.sub(v, 1, r) .. '\2' .. string.sub(v, r + 2)
+			end
+			-- Claimed until this slot has ended and 100 ms more (or an interval,
+			-- if longer): the machine may release up to an interval after its
+			-- start as it places it, late against Redis by its clock's error.
+			redis.call('ZADD', ckey, math.ceil((k + 1) * iv_us / 1000) + math.max(100, math.ceil(iv_us / 1000)), r)
+		end
+		k = k + 1
+	end
+	grids[gkey] = v
+	if #picked > 0 then
+		-- The cursor outlives every slot it has handed out (and four lease lives
+		-- more): were it gone while a claimed slot is still ahead, a claim
+		-- after would start before it and take that slot again.
+		local ends_us = (picked[#picked] + 1) * iv_us
+		redis.call('SET', cur, string.format('%.0f', math.floor(ends_us)), 'PX',
+			ttl * 4 + math.max(0, math.ceil(ends_us / 1000) - now))
+	end
+	redis.call('PEXPIRE', ckey, ttl * 4 + math.ceil(4 * GRID_RANKS * iv_us / 1000))
+	return out
+end
+
 local out = {now, settling, now_us}
 for i = 1, n do
 	local base = 5 + (i - 1) * FIELDS
@@ -757,9 +911,9 @@ for i = 1, n do
 	elseif kind == 'r' or kind == 'c' then
 		g, count = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], nil, limit, demand, held, kind == 'c', nil,
 			kind == 'r' and (KEYS[1 + 4 * n + i] or (key .. ':grid')) or nil)
-	elseif kind == 'g' then
+	elseif kind == 'g' or kind == 'q' then
 		g, count, runs = share(key, KEYS[1 + 2 * n + i], KEYS[1 + 3 * n + i], KEYS[1 + 4 * n + i] or (key .. ':grid'),
-			limit, demand, held, false, ARGV[base + 7])
+			limit, demand, held, false, ARGV[base + 7], nil, kind == 'q')
 	elseif kind == 'f' or kind == 's' or kind == 'l' then
 		g, count, id, stop = chunk(key, kind, limit, window, demand)
 	end

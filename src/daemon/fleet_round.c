@@ -79,6 +79,7 @@ static struct sl_fleet_env env_of(struct fleet *f)
 	return (struct sl_fleet_env){
 		.refresh_ns = f->conf.refresh_ns,
 		.hosts = SL_MAX(f->d->cfg->global.hosts, 1u),
+		.claims = f->d->cfg->global.claims,
 		.wall_off = sl_sane_ns(f->d->shm.hdr->wall_off_ns),
 		.redis_ms = f->have_off ? fleet_realtime_ms() + f->off_ms + f->rtt_ms + 2 : 0,
 	};

@@ -154,8 +154,29 @@ static void rate_demand(const struct sl_fleet_env *env, struct sl_fleet_item *it
 	if (s->meter != SL_METER_BYTES && flow_stopped(env, m, st, waiting, queued, fresh, now))
 		want = 0;
 
-	if (waiting > 0 || (queued > 0 && used >= 0.9 * share))
+	if (it->grid && m->claiming) {
+		/* Served by claims: its callers wait for a claim's lead whatever its part,
+		 * so waiting says nothing of want - asked for an equal part whenever
+		 * one waited, a 10/s machine beside two busy ones held 33/s for the
+		 * 10 it sent (85% of the fleet's rate).  It asks for its flow averaged,
+		 * a twentieth more and half a request (its part is counted in use and
+		 * what it leaves is lost to the fleet: a sixth more and a whole request
+		 * cost skewed demand a point), and for the claims Redis could not give
+		 * (no free rank: the part held by others must shrink).  A flow that
+		 * claims cannot keep up with goes over to ranks (sl_fleet_measure). */
+		double short_rate = (double)m->claims_short * (double)s->window_ns / (double)env->refresh_ns;
+
+		want = m->flow_avg > 0 || short_rate > 0 ? m->flow_avg * (double)s->window_ns * 1.05 + short_rate + 0.5 : 0;
+		/* Its part used whole: the part is what holds its flow down (its callers
+		 * take every free slot it leaves), so it asks a quarter more - a machine
+		 * stepping up beside two busy ones otherwise sat at 19/s of its 33, its
+		 * flow asking for its part and its part for its flow. */
+		if (share > 0 && used >= 0.95 * share)
+			want = SL_MAX(want, share * 1.25 + 1);
+		m->claims_short = 0;
+	} else if (waiting > 0 || (queued > 0 && used >= 0.9 * share)) {
 		want = SL_MAX(rate_now * 1.2 + backlog + 1, equal_part(env, st, (double)s->amount));
+	}
 	/* Falling by 30% a period at most: a lull of a round is not a machine gone. */
 	m->demand = SL_MAX(want, fresh ? m->demand * 0.7 : m->demand);
 	it->limit = s->amount * SL_FLEET_SCALE;
@@ -234,6 +255,41 @@ void sl_fleet_measure(const struct sl_fleet_env *env, struct sl_fleet_item *it, 
 		it->held = SL_MAX((uint64_t)open,
 		                  lease_of(st)->flags & SL_LEASE_PLACES ? (uint64_t)lease_of(st)->places : 0);
 	} else if (it->kind == 'r') {
+		if (!it->grid || !env->claims) {
+			m->claiming = 0; /* claims = off (the default): ranks only */
+		} else {
+			/* A few requests a round are served by claims, one slot each, the
+			 * moment they wait; more by ranks, renewed a round at a time.  Over
+			 * to ranks when the second's average says so; or when every
+			 * measure for SL_FLEET_BUSY_NS has found three a round or more
+			 * (a claiming machine's part is its flow and a little more, so a
+			 * flow that its part holds down - three busy machines, one of them
+			 * claiming - stayed at 18-24/s of its 33, its average under six);
+			 * or at once when its last measure is six a round and claims fell
+			 * short (a machine stepping up beside two holding every rank).
+			 * Not on one busy measure: demand moving among fifty machines every
+			 * second, 20/s each, then went over to ranks, held them after it
+			 * had moved on, and got 89% where it gets 96%.  Back to claims only
+			 * when the last measure and the average are both under three.
+			 * And only in a fleet of so many machines that an equal part is
+			 * under six a round: with fewer, a machine's part is ranks' size
+			 * and ranks serve it (three machines at 100/s, one stepping up,
+			 * sat at 19-27/s of its 33 by claims). */
+			double last = m->flow * (double)env->refresh_ns;
+			double avg = m->flow_avg * (double)env->refresh_ns;
+			double fair = equal_part(env, st, (double)s->amount) * (double)env->refresh_ns / (double)s->window_ns;
+
+			if (fresh)
+				m->busy_since = last < SL_FLEET_CLAIMS_BELOW ? 0 : m->busy_since ? m->busy_since : now;
+			if (fair >= SL_FLEET_RANKS_FROM)
+				m->claiming = 0;
+			else if (m->claiming && (avg >= SL_FLEET_RANKS_FROM || (m->busy_since && now - m->busy_since >= SL_FLEET_BUSY_NS) ||
+			                    (m->claims_short && last >= SL_FLEET_RANKS_FROM)))
+				m->claiming = 0;
+			else if (!m->claiming && last < SL_FLEET_CLAIMS_BELOW && avg < SL_FLEET_CLAIMS_BELOW)
+				m->claiming = 1;
+		}
+		it->claims = m->claiming;
 		rate_demand(env, it, s, st, waiting, queued, fresh, now);
 	} else {
 		window_demand(env, it, s, st, waiting, queued, now);
@@ -259,6 +315,13 @@ int sl_fleet_outage_grant(const struct sl_fleet_item *it, const struct sl_lease 
 {
 	hosts = SL_MAX(hosts, 1u);
 	if (it->kind == 'r') {
+		/* Served by claims, which Redis makes: its part becomes a share of its
+		 * own, shaped by the machine's GCRA while Redis is away, as a share off
+		 * the grid is (docs/design.md, "Claims"). */
+		if ((l->flags & SL_LEASE_RATE) && (l->flags & SL_LEASE_CLAIMING) && l->amount) {
+			*g = sl_fleet_rate_grant(it, SL_MIN(l->amount, it->limit), SL_LEASE_OUTAGE);
+			return 1;
+		}
 		if (l->flags & SL_LEASE_RATE)
 			return 0;
 		*g = sl_fleet_rate_grant(it, it->limit / hosts, SL_LEASE_OUTAGE);
@@ -361,7 +424,9 @@ static void grid_of_answer(const struct sl_fleet_item *it, const long long *e, i
 		return;
 	for (int k = 0; k < SL_GRID_RUNS; k++)
 		g->n += (uint32_t)run_decode(e[5 + k], &g->run[g->n]);
-	if (!g->n)
+	/* Placed with or without ranks when served by claims: such a machine may
+	 * hold none, and its claims are slots of this grid (lease.c). */
+	if (!g->n && !it->claims)
 		return;
 	g->interval_ns = (int64_t)iv;
 	g->origin_ns = origin_ns;
@@ -377,7 +442,7 @@ int sl_fleet_answer(const struct sl_fleet_item *it, const long long *e, long lon
 	r->machines = SL_MAX(r->machines, machines);
 	if (it->kind == 'r') {
 		grant = SL_MIN(grant, it->limit);
-		*g = sl_fleet_rate_grant(it, grant, 0);
+		*g = sl_fleet_rate_grant(it, grant, it->grid && it->claims ? SL_LEASE_CLAIMING : 0);
 		grid_of_answer(it, e, origin_ns, &g->grid);
 		/* Smaller by a hundredth of the limit: worth telling at once (Redis counts
 		 * the larger until told, so a smaller change only waits). */

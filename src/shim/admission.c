@@ -6,6 +6,7 @@
  * keep a record across calls (deferred connects, held writes, requests, bytes)
  * step from held.c; the records themselves are fdtab.c's.
  */
+#include "kicker.h"
 #include "shim.h"
 #include "sluice/clock.h"
 #include "sluice/config.h"
@@ -96,6 +97,9 @@ int sl_admission_step(struct sl_pending *p, int64_t now, sl_act_fn act, void *ar
 {
 	/* MOVED: followed, and stepped again at once; CHECK: asked, and stepped
 	 * again; the stepper bounds both. */
+	/* A held socket's look again for a claim is the kicker's, which claims
+	 * wake where the kernel lets it. */
+	p->claims_wakeable = (uint8_t)sl_kicker_claims_wakeable();
 	for (;;) {
 		int rc = sl_pending_step(p, sl_shim.shm.hdr, now, act, arg);
 

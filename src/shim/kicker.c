@@ -25,6 +25,14 @@
  * that the descriptor is still the socket it was when the connect was deferred
  * (its device and inode, noted then).  It keeps no descriptor of its own.  A fork child starts with
  * no kicker and an empty heap: the records it inherits are its parent's.
+ *
+ * Claims (docs/design.md, "Claims"): a record waiting for a claim (its pending's
+ * claim_wait) is queued at its look again, which needs no precision: no spin
+ * before it (`coarse`).  The thread also sleeps on the segment's claims_seq
+ * (futex_waitv, Linux 5.16), which the daemon bumps when claims join a lease,
+ * and then acts at once on every record waiting for one - so such records look
+ * again only every SL_LEASE_CLAIM_WAIT_NS otherwise.  Where the kernel has no
+ * futex_waitv they are not woken, and look every SL_LEASE_CLAIM_LOOK_NS.
  */
 #include "epoll.h"
 #include "fdtab.h"
@@ -34,7 +42,9 @@
 #include "record.h"
 #include "kicker.h"
 #include "firstbox.h"
+#include "shim.h"
 #include "sluice/clock.h"
+#include "sluice/lease.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +88,7 @@ struct entry {
 	int64_t at;
 	int64_t slot;   /* ties go in slot order: the head of a queue looks first */
 	unsigned index; /* record index+1 */
-	unsigned pad;
+	unsigned coarse; /* 1: a claim's look again (no spin before it) */
 };
 
 static int before(const struct entry *a, const struct entry *b)
@@ -152,15 +162,42 @@ static void futex_sleep_until(_Atomic uint32_t *w, uint32_t seen, int64_t until)
 	        FUTEX_BITSET_MATCH_ANY);
 }
 
-/* The earliest entry's instant, or 0. */
-static int64_t earliest(void)
+/* The earliest entry's instant, or 0; *coarse whether it is a claim's look. */
+static int64_t earliest(int *coarse)
 {
 	int64_t at;
 
 	sl_shim_lock(&heap_lock);
 	at = heap_len ? heap[0].at : 0;
+	*coarse = heap_len ? (int)heap[0].coarse : 0;
 	sl_shim_unlock(&heap_lock);
 	return at;
+}
+
+/* 0 once futex_waitv was found missing (ENOSYS): claims do not wake the thread. */
+static _Atomic int waitv_ok = 1;
+
+/* Sleep on wake_word (last seen `seen`) and the segment's claims_seq (last seen
+ * `cseen`) until `until` (0: none).  0 when it slept (or was woken); -1 when the
+ * kernel has no futex_waitv. */
+static int sleep_both(uint32_t seen, uint32_t *claims_seq, uint32_t cseen, int64_t until)
+{
+	struct futex_waitv w[2] = {
+		{.val = seen, .uaddr = (uintptr_t)&wake_word, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG},
+		{.val = cseen, .uaddr = (uintptr_t)claims_seq, .flags = FUTEX_32}, /* shared: the segment */
+	};
+	struct timespec ts = {.tv_sec = until / SL_NS_PER_S, .tv_nsec = until % SL_NS_PER_S};
+
+	if (sl_sys(449 /* SYS_futex_waitv */, w, 2, 0, until ? &ts : NULL, CLOCK_MONOTONIC, 0) == -ENOSYS) {
+		atomic_store(&waitv_ok, 0);
+		return -1;
+	}
+	return 0;
+}
+
+int sl_kicker_claims_wakeable(void)
+{
+	return sl_kicker_running() && atomic_load_explicit(&waitv_ok, memory_order_relaxed);
 }
 
 /* Pop the earliest entry when due at `now`.  1 when *e was filled. */
@@ -275,8 +312,52 @@ static void act_on(struct sl_record *rec, int64_t now)
 	errno = saved;
 }
 
+#define CLAIMS_WAKE_MAX 256 /* records woken by one arrival of claims, at most */
+
+/* Claims came (claims_seq moved): every record whose live entry is a claim's
+ * look again looks now - its admission steps and, its claim found, goes at the
+ * claim's slot (the step queues it there again).  Its entry is left in the
+ * heap, stale (kick_at no longer names it).  The admission's own instant is
+ * made due too: the step waits for pend.at, not for the kick (a wake that made
+ * only the kick due did nothing). */
+static void claims_came(int64_t now)
+{
+	struct {
+		unsigned index;
+		int64_t at;
+	} due[CLAIMS_WAKE_MAX];
+	unsigned n = 0;
+
+	sl_shim_lock(&heap_lock);
+	for (unsigned i = 0; i < heap_len && n < CLAIMS_WAKE_MAX; i++)
+		if (heap[i].coarse) {
+			due[n].index = heap[i].index;
+			due[n++].at = heap[i].at;
+		}
+	sl_shim_unlock(&heap_lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct sl_record *rec = sl_record_at(due[i].index);
+
+		if (!rec)
+			continue;
+		sl_shim_lock(&rec->lock);
+		/* Only a record whose admission waits (a first write kept for its
+		 * slot has its slot: it goes at it, not at a wake). */
+		if (rec->kick_at == due[i].at && rec->wait && rec->wait->pend.claim_wait && !sl_firstbox_holds(rec)) {
+			rec->kick_at = 0;
+			rec->release_ns = now;
+			rec->wait->pend.at = SL_MIN(rec->wait->pend.at, now);
+			act_on(rec, now);
+		}
+		sl_shim_unlock(&rec->lock);
+	}
+}
+
 static void *run(void *arg)
 {
+	struct sl_shm_header *claims_h = NULL; /* the segment whose claims_seq is watched */
+	uint32_t claims_seen = 0;
+
 	(void)arg;
 	on_kicker = 1;
 	sl_clock_prefer_wakeups();
@@ -286,14 +367,29 @@ static void *run(void *arg)
 	prctl(PR_SET_NAME, "sluice-kicker", 0, 0, 0);
 	for (;;) {
 		uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
-		int64_t at = earliest(), now = sl_clock_mono_ns(), began;
+		struct sl_shm_header *h = __atomic_load_n(&sl_shim.shm.hdr, __ATOMIC_ACQUIRE);
+		uint32_t cseen = h ? atomic_load_explicit((_Atomic uint32_t *)&h->claims_seq, memory_order_acquire) : 0;
+		int coarse;
+		int64_t at = earliest(&coarse), now = sl_clock_mono_ns(), began, wake_at;
 		struct entry e;
 
-		if (!at || at - KICK_SPIN_NS > now) {
-			futex_sleep_until(&wake_word, seen, at ? at - KICK_SPIN_NS : 0);
+		if (h != claims_h || cseen != claims_seen) {
+			/* Claims came since the last look (or another segment is in use:
+			 * its value is taken as seen). */
+			if (h == claims_h)
+				claims_came(now);
+			claims_h = h;
+			claims_seen = cseen;
 			continue;
 		}
-		while (sl_clock_mono_ns() < at)
+		wake_at = coarse ? at : at - KICK_SPIN_NS;
+		if (!at || wake_at > now) {
+			if (!h || !atomic_load_explicit(&waitv_ok, memory_order_relaxed) ||
+			    sleep_both(seen, &h->claims_seq, cseen, at ? wake_at : 0) < 0)
+				futex_sleep_until(&wake_word, seen, at ? wake_at : 0);
+			continue;
+		}
+		while (!coarse && sl_clock_mono_ns() < at)
 			sl_cpu_relax();
 		began = sl_clock_mono_ns();
 		while (pop_due(now = sl_clock_mono_ns(), &e)) {
@@ -388,7 +484,8 @@ void sl_kicker_due(struct sl_record *rec)
 	sl_shim_lock(&heap_lock);
 	if (heap_len < SL_RECORDS) {
 		heap[heap_len] = (struct entry){.at = at, .slot = rec->wait ? rec->wait->pend.t.slot_ns : at,
-		                                .index = rec->index};
+		                                .index = rec->index,
+		                                .coarse = rec->wait && rec->wait->pend.claim_wait && at == rec->wait->pend.at};
 		sift_up(heap_len++);
 		atomic_store_explicit(&queued, heap_len, memory_order_relaxed);
 		rec->kick_at = at;

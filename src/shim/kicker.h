@@ -25,6 +25,11 @@ void sl_kicker_allow_realtime(int allowed);
 /* Whether the thread runs (in this process): records with an entry are its. */
 int sl_kicker_running(void);
 
+/* Whether the running kicker is woken when claims come (futex_waitv): an
+ * admission stepped for a held socket may then look again for a claim seldom
+ * (sl_pending.claims_wakeable). */
+int sl_kicker_claims_wakeable(void);
+
 /* Whether the thread runs and has records to act on: an instant to come at which
  * it may call epoll_ctl on one of the program's sets (a hint, read without lock). */
 int sl_kicker_has_work(void);

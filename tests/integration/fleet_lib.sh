@@ -114,7 +114,10 @@ fleet_config() {
 		else
 			printf 'redis = %s\n' "${FLEET_REDIS:-127.0.0.1:$REDIS_PORT}"
 		fi
-		printf 'fleet = t%s\nmachine = m%s\nhosts = 3\nlog_level = debug\n\n' "$$" "$1"
+		printf 'fleet = t%s\nmachine = m%s\nhosts = 3\nlog_level = debug\n' "$$" "$1"
+		# FLEET_CLAIMS: [sluice] claims (docs/config.md), when set.
+		[ -z "${FLEET_CLAIMS:-}" ] || printf 'claims = %s\n' "$FLEET_CLAIMS"
+		printf '\n'
 		cat
 	} >"$2"
 }

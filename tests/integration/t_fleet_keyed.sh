@@ -47,8 +47,17 @@ done
 # Each leased key is a hash of the machines' entries, a sorted set of their
 # expiries, their running totals and the ranks of the grid they hold
 # (src/daemon/fleet.lua).
-keys=$(redis-cli -p "$REDIS_PORT" --scan --pattern "sluice:{t$$}:i:hooks/*" | sort | tr '\n' ' ')
-note "leased keys: $keys"
+# Claims (docs/design.md, "Claims") keep a cursor and a set of claimed ranks
+# beside an item's grid, only while they are made: counted with their item.
+all=$(redis-cli -p "$REDIS_PORT" --scan --pattern "sluice:{t$$}:i:hooks/*" | sort)
+note "leased keys: $(echo $all)"
+for k in $(echo "$all" | grep -E ':r:(cursor|grid:claimed)$'); do
+	case $k in
+	"sluice:{t$$}:i:hooks/127.0.2.1:r:"* | "sluice:{t$$}:i:hooks/127.0.2.2:r:"*) ;;
+	*) fail "claims kept for a key not in use: $k" ;;
+	esac
+done
+keys=$(echo "$all" | grep -vE ':r:(cursor|grid:claimed)$' | tr '\n' ' ')
 want=""
 for dst in 127.0.2.1 127.0.2.2; do
 	want+="sluice:{t$$}:i:hooks/$dst:r sluice:{t$$}:i:hooks/$dst:r:exp sluice:{t$$}:i:hooks/$dst:r:grid "

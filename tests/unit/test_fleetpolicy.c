@@ -370,7 +370,8 @@ static void test_demand_places(void **state)
 }
 
 /* On the grid, callers held with no ranks at all are backlog: a machine
- * starting from nothing asks for them at once, not for an equal part only. */
+ * starting from nothing asks for them at once, not for an equal part only.
+ * With claims = off (the default) a light item is never served by claims. */
 static void test_demand_held_on_grid(void **state)
 {
 	struct sl_section sec = {0};
@@ -387,6 +388,95 @@ static void test_demand_held_on_grid(void **state)
 	sec.more.lease.misses = 40;
 	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S);
 	assert_int_equal(it.demand, 9000);
+	assert_false(it.claims); /* claims = off: ranks, however light */
+}
+
+/* A grid item is served by claims while its flow is a few a round, by ranks
+ * above (docs/design.md, "Claims"); served by claims, it asks for what it could
+ * not claim. */
+static void test_claims_switching(void **state)
+{
+	struct sl_section sec = {0};
+	struct sl_fleet_memo memo = {0};
+	struct sl_fleet_item it = item('r', 0, S);
+	struct sl_fleet_env env = {.refresh_ns = S / 4, .hosts = 50, .claims = 1};
+
+	(void)state;
+	fleet_rate_100(&sec, &it, &memo);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 10 * S);
+	assert_true(it.grid); /* requests, burst 1: released on the grid */
+	/* No flow yet: served by claims, and asking for what it could not claim -
+	 * three a round are 12 a second, and half a request. */
+	assert_true(it.claims);
+	memo.claims_short = 3;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S);
+	assert_true(it.claims);
+	assert_int_equal(it.demand, 12500);
+	assert_int_equal(memo.claims_short, 0);
+	/* Stepping up to a flow of ranks' size (40 a second, 10 a round) that claims
+	 * cannot keep up with (two it could not claim): served by ranks at the first
+	 * measure that sees it, a quarter second, though the second's average is
+	 * only a quarter of the way there; its callers held are counted as backlog
+	 * again.  Without a shortfall it waits for the average. */
+	sec.state.admitted += 10;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S + S / 4);
+	assert_true(it.claims);
+	sec.state.admitted += 10;
+	memo.claims_short = 2;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S + S / 2);
+	assert_true(memo.flow_avg * (double)env.refresh_ns < SL_FLEET_RANKS_FROM);
+	assert_false(it.claims);
+	/* A lull of one measure is not a return to claims while the average holds
+	 * (three quarter seconds at 40: over four a round). */
+	sec.state.admitted += 10;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S + 3 * S / 4);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 11 * S + S);
+	assert_false(it.claims);
+	/* Back to claims once it falls to under three a round. */
+	for (int s = 12; s < 22; s++)
+		sl_fleet_measure(&env, &it, &sec, &sec.state, 0, s * S);
+	assert_true(it.claims);
+	/* Three machines: an equal part is eight a round, ranks' size - never
+	 * served by claims, however light. */
+	env.hosts = 3;
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, 23 * S);
+	assert_false(it.claims);
+}
+
+/* A machine served by claims whose flow its part holds down (it uses the part
+ * whole) asks for a quarter more, and goes over to ranks once its flow has
+ * stayed at three a round or more for SL_FLEET_BUSY_NS. */
+static void test_claims_part_held_down(void **state)
+{
+	struct sl_section sec = {0};
+	struct sl_fleet_memo memo = {0};
+	struct sl_fleet_item it = item('r', 0, S);
+	struct sl_fleet_env env = {.refresh_ns = S / 4, .hosts = 20, .claims = 1};
+	int64_t t = 10 * S;
+
+	(void)state;
+	fleet_rate_100(&sec, &it, &memo);
+	sl_fleet_measure(&env, &it, &sec, &sec.state, 0, t);
+	assert_true(it.claims);
+	/* Its part 4/s, used whole for four seconds at a quarter second a measure:
+	 * more asked each round than the flow alone would ask. */
+	sl_state_more(&sec.state)->lease.flags = SL_LEASE_RATE | SL_LEASE_CLAIMING;
+	sl_state_more(&sec.state)->lease.amount = 4 * SL_FLEET_SCALE;
+	for (int i = 0; i < 16; i++) {
+		t += S / 4;
+		sec.state.admitted += 1;
+		sl_fleet_measure(&env, &it, &sec, &sec.state, 0, t);
+	}
+	assert_true(it.claims);
+	assert_true(it.demand >= 6 * SL_FLEET_SCALE);
+	/* Now 16/s (four a round, under six) for SL_FLEET_BUSY_NS: over to ranks. */
+	for (int64_t end = t + SL_FLEET_BUSY_NS + S / 4; t < end;) {
+		assert_true(it.claims);
+		t += S / 4;
+		sec.state.admitted += 4;
+		sl_fleet_measure(&env, &it, &sec, &sec.state, 0, t);
+	}
+	assert_false(it.claims);
 }
 
 /* --- the water-filling, in a real Redis --- */
@@ -627,12 +717,14 @@ static void test_budget_through_changes(void **state)
 
 /* One machine's call for a rate on the grid: its runs held in, its runs granted
  * out (from * 8192 + to each, 0: none); returns the grant. */
+static const char *grid_kind = "g"; /* "q": served by claims */
+
 static long long lease_grid_ttl(const char *machine, uint64_t limit, uint64_t demand, uint64_t held,
                                 const long long *in, long long *out, int settle_ms, const char *ttl)
 {
 	char lim[32], dem[32], hel[32], settle[16], runs[SL_GRID_RUNS * 12 + 2] = "";
 	const char *argv[] = {"EVALSHA", sha, "2", "sluice:{t}:epoch", "sluice:{t}:i:api:r", machine, ttl,
-	                      settle, "995000", "1", "g", lim, "1000", dem, hel, "0", runs};
+	                      settle, "995000", "1", grid_kind, lim, "1000", dem, hel, "0", runs};
 	redisReply *r;
 	long long g;
 
@@ -811,6 +903,165 @@ static void test_grid_expiry(void **state)
 	assert_true(grid_marks(back, 1));
 }
 
+/* Claims (docs/design.md, "Claims"): slots `want` of free ranks at least `lead_us`
+ * ahead, their numbers into k[]; returns how many. */
+static long long claim_room_us; /* the last claim's "room in": -1 for none said */
+
+static int claim(const char *machine, long long interval_ns, int want, long long lead_us, long long *k,
+                 long long *now_us)
+{
+	char iv[32], w[16], lead[32];
+	const char *argv[] = {"EVALSHA", sha, "4", "sluice:{t}:epoch", "sluice:{t}:i:api:r:grid",
+	                      "sluice:{t}:i:api:r:grid:claimed", "sluice:{t}:i:api:r:cursor", machine, "3000", "0",
+	                      "995000", "claim", iv, w, lead};
+	redisReply *r;
+	int n;
+
+	snprintf(iv, sizeof(iv), "%lld", interval_ns);
+	snprintf(w, sizeof(w), "%d", want);
+	snprintf(lead, sizeof(lead), "%lld", lead_us);
+	r = redisCommandArgv(rc, (int)(sizeof(argv) / sizeof(argv[0])), argv, NULL);
+	assert_non_null(r);
+	if (r->type == REDIS_REPLY_ERROR)
+		fail_msg("fleet.lua claim: %s", r->str);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_true(r->elements >= 3);
+	*now_us = r->element[2]->integer;
+	n = (int)r->elements - 3;
+	claim_room_us = -1;
+	if (n == 1 && r->element[3]->integer < 0) {
+		/* None: the horizon is claimed to its end, room in this long. */
+		claim_room_us = -(r->element[3]->integer + 1);
+		n = 0;
+	}
+	for (int i = 0; i < n; i++)
+		k[i] = r->element[3 + i]->integer;
+	freeReplyObject(r);
+	return n;
+}
+
+static int in_runs(const long long *runs, unsigned rank)
+{
+	for (int j = 0; j < SL_GRID_RUNS && runs[j]; j++)
+		if (rank >= runs[j] / 8192 && rank < runs[j] % 8192)
+			return 1;
+	return 0;
+}
+
+/* A machine served by claims is granted its part but no rank; its claims take
+ * slots of ranks nobody holds, each once, never sooner than the lead; a rank
+ * with a claim ahead is granted to no machine; once the claims have ended it is. */
+static void test_claims(void **state)
+{
+	long long none[SL_GRID_RUNS] = {0}, a[SL_GRID_RUNS], b[SL_GRID_RUNS], k[64], k2[64], now_us = 0;
+	const long long iv = 10 * MS; /* 100/s */
+	struct timespec over = {0, 250 * MS};
+	long long g;
+	int n, n2;
+
+	(void)state;
+	flush();
+	/* Redis empty: no claims until the fleet has settled. */
+	assert_int_equal(claim("b", iv, 5, 20000, k, &now_us), 0);
+	g = lease_grid("a", 100000, 50000, 0, none, a, 0); /* all, while nobody else asks */
+	grid_kind = "q";
+	lease_grid("b", 100000, 50000, 0, none, b, 0);     /* short: a still holds it all */
+	grid_kind = "g";
+	g = lease_grid("a", 100000, 50000, (uint64_t)g, a, a, 0); /* a's half */
+	lease_grid("a", 100000, 50000, (uint64_t)g, a, a, 0);     /* reported: the rest is free */
+	grid_kind = "q";
+	g = lease_grid("b", 100000, 50000, 0, none, b, 0);
+	grid_kind = "g";
+	assert_true(g >= 45000); /* its part, as a share */
+	assert_int_equal(b[0], 0); /* and no rank */
+	n = claim("b", iv, 20, 20000, k, &now_us);
+	assert_int_equal(n, 20);
+	for (int i = 0; i < n; i++) {
+		assert_true(k[i] * (iv / 1000) >= now_us + 20000); /* the lead */
+		assert_false(in_runs(a, sl_grid_rank(k[i])));   /* never a's slot */
+		if (i)
+			assert_true(k[i] > k[i - 1]);               /* each once */
+	}
+	/* The next call goes on from the last: no slot twice. */
+	n2 = claim("b", iv, 5, 0, k2, &now_us);
+	assert_int_equal(n2, 5);
+	assert_true(k2[0] > k[n - 1]);
+	/* a asks for everything: the claimed ranks are not among what it gets. */
+	lease_grid("a", 100000, 100000, 50000, a, a, 0);
+	for (int i = 0; i < n; i++)
+		assert_false(in_runs(a, sl_grid_rank(k[i])));
+	/* Their claims over (the last slot, and 100 ms), the ranks are free again. */
+	nanosleep(&over, NULL);
+	nanosleep(&over, NULL);
+	lease_grid("b", 100000, 0, 0, none, b, 0); /* b now holds nothing and asks nothing */
+	lease_grid("a", 100000, 100000, 100000, a, a, 0);
+	lease_grid("a", 100000, 100000, 100000, a, a, 0);
+	assert_true(in_runs(a, sl_grid_rank(k[0])));
+}
+
+/* The claim cursor is an instant of Redis's time: at another rate the next claim
+ * starts after the last slot claimed, never before it; and a horizon claimed to
+ * its end answers none, with when there is room again. */
+static void test_claims_cursor(void **state)
+{
+	long long none[SL_GRID_RUNS] = {0}, b[SL_GRID_RUNS], k[64], k2[64], now_us = 0;
+	const long long iv = 10 * MS, big = 1000 * MS;
+	int n, got;
+
+	(void)state;
+	flush();
+	grid_kind = "q";
+	lease_grid("b", 100000, 50000, 0, none, b, 0);
+	grid_kind = "g";
+	n = claim("b", iv, 20, 20000, k, &now_us);
+	assert_int_equal(n, 20);
+	assert_int_equal(claim("b", 10 * iv, 1, 0, k2, &now_us), 1);
+	assert_true(k2[0] * 10 * iv >= (k[n - 1] + 1) * iv);
+	/* The same rate again: the very next slot (no slot skipped by rounding). */
+	assert_int_equal(claim("b", 10 * iv, 1, 0, k, &now_us), 1);
+	assert_int_equal(k[0], k2[0] + 1);
+	/* Two lease lives (6 s here) of 1 s slots: six to nine; then none, and
+	 * room in at most two slots' time. */
+	got = claim("b", big, 64, 0, k, &now_us);
+	assert_true(got >= 5 && got <= 9);
+	assert_true(claim_room_us == -1);
+	assert_int_equal(claim("b", big, 1, 0, k, &now_us), 0);
+	assert_true(claim_room_us >= 0 && claim_room_us <= 2 * big / 1000);
+}
+
+/* More machines than ranks (4,096) on one limit: served by claims, none holds a
+ * rank, and each gets its slots - every one a different slot (5,000 machines
+ * at 10,000/s, one claim each). */
+#define CLAIMERS 5000
+static void test_claims_beyond_ranks(void **state)
+{
+	static long long got[CLAIMERS];
+	long long none[SL_GRID_RUNS] = {0}, runs[SL_GRID_RUNS], k[64], now_us;
+	const long long iv = 100 * 1000; /* 10,000/s */
+	char name[16];
+	int n = 0;
+
+	(void)state;
+	flush();
+	grid_kind = "q";
+	for (int m = 0; m < CLAIMERS; m++) {
+		snprintf(name, sizeof(name), "m%d", m);
+		lease_grid(name, 10000000, 2000, 0, none, runs, 0);
+		assert_int_equal(runs[0], 0);
+	}
+	grid_kind = "g";
+	for (int m = 0; m < CLAIMERS; m++) {
+		snprintf(name, sizeof(name), "m%d", m);
+		if (claim(name, iv, 1, 20000, k, &now_us) == 1)
+			got[n++] = k[0];
+	}
+	/* A round's horizon (2,500 slots) at a time: at least as many as fit in it,
+	 * each once. */
+	assert_true(n >= 2500);
+	for (int i = 1; i < n; i++)
+		assert_true(got[i] > got[i - 1]);
+}
+
 /* Redis came back empty: while the fleet settles, nobody is granted more than it
  * reports holding, so machines still holding old shares are counted first. */
 /* The script keeps running totals rather than walking every machine's entry
@@ -964,7 +1215,9 @@ int main(void)
 		cmocka_unit_test(test_outage_shares),
 		cmocka_unit_test(test_demand),
 		cmocka_unit_test(test_demand_held_on_grid),
+		cmocka_unit_test(test_claims_switching),
 		cmocka_unit_test(test_demand_places),
+		cmocka_unit_test(test_claims_part_held_down),
 		cmocka_unit_test(test_demand_stops),
 		cmocka_unit_test(test_demand_stops_scribble_bytes),
 	};
@@ -977,6 +1230,9 @@ int main(void)
 		cmocka_unit_test(test_totals_at_size),
 		cmocka_unit_test(test_totals_rebuilt),
 		cmocka_unit_test(test_expired_shares_come_back),
+		cmocka_unit_test(test_claims),
+		cmocka_unit_test(test_claims_cursor),
+		cmocka_unit_test(test_claims_beyond_ranks),
 	};
 	int failed = cmocka_run_group_tests_name("policy", pure, NULL, NULL);
 

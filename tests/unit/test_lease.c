@@ -254,6 +254,98 @@ static void test_grid(void **state)
 		sl_shm_detach(&m[i]);
 }
 
+/* A lease served by claims (docs/design.md, "Claims"): no rank, so no slot and
+ * never a GCRA at its share; a caller asks for a claim and looks again shortly,
+ * once while the ask is out; claimed slots are released once each within an
+ * interval of their start, and one woken later has lost it. */
+static void test_claims(void **state)
+{
+	union sl_ticket_room t_room;
+	struct sl_ticket *const t = &t_room.t;
+	struct sl_shm m;
+	struct sl_state *st;
+	int64_t iv = 10 * MS, origin = 5 * MS, retry, k0 = (NOW - origin) / iv + 10, ks[40];
+	struct sl_grant g = {.flags = SL_LEASE_RATE | SL_LEASE_CLAIMING, .amount = 50, .window_ns = 1000 * MS,
+	                     .grid = {.origin_ns = origin, .interval_ns = iv, .n = 0}};
+
+	(void)state;
+	load(&m, fleet_rate);
+	st = &sl_shm_section(m.hdr, 0)->state;
+	grant(m.hdr, &g);
+	/* Nothing claimed: a look again in 20 ms, and a claim asked for (one caller:
+	 * its note, as sl_pending_step keeps it, says when it asked). */
+	sl_claim_note = (struct sl_claim_note){0};
+	assert_int_equal(reserve(m.hdr, NOW, t), NOW + 20 * MS);
+	assert_int_equal(sl_state_more(st)->lease.claims_wanted, 1);
+	assert_int_equal(sl_claim_note.caller_asked_ns, NOW);
+	assert_int_equal(sl_claim_note.asked, 1);
+	/* Callers, not looks: the same caller looking again before an answer asks
+	 * no more. */
+	assert_int_equal(sl_admit_release(m.hdr, t, NOW + 20 * MS, 1, &retry), 1);
+	assert_int_equal(retry, NOW + 40 * MS);
+	assert_int_equal(sl_state_more(st)->lease.claims_wanted, 1);
+	/* Another caller does; one that can be woken when claims come looks again
+	 * later (SL_LEASE_CLAIM_WAIT_NS). */
+	sl_claim_note = (struct sl_claim_note){.look_ns = SL_LEASE_CLAIM_WAIT_NS};
+	assert_int_equal(sl_admit_release(m.hdr, t, NOW + 21 * MS, 1, &retry), 1);
+	assert_int_equal(retry, NOW + 21 * MS + SL_LEASE_CLAIM_WAIT_NS);
+	assert_int_equal(sl_state_more(st)->lease.claims_wanted, 2);
+	/* The daemon takes the asks; an answer with none lets each caller that
+	 * asked before it ask again. */
+	assert_int_equal(sl_shm_lock(m.hdr, 1, 1000 * MS), 0);
+	assert_int_equal(sl_lease_claims_wanted(st, NOW + 41 * MS), 2);
+	assert_int_equal(sl_lease_claims_add(st, ks, 0, NOW + 43 * MS), 0);
+	sl_shm_unlock(m.hdr, 1);
+	assert_int_equal(sl_state_more(st)->lease.claims_wanted, 0);
+	sl_claim_note = (struct sl_claim_note){.caller_asked_ns = NOW};
+	assert_int_equal(sl_admit_release(m.hdr, t, NOW + 44 * MS, 1, &retry), 1);
+	assert_int_equal(sl_state_more(st)->lease.claims_wanted, 1);
+	sl_claim_note = (struct sl_claim_note){0};
+	/* Three claims come, one already past. */
+	ks[0] = (NOW - origin) / iv - 5;
+	ks[1] = k0;
+	ks[2] = k0 + 7;
+	ks[3] = k0 + 30;
+	assert_int_equal(sl_shm_lock(m.hdr, 1, 1000 * MS), 0);
+	assert_int_equal(sl_lease_claims_add(st, ks, 4, NOW + 45 * MS), 3);
+	sl_shm_unlock(m.hdr, 1);
+	/* The caller held goes at the first; the next caller gets the second. */
+	assert_int_equal(sl_admit_release(m.hdr, t, NOW + 46 * MS, 1, &retry), 1);
+	assert_int_equal(retry, origin + k0 * iv);
+	assert_int_equal(sl_admit_release(m.hdr, t, retry, 1, &retry), 0);
+	assert_int_equal(reserve(m.hdr, origin + k0 * iv + 1, t), origin + (k0 + 7) * iv);
+	/* Woken 12 ms late (more than an interval): that claim is lost, the next is
+	 * the one it waits for. */
+	{
+		/* (a fleet caller looks again within SL_LEASE_RECHECK_NS, whatever its slot) */
+		int64_t at = origin + (k0 + 7) * iv + 12 * MS;
+
+		while (sl_admit_release(m.hdr, t, at, 1, &retry) == 1) {
+			assert_true(retry <= at + SL_LEASE_RECHECK_NS && retry > at);
+			at = retry;
+		}
+		assert_int_equal(at, origin + (k0 + 30) * iv);
+	}
+	/* All used: a look again, a claim asked for. */
+	assert_int_equal(reserve(m.hdr, origin + (k0 + 31) * iv, t), origin + (k0 + 31) * iv + 20 * MS);
+	/* Not served by claims, with no rank: the share's own GCRA, as a lease with
+	 * no usable grid always was (lease.c, grid_of) - an idle one goes at once. */
+	g.flags = SL_LEASE_RATE;
+	grant(m.hdr, &g);
+	assert_int_equal(reserve(m.hdr, NOW + 5000 * MS, t), NOW + 5000 * MS);
+	/* More than a lease keeps: the oldest go. */
+	for (int i = 0; i < 40; i++)
+		ks[i] = k0 + 1000 + i;
+	assert_int_equal(sl_shm_lock(m.hdr, 1, 1000 * MS), 0);
+	assert_int_equal(sl_lease_claims_add(st, ks, 40, NOW), SL_LEASE_CLAIMS);
+	assert_int_equal(sl_state_more(st)->lease.claim_k[0], k0 + 1000 + 40 - SL_LEASE_CLAIMS);
+	/* Redis came back empty: every claim held goes (fleet.c). */
+	sl_lease_claims_drop(st);
+	assert_int_equal(sl_state_more(st)->lease.nclaims, 0);
+	sl_shm_unlock(m.hdr, 1);
+	sl_shm_detach(&m);
+}
+
 /* A chunk of a fixed window: its count goes until it ends, then nothing until the
  * next; topped up (the same chunk), the count goes on; a new chunk starts it anew. */
 static void test_window_chunk(void **state)
@@ -319,6 +411,7 @@ int main(void)
 		cmocka_unit_test(test_rate_share),
 		cmocka_unit_test(test_share_grows),
 		cmocka_unit_test(test_grid),
+		cmocka_unit_test(test_claims),
 		cmocka_unit_test(test_window_chunk),
 		cmocka_unit_test(test_places),
 	};
