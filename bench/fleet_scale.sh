@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # make bench, item 20: many daemons on one machine, each its own segment and
 # machine name, sharing one rate through a Redis of the bench's own.
-# bench/fleet_scale.sh N SECONDS steady|single|moving:
+# bench/fleet_scale.sh N SECONDS steady|single|moving|skewed:
 #   steady  every machine's client offers 10/s against a fleet rate of 100/s,
 #           from two blocking processes;
 #   single  the same from one blocking process a machine (one waiter each);
 #   moving  a tenth of the machines offer 20/s each second, another tenth the
-#           next second (the demand moving among them every second).
+#           next second (the demand moving among them every second);
+#   skewed  a tenth of the machines offer 40/s each from four processes, the
+#           others 2/s each from one (uneven demand: busy machines beside light
+#           ones).
 # CLAIMS=off runs the daemons with claims = off (docs/config.md: ranks only; on,
 # the default, serves light machines by claims).
 # SHAPER=sluice (the default: N daemons, the clients under the shim),
@@ -70,6 +73,14 @@ for n in $(seq "$N"); do
 	elif [ "$MODE" = single ]; then
 		what=(10 $((SECS + N / 5 + 40)))
 		procs=1
+	elif [ "$MODE" = skewed ]; then
+		if [ $((n % 10)) = 0 ]; then
+			what=(40 $((SECS + N / 5 + 40)))
+			procs=4
+		else
+			what=(2 $((SECS + N / 5 + 40)))
+			procs=1
+		fi
 	else
 		# Machine n offers 20/s in the seconds s with s % 10 == n % 10.
 		what=(20 $((SECS + N / 5 + 40)) --every 10 --phase $((n % 10)))

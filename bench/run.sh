@@ -53,8 +53,9 @@
 #      sharing 100/s, each client offering 10/s, and 200 with the demand moving
 #      among them every second: delivered, the most in any one-second span, the
 #      fewest in a whole second, Redis's calls, CPU and cost per call; the same
-#      demand shapes (one waiter a machine, demand moving every second) with
-#      claims and with ranks alone, beside a per-request Redis GCRA and
+#      demand shapes (one waiter a machine, demand moving every second, a tenth
+#      of the machines busy beside light ones) with claims and with ranks
+#      alone, beside a per-request Redis GCRA and
 #      unshaped; and the lease script's cost a call at
 #      100, 1,000 and 10,000 machines on one item (bench/lease_cost.sh);
 #  21. a program's attach to the machine's segment through its socket (a
@@ -736,7 +737,7 @@ done
 # clients unshaped (SHAPER=none), for each demand shape (issue: a fleet that
 # delivers what it is given).
 echo "   side by side: sluice (claims on, the default), sluice with ranks alone (claims = off), a per-request Redis GCRA, unshaped"
-for run in "50 15 single" "50 15 moving" "200 15 single" "200 15 moving"; do
+for run in "50 15 single" "50 15 moving" "50 15 skewed" "200 15 single" "200 15 moving" "200 15 skewed"; do
 	set -- $run
 	for shaper in sluice ranks redis-gcra none; do
 		echo "   $1 machines, $3 demand, $shaper:"

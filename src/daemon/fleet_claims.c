@@ -34,6 +34,7 @@
 #define BELL_WAIT_NS (200 * SL_NS_PER_MS) /* a sleep's bound: the word is read again */
 
 static void on_claims_look(struct ev_loop *loop, ev_timer *w, int revents);
+
 struct claim_call {
 	struct fleet *f;
 	struct sl_fleet_item it; /* the item as collected: its state is found again */
