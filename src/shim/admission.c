@@ -95,11 +95,11 @@ void sl_admission_ask(struct sl_pending_ask *a, const struct sl_dest *d, struct 
 
 int sl_admission_step(struct sl_pending *p, int64_t now, sl_act_fn act, void *arg)
 {
-	/* MOVED: followed, and stepped again at once; CHECK: asked, and stepped
-	 * again; the stepper bounds both. */
 	/* A held socket's look again for a claim is the kicker's, which claims
 	 * wake where the kernel lets it. */
 	p->claims_wakeable = (uint8_t)sl_kicker_claims_wakeable();
+	/* MOVED: followed, and stepped again at once; CHECK: asked, and stepped
+	 * again; the stepper bounds both. */
 	for (;;) {
 		int rc = sl_pending_step(p, sl_shim.shm.hdr, now, act, arg);
 
