@@ -46,7 +46,9 @@ struct sl_fleet_memo {
 	                             * a request, a queue or a caller held */
 	double active_flow;         /* flow_avg then (per ns) */
 	int claiming;               /* a grid item served by claims (sl_fleet_measure) */
-	int claim_pending;          /* a claim call for it is in flight (fleet.c) */
+	int64_t claim_sent_ns;      /* a claim call for it in flight since (0: none;
+	                             * fleet_claims.c): one dropped with its
+	                             * connection is never answered */
 	uint32_t claims_short;      /* slots claimed for it that Redis could not give,
 	                             * since the last measure */
 	int64_t claims_quiet_until; /* no claim call before (none came at the last) */

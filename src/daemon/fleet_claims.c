@@ -52,7 +52,7 @@ static void on_claims(redisAsyncContext *ac, void *reply, void *priv)
 	uint32_t n = 0;
 
 	if (m)
-		m->claim_pending = 0;
+		m->claim_sent_ns = 0;
 	if (!f || !r || r->type != REDIS_REPLY_ARRAY || r->elements < SL_FLEET_HEAD_OUT) {
 		free(c);
 		return;
@@ -153,7 +153,13 @@ static void on_claims_look(struct ev_loop *loop, ev_timer *w, int revents)
 		size_t lens[15];
 		char gkey[SL_FLEET_KEY_MAX + 8], ckey[SL_FLEET_KEY_MAX + 16], cur[SL_FLEET_KEY_MAX + 8];
 
-		if (it->kind != 'r' || !it->grid || !it->claims || !(m = fleet_memo_find(f, it->key)) || m->claim_pending ||
+		/* One call an item in flight - or given up after the time a lease call
+		 * is given up: a call on a connection dropped meanwhile (a hung master
+		 * left for the promoted replica) is answered with no reply and no
+		 * fleet to tell, and was in flight for good: after a Sentinel
+		 * failover no claim was asked for again (make chaos). */
+		if (it->kind != 'r' || !it->grid || !it->claims || !(m = fleet_memo_find(f, it->key)) ||
+		    (m->claim_sent_ns && now - m->claim_sent_ns < f->conf.timeout_ns) ||
 		    now < m->claims_quiet_until)
 			continue;
 		if (sl_shm_lock(h, f->d->shm.self, SL_NS_PER_S) < 0)
@@ -193,7 +199,7 @@ static void on_claims_look(struct ev_loop *loop, ev_timer *w, int revents)
 				continue;
 			}
 		}
-		m->claim_pending = 1;
+		m->claim_sent_ns = now;
 		h->redis_calls++;
 		sl_log_debug("fleet %s: %u claimed for callers waiting", it->key, SL_MIN(want, (uint32_t)CLAIMS_MAX));
 	}
